@@ -1,0 +1,42 @@
+# initlock: make test runs everything CI runs; make demo shows what initlock does.
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+
+GO ?= go
+# Packages under test. test/e2e has its own target.
+PKGS ?= ./...
+TEST_FLAGS ?= -count=1 -timeout=30m
+GOLANGCI_LINT := $(GO) tool -modfile=hack/tools/golangci-lint/go.mod golangci-lint
+CONTROLLER_GEN := $(GO) tool -modfile=hack/tools/controller-gen/go.mod controller-gen
+KUSTOMIZE := $(GO) tool -modfile=hack/tools/kustomize/go.mod kustomize
+
+.PHONY: all
+all: test
+
+.PHONY: help
+help: ## Show the targets.
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+.PHONY: kube
+kube: ## Build, or verify, etcd, kube-apiserver and kube-controller-manager in the cache.
+	@hack/kube.sh >/dev/null
+
+.PHONY: test
+test: kube lint unit ## Lint, vet and run every test against the real control plane.
+
+.PHONY: unit
+unit: kube ## Run the tests (real control plane) without lint.
+	KUBEBUILDER_ASSETS="$$(hack/kube.sh 2>/dev/null)" $(GO) test $(TEST_FLAGS) $(PKGS)
+
+.PHONY: vet
+vet:
+	$(GO) vet $(PKGS)
+
+.PHONY: lint
+lint: vet ## gofmt, go vet and golangci-lint.
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GOLANGCI_LINT) run $(PKGS)
+
+.PHONY: bench
+bench: kube ## Run the benchmarks.
+	KUBEBUILDER_ASSETS="$$(hack/kube.sh 2>/dev/null)" $(GO) test -run='^$$' -bench=. -benchmem $(PKGS)

@@ -1,0 +1,215 @@
+package kubeenv
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// Options configure an Env.
+type Options struct {
+	// CAPI selects the Cluster API CRDs; the default is CAPIV1Beta2.
+	CAPI CAPI
+	// CRDDirs are further folders of CRDs to install.
+	CRDDirs []string
+	// NoControllerManager leaves kube-controller-manager out: no garbage
+	// collection, and deleted namespaces stay Terminating.
+	NoControllerManager bool
+	// QPS and Burst of the admin rest.Config; defaults 1000 and 2000, so
+	// client-side rate limiting never shapes a test.
+	QPS   float32
+	Burst int
+}
+
+// Env is a running control plane.
+type Env struct {
+	// Config connects as a cluster admin.
+	Config *rest.Config
+	// Client is an uncached client for Config, with Scheme.
+	Client client.Client
+	// CAPIVersion is the Cluster API version the Env serves preferably
+	// (v1beta2 or v1beta1), or "" without Cluster API.
+	CAPIVersion string
+	// Dir is a temporary folder that lives as long as the Env.
+	Dir string
+
+	env *envtest.Environment
+	kcm *exec.Cmd
+	// kcmDone is closed when kube-controller-manager has exited.
+	kcmDone chan struct{}
+}
+
+// Start starts etcd and kube-apiserver, installs the CRDs, then starts
+// kube-controller-manager, and returns once all of them serve.
+func Start(opts Options) (_ *Env, retErr error) {
+	assets, err := AssetsDir()
+	if err != nil {
+		return nil, err
+	}
+	crds, err := CRDDirs(opts.CAPI)
+	if err != nil {
+		return nil, err
+	}
+	crds = append(crds, opts.CRDDirs...)
+	dir, err := os.MkdirTemp("", "initlock-kubeenv-")
+	if err != nil {
+		return nil, err
+	}
+	e := &Env{Dir: dir, env: &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths:     crds,
+		ErrorIfCRDPathMissing: true,
+		Scheme:                Scheme(),
+	}}
+	defer func() {
+		if retErr != nil {
+			retErr = errors.Join(retErr, e.Stop())
+		}
+	}()
+	cfg, err := e.env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting etcd and kube-apiserver from %s: %w", assets, err)
+	}
+	cfg.QPS, cfg.Burst = 1000, 2000
+	if opts.QPS > 0 {
+		cfg.QPS = opts.QPS
+	}
+	if opts.Burst > 0 {
+		cfg.Burst = opts.Burst
+	}
+	e.Config = cfg
+	if e.Client, err = client.New(cfg, client.Options{Scheme: Scheme()}); err != nil {
+		return nil, err
+	}
+	if opts.CAPI != CAPINone {
+		e.CAPIVersion = string(opts.CAPI)
+		if opts.CAPI == "" {
+			e.CAPIVersion = string(CAPIV1Beta2)
+		}
+	}
+	if !opts.NoControllerManager {
+		if err := e.startControllerManager(filepath.Join(assets, "kube-controller-manager")); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// startControllerManager runs the garbage collector and the namespace
+// controller as a cluster admin. It is started after the CRDs are installed,
+// since the collector rediscovers resource types only every 30 s or so.
+func (e *Env) startControllerManager(bin string) error {
+	kubeconfig, err := e.WriteKubeconfig("kube-controller-manager", []string{"system:masters"})
+	if err != nil {
+		return err
+	}
+	logPath := filepath.Join(e.Dir, "kube-controller-manager.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(bin,
+		"--kubeconfig="+kubeconfig,
+		"--controllers=garbage-collector-controller,namespace-controller",
+		"--use-service-account-credentials=false",
+		"--leader-elect=false",
+		"--secure-port=0",
+	)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Its own process group, and killed with this process should the test
+	// binary die without running Stop.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return fmt.Errorf("starting kube-controller-manager: %w", err)
+	}
+	e.kcm = cmd
+	e.kcmDone = make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		_ = logFile.Close()
+		close(e.kcmDone)
+	}()
+	// Healthy once it runs: the collector syncs on its own schedule, and
+	// tests wait for its effects with Eventually.
+	select {
+	case <-e.kcmDone:
+		b, _ := os.ReadFile(logPath)
+		return fmt.Errorf("kube-controller-manager exited at start:\n%s", b)
+	case <-time.After(200 * time.Millisecond):
+	}
+	return nil
+}
+
+// AddUser returns a rest.Config for a user of the given name and groups, with
+// the same QPS as the admin config. RBAC decides what the user may do.
+func (e *Env) AddUser(name string, groups []string) (*rest.Config, error) {
+	u, err := e.env.AddUser(envtest.User{Name: name, Groups: groups}, e.Config)
+	if err != nil {
+		return nil, fmt.Errorf("adding user %q: %w", name, err)
+	}
+	cfg := rest.CopyConfig(u.Config())
+	cfg.QPS, cfg.Burst = e.Config.QPS, e.Config.Burst
+	return cfg, nil
+}
+
+// WriteKubeconfig adds a user and writes a kubeconfig for it into the Env's
+// folder, returning its path.
+func (e *Env) WriteKubeconfig(name string, groups []string) (string, error) {
+	u, err := e.env.AddUser(envtest.User{Name: name, Groups: groups}, e.Config)
+	if err != nil {
+		return "", fmt.Errorf("adding user %q: %w", name, err)
+	}
+	b, err := u.KubeConfig()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(e.Dir, name+".kubeconfig")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// Stop ends kube-controller-manager, kube-apiserver and etcd and removes the
+// Env's temporary folders. It may be called more than once.
+func (e *Env) Stop() error {
+	var errs []error
+	if e.kcm != nil && e.kcm.Process != nil {
+		_ = syscall.Kill(-e.kcm.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-e.kcmDone:
+		case <-time.After(5 * time.Second):
+			_ = syscall.Kill(-e.kcm.Process.Pid, syscall.SIGKILL)
+			<-e.kcmDone
+		}
+		e.kcm = nil
+	}
+	if e.env != nil {
+		if err := e.env.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("stopping etcd and kube-apiserver: %w", err))
+		}
+		e.env = nil
+	}
+	if e.Dir != "" {
+		if err := os.RemoveAll(e.Dir); err != nil {
+			errs = append(errs, err)
+		}
+		e.Dir = ""
+	}
+	return errors.Join(errs...)
+}
+
+// ControllerManagerLog returns what kube-controller-manager has logged so far.
+func (e *Env) ControllerManagerLog() string {
+	b, _ := os.ReadFile(filepath.Join(e.Dir, "kube-controller-manager.log"))
+	return string(b)
+}
