@@ -58,11 +58,12 @@ func (e *Env) Namespace(t testing.TB) string {
 	t.Helper()
 	name := NamespaceName(t.Name())
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := e.Client.Create(context.Background(), ns); err != nil {
+	if err := e.Client.Create(t.Context(), ns); err != nil {
 		t.Fatalf("creating namespace %s: %v", name, err)
 	}
 	t.Cleanup(func() {
-		if err := e.Client.Delete(context.Background(), ns); err != nil && !apierrors.IsNotFound(err) {
+		// t.Context() is already cancelled when cleanups run.
+		if err := e.Client.Delete(context.WithoutCancel(t.Context()), ns); err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("deleting namespace %s: %v", name, err)
 		}
 	})

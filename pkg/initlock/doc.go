@@ -1,0 +1,86 @@
+// Package initlock is a restore-safe control-plane init lock for Cluster API
+// bootstrap providers: the mutex that makes sure only one Machine of a
+// cluster runs "kubeadm init". It is wire-compatible with the lock of the
+// kubeadm bootstrap provider (CABPK v1.2 to v1.14) and of the RKE2, k3s and
+// MicroK8s providers, so that their locks are read and healed, and locks
+// written here are read correctly by them.
+//
+// # The wire contract
+//
+//   - The lock is a ConfigMap named "<cluster-name>-lock" in the Cluster's
+//     namespace (LockName).
+//   - It carries the label "cluster.x-k8s.io/cluster-name: <cluster-name>"
+//     (ClusterNameLabel).
+//   - Its data key "lock-information" (DataKey) holds the JSON Record
+//     {"machineName":"<machine>"}. initlock adds "machineUID" and
+//     "acquiredAt"; upstream decoders ignore unknown fields, and initlock
+//     ignores fields it does not know.
+//   - It has one ownerReference to the Cluster: apiVersion
+//     "cluster.x-k8s.io/<version>", kind "Cluster", name and uid, with neither
+//     controller nor blockOwnerDeletion set. Other ownerReferences a user or
+//     tool added are kept.
+//
+// A ConfigMap with the lock's name but without the label (for this cluster)
+// or the data key is not a lock (ErrNotALock) and is never modified or
+// deleted. A lock whose record is not JSON or names no machine is corrupt
+// (ErrCorruptLock) and is never taken over silently.
+//
+// # The grant record
+//
+// The ConfigMap alone cannot keep the lock safe: a restore that keeps a stale
+// owner UID lets the garbage collector delete it within milliseconds, and an
+// operator may delete it by hand. So every acquisition is also recorded on
+// the holder Machine, in the annotation GrantAnnotation
+// ("initlock.dev/init-lock-grant"), which backup, restore and move carry with
+// the Machine and which goes away with it. The protocol:
+//
+//  1. Lock reads the lock ConfigMap live. If it is held by another Machine
+//     that exists (checked live), the lock is not acquired. If that Machine
+//     no longer exists, the lock is taken over with an update conditional
+//     on the resourceVersion read. If it is free, it is created (an atomic
+//     Create: of any number of racing callers exactly one succeeds).
+//  2. Having written the ConfigMap, Lock records the grant on the caller,
+//     conditional on the caller's UID, and then lists the cluster's Machines
+//     live. If another Machine carries a grant for the cluster, the lock is
+//     handed to that Machine (the earliest grant wins), the caller's grant is
+//     withdrawn and the caller is refused.
+//  3. Only then does Lock report the lock acquired.
+//  4. Unlock withdraws the grant, then deletes the ConfigMap with the UID and
+//     resourceVersion it read as preconditions.
+//
+// Because a caller reports success only after its grant is durable and no
+// other grant was seen, two callers can never both succeed while both grants
+// stand: the later one sees the earlier one's grant. This holds whatever
+// happens to the ConfigMap. When the ConfigMap is found missing, the caller
+// briefly writes it for itself, sees the surviving grant and hands the lock
+// back to the granted holder (Result.Recreated).
+//
+// A healthy re-Lock by the holder makes one live read and no write. A free
+// Lock makes two writes (the ConfigMap and the grant) and two reads.
+//
+// # What it does not guarantee
+//
+//   - A grant counts only while the holder Machine exists and the Cluster is
+//     not initialised. Deleting the holder Machine, or an explicit Unlock,
+//     ends it; that is how a provider lets another Machine try after a failed
+//     init.
+//   - Safety rests on the Machine objects: restoring Machines from a backup
+//     older than a grant, or editing the annotation away by hand, removes the
+//     protection, as deleting the ConfigMap did upstream.
+//   - Bootstrap providers that do not use this package (the upstream lock)
+//     write no grants; their locks are protected only by the ConfigMap.
+//   - While a Cluster is paused Lock changes nothing and returns
+//     ErrClusterPaused: objects arrive in any order during restore and move,
+//     and a decision taken then could be wrong.
+//   - Two callers that both see each other's fresh grant both withdraw and
+//     both retry: the protocol favours safety over progress in that race.
+//
+// # Decide, then do
+//
+// Decide is the single decision function. It takes an Observation (the lock,
+// the Cluster, the holder Machine, the grant records and, for Lock, the
+// calling Machine), a Policy and the time, and returns a Verdict and an
+// Action. Locker uses it for callers; the manager and the kubectl plugin use
+// it, with Apply, to keep locks owned, release them after init and collect
+// orphans.
+package initlock

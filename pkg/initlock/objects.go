@@ -1,0 +1,164 @@
+package initlock
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/initlock/initlock/internal/capi"
+)
+
+// Cluster is what the lock needs to know of a Cluster API Cluster.
+type Cluster struct {
+	Namespace, Name string
+	UID             types.UID
+	// APIVersion is the Cluster's group/version, e.g. cluster.x-k8s.io/v1beta2.
+	APIVersion  string
+	Paused      bool
+	Initialized bool
+	Deleting    bool
+}
+
+// ClusterFrom reads a Cluster of any served version. obj is an unstructured
+// object or a typed Cluster API Cluster registered in scheme; scheme is
+// needed only for typed objects whose TypeMeta is empty.
+func ClusterFrom(obj client.Object, scheme *runtime.Scheme) (Cluster, error) {
+	u, err := toUnstructured(obj, scheme)
+	if err != nil {
+		return Cluster{}, fmt.Errorf("reading cluster %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
+	}
+	if u.GroupVersionKind().Group != capi.Group || u.GetKind() != capi.ClusterKind {
+		return Cluster{}, fmt.Errorf("reading cluster %s/%s: %s is not a Cluster API Cluster", obj.GetNamespace(), obj.GetName(), u.GroupVersionKind())
+	}
+	return Cluster{
+		Namespace:   u.GetNamespace(),
+		Name:        u.GetName(),
+		UID:         u.GetUID(),
+		APIVersion:  u.GetAPIVersion(),
+		Paused:      capi.IsPaused(u),
+		Initialized: capi.IsControlPlaneInitialized(u),
+		Deleting:    u.GetDeletionTimestamp() != nil,
+	}, nil
+}
+
+func toUnstructured(obj client.Object, scheme *runtime.Scheme) (*unstructured.Unstructured, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return u, nil
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	if u.GetKind() == "" && scheme != nil {
+		gvk, err := apiutil.GVKForObject(obj, scheme)
+		if err != nil {
+			return nil, err
+		}
+		u.SetGroupVersionKind(gvk)
+	}
+	return u, nil
+}
+
+// Machine is what the lock needs to know of a Cluster API Machine: who it is
+// and the grant record it carries.
+type Machine struct {
+	Namespace, Name string
+	UID             types.UID
+	// APIVersion is the Machine's group/version.
+	APIVersion string
+	// Grant is the grant record the Machine carries, if any.
+	Grant *Grant
+}
+
+// MachineFrom reads the identity and grant record of a Machine given as any
+// object, typed, unstructured or metadata-only. A grant annotation that
+// cannot be parsed is treated as a grant recorded at an unknown time, so that
+// damage to it never weakens the protection it gives.
+func MachineFrom(obj client.Object, scheme *runtime.Scheme) (Machine, error) {
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	if gvk.Kind == "" && scheme != nil {
+		var err error
+		if gvk, err = apiutil.GVKForObject(obj, scheme); err != nil {
+			return Machine{}, fmt.Errorf("reading machine %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
+		}
+	}
+	if gvk.Group != capi.Group || gvk.Kind != capi.MachineKind {
+		return Machine{}, fmt.Errorf("reading machine %s/%s: %s is not a Cluster API Machine", obj.GetNamespace(), obj.GetName(), gvk)
+	}
+	return Machine{
+		Namespace:  obj.GetNamespace(),
+		Name:       obj.GetName(),
+		UID:        obj.GetUID(),
+		APIVersion: gvk.GroupVersion().String(),
+		Grant:      grantFrom(obj.GetAnnotations()),
+	}, nil
+}
+
+// Lock is an observed ConfigMap that has a cluster's lock name.
+type Lock struct {
+	Namespace, Name string
+	UID             types.UID
+	ResourceVersion string
+	Created         time.Time
+	// Record is the lock record; valid when Problem is nil.
+	Record Record
+	// Problem wraps ErrNotALock or ErrCorruptLock when the ConfigMap is not
+	// a usable lock.
+	Problem error
+	// OwnerReferences as found.
+	OwnerReferences []metav1.OwnerReference
+	// ClusterAbsentSince is set when the lock carries a valid cluster-absent
+	// mark: one made for this incarnation of the lock.
+	ClusterAbsentSince *time.Time
+	// StaleMark tells that the lock carries a cluster-absent mark that is
+	// not valid for it (made before a restore or move, or unreadable).
+	StaleMark bool
+}
+
+// ObserveLock reads cm as the lock of cluster clusterName.
+func ObserveLock(cm *corev1.ConfigMap, clusterName string) *Lock {
+	l := &Lock{
+		Namespace:       cm.Namespace,
+		Name:            cm.Name,
+		UID:             cm.UID,
+		ResourceVersion: cm.ResourceVersion,
+		Created:         cm.CreationTimestamp.Time,
+		OwnerReferences: cm.OwnerReferences,
+	}
+	l.Record, l.Problem = classify(cm, clusterName)
+	if v, ok := cm.Annotations[ClusterAbsentAnnotation]; ok {
+		since, uid, ok := parseAbsentMark(v)
+		if ok && uid == cm.UID {
+			l.ClusterAbsentSince = &since
+		} else {
+			l.StaleMark = true
+		}
+	}
+	return l
+}
+
+// absentMark encodes the cluster-absent mark: "<RFC3339 time> <lock UID>".
+func absentMark(since time.Time, lockUID types.UID) string {
+	return since.UTC().Format(time.RFC3339) + " " + string(lockUID)
+}
+
+func parseAbsentMark(v string) (time.Time, types.UID, bool) {
+	ts, uid, ok := strings.Cut(v, " ")
+	if !ok {
+		return time.Time{}, "", false
+	}
+	t, err := time.Parse(time.RFC3339, ts)
+	if err != nil {
+		return time.Time{}, "", false
+	}
+	return t, types.UID(uid), true
+}

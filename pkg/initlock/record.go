@@ -1,0 +1,106 @@
+package initlock
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+const (
+	// LockSuffix is appended to a cluster's name to name its lock.
+	LockSuffix = "-lock"
+	// DataKey is the ConfigMap data key that holds the lock record.
+	DataKey = "lock-information"
+	// ClusterNameLabel labels the lock with its cluster's name.
+	ClusterNameLabel = "cluster.x-k8s.io/cluster-name"
+	// AnnotationPrefix prefixes every annotation initlock writes.
+	AnnotationPrefix = "initlock.dev/"
+	// ClusterAbsentAnnotation on a lock records since when its Cluster has
+	// been missing, and for which incarnation of the lock (by UID), so that
+	// an orphan's grace period survives restarts of the manager but not a
+	// restore or a move, which give the lock a new UID.
+	ClusterAbsentAnnotation = AnnotationPrefix + "cluster-absent-since"
+)
+
+// Record is the JSON held under DataKey. MachineName is the only field the
+// upstream providers write or read; the others are written by initlock and
+// ignored by upstream decoders.
+type Record struct {
+	// MachineName is the holder.
+	MachineName string `json:"machineName"`
+	// MachineUID is the holder's UID when the lock was last written by
+	// initlock. A restore gives the holder a new UID, so the holder is
+	// matched by name and the UID refreshed.
+	MachineUID types.UID `json:"machineUID,omitempty"`
+	// AcquiredAt is when the current holder acquired the lock.
+	AcquiredAt *time.Time `json:"acquiredAt,omitempty"`
+}
+
+// LockName returns the name of cluster's lock, or an error wrapping
+// ErrInvalidName when no valid lock can carry that cluster's name: the lock
+// name must be a DNS subdomain of at most 253 characters, and the cluster name
+// a label value of at most 63 characters.
+func LockName(cluster string) (string, error) {
+	if cluster == "" {
+		return "", fmt.Errorf("%w: cluster name is empty", ErrInvalidName)
+	}
+	name := cluster + LockSuffix
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return "", fmt.Errorf("%w: lock name %q for cluster %q: %s", ErrInvalidName, truncate(name), truncate(cluster), errs[0])
+	}
+	if errs := validation.IsValidLabelValue(cluster); len(errs) > 0 {
+		return "", fmt.Errorf("%w: cluster name %q cannot be the value of label %s: %s", ErrInvalidName, truncate(cluster), ClusterNameLabel, errs[0])
+	}
+	return name, nil
+}
+
+func truncate(s string) string {
+	if len(s) > 80 {
+		return s[:77] + "..."
+	}
+	return s
+}
+
+// DecodeRecord parses lock-information. It fails, wrapping ErrCorruptLock,
+// when the data is not a JSON object or names no machine. Unknown fields are
+// ignored, as upstream decoders ignore initlock's.
+func DecodeRecord(data string) (Record, error) {
+	var r Record
+	if err := json.Unmarshal([]byte(data), &r); err != nil {
+		return Record{}, fmt.Errorf("%w: %s is not a JSON lock record: %w", ErrCorruptLock, DataKey, err)
+	}
+	if r.MachineName == "" {
+		return Record{}, fmt.Errorf("%w: %s names no machine (empty machineName)", ErrCorruptLock, DataKey)
+	}
+	return r, nil
+}
+
+// Encode returns the JSON for lock-information.
+func (r Record) Encode() string {
+	b, err := json.Marshal(r)
+	if err != nil { // a struct of strings and a time cannot fail to marshal
+		panic(err)
+	}
+	return string(b)
+}
+
+// classify tells whether cm is clusterName's lock, returning its record, or
+// an error wrapping ErrNotALock or ErrCorruptLock that says why not.
+func classify(cm *corev1.ConfigMap, clusterName string) (Record, error) {
+	label, ok := cm.Labels[ClusterNameLabel]
+	if !ok {
+		return Record{}, fmt.Errorf("%w (no %s label)", ErrNotALock, ClusterNameLabel)
+	}
+	if label != clusterName {
+		return Record{}, fmt.Errorf("%w (label %s is %q, not %q)", ErrNotALock, ClusterNameLabel, label, clusterName)
+	}
+	data, ok := cm.Data[DataKey]
+	if !ok {
+		return Record{}, fmt.Errorf("%w (no %s key)", ErrNotALock, DataKey)
+	}
+	return DecodeRecord(data)
+}
