@@ -1,0 +1,114 @@
+package lock
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+var (
+	locksGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "initlock_locks",
+		Help: "Init locks by state (the verdict of the last reconcile).",
+	}, []string{"state"})
+	adoptionsTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "initlock_lock_adoptions_total",
+		Help: "Locks re-pointed at their Cluster's current UID.",
+	})
+	releasesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "initlock_lock_releases_total",
+		Help: "Locks released, by reason (initialized, cluster-deleting).",
+	}, []string{"reason"})
+	orphansCollectedTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "initlock_orphan_locks_collected_total",
+		Help: "Orphan locks deleted after their grace period.",
+	})
+	warningsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "initlock_lock_warnings_total",
+		Help: "Warning events emitted, by reason (CorruptLock, ForeignConfigMap).",
+	}, []string{"reason"})
+	holdDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "initlock_lock_hold_duration_seconds",
+		Help: "How long a lock was held, from its acquisition (or creation) to its release or collection.",
+		// 10 s to about 2.3 days.
+		Buckets: prometheus.ExponentialBuckets(10, 3, 10),
+	})
+)
+
+// gaugeStates are the states initlock_locks reports, all present from the
+// start so that dashboards see zeros rather than missing series.
+var gaugeStates = func() []initlock.Verdict {
+	var out []initlock.Verdict
+	for _, v := range initlock.Verdicts {
+		if v != initlock.VerdictFree && v != initlock.VerdictLost {
+			out = append(out, v)
+		}
+	}
+	return out
+}()
+
+var registerOnce sync.Once
+
+// registerMetrics adds the metrics to the controller-runtime registry once
+// per process, however many managers it runs.
+func registerMetrics() {
+	registerOnce.Do(func() {
+		metrics.Registry.MustRegister(locksGauge, adoptionsTotal, releasesTotal, orphansCollectedTotal, warningsTotal, holdDuration)
+		for _, v := range gaugeStates {
+			locksGauge.WithLabelValues(string(v))
+		}
+		for _, r := range []string{initlock.ReasonInitialized, initlock.ReasonClusterDeleting} {
+			releasesTotal.WithLabelValues(r)
+		}
+		for _, r := range []string{ReasonCorruptLock, ReasonForeignConfigMap} {
+			warningsTotal.WithLabelValues(r)
+		}
+	})
+}
+
+// stateTracker keeps the verdict of every lock a reconciler has seen, so the
+// gauge counts each lock once. Several reconcilers in one process (several
+// managers) add up; each takes its share out when its manager stops.
+type stateTracker struct {
+	mu     sync.Mutex
+	states map[types.NamespacedName]initlock.Verdict
+}
+
+// set records the verdict of a cluster's lock; "" forgets it.
+func (t *stateTracker) set(key types.NamespacedName, v initlock.Verdict) {
+	if v == initlock.VerdictFree || v == initlock.VerdictLost {
+		v = ""
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old := t.states[key]
+	if old == v {
+		return
+	}
+	if old != "" {
+		locksGauge.WithLabelValues(string(old)).Dec()
+	}
+	if v == "" {
+		delete(t.states, key)
+		return
+	}
+	if t.states == nil {
+		t.states = map[types.NamespacedName]initlock.Verdict{}
+	}
+	t.states[key] = v
+	locksGauge.WithLabelValues(string(v)).Inc()
+}
+
+// reset takes every recorded verdict out of the gauge.
+func (t *stateTracker) reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, v := range t.states {
+		locksGauge.WithLabelValues(string(v)).Dec()
+	}
+	t.states = nil
+}

@@ -1,0 +1,438 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+// EventSource is the name the controller reports its events under.
+const EventSource = "initlock-manager"
+
+// Event reasons.
+const (
+	ReasonLockAdopted         = "LockAdopted"
+	ReasonLockReleased        = "LockReleased"
+	ReasonOrphanLockCollected = "OrphanLockCollected"
+	ReasonCorruptLock         = "CorruptLock"
+	ReasonForeignConfigMap    = "ForeignConfigMap"
+)
+
+const (
+	// foreignRecheck is how often a ConfigMap found not to be a lock is
+	// looked at again, so that the gauge notices when it goes away (it is
+	// not in the cache, so its deletion sends no event).
+	foreignRecheck = 5 * time.Minute
+	// conflictRetry is how soon a reconcile whose write met a conflict
+	// runs again, should no event about the newer lock come first.
+	conflictRetry = time.Second
+	// cacheLagRetry is how soon a reconcile waiting for the cache to show
+	// its own last write runs again, should the watch event not come first.
+	cacheLagRetry = 10 * time.Second
+)
+
+// EventRecorder is the part of the events.k8s.io recorder
+// (k8s.io/client-go/tools/events) the controller uses.
+type EventRecorder interface {
+	Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any)
+}
+
+// Reconciler keeps the init lock of each Cluster owned, releases it after
+// init and collects it when orphaned. Set the exported fields, then call
+// SetupWithManager.
+type Reconciler struct {
+	// Client reads through the manager's cache and writes to the API server.
+	Client client.Client
+	// APIReader reads the API server directly, to confirm what the cache
+	// cannot show.
+	APIReader client.Reader
+	// Recorder emits the events.
+	Recorder EventRecorder
+	// CAPIVersion is the Cluster API version served (v1beta2 or v1beta1).
+	CAPIVersion string
+	// Policy is passed to initlock.Decide.
+	Policy initlock.Policy
+	// OrphanSettle is how long a lock must be seen without its Cluster
+	// before the absence is recorded on it.
+	OrphanSettle time.Duration
+	// Clock gives the time of decisions; nil is the real clock.
+	Clock clock.PassiveClock
+
+	mu     sync.Mutex
+	memos  map[types.NamespacedName]*memo
+	states stateTracker
+}
+
+var _ reconcile.Reconciler = (*Reconciler)(nil)
+
+// memo is what the reconciler remembers about one Cluster between
+// reconciles. It is an optimisation and a spam filter only: losing it (a
+// restart) costs at most one read, one repeated warning or a longer orphan
+// grace, never a wrong write.
+type memo struct {
+	// writtenFrom is the lock (UID and resourceVersion) the last write was
+	// made from; while the cache still shows it, the write is not visible
+	// yet and deciding again would repeat it.
+	writtenFrom objectVersion
+	// orphanUID and orphanSince: since when this lock has been seen
+	// without its Cluster.
+	orphanUID   types.UID
+	orphanSince time.Time
+	// warned is the last warning emitted: reason and object version.
+	warned string
+	// checked is the Cluster UID and generation for which a live read
+	// found no ConfigMap with the lock's name.
+	checked string
+}
+
+type objectVersion struct {
+	uid             types.UID
+	resourceVersion string
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Clock == nil {
+		return time.Now()
+	}
+	return r.Clock.Now()
+}
+
+// memoFor returns the memo of a Cluster, creating it.
+func (r *Reconciler) memoFor(key types.NamespacedName) *memo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.memos == nil {
+		r.memos = map[types.NamespacedName]*memo{}
+	}
+	m, ok := r.memos[key]
+	if !ok {
+		m = &memo{}
+		r.memos[key] = m
+	}
+	return m
+}
+
+func (r *Reconciler) forget(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.memos, key)
+	r.states.set(key, "")
+}
+
+// The manager reads and patches locks, deletes them with preconditions, and
+// never creates one.
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;patch;delete
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile looks at the lock of the Cluster req names and makes at most one
+// write to it.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	lockName, err := initlock.LockName(req.Name)
+	if err != nil {
+		// No valid ConfigMap can be this Cluster's lock.
+		log.V(4).Info("Cluster name cannot name a lock", "reason", err.Error())
+		return ctrl.Result{}, nil
+	}
+	lockKey := types.NamespacedName{Namespace: req.Namespace, Name: lockName}
+
+	clusterObj, cluster, err := r.getCluster(ctx, req.NamespacedName)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	cm, err := r.getLock(ctx, lockKey)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if cluster == nil && cm == nil {
+		r.forget(req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+	m := r.memoFor(req.NamespacedName)
+
+	if cluster != nil && cluster.Paused {
+		// Restores and moves bring objects back in any order: decide
+		// nothing until the Cluster is unpaused.
+		log.V(4).Info("Cluster is paused; leaving its lock alone")
+		return ctrl.Result{}, nil
+	}
+
+	live := false
+	if cm == nil {
+		if !r.needsLiveCheck(m, clusterObj, cluster) {
+			r.states.set(req.NamespacedName, "")
+			return ctrl.Result{}, nil
+		}
+		if cm, err = r.getLockLive(ctx, lockKey); err != nil {
+			return ctrl.Result{}, err
+		}
+		if cm == nil {
+			m.checked = checkKey(clusterObj)
+			r.states.set(req.NamespacedName, "")
+			return ctrl.Result{}, nil
+		}
+		live = true
+	}
+	if !live && m.writtenFrom == (objectVersion{cm.UID, cm.ResourceVersion}) {
+		log.V(4).Info("Waiting for the cache to show the last write", "lock", klog.KObj(cm))
+		return ctrl.Result{RequeueAfter: cacheLagRetry}, nil
+	}
+
+	obs, d, err := r.decide(ctx, req.Name, cm, cluster)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	r.states.set(req.NamespacedName, d.Verdict)
+	log = log.WithValues("lock", klog.KObj(cm), "verdict", d.Verdict, "action", d.Action)
+
+	switch {
+	case errors.Is(d.Err, initlock.ErrNotALock):
+		r.warn(m, clusterObj, cm, ReasonForeignConfigMap, d.Err)
+		log.V(2).Info("ConfigMap is not a lock; leaving it alone", "reason", d.Err.Error())
+		if live {
+			return ctrl.Result{RequeueAfter: foreignRecheck}, nil
+		}
+		return ctrl.Result{}, nil
+	case errors.Is(d.Err, initlock.ErrCorruptLock):
+		r.warn(m, clusterObj, cm, ReasonCorruptLock, d.Err)
+		log.V(2).Info("Lock is corrupt; leaving it for a human", "reason", d.Err.Error())
+		return ctrl.Result{}, nil
+	case errors.Is(d.Err, initlock.ErrClusterPaused):
+		return ctrl.Result{}, nil
+	case d.Err != nil:
+		return ctrl.Result{}, fmt.Errorf("deciding on lock %s: %w", lockKey, d.Err)
+	}
+	m.warned = ""
+
+	if d.Verdict != initlock.VerdictOrphan {
+		m.orphanUID, m.orphanSince = "", time.Time{}
+	}
+	if d.Action == initlock.ActionMarkOrphan {
+		if wait := r.settle(m, cm); wait > 0 {
+			log.V(4).Info("Lock's Cluster is absent; waiting before recording it", "after", wait)
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
+	}
+	if d.Action == initlock.ActionNone {
+		return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
+	}
+
+	now := r.now()
+	if err := initlock.Apply(ctx, r.Client, cm, obs, d, now); err != nil {
+		switch {
+		case apierrors.IsConflict(err):
+			log.V(2).Info("Lock changed since it was read; looking again")
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		case apierrors.IsNotFound(err):
+			log.V(2).Info("Lock is gone already")
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("%s lock %s: %w", d.Action, lockKey, err)
+	}
+	m.writtenFrom = objectVersion{cm.UID, cm.ResourceVersion}
+	log.V(1).Info("Lock written")
+	r.record(clusterObj, cm, obs, d, now)
+	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
+}
+
+// getCluster reads the Cluster from the cache; nil when it does not exist.
+func (r *Reconciler) getCluster(ctx context.Context, key types.NamespacedName) (*unstructured.Unstructured, *initlock.Cluster, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(capi.ClusterGVK(r.CAPIVersion))
+	if err := r.Client.Get(ctx, key, u); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil, nil
+		}
+		return nil, nil, fmt.Errorf("reading cluster %s: %w", key, err)
+	}
+	cl, err := initlock.ClusterFrom(u, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return u, &cl, nil
+}
+
+// getLock reads the lock from the cache, which holds only ConfigMaps with
+// the cluster-name label; nil when there is none.
+func (r *Reconciler) getLock(ctx context.Context, key types.NamespacedName) (*corev1.ConfigMap, error) {
+	cm := &corev1.ConfigMap{}
+	if err := r.Client.Get(ctx, key, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading configmap %s: %w", key, err)
+	}
+	return cm, nil
+}
+
+// getLockLive reads the ConfigMap with the lock's name from the API server.
+func (r *Reconciler) getLockLive(ctx context.Context, key types.NamespacedName) (*corev1.ConfigMap, error) {
+	cm := &corev1.ConfigMap{}
+	if err := r.APIReader.Get(ctx, key, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading configmap %s: %w", key, err)
+	}
+	return cm, nil
+}
+
+// needsLiveCheck tells whether to look for an unlabelled ConfigMap with the
+// lock's name: only for a Cluster whose lock still matters (it exists, is
+// not deleting and not initialised), once per UID and generation.
+func (r *Reconciler) needsLiveCheck(m *memo, u *unstructured.Unstructured, cl *initlock.Cluster) bool {
+	if cl == nil || cl.Deleting || cl.Initialized {
+		return false
+	}
+	return m.checked != checkKey(u)
+}
+
+func checkKey(u *unstructured.Unstructured) string {
+	return fmt.Sprintf("%s/%d", u.GetUID(), u.GetGeneration())
+}
+
+// decide observes the lock and decides. The holder is looked up in the
+// cache; when the cache does not know it and the decision would write, a
+// live read confirms it before deciding again.
+func (r *Reconciler) decide(ctx context.Context, clusterName string, cm *corev1.ConfigMap, cluster *initlock.Cluster) (initlock.Observation, initlock.Decision, error) {
+	obs := initlock.Observe(clusterName, cm, cluster, nil)
+	if obs.Lock.Problem != nil {
+		return obs, initlock.Decide(obs, r.Policy, r.now()), nil
+	}
+	holderKey := types.NamespacedName{Namespace: cm.Namespace, Name: obs.Lock.Record.MachineName}
+	holder, err := r.getMachine(ctx, r.Client, holderKey)
+	if err != nil {
+		return obs, initlock.Decision{}, err
+	}
+	obs.Holder = holder
+	d := initlock.Decide(obs, r.Policy, r.now())
+	if holder != nil || d.Action == initlock.ActionNone {
+		return obs, d, nil
+	}
+	if obs.Holder, err = r.getMachine(ctx, r.APIReader, holderKey); err != nil {
+		return obs, initlock.Decision{}, err
+	}
+	return obs, initlock.Decide(obs, r.Policy, r.now()), nil
+}
+
+// getMachine reads a Machine's metadata; nil when it does not exist.
+func (r *Reconciler) getMachine(ctx context.Context, c client.Reader, key types.NamespacedName) (*initlock.Machine, error) {
+	if errs := validateName(key.Name); errs != "" {
+		// A record naming an impossible Machine: no such Machine exists.
+		return nil, nil
+	}
+	pom := &metav1.PartialObjectMetadata{}
+	pom.SetGroupVersionKind(capi.MachineGVK(r.CAPIVersion))
+	if err := c.Get(ctx, key, pom); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading machine %s: %w", key, err)
+	}
+	m, err := initlock.MachineFrom(pom, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// validateName rejects names that cannot be fetched (a path separator would
+// change the request).
+func validateName(name string) string {
+	if name == "" || strings.ContainsAny(name, "/%") || name == "." || name == ".." {
+		return "not a valid object name"
+	}
+	return ""
+}
+
+// settle returns how much longer the lock must be seen without its Cluster
+// before the absence is recorded; zero when it may be recorded now.
+func (r *Reconciler) settle(m *memo, cm *corev1.ConfigMap) time.Duration {
+	now := r.now()
+	if m.orphanUID != cm.UID {
+		m.orphanUID, m.orphanSince = cm.UID, now
+	}
+	if left := m.orphanSince.Add(r.OrphanSettle).Sub(now); left > 0 {
+		return left
+	}
+	return 0
+}
+
+// warn emits a Warning event once per reason and resourceVersion of the
+// offending ConfigMap.
+func (r *Reconciler) warn(m *memo, clusterObj *unstructured.Unstructured, cm *corev1.ConfigMap, reason string, problem error) {
+	key := reason + "/" + string(cm.UID) + "/" + cm.ResourceVersion
+	if m.warned == key {
+		return
+	}
+	m.warned = key
+	warningsTotal.WithLabelValues(reason).Inc()
+	var regarding, related runtime.Object = cm, nil
+	if clusterObj != nil {
+		regarding, related = clusterObj, cm
+	}
+	switch reason {
+	case ReasonForeignConfigMap:
+		r.event(regarding, related, corev1.EventTypeWarning, reason, "Inspect",
+			"ConfigMap %s has the name of the cluster's init lock but is not a lock (%v); it is left untouched: rename or remove it", cm.Name, problem)
+	default:
+		r.event(regarding, related, corev1.EventTypeWarning, reason, "Inspect",
+			"Init lock %s cannot be read (%v); it is left untouched: repair it or release it with kubectl initlock", cm.Name, problem)
+	}
+}
+
+// record updates the metrics and emits the event of a successful write.
+func (r *Reconciler) record(clusterObj *unstructured.Unstructured, cm *corev1.ConfigMap, obs initlock.Observation, d initlock.Decision, now time.Time) {
+	held := func() {
+		start := cm.CreationTimestamp.Time
+		if at := obs.Lock.Record.AcquiredAt; at != nil {
+			start = *at
+		}
+		if !start.IsZero() && now.After(start) {
+			holdDuration.Observe(now.Sub(start).Seconds())
+		}
+	}
+	switch d.Action {
+	case initlock.ActionAdopt:
+		adoptionsTotal.Inc()
+		r.event(clusterObj, cm, corev1.EventTypeNormal, ReasonLockAdopted, "Adopt",
+			"Init lock %s, held by Machine %s, is owned by this Cluster (UID %s) again", cm.Name, d.Holder, obs.Cluster.UID)
+	case initlock.ActionRelease:
+		releasesTotal.WithLabelValues(d.Reason).Inc()
+		held()
+		r.event(clusterObj, cm, corev1.EventTypeNormal, ReasonLockReleased, "Release",
+			"Init lock %s, held by Machine %s, was released (%s)", cm.Name, d.Holder, d.Reason)
+	case initlock.ActionCollect:
+		orphansCollectedTotal.Inc()
+		held()
+		r.event(cm, nil, corev1.EventTypeNormal, ReasonOrphanLockCollected, "Collect",
+			"Orphan init lock %s was deleted: its Cluster was absent for the grace period of %s and its holder Machine %s does not exist", cm.Name, r.Policy.OrphanGrace, d.Holder)
+	}
+}
+
+func (r *Reconciler) event(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	if r.Recorder == nil || regarding == nil {
+		return
+	}
+	r.Recorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
+}

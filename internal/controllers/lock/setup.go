@@ -1,0 +1,118 @@
+package lock
+
+import (
+	"context"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+// ControllerName names the controller in logs and metrics.
+const ControllerName = "initlock"
+
+// SetupWithManager registers the controller with mgr: it reconciles
+// Clusters, and is also triggered by lock ConfigMaps (mapped to their Cluster
+// by label and by name, so that a lock whose Cluster is gone still reaches
+// it) and by the creation and deletion of Machines (mapped by the
+// cluster-name label). concurrency is the number of Clusters reconciled at
+// once; 0 means one.
+//
+// The manager's cache must hold the ConfigMaps with the cluster-name label
+// and the Machines as metadata; New in internal/manager configures it so.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
+	registerMetrics()
+	cluster := &unstructured.Unstructured{}
+	cluster.SetGroupVersionKind(capi.ClusterGVK(r.CAPIVersion))
+	machine := &metav1.PartialObjectMetadata{}
+	machine.SetGroupVersionKind(capi.MachineGVK(r.CAPIVersion))
+
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(cluster, builder.WithPredicates(clusterChanged())).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(lockToClusters)).
+		WatchesMetadata(machine, handler.EnqueueRequestsFromMapFunc(machineToCluster),
+			builder.WithPredicates(createdOrDeleted())).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
+		Complete(r)
+	if err != nil {
+		return err
+	}
+	// Take this reconciler's locks out of the gauge when the manager stops.
+	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		r.states.reset()
+		return nil
+	}))
+}
+
+// lockToClusters maps a ConfigMap to the Cluster its label names and, when
+// its name is "<name>-lock" for another name, to that Cluster too: the
+// reconcile of each finds out whether it is really its lock.
+func lockToClusters(_ context.Context, obj client.Object) []reconcile.Request {
+	var out []reconcile.Request
+	label := obj.GetLabels()[initlock.ClusterNameLabel]
+	if label != "" {
+		out = append(out, request(obj.GetNamespace(), label))
+	}
+	if name, ok := strings.CutSuffix(obj.GetName(), initlock.LockSuffix); ok && name != "" && name != label {
+		out = append(out, request(obj.GetNamespace(), name))
+	}
+	return out
+}
+
+// machineToCluster maps a Machine to its Cluster by the cluster-name label.
+func machineToCluster(_ context.Context, obj client.Object) []reconcile.Request {
+	if name := obj.GetLabels()[capi.ClusterNameLabel]; name != "" {
+		return []reconcile.Request{request(obj.GetNamespace(), name)}
+	}
+	return nil
+}
+
+func request(namespace, name string) reconcile.Request {
+	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: namespace, Name: name}}
+}
+
+// clusterChanged passes Cluster updates that change what the lock decision
+// reads (UID, paused, initialised, deleting) and the periodic resyncs;
+// status churn that changes none of these does not reconcile.
+func clusterChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			if e.ObjectOld == nil || e.ObjectNew == nil {
+				return true
+			}
+			if e.ObjectOld.GetResourceVersion() == e.ObjectNew.GetResourceVersion() {
+				return true // resync
+			}
+			oldCl, errOld := initlock.ClusterFrom(e.ObjectOld, nil)
+			newCl, errNew := initlock.ClusterFrom(e.ObjectNew, nil)
+			return errOld != nil || errNew != nil || oldCl != newCl
+		},
+	}
+}
+
+// createdOrDeleted passes Machine creations and deletions, which decide
+// whether a lock's holder exists, and resyncs; other updates do not matter.
+func createdOrDeleted() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld != nil && e.ObjectNew != nil &&
+				e.ObjectOld.GetResourceVersion() == e.ObjectNew.GetResourceVersion()
+		},
+	}
+}

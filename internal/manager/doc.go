@@ -1,0 +1,24 @@
+// Package manager builds the initlock manager: a controller-runtime manager
+// that runs the lock controller (internal/controllers/lock) beside Cluster
+// API and keeps every "<cluster>-lock" init lock owned by its Cluster,
+// releases it once the control plane is initialised and collects it when
+// orphaned.
+//
+// New discovers which Cluster API version the API server serves (v1beta2,
+// else v1beta1) and configures the cache to hold only what the controller
+// needs: ConfigMaps that carry the cluster-name label (a label selector on
+// the informer, so that unrelated ConfigMaps never reach memory), Clusters
+// as unstructured objects and Machines as metadata only, all without
+// managedFields. Reading any other kind through the cache fails instead of
+// starting an informer.
+//
+// It guarantees that the manager it returns needs no rights beyond those in
+// config/rbac (generated from the markers in this package and in the lock
+// controller): ConfigMaps get, list, watch, patch and delete; Clusters and
+// Machines get, list and watch; events.k8s.io Events create and patch; and,
+// in the manager's namespace, the leader-election Lease and its core Events.
+//
+// It does not start the manager: callers call Start, and several managers may
+// run in one process (controller name validation is off for that reason;
+// the metrics they share are counted once per process).
+package manager
