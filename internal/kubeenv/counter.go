@@ -9,7 +9,8 @@ import (
 )
 
 // Counter counts the requests made through a rest.Config it wrapped, by
-// verb: get, list, watch, create, update, patch and delete.
+// verb: get, list, watch, create, update, patch and delete, and discovery
+// for the API discovery a client makes on its first use of a kind.
 type Counter struct {
 	mu     sync.Mutex
 	counts map[string]int
@@ -55,7 +56,10 @@ func verb(req *http.Request) string {
 	case len(parts) >= 3 && parts[0] == "apis":
 		rest = parts[3:]
 	}
-	if len(rest)%2 == 1 {
+	switch {
+	case len(rest) == 0:
+		return "discovery"
+	case len(rest)%2 == 1:
 		return "list"
 	}
 	return "get"

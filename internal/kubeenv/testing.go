@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +17,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/go-logr/logr"
+	"go.uber.org/zap/zapcore"
 )
 
 // Main starts an Env for a test package, runs its tests and stops the Env.
@@ -29,6 +35,7 @@ import (
 // not need it, the Env is still started: every test here talks to a real API
 // server. An interrupt stops the Env before the binary exits.
 func Main(m *testing.M, opts Options, env **Env) {
+	SetupTestLogger()
 	e, err := Start(opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kubeenv: %v\n", err)
@@ -127,4 +134,17 @@ func (e *Env) Discovery(t testing.TB) discovery.DiscoveryInterface {
 		t.Fatalf("discovery client: %v", err)
 	}
 	return dc
+}
+
+// SetupTestLogger routes controller-runtime's logs to stderr when
+// INITLOCK_TEST_LOG is set (its value is the verbosity, e.g. 4) and discards
+// them otherwise.
+func SetupTestLogger() {
+	v, ok := os.LookupEnv("INITLOCK_TEST_LOG")
+	if !ok {
+		ctrl.SetLogger(logr.Discard())
+		return
+	}
+	level, _ := strconv.Atoi(v)
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true), zap.Level(zapcore.Level(-level))))
 }

@@ -55,8 +55,18 @@
 // briefly writes it for itself, sees the surviving grant and hands the lock
 // back to the granted holder (Result.Recreated).
 //
-// A healthy re-Lock by the holder makes one live read and no write. A free
-// Lock makes two writes (the ConfigMap and the grant) and two reads.
+// Requests per path (reads are live GETs and LISTs; writes are creates,
+// patches and deletes), as the tests assert them:
+//
+//	path                                      reads  writes
+//	healthy re-Lock by the holder             1      0
+//	free Lock                                 2      2  (lock, grant)
+//	re-adoption after a restore               2      1
+//	upstream lock healed on its holder's Lock 2      2  (lock, grant)
+//	held by another existing Machine          2      0
+//	take-over from a Machine that is gone     3      2
+//	lock lost, caller refused                 2      4  (create, grant, hand back, withdraw)
+//	Unlock                                    1      2  (withdraw grant, delete)
 //
 // # What it does not guarantee
 //

@@ -149,15 +149,18 @@ func (l *Locker) Lock(ctx context.Context, cluster, machine client.Object) (Resu
 	return Result{}, lockError(cl.Namespace, lockName, fmt.Errorf("%w: %d conflicting writes in a row", ErrContended, maxAttempts))
 }
 
-// confirm makes an acquisition durable: it records the grant on the caller
-// and, when the grant is new, checks with a live list that no other Machine
-// of the cluster holds one. If one does, the lock goes to that Machine.
+// confirm makes an acquisition durable: it records the grant on the caller,
+// then lists the cluster's Machines live to check that no other Machine holds
+// a grant. If one does, the lock goes to that Machine. The grant is always
+// written before the list, never after: that order is what lets two racing
+// callers never both succeed.
 func (l *Locker) confirm(ctx context.Context, clusterObj, machineObj client.Object, cl Cluster, m Machine, cm *corev1.ConfigMap, res Result) (Result, error) {
 	log := ctrl.LoggerFrom(ctx).WithValues("cluster", klog.KRef(cl.Namespace, cl.Name), "machine", m.Name)
-	if m.Grant != nil && m.Grant.Cluster == cl.Name && res.Action == ActionNone {
-		return res, nil
+	hasGrant := m.Grant != nil && m.Grant.Cluster == cl.Name
+	if hasGrant && res.Action == ActionNone {
+		return res, nil // a healthy re-Lock: one read, no write
 	}
-	if m.Grant == nil || m.Grant.Cluster != cl.Name {
+	if !hasGrant {
 		if err := l.writeGrant(ctx, machineObj, m, cl.Name); err != nil {
 			return Result{}, err
 		}
@@ -166,12 +169,22 @@ func (l *Locker) confirm(ctx context.Context, clusterObj, machineObj client.Obje
 	if err != nil {
 		return Result{}, err
 	}
+	if hasGrant && !hasMachine(grants, m.Name) {
+		// The object we were given was stale: its grant is gone.
+		if err := l.writeGrant(ctx, machineObj, m, cl.Name); err != nil {
+			return Result{}, err
+		}
+		if grants, err = l.listGrants(ctx, cl, m.APIVersion); err != nil {
+			return Result{}, err
+		}
+	}
 	obs := Observation{ClusterName: cl.Name, Lock: ObserveLock(cm, cl.Name), Cluster: &cl, Holder: &m, Caller: &m, Grants: grants}
 	d := Decide(obs, Policy{}, l.clock.Now())
 	if d.Action == ActionYield {
 		log.Info("Another machine holds a grant for this cluster, handing the lock to it", "holder", d.Holder)
 		_, werr := l.rewrite(ctx, cm, cl, Record{MachineName: d.Holder, MachineUID: holderUID(grants, d.Holder)})
 		cerr := l.clearGrant(ctx, m, cl.Name)
+		dropGrant(machineObj)
 		if werr != nil && !retry(werr) {
 			return Result{}, errors.Join(werr, cerr)
 		}
@@ -237,10 +250,11 @@ func (l *Locker) Unlock(ctx context.Context, cluster, machine client.Object, opt
 			return err
 		}
 		if cm == nil {
-			if m != nil {
-				return l.clearGrant(ctx, *m, cl.Name)
+			if m == nil {
+				return nil
 			}
-			return nil
+			dropGrant(machine)
+			return l.clearGrant(ctx, *m, cl.Name)
 		}
 		lk := ObserveLock(cm, cl.Name)
 		holder := lk.Record.MachineName
@@ -260,6 +274,9 @@ func (l *Locker) Unlock(ctx context.Context, cluster, machine client.Object, opt
 			}
 			if err := l.clearGrant(ctx, target, cl.Name); err != nil {
 				return err
+			}
+			if m != nil && m.Name == holder {
+				dropGrant(machine)
 			}
 		}
 		err = l.client.Delete(ctx, cm, client.Preconditions{UID: &cm.UID, ResourceVersion: &cm.ResourceVersion})
@@ -387,6 +404,15 @@ func machineGVK(apiVersion string) schema.GroupVersionKind {
 		return capi.MachineGVK(capi.V1Beta2)
 	}
 	return gv.WithKind(capi.MachineKind)
+}
+
+func hasMachine(ms []Machine, name string) bool {
+	for _, m := range ms {
+		if m.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func holderUID(grants []Machine, name string) types.UID {

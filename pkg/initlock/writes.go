@@ -145,3 +145,15 @@ func (l *Locker) patchMachine(ctx context.Context, m Machine, meta map[string]an
 	pom.SetName(m.Name)
 	return l.client.Patch(ctx, pom, client.RawPatch(types.MergePatchType, body))
 }
+
+// dropGrant removes the grant annotation from obj, the caller's copy.
+func dropGrant(obj client.Object) {
+	if obj == nil {
+		return
+	}
+	a := obj.GetAnnotations()
+	if _, ok := a[GrantAnnotation]; ok {
+		delete(a, GrantAnnotation)
+		obj.SetAnnotations(a)
+	}
+}

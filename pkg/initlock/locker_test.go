@@ -1,0 +1,375 @@
+package initlock_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+// TestLock covers every case of Lock on the real API server, with the exact
+// number of reads and writes each makes.
+func TestLock(t *testing.T) {
+	type want struct {
+		acquired bool
+		holder   string
+		action   initlock.Action
+		err      error
+		reads    int
+		writes   int
+	}
+	tests := []struct {
+		name string
+		// setup prepares the namespace and returns the machine to lock for.
+		setup func(f *fixture) *unstructured.Unstructured
+		want  want
+		check func(t *testing.T, f *fixture)
+	}{{
+		name:  "free lock is created and the grant recorded",
+		setup: func(f *fixture) *unstructured.Unstructured { return f.machine("m1") },
+		// GET lock (404), CREATE lock, PATCH grant, LIST grants.
+		want: want{acquired: true, holder: "m1", action: initlock.ActionCreate, reads: 2, writes: 2},
+		check: func(t *testing.T, f *fixture) {
+			cm := f.lockCM()
+			if cm.Labels[capi.ClusterNameLabel] != "c1" {
+				t.Errorf("lock labels = %v", cm.Labels)
+			}
+			if len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0] != f.clusterRef() {
+				t.Errorf("lock ownerReferences = %+v, want one to the cluster", cm.OwnerReferences)
+			}
+			if _, ok := f.get(kubeenv.NewMachine(capi.V1Beta2, f.ns, "c1", "m1")).GetAnnotations()[initlock.GrantAnnotation]; !ok {
+				t.Error("holder machine carries no grant record")
+			}
+		},
+	}, {
+		name: "healthy re-lock by the holder makes no write",
+		setup: func(f *fixture) *unstructured.Unstructured {
+			m := f.machine("m1")
+			f.mustLock(m)
+			return m
+		},
+		want: want{acquired: true, holder: "m1", action: initlock.ActionNone, reads: 1, writes: 0},
+	}, {
+		name: "re-lock after the owner reference was stripped re-adopts in one write",
+		setup: func(f *fixture) *unstructured.Unstructured {
+			m := f.machine("m1")
+			f.mustLock(m)
+			cm := f.lockCM()
+			cm.OwnerReferences = nil
+			if err := env.Client.Update(f.ctx(), cm); err != nil {
+				t.Fatal(err)
+			}
+			return m
+		},
+		// GET lock, PATCH lock, LIST grants.
+		want: want{acquired: true, holder: "m1", action: initlock.ActionAdopt, reads: 2, writes: 1},
+		check: func(t *testing.T, f *fixture) {
+			if refs := f.lockCM().OwnerReferences; len(refs) != 1 || refs[0] != f.clusterRef() {
+				t.Errorf("lock ownerReferences = %+v, want one to the cluster", refs)
+			}
+		},
+	}, {
+		name: "stale owner UID is replaced and other owners are kept",
+		setup: func(f *fixture) *unstructured.Unstructured {
+			m := f.machine("m1")
+			f.mustLock(m)
+			keep := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "keep-me"}}
+			if err := env.Client.Create(f.ctx(), keep); err != nil {
+				t.Fatal(err)
+			}
+			cm := f.lockCM()
+			other := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "keep-me", UID: keep.UID}
+			cm.OwnerReferences = []metav1.OwnerReference{other, {APIVersion: "cluster.x-k8s.io/v1beta1", Kind: "Cluster", Name: "c1", UID: "0ld0ld00-0000-0000-0000-000000000000"}}
+			if err := env.Client.Update(f.ctx(), cm); err != nil {
+				t.Fatal(err)
+			}
+			return m
+		},
+		want: want{acquired: true, holder: "m1", action: initlock.ActionAdopt, reads: 2, writes: 1},
+		check: func(t *testing.T, f *fixture) {
+			refs := f.lockCM().OwnerReferences
+			if len(refs) != 2 || refs[0].Name != "keep-me" || refs[1] != f.clusterRef() {
+				t.Errorf("lock ownerReferences = %+v, want keep-me and the cluster", refs)
+			}
+		},
+	}, {
+		name: "lock written by the upstream provider is read and healed",
+		setup: func(f *fixture) *unstructured.Unstructured {
+			m := f.machine("m1")
+			f.upstreamLock("m1", f.clusterRef())
+			return m
+		},
+		// GET lock, PATCH lock (machine UID), PATCH grant, LIST grants.
+		want: want{acquired: true, holder: "m1", action: initlock.ActionAdopt, reads: 2, writes: 2},
+		check: func(t *testing.T, f *fixture) {
+			r, err := initlock.DecodeRecord(f.lockCM().Data[initlock.DataKey])
+			if err != nil || r.MachineUID == "" {
+				t.Errorf("record after heal = %+v, %v; want the machine UID filled in", r, err)
+			}
+		},
+	}, {
+		name: "held by another machine that exists: refused, nothing written",
+		setup: func(f *fixture) *unstructured.Unstructured {
+			f.mustLock(f.machine("m1"))
+			return f.machine("m2")
+		},
+		// GET lock, GET holder.
+		want: want{acquired: false, holder: "m1", action: initlock.ActionNone, reads: 2, writes: 0},
+	}, {
+		name: "held by a machine that no longer exists: taken over in place",
+		setup: func(f *fixture) *unstructured.Unstructured {
+			f.upstreamLock("gone", f.clusterRef())
+			return f.machine("m2")
+		},
+		// GET lock, GET holder (404), PATCH lock, PATCH grant, LIST grants.
+		want: want{acquired: true, holder: "m2", action: initlock.ActionTakeOver, reads: 3, writes: 2},
+		check: func(t *testing.T, f *fixture) {
+			if h := f.lockHolder(); h != "m2" {
+				t.Errorf("lock holder = %s, want m2", h)
+			}
+		},
+	}, {
+		name: "foreign configmap without the label is refused and untouched",
+		setup: func(f *fixture) *unstructured.Unstructured {
+			f.foreign(map[string]string{"lock-information": `{"machineName":"x"}`}, nil)
+			return f.machine("m1")
+		},
+		want: want{err: initlock.ErrNotALock, reads: 1},
+	}, {
+		name: "foreign configmap without the data key is refused and untouched",
+		setup: func(f *fixture) *unstructured.Unstructured {
+			f.foreign(map[string]string{"user-data": "precious"}, map[string]string{capi.ClusterNameLabel: "c1"})
+			return f.machine("m1")
+		},
+		want: want{err: initlock.ErrNotALock, reads: 1},
+	}, {
+		name: "configmap labelled for another cluster is refused",
+		setup: func(f *fixture) *unstructured.Unstructured {
+			f.foreign(map[string]string{"lock-information": `{"machineName":"x"}`}, map[string]string{capi.ClusterNameLabel: "c2"})
+			return f.machine("m1")
+		},
+		want: want{err: initlock.ErrNotALock, reads: 1},
+	}, {
+		name: "corrupt lock is not taken over",
+		setup: func(f *fixture) *unstructured.Unstructured {
+			f.foreign(map[string]string{"lock-information": `{"machineName":`}, map[string]string{capi.ClusterNameLabel: "c1"})
+			return f.machine("m1")
+		},
+		want: want{err: initlock.ErrCorruptLock, reads: 1},
+	}, {
+		name: "lock naming no machine is corrupt",
+		setup: func(f *fixture) *unstructured.Unstructured {
+			f.foreign(map[string]string{"lock-information": `{"machineName":""}`}, map[string]string{capi.ClusterNameLabel: "c1"})
+			return f.machine("m1")
+		},
+		want: want{err: initlock.ErrCorruptLock, reads: 1},
+	}, {
+		name: "paused cluster: no request at all",
+		setup: func(f *fixture) *unstructured.Unstructured {
+			f.setPaused(func(u *unstructured.Unstructured) { _ = unstructured.SetNestedField(u.Object, true, "spec", "paused") })
+			return f.machine("m1")
+		},
+		want: want{err: initlock.ErrClusterPaused},
+	}, {
+		name: "cluster paused by annotation: no request at all",
+		setup: func(f *fixture) *unstructured.Unstructured {
+			f.setPaused(func(u *unstructured.Unstructured) { u.SetAnnotations(map[string]string{capi.PausedAnnotation: ""}) })
+			return f.machine("m1")
+		},
+		want: want{err: initlock.ErrClusterPaused},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			m := tt.setup(f)
+			var before map[string]string
+			if cm := f.tryLockCM(); cm != nil {
+				before = map[string]string{"rv": cm.ResourceVersion}
+			}
+			f.counter.Reset()
+			res, err := f.locker.Lock(t.Context(), f.cluster, m)
+			w := tt.want
+			if w.err != nil {
+				if !errors.Is(err, w.err) {
+					t.Fatalf("Lock() error = %v, want %v", err, w.err)
+				}
+				if cm := f.tryLockCM(); cm != nil && cm.ResourceVersion != before["rv"] {
+					t.Errorf("Lock() changed the configmap it refused")
+				}
+			} else if err != nil {
+				t.Fatalf("Lock() error = %v", err)
+			}
+			if res.Acquired != w.acquired || res.Holder != w.holder || (w.err == nil && res.Action != w.action) {
+				t.Errorf("Lock() = %+v, want acquired=%v holder=%s action=%s", res, w.acquired, w.holder, w.action)
+			}
+			if r, wr := f.counter.Reads(), f.counter.Writes(); r != w.reads || wr != w.writes {
+				t.Errorf("Lock() made %d reads and %d writes, want %d and %d", r, wr, w.reads, w.writes)
+			}
+			if tt.check != nil {
+				tt.check(t, f)
+			}
+		})
+	}
+}
+
+func TestLockInvalidNames(t *testing.T) {
+	f := newFixture(t)
+	m := f.machine("m1")
+	for _, name := range []string{strings.Repeat("c", 64), strings.Repeat("c", 250), "Bad_Name"} {
+		c := kubeenv.NewCluster(capi.V1Beta2, f.ns, name)
+		f.counter.Reset()
+		_, err := f.locker.Lock(t.Context(), c, m)
+		if !errors.Is(err, initlock.ErrInvalidName) {
+			t.Errorf("Lock(cluster %.10s...) error = %v, want ErrInvalidName", name, err)
+		}
+		if n := f.counter.Count("get", "list", "create", "update", "patch", "delete"); n != 0 {
+			t.Errorf("Lock(cluster %.10s...) made %d requests before failing, want 0", name, n)
+		}
+	}
+	other := kubeenv.NewMachine(capi.V1Beta2, "elsewhere", "c1", "m9")
+	if _, err := f.locker.Lock(t.Context(), f.cluster, other); !errors.Is(err, initlock.ErrInvalidName) {
+		t.Errorf("Lock(machine in another namespace) error = %v, want ErrInvalidName", err)
+	}
+}
+
+func TestErrorNamesTheObjectAndTheWayOut(t *testing.T) {
+	f := newFixture(t)
+	f.foreign(map[string]string{"user-data": "x"}, nil)
+	_, err := f.locker.Lock(t.Context(), f.cluster, f.machine("m1"))
+	want := fmt.Sprintf(`namespace %q: configmap "c1-lock": not an init lock (no %s label)`, f.ns, capi.ClusterNameLabel)
+	if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "refusing to touch it") {
+		t.Fatalf("error = %v\nwant it to start with %s and say it refuses to touch it", err, want)
+	}
+}
+
+func TestUnlock(t *testing.T) {
+	t.Run("holder releases: grant withdrawn, lock deleted with preconditions", func(t *testing.T) {
+		f := newFixture(t)
+		m := f.machine("m1")
+		f.mustLock(m)
+		f.counter.Reset()
+		if err := f.locker.Unlock(t.Context(), f.cluster, m); err != nil {
+			t.Fatal(err)
+		}
+		// GET lock, PATCH grant away, DELETE lock.
+		if r, w := f.counter.Reads(), f.counter.Writes(); r != 1 || w != 2 {
+			t.Errorf("Unlock made %d reads and %d writes, want 1 and 2", r, w)
+		}
+		if cm := f.tryLockCM(); cm != nil {
+			t.Error("lock still exists")
+		}
+		if _, ok := f.get(m).GetAnnotations()[initlock.GrantAnnotation]; ok {
+			t.Error("grant record still on the machine")
+		}
+	})
+	t.Run("missing lock is success", func(t *testing.T) {
+		f := newFixture(t)
+		if err := f.locker.Unlock(t.Context(), f.cluster, f.machine("m1")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("another machine's lock is not released", func(t *testing.T) {
+		f := newFixture(t)
+		f.mustLock(f.machine("m1"))
+		err := f.locker.Unlock(t.Context(), f.cluster, f.machine("m2"))
+		if !errors.Is(err, initlock.ErrNotHolder) {
+			t.Fatalf("Unlock error = %v, want ErrNotHolder", err)
+		}
+		if h := f.lockHolder(); h != "m1" {
+			t.Errorf("holder = %s, want m1", h)
+		}
+	})
+	t.Run("AnyHolder releases another machine's lock", func(t *testing.T) {
+		f := newFixture(t)
+		m1 := f.machine("m1")
+		f.mustLock(m1)
+		if err := f.locker.Unlock(t.Context(), f.cluster, nil, initlock.AnyHolder()); err != nil {
+			t.Fatal(err)
+		}
+		if f.tryLockCM() != nil {
+			t.Error("lock still exists")
+		}
+		if _, ok := f.get(m1).GetAnnotations()[initlock.GrantAnnotation]; ok {
+			t.Error("grant record still on the holder")
+		}
+	})
+	t.Run("a foreign configmap is never deleted", func(t *testing.T) {
+		f := newFixture(t)
+		f.foreign(map[string]string{"user-data": "precious"}, nil)
+		err := f.locker.Unlock(t.Context(), f.cluster, nil, initlock.AnyHolder())
+		if !errors.Is(err, initlock.ErrNotALock) {
+			t.Fatalf("Unlock error = %v, want ErrNotALock", err)
+		}
+		if cm := f.tryLockCM(); cm == nil || cm.Data["user-data"] != "precious" {
+			t.Error("foreign configmap was changed or deleted")
+		}
+	})
+	t.Run("a corrupt lock is released only with AnyHolder", func(t *testing.T) {
+		f := newFixture(t)
+		f.foreign(map[string]string{"lock-information": "garbage"}, map[string]string{capi.ClusterNameLabel: "c1"})
+		if err := f.locker.Unlock(t.Context(), f.cluster, f.machine("m1")); !errors.Is(err, initlock.ErrCorruptLock) {
+			t.Fatalf("Unlock error = %v, want ErrCorruptLock", err)
+		}
+		if err := f.locker.Unlock(t.Context(), f.cluster, nil, initlock.AnyHolder()); err != nil {
+			t.Fatal(err)
+		}
+		if f.tryLockCM() != nil {
+			t.Error("corrupt lock still exists")
+		}
+	})
+	t.Run("a lock changed since it was read is not deleted", func(t *testing.T) {
+		f := newFixture(t)
+		m := f.machine("m1")
+		f.mustLock(m)
+		cm := f.lockCM()
+		stale := cm.DeepCopy()
+		cm.Annotations = map[string]string{"touched": "yes"}
+		if err := env.Client.Update(t.Context(), cm); err != nil {
+			t.Fatal(err)
+		}
+		err := env.Client.Delete(t.Context(), stale, client.Preconditions{UID: &stale.UID, ResourceVersion: &stale.ResourceVersion})
+		if !apierrors.IsConflict(err) {
+			t.Fatalf("delete with a stale resourceVersion precondition: %v, want a conflict", err)
+		}
+	})
+}
+
+func (f *fixture) tryLockCM() *corev1.ConfigMap {
+	cm := &corev1.ConfigMap{}
+	err := env.Client.Get(f.ctx(), client.ObjectKey{Namespace: f.ns, Name: "c1-lock"}, cm)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return cm
+}
+
+func (f *fixture) foreign(data, labels map[string]string) {
+	f.t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "c1-lock", Labels: labels}, Data: data}
+	if err := env.Client.Create(f.ctx(), cm); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) setPaused(mutate func(*unstructured.Unstructured)) {
+	f.t.Helper()
+	c := f.get(f.cluster)
+	mutate(c)
+	if err := env.Client.Update(f.ctx(), c); err != nil {
+		f.t.Fatal(err)
+	}
+	f.cluster = c
+}

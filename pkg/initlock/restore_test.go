@@ -1,0 +1,354 @@
+package initlock_test
+
+import (
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+// backup reads every Cluster, Machine and ConfigMap of the namespace, as a
+// Velero backup does.
+func (f *fixture) backup() []*unstructured.Unstructured {
+	f.t.Helper()
+	var out []*unstructured.Unstructured
+	for _, gvk := range []string{"ConfigMap", "Machine", "Cluster"} { // Velero's restore order
+		list := &unstructured.UnstructuredList{}
+		if gvk == "ConfigMap" {
+			list.SetAPIVersion("v1")
+		} else {
+			list.SetAPIVersion(capi.Group + "/" + capi.V1Beta2)
+		}
+		list.SetKind(gvk + "List")
+		if err := env.Client.List(f.ctx(), list, client.InNamespace(f.ns)); err != nil {
+			f.t.Fatal(err)
+		}
+		for i := range list.Items {
+			if list.Items[i].GetName() == "kube-root-ca.crt" {
+				continue
+			}
+			out = append(out, list.Items[i].DeepCopy())
+		}
+	}
+	return out
+}
+
+// deleteAll deletes the backed-up objects and waits until they are gone.
+func (f *fixture) deleteAll(objs []*unstructured.Unstructured) {
+	f.t.Helper()
+	for _, o := range objs {
+		if err := env.Client.Delete(f.ctx(), o.DeepCopy()); err != nil && !apierrors.IsNotFound(err) {
+			f.t.Fatal(err)
+		}
+	}
+	kubeenv.Eventually(f.t, 30*time.Second, func() error {
+		for _, o := range objs {
+			err := env.Client.Get(f.ctx(), client.ObjectKeyFromObject(o), o.DeepCopy())
+			if err == nil {
+				return errors.New(o.GetKind() + " " + o.GetName() + " still exists")
+			}
+			if !apierrors.IsNotFound(err) {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// restore recreates the objects as a Velero restore does: metadata reset
+// (uid, resourceVersion, generation, timestamps, generateName, selfLink and
+// ownerReferences dropped) and no status, in the order given.
+func (f *fixture) restore(objs []*unstructured.Unstructured, keepOwners bool) map[string]*unstructured.Unstructured {
+	f.t.Helper()
+	out := map[string]*unstructured.Unstructured{}
+	for _, o := range objs {
+		r := o.DeepCopy()
+		for _, k := range []string{"uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generateName", "selfLink", "managedFields"} {
+			unstructured.RemoveNestedField(r.Object, "metadata", k)
+		}
+		if !keepOwners {
+			unstructured.RemoveNestedField(r.Object, "metadata", "ownerReferences")
+		}
+		unstructured.RemoveNestedField(r.Object, "status")
+		if err := env.Client.Create(f.ctx(), r); err != nil {
+			f.t.Fatalf("restoring %s %s: %v", r.GetKind(), r.GetName(), err)
+		}
+		out[r.GetKind()+"/"+r.GetName()] = r
+	}
+	return out
+}
+
+// TestSeedScenario is the reported bug at library level: after a Velero
+// backup, delete and restore, the lock is re-adopted by the restored Cluster
+// on the holder's next Lock, and the garbage collector then removes it with
+// the Cluster.
+func TestSeedScenario(t *testing.T) {
+	f := newFixture(t)
+	f.mustLock(f.machine("m1"))
+	oldUID := f.cluster.GetUID()
+
+	objs := f.backup()
+	f.deleteAll(objs)
+	restored := f.restore(objs, false)
+	f.cluster = restored["Cluster/c1"]
+	if f.cluster.GetUID() == oldUID {
+		t.Fatal("restored cluster kept its UID")
+	}
+	if refs := f.lockCM().OwnerReferences; len(refs) != 0 {
+		t.Fatalf("restored lock has ownerReferences %+v; a Velero restore strips them", refs)
+	}
+
+	f.counter.Reset()
+	res := f.mustLock(restored["Machine/m1"])
+	if !res.Acquired || res.Action != initlock.ActionAdopt {
+		t.Fatalf("Lock after restore = %+v, want acquired by re-adoption", res)
+	}
+	if w := f.counter.Writes(); w != 1 {
+		t.Errorf("re-adoption made %d writes, want 1", w)
+	}
+	if refs := f.lockCM().OwnerReferences; len(refs) != 1 || refs[0].UID != f.cluster.GetUID() {
+		t.Fatalf("lock ownerReferences = %+v, want the restored cluster's UID %s", refs, f.cluster.GetUID())
+	}
+
+	if err := env.Client.Delete(t.Context(), f.cluster); err != nil {
+		t.Fatal(err)
+	}
+	kubeenv.Eventually(t, 10*time.Second, func() error {
+		if f.tryLockCM() != nil {
+			return errors.New("lock still exists after its cluster was deleted")
+		}
+		return nil
+	})
+}
+
+// TestLostLock covers the lock ConfigMap disappearing while held: a second
+// machine is refused while the first holder exists, the cluster is not
+// initialised and the grant was not released.
+func TestLostLock(t *testing.T) {
+	t.Run("restore with stale owner UIDs: collected, refused, recreated", func(t *testing.T) {
+		f := newFixture(t)
+		m1, m2 := f.machine("m1"), f.machine("m2")
+		f.mustLock(m1)
+		// A naive re-apply of a backup keeps the ownerReference with a UID
+		// that no longer exists; the garbage collector then deletes it.
+		cm := f.lockCM()
+		if err := env.Client.Delete(t.Context(), cm); err != nil {
+			t.Fatal(err)
+		}
+		stale := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: cm.Name, Labels: cm.Labels,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: f.cluster.GetAPIVersion(), Kind: "Cluster", Name: "c1", UID: "0ld0ld00-0000-0000-0000-000000000000"}}},
+			Data: cm.Data}
+		if err := env.Client.Create(t.Context(), stale); err != nil {
+			t.Fatal(err)
+		}
+		kubeenv.Eventually(t, 10*time.Second, func() error {
+			if f.tryLockCM() != nil {
+				return errors.New("the garbage collector has not deleted the lock yet")
+			}
+			return nil
+		})
+		f.checkRefusedThenHolderRecreates(t, m1, m2)
+	})
+	t.Run("kubectl delete of a held lock", func(t *testing.T) {
+		f := newFixture(t)
+		m1, m2 := f.machine("m1"), f.machine("m2")
+		f.mustLock(m1)
+		if err := env.Client.Delete(t.Context(), f.lockCM()); err != nil {
+			t.Fatal(err)
+		}
+		f.checkRefusedThenHolderRecreates(t, m1, m2)
+	})
+	t.Run("init failed and the holder unlocked: another machine acquires", func(t *testing.T) {
+		f := newFixture(t)
+		m1, m2 := f.machine("m1"), f.machine("m2")
+		f.mustLock(m1)
+		if err := f.locker.Unlock(t.Context(), f.cluster, m1); err != nil {
+			t.Fatal(err)
+		}
+		if res := f.mustLock(m2); !res.Acquired {
+			t.Fatalf("Lock(m2) after Unlock(m1) = %+v, want acquired", res)
+		}
+	})
+	t.Run("holder machine deleted: another machine acquires", func(t *testing.T) {
+		f := newFixture(t)
+		m1, m2 := f.machine("m1"), f.machine("m2")
+		f.mustLock(m1)
+		if err := env.Client.Delete(t.Context(), m1); err != nil {
+			t.Fatal(err)
+		}
+		f.waitGone(m1)
+		if res := f.mustLock(m2); !res.Acquired || res.Action != initlock.ActionTakeOver {
+			t.Fatalf("Lock(m2) = %+v, want acquired by take-over", res)
+		}
+	})
+	t.Run("holder machine deleted and lock deleted: another machine acquires", func(t *testing.T) {
+		f := newFixture(t)
+		m1, m2 := f.machine("m1"), f.machine("m2")
+		f.mustLock(m1)
+		if err := env.Client.Delete(t.Context(), m1); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Client.Delete(t.Context(), f.lockCM()); err != nil {
+			t.Fatal(err)
+		}
+		f.waitGone(m1)
+		if res := f.mustLock(m2); !res.Acquired || res.Action != initlock.ActionCreate {
+			t.Fatalf("Lock(m2) = %+v, want acquired by create", res)
+		}
+	})
+}
+
+func (f *fixture) waitGone(u *unstructured.Unstructured) {
+	f.t.Helper()
+	kubeenv.Eventually(f.t, 10*time.Second, func() error {
+		err := env.Client.Get(f.ctx(), client.ObjectKeyFromObject(u), u.DeepCopy())
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return errors.New(u.GetName() + " still exists")
+	})
+}
+
+// checkRefusedThenHolderRecreates: with the lock gone, m2 is refused and the
+// lock is recreated for m1, then m1's Lock succeeds with no further write.
+func (f *fixture) checkRefusedThenHolderRecreates(t *testing.T, m1, m2 *unstructured.Unstructured) {
+	t.Helper()
+	f.counter.Reset()
+	res := f.mustLock(m2)
+	if res.Acquired || res.Holder != "m1" || !res.Recreated {
+		t.Fatalf("Lock(m2) with the lock lost = %+v, want refused and recreated for m1", res)
+	}
+	// GET lock (404), CREATE lock for m2, PATCH grant m2, LIST grants (sees
+	// m1), PATCH lock to m1, PATCH grant m2 away.
+	if r, w := f.counter.Reads(), f.counter.Writes(); r != 2 || w != 4 {
+		t.Errorf("refused Lock made %d reads and %d writes, want 2 and 4", r, w)
+	}
+	if h := f.lockHolder(); h != "m1" {
+		t.Fatalf("lock holder = %s, want m1", h)
+	}
+	if refs := f.lockCM().OwnerReferences; len(refs) != 1 || refs[0] != f.clusterRef() {
+		t.Errorf("recreated lock ownerReferences = %+v, want the cluster", refs)
+	}
+	if _, ok := f.get(m2).GetAnnotations()[initlock.GrantAnnotation]; ok {
+		t.Error("refused machine kept a grant record")
+	}
+	f.counter.Reset()
+	if res := f.mustLock(m1); !res.Acquired || res.Holder != "m1" {
+		t.Fatalf("Lock(m1) = %+v, want acquired", res)
+	}
+	if w := f.counter.Writes(); w != 0 {
+		t.Errorf("holder's Lock after recreation made %d writes, want 0", w)
+	}
+}
+
+// TestConcurrentLock: 50 machines race for the lock of a fresh cluster in
+// each of 20 rounds; each round has exactly one winner. In the second half
+// the lock is also deleted at random moments during the round.
+func TestConcurrentLock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("50 x 20 racing Locks")
+	}
+	const machines, rounds = 50, 20
+	for _, deleting := range []bool{false, true} {
+		name := "contention"
+		if deleting {
+			name = "contention with the lock deleted at random"
+		}
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			rng := rand.New(rand.NewPCG(1, 2))
+			totalRecreated := 0
+			defer func() {
+				t.Logf("%d rounds, %d refused Locks found the lock lost and gave it back to its granted holder", rounds, totalRecreated)
+			}()
+			for round := range rounds {
+				c := f.create(kubeenv.NewCluster(capi.V1Beta2, f.ns, "r"+itoa(round)))
+				ms := make([]*unstructured.Unstructured, machines)
+				for i := range ms {
+					ms[i] = f.create(kubeenv.NewMachine(capi.V1Beta2, f.ns, c.GetName(), c.GetName()+"-m"+itoa(i)))
+				}
+				var winners sync.Map
+				var wins, recreated atomic.Int32
+				stop := make(chan struct{})
+				var deleter sync.WaitGroup
+				if deleting {
+					deleter.Add(1)
+					go func() {
+						defer deleter.Done()
+						for {
+							select {
+							case <-stop:
+								return
+							case <-time.After(time.Duration(rng.IntN(5)) * time.Millisecond):
+							}
+							cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: c.GetName() + "-lock"}}
+							_ = env.Client.Delete(t.Context(), cm)
+						}
+					}()
+				}
+				var wg sync.WaitGroup
+				for _, m := range ms {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						res, err := f.locker.Lock(t.Context(), c, m)
+						if err != nil && !errors.Is(err, initlock.ErrContended) {
+							t.Errorf("Lock(%s): %v", m.GetName(), err)
+							return
+						}
+						if res.Acquired {
+							wins.Add(1)
+							winners.Store(m.GetName(), true)
+						}
+						if res.Recreated {
+							recreated.Add(1)
+						}
+					}()
+				}
+				wg.Wait()
+				close(stop)
+				deleter.Wait()
+				// Settle: every machine asks once more, sequentially. The
+				// set of machines ever granted the lock must be one.
+				for _, m := range ms {
+					res, err := f.locker.Lock(t.Context(), c, m)
+					if err != nil {
+						t.Fatalf("round %d: settling Lock(%s): %v", round, m.GetName(), err)
+					}
+					if res.Acquired {
+						winners.Store(m.GetName(), true)
+					}
+				}
+				var names []string
+				winners.Range(func(k, _ any) bool { names = append(names, k.(string)); return true })
+				if len(names) != 1 {
+					t.Fatalf("round %d: machines granted the lock: %v, want exactly one", round, names)
+				}
+				totalRecreated += int(recreated.Load())
+				if !deleting && wins.Load() != 1 {
+					t.Fatalf("round %d: %d racing Locks succeeded, want 1", round, wins.Load())
+				}
+			}
+		})
+	}
+}
+
+func itoa(i int) string {
+	const digits = "0123456789"
+	if i < 10 {
+		return digits[i : i+1]
+	}
+	return itoa(i/10) + digits[i%10:i%10+1]
+}
