@@ -33,10 +33,24 @@ vet:
 	$(GO) vet $(PKGS)
 
 .PHONY: lint
-lint: vet ## gofmt, go vet and golangci-lint.
+lint: vet verify-generate ## gofmt, go vet, golangci-lint and generated files.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GOLANGCI_LINT) run $(PKGS)
 
 .PHONY: bench
 bench: kube ## Run the benchmarks.
 	KUBEBUILDER_ASSETS="$$(hack/kube.sh 2>/dev/null)" $(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
+
+# RBAC for the initlock manager, generated from kubebuilder markers.
+RBAC_GEN := rbac:roleName=manager-role paths=./internal/manager/... paths=./internal/controllers/...
+
+.PHONY: generate
+generate: ## Generate config/rbac/role.yaml from the kubebuilder markers.
+	$(CONTROLLER_GEN) $(RBAC_GEN) output:rbac:dir=config/rbac
+
+.PHONY: verify-generate
+verify-generate: ## Check that generated files are up to date and that config/ renders.
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(CONTROLLER_GEN) $(RBAC_GEN) output:rbac:dir="$$tmp"; \
+	if ! diff -u config/rbac/role.yaml "$$tmp/role.yaml"; then echo "config/rbac/role.yaml is out of date: run 'make generate'"; exit 1; fi; \
+	$(KUSTOMIZE) build config/default >/dev/null
