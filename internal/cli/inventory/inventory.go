@@ -1,0 +1,292 @@
+package inventory
+
+import (
+	"context"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+// DefaultPageSize is the page size of every list Gather makes.
+const DefaultPageSize = 500
+
+// Options say what to gather.
+type Options struct {
+	// Namespace limits the inventory to one namespace; "" means all.
+	Namespace string
+	// CAPIVersion is the Cluster API version to read Clusters and Machines
+	// in (capi.V1Beta2 or capi.V1Beta1); see capi.Discover.
+	CAPIVersion string
+	// PageSize of each list; DefaultPageSize when 0.
+	PageSize int64
+}
+
+// Entry is one cluster's lock as observed.
+type Entry struct {
+	// Namespace and ClusterName name the cluster the lock belongs to; the
+	// Cluster itself may not exist (Observation.Cluster is nil then).
+	Namespace, ClusterName string
+	// LockName is the lock's ConfigMap name, "<cluster>-lock".
+	LockName string
+	// ConfigMap is the ConfigMap with the lock's name, nil when there is
+	// none. initlock.Apply needs it.
+	ConfigMap *corev1.ConfigMap
+	// Observation is built by initlock.Observe, with the cluster's grant
+	// records added.
+	Observation initlock.Observation
+}
+
+// Inventory is every lock found.
+type Inventory struct {
+	// CAPIVersion is the Cluster API version read.
+	CAPIVersion string
+	// Entries, sorted by namespace then cluster name: one per lock
+	// ConfigMap, one per Cluster whose lock name is taken by a ConfigMap
+	// that is not its lock, and one per Cluster without any (free or
+	// lost).
+	Entries []Entry
+}
+
+// Reader is what Gather and Observe read with: an uncached client.
+type Reader interface {
+	client.Reader
+}
+
+var _ Reader = client.Client(nil)
+
+type key struct{ namespace, name string }
+
+// Gather reads every lock in scope. See the package documentation for the
+// calls it makes.
+func Gather(ctx context.Context, c Reader, opts Options) (*Inventory, error) {
+	if opts.CAPIVersion == "" {
+		opts.CAPIVersion = capi.V1Beta2
+	}
+	if opts.PageSize == 0 {
+		opts.PageSize = DefaultPageSize
+	}
+	clusters, err := listClusters(ctx, c, opts)
+	if err != nil {
+		return nil, err
+	}
+	locks, err := listLabelledLocks(ctx, c, opts)
+	if err != nil {
+		return nil, err
+	}
+	// Clusters whose lock is not among the labelled ConfigMaps: their lock
+	// name may be taken by a ConfigMap that is not their lock.
+	var unmatched []key
+	for k, cl := range clusters {
+		if _, ok := locks[k]; ok {
+			continue
+		}
+		if _, err := initlock.LockName(cl.Name); err != nil {
+			continue // no ConfigMap can be this cluster's lock
+		}
+		unmatched = append(unmatched, k)
+	}
+	if len(unmatched) > 0 {
+		foreign, err := findForeign(ctx, c, opts, unmatched)
+		if err != nil {
+			return nil, err
+		}
+		for k, cm := range foreign {
+			locks[k] = cm
+		}
+	}
+	machines, err := listMachines(ctx, c, opts)
+	if err != nil {
+		return nil, err
+	}
+
+	inv := &Inventory{CAPIVersion: opts.CAPIVersion}
+	seen := map[key]bool{}
+	for k, cm := range locks {
+		seen[k] = true
+		inv.Entries = append(inv.Entries, entry(k, cm, clusters[k], machines, opts.CAPIVersion))
+	}
+	for k, cl := range clusters {
+		if !seen[k] {
+			inv.Entries = append(inv.Entries, entry(k, nil, cl, machines, opts.CAPIVersion))
+		}
+	}
+	sort.Slice(inv.Entries, func(i, j int) bool {
+		a, b := inv.Entries[i], inv.Entries[j]
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.ClusterName < b.ClusterName
+	})
+	return inv, nil
+}
+
+// machineIndex is the Machines listed, by namespace and name.
+type machineIndex map[key]*metav1.PartialObjectMetadata
+
+func entry(k key, cm *corev1.ConfigMap, cl *initlock.Cluster, machines machineIndex, version string) Entry {
+	var holder *initlock.Machine
+	if cm != nil {
+		if l := initlock.ObserveLock(cm, k.name); l.Problem == nil {
+			if pom, ok := machines[key{k.namespace, l.Record.MachineName}]; ok {
+				if m, err := initlock.MachineFrom(pom, nil); err == nil {
+					holder = &m
+				}
+			}
+		}
+	}
+	obs := initlock.Observe(k.name, cm, cl, holder)
+	obs.Grants = grantsOf(machines, k, version)
+	lockName, _ := initlock.LockName(k.name)
+	return Entry{Namespace: k.namespace, ClusterName: k.name, LockName: lockName, ConfigMap: cm, Observation: obs}
+}
+
+func grantsOf(machines machineIndex, cluster key, version string) []initlock.Machine {
+	var items []metav1.PartialObjectMetadata
+	for k, m := range machines {
+		if k.namespace == cluster.namespace {
+			if _, ok := m.Annotations[initlock.GrantAnnotation]; ok {
+				items = append(items, *m)
+			}
+		}
+	}
+	sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
+	grants := initlock.GrantsIn(items, cluster.name)
+	for i := range grants {
+		if grants[i].APIVersion == "" {
+			grants[i].APIVersion = capi.MachineGVK(version).GroupVersion().String()
+		}
+	}
+	return grants
+}
+
+func listClusters(ctx context.Context, c Reader, opts Options) (map[key]*initlock.Cluster, error) {
+	out := map[key]*initlock.Cluster{}
+	gvk := capi.ClusterGVK(opts.CAPIVersion)
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	err := paginate(ctx, c, list, opts, func() error {
+		for i := range list.Items {
+			u := &list.Items[i]
+			u.SetGroupVersionKind(gvk)
+			cl, err := initlock.ClusterFrom(u, nil)
+			if err != nil {
+				return err
+			}
+			out[key{cl.Namespace, cl.Name}] = &cl
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, ListError(err, "clusters", capi.Group, opts.Namespace)
+	}
+	return out, nil
+}
+
+func listLabelledLocks(ctx context.Context, c Reader, opts Options) (map[key]*corev1.ConfigMap, error) {
+	out := map[key]*corev1.ConfigMap{}
+	list := &corev1.ConfigMapList{}
+	err := paginate(ctx, c, list, opts, func() error {
+		for i := range list.Items {
+			cm := &list.Items[i]
+			cluster := cm.Labels[initlock.ClusterNameLabel]
+			if name, err := initlock.LockName(cluster); err != nil || name != cm.Name {
+				continue // labelled for a cluster, but not named as its lock
+			}
+			out[key{cm.Namespace, cluster}] = cm.DeepCopy()
+		}
+		return nil
+	}, client.HasLabels{initlock.ClusterNameLabel})
+	if err != nil {
+		return nil, ListError(err, "configmaps", "", opts.Namespace)
+	}
+	return out, nil
+}
+
+// findForeign finds, among the clusters given, those whose lock name is
+// taken by a ConfigMap, with a metadata-only list, and reads each such
+// ConfigMap in full.
+func findForeign(ctx context.Context, c Reader, opts Options, clusters []key) (map[key]*corev1.ConfigMap, error) {
+	wanted := map[key]key{} // lock -> cluster
+	for _, k := range clusters {
+		name, _ := initlock.LockName(k.name)
+		wanted[key{k.namespace, name}] = k
+	}
+	var found []key
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
+	err := paginate(ctx, c, list, opts, func() error {
+		for i := range list.Items {
+			if _, ok := wanted[key{list.Items[i].Namespace, list.Items[i].Name}]; ok {
+				found = append(found, key{list.Items[i].Namespace, list.Items[i].Name})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, ListError(err, "configmaps", "", opts.Namespace)
+	}
+	out := map[key]*corev1.ConfigMap{}
+	for _, lk := range found {
+		cm := &corev1.ConfigMap{}
+		err := c.Get(ctx, client.ObjectKey{Namespace: lk.namespace, Name: lk.name}, cm)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, GetError(err, "configmap", "configmaps", "", lk.namespace, lk.name)
+		}
+		out[wanted[lk]] = cm
+	}
+	return out, nil
+}
+
+func listMachines(ctx context.Context, c Reader, opts Options) (machineIndex, error) {
+	out := machineIndex{}
+	gvk := capi.MachineGVK(opts.CAPIVersion)
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	err := paginate(ctx, c, list, opts, func() error {
+		for i := range list.Items {
+			m := list.Items[i].DeepCopy()
+			m.SetGroupVersionKind(gvk)
+			out[key{m.Namespace, m.Name}] = m
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, ListError(err, "machines", capi.Group, opts.Namespace)
+	}
+	return out, nil
+}
+
+// paginate lists obj page by page, calling each after every page.
+func paginate(ctx context.Context, c Reader, obj client.ObjectList, opts Options, each func() error, extra ...client.ListOption) error {
+	listOpts := append([]client.ListOption{client.Limit(opts.PageSize)}, extra...)
+	if opts.Namespace != "" {
+		listOpts = append(listOpts, client.InNamespace(opts.Namespace))
+	}
+	cont := ""
+	for {
+		page := listOpts
+		if cont != "" {
+			page = append(append([]client.ListOption(nil), listOpts...), client.Continue(cont))
+		}
+		if err := c.List(ctx, obj, page...); err != nil {
+			return err
+		}
+		if err := each(); err != nil {
+			return err
+		}
+		cont = obj.GetContinue()
+		if cont == "" {
+			return nil
+		}
+	}
+}
