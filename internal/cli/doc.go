@@ -1,0 +1,42 @@
+// Package cli implements kubectl-initlock, the kubectl plugin that shows
+// and repairs the Cluster API control-plane init locks of a management
+// cluster: list, repair, release and version.
+//
+// The commands are built with cobra and k8s.io/cli-runtime's
+// genericclioptions, so --kubeconfig, --context, -n and the other kubeconfig
+// flags mean what they mean in kubectl. NewRootCommand takes its streams,
+// clock and rest.Config wrapper from Options, so that the commands run in
+// process in tests.
+//
+// # What it guarantees
+//
+//   - Every verdict and action comes from initlock.Decide, and every repair
+//     write is made by initlock.Apply (one request per lock, with
+//     resourceVersion or UID and resourceVersion preconditions); a lock that
+//     changed meanwhile is observed and decided again, at most 5 times.
+//   - repair never deletes a lock whose holder Machine exists on a Cluster
+//     whose control plane is not initialised (Decide never asks it to,
+//     except for a Cluster being deleted), and never writes to a corrupt
+//     lock or to a ConfigMap that is not a lock.
+//   - release refuses while the holder exists and the control plane is not
+//     initialised unless --force, and never touches a ConfigMap that is not
+//     a lock. It releases through initlock.Locker.Unlock given the holder it
+//     checked, so that the holder's grant record is withdrawn (else the lock
+//     would be recreated for it) and a lock that changed hands in between is
+//     not released (initlock.ErrNotHolder). A corrupt lock, which names no
+//     holder, is released with initlock.AnyHolder.
+//   - The JSON and YAML output of list is a LockList of apiVersion
+//     initlock.dev/v1alpha1, to which fields are only ever added.
+//   - Exit codes: 0 success, 1 error or refusal, 2 (repair) locks remain that
+//     need a person.
+//
+// # What it does not do
+//
+//   - It does not watch: each command reads once (see package inventory)
+//     and acts on what it read.
+//   - repair does not recreate a lost lock (deleted while a Machine holds
+//     its grant): the bootstrap provider's next Lock does, for that Machine.
+//   - repair does not take over a lock whose holder is gone on an
+//     uninitialised cluster: the next Machine that asks for the lock does.
+//   - Colour is used only on a terminal, and not with NO_COLOR or TERM=dumb.
+package cli

@@ -1,0 +1,156 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/duration"
+	"sigs.k8s.io/yaml"
+
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+// Output formats of list.
+const (
+	outputTable = ""
+	outputWide  = "wide"
+	outputJSON  = "json"
+	outputYAML  = "yaml"
+)
+
+var outputFormats = []string{outputWide, outputJSON, outputYAML}
+
+func validOutput(o string) error {
+	switch o {
+	case outputTable, "table", outputWide, outputJSON, outputYAML:
+		return nil
+	}
+	return fmt.Errorf("unknown output format %q: use one of table, %s", o, strings.Join(outputFormats, ", "))
+}
+
+// table writes aligned columns. With colour, every cell of the verdict
+// column is wrapped in escape sequences of the same length, so that
+// tabwriter, which counts bytes, still aligns the columns.
+type table struct {
+	tw     *tabwriter.Writer
+	colour bool
+}
+
+func newTable(w io.Writer, colour bool) *table {
+	return &table{tw: tabwriter.NewWriter(w, 0, 8, 2, ' ', 0), colour: colour}
+}
+
+func (t *table) row(cells ...string) {
+	_, _ = fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
+}
+
+func (t *table) flush() error { return t.tw.Flush() }
+
+// ANSI colours, all of the same length.
+const (
+	sgrReset   = "\x1b[0m"
+	sgrDefault = "\x1b[39m"
+	sgrRed     = "\x1b[31m"
+	sgrGreen   = "\x1b[32m"
+	sgrYellow  = "\x1b[33m"
+)
+
+func (t *table) verdict(v string) string {
+	if !t.colour {
+		return v
+	}
+	c := sgrDefault
+	switch initlock.Verdict(v) {
+	case initlock.VerdictHealthy, initlock.VerdictFree:
+		c = sgrGreen
+	case initlock.VerdictCorrupt, initlock.VerdictForeign, initlock.VerdictLost:
+		c = sgrRed
+	case initlock.VerdictUnowned, initlock.VerdictHeldAfterInit, initlock.VerdictStaleHolder, initlock.VerdictOrphan:
+		c = sgrYellow
+	}
+	return c + v + sgrReset
+}
+
+// useColour tells whether to colour out: only on a terminal, and never when
+// NO_COLOR is set or TERM is dumb.
+func (a *app) useColour(out io.Writer) bool {
+	if _, ok := os.LookupEnv("NO_COLOR"); ok || os.Getenv("TERM") == "dumb" {
+		return false
+	}
+	return a.opts.IsTerminal(out)
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}
+
+// printTable prints the list as a table; wide adds the lock name, the paused
+// flag, the action repair would take and the problem.
+func printTable(w io.Writer, items []LockStatus, wide, colour bool, now time.Time) error {
+	t := newTable(w, colour)
+	header := []string{"NAMESPACE", "CLUSTER", "HOLDER", "HOLDER-EXISTS", "OWNER", "INITIALIZED", "AGE", t.verdict("VERDICT")}
+	if wide {
+		header = append(header, "LOCK", "PAUSED", "ACTION", "PROBLEM")
+	}
+	t.row(header...)
+	for _, s := range items {
+		holderExists, initialised, age, lock := "-", "-", "-", s.Lock
+		if s.Holder != "" {
+			holderExists = yesNo(s.HolderExists)
+		}
+		if s.ClusterExists {
+			initialised = yesNo(s.ClusterInitialized)
+		}
+		if s.Created != "" {
+			if created, err := time.Parse(time.RFC3339, s.Created); err == nil {
+				age = duration.HumanDuration(now.Sub(created))
+			}
+		}
+		if !s.LockExists {
+			lock = "<none>"
+		}
+		cells := []string{s.Namespace, s.Cluster, orNone(s.Holder), holderExists, orNone(s.Owner), initialised, age, t.verdict(s.Verdict)}
+		if wide {
+			paused := "-"
+			if s.ClusterExists {
+				paused = yesNo(s.ClusterPaused)
+			}
+			cells = append(cells, lock, paused, s.Action, orNone(s.Problem))
+		}
+		t.row(cells...)
+	}
+	return t.flush()
+}
+
+func printJSON(w io.Writer, list LockList) error {
+	b, err := json.MarshalIndent(list, "", "    ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+func printYAML(w io.Writer, list LockList) error {
+	b, err := yaml.Marshal(list)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}

@@ -1,0 +1,139 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/internal/cli/inventory"
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+type releaseOptions struct {
+	force bool
+}
+
+func (a *app) newReleaseCommand() *cobra.Command {
+	o := &releaseOptions{}
+	cmd := &cobra.Command{
+		Use:   "release CLUSTER [-n NAMESPACE] [--force]",
+		Short: "Release one cluster's init lock",
+		Long: `Release deletes the init lock of one cluster, with its UID and resourceVersion as
+preconditions, after withdrawing the grant record from the holder Machine, so
+that the lock is not recreated for it.
+
+It refuses while the holder Machine exists and the Cluster's control plane is
+not initialised (or the Cluster does not exist), because kubeadm init may be
+running on that Machine: releasing then lets a second Machine run kubeadm init.
+--force releases anyway; use it only when you know no init is running (the
+holder's init failed, or its infrastructure is gone). A corrupt lock names no
+holder, so it is released without --force only once the control plane is
+initialised. A ConfigMap that takes the lock's name without being a lock is
+never touched.`,
+		Example: `  kubectl initlock release my-cluster -n capi-clusters
+  kubectl initlock release my-cluster -n capi-clusters --force`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.runRelease(cmd, o, args[0])
+		},
+	}
+	cmd.Flags().BoolVar(&o.force, "force", false, "Release even though the holder Machine exists and the control plane is not initialised.")
+	return cmd
+}
+
+// errRefused marks a release refused for safety.
+var errRefused = errors.New("refusing to release")
+
+func (a *app) runRelease(cmd *cobra.Command, o *releaseOptions, cluster string) error {
+	if _, err := initlock.LockName(cluster); err != nil {
+		return fmt.Errorf("cluster %q: %w", cluster, err)
+	}
+	ns, err := a.namespace(false)
+	if err != nil {
+		return err
+	}
+	conn, err := a.connect()
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	e, err := inventory.Observe(ctx, conn.client, conn.capiVersion, ns, cluster)
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	obs := e.Observation
+	if obs.Lock == nil {
+		_, err := fmt.Fprintf(out, "namespace %q: cluster %q has no init lock (no configmap %q); nothing to release.\n", ns, cluster, e.LockName)
+		return err
+	}
+	initialised := obs.Cluster != nil && obs.Cluster.Initialized
+	clusterState := fmt.Sprintf("the control plane of cluster %q is not initialised", cluster)
+	if obs.Cluster == nil {
+		clusterState = fmt.Sprintf("cluster %q does not exist (a restore may still be bringing it back)", cluster)
+	}
+
+	var machine client.Object
+	switch {
+	case errors.Is(obs.Lock.Problem, initlock.ErrNotALock):
+		return fmt.Errorf("namespace %q: configmap %q is %w; refusing to touch it (with or without --force). Rename or delete it yourself if nothing uses it, or rename the cluster",
+			ns, e.LockName, obs.Lock.Problem)
+	case obs.Lock.Problem != nil:
+		if !initialised && !o.force {
+			return fmt.Errorf("namespace %q: configmap %q: %w: it is a %w, so its holder is unknown, and %s; kubeadm init may be running. Pass --force once you are sure no machine of the cluster is running kubeadm init",
+				ns, e.LockName, errRefused, obs.Lock.Problem, clusterState)
+		}
+		if !initialised {
+			_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "warning: releasing corrupt lock %q although %s (--force)\n", e.LockName, clusterState)
+		}
+	default:
+		holder := obs.Lock.Record.MachineName
+		if obs.Holder != nil && !initialised {
+			if !o.force {
+				return fmt.Errorf("namespace %q: configmap %q: %w: machine %q holds it and %s, so kubeadm init may be running on it and releasing would let a second machine run it. Wait for the control plane to initialise, delete machine %q if its init failed, or pass --force if you are sure no init is running",
+					ns, e.LockName, errRefused, holder, clusterState, holder)
+			}
+			_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "warning: releasing lock %q although machine %q holds it and %s (--force)\n", e.LockName, holder, clusterState)
+		}
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(capi.MachineGVK(conn.capiVersion))
+		m.SetNamespace(ns)
+		m.SetName(holder)
+		if obs.Holder != nil {
+			m.SetUID(obs.Holder.UID)
+		}
+		machine = m
+	}
+
+	// The Cluster may be gone (an orphan lock): Unlock only needs its
+	// identity.
+	cl := &unstructured.Unstructured{}
+	cl.SetGroupVersionKind(capi.ClusterGVK(conn.capiVersion))
+	cl.SetNamespace(ns)
+	cl.SetName(cluster)
+	if obs.Cluster != nil {
+		cl.SetUID(obs.Cluster.UID)
+	}
+	locker := initlock.New(conn.client, initlock.WithClock(a.clock))
+	var opts []initlock.UnlockOption
+	if machine == nil {
+		opts = append(opts, initlock.AnyHolder())
+	}
+	if err := locker.Unlock(ctx, cl, machine, opts...); err != nil {
+		if errors.Is(err, initlock.ErrNotHolder) {
+			return fmt.Errorf("%w; the lock changed hands while releasing it: run 'kubectl initlock list -n %s' and try again", err, ns)
+		}
+		return err
+	}
+	holder := "unknown holder"
+	if obs.Lock.Problem == nil {
+		holder = fmt.Sprintf("holder %q", obs.Lock.Record.MachineName)
+	}
+	_, err = fmt.Fprintf(out, "namespace %q: released init lock %q of cluster %q (%s).\n", ns, e.LockName, cluster, holder)
+	return err
+}

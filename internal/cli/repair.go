@@ -1,0 +1,410 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/initlock/initlock/internal/cli/inventory"
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+// maxApplyAttempts bounds the observe-decide-apply rounds for one lock
+// when it keeps changing under repair.
+const maxApplyAttempts = 5
+
+const (
+	dryRunNone   = "none"
+	dryRunClient = "client"
+)
+
+type repairOptions struct {
+	allNamespaces bool
+	dryRun        string
+	yes           bool
+	policy        policyFlags
+}
+
+func (a *app) newRepairCommand() *cobra.Command {
+	o := &repairOptions{}
+	cmd := &cobra.Command{
+		Use:   "repair [-n NAMESPACE | -A] [--dry-run=client|none] [--yes]",
+		Short: "Repair the init locks that need it",
+		Long: `Repair computes, for every init lock in scope, the action the initlock manager
+would take (the same decision function), prints the plan and applies it: it
+re-adopts locks whose Cluster ownerReference is missing or stale (after a Velero
+restore or a move), releases locks held after the control plane is initialised
+(--release-after-init), and collects locks whose Cluster is gone.
+
+Orphans are collected in two steps. A first repair marks the lock with the time
+its Cluster was found missing (annotation initlock.dev/cluster-absent-since); a
+repair run --orphan-grace or more later deletes it, if the Cluster is still
+missing and the holder Machine is gone. A restore that brings the Cluster back
+in between makes the next repair re-adopt the lock instead.
+
+Every write is one request with preconditions (resourceVersion, or UID and
+resourceVersion for deletes). A lock that changed meanwhile is observed and
+decided again, up to 5 times. Repair never deletes a lock whose holder Machine
+exists on a Cluster whose control plane is not initialised, and never touches a
+corrupt lock or a ConfigMap that is not a lock.
+
+On a terminal, repair asks for confirmation unless --yes is given, and shows a
+progress bar for large fleets.
+
+Exit codes: 0 when every lock is healthy or was repaired, 1 on error, 2 when
+locks remain that need a person (corrupt, or a foreign ConfigMap in the way).`,
+		Example: `  kubectl initlock repair -A --dry-run=client
+  kubectl initlock repair -n capi-clusters --yes
+  kubectl initlock repair -A --release-after-init=false`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.runRepair(cmd, o)
+		},
+	}
+	fs := cmd.Flags()
+	fs.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "Repair the locks in all namespaces.")
+	fs.StringVar(&o.dryRun, "dry-run", dryRunNone, `"client" prints the plan and changes nothing; "none" applies it.`)
+	fs.Lookup("dry-run").NoOptDefVal = dryRunClient
+	fs.BoolVarP(&o.yes, "yes", "y", false, "Apply without asking for confirmation on a terminal.")
+	o.policy.add(fs)
+	return cmd
+}
+
+// planned sorts rows into what repair does, what it leaves for a person and
+// what it leaves for later.
+type planned struct {
+	changes, human, waiting []row
+}
+
+func plan(rows []row) planned {
+	var p planned
+	for _, r := range rows {
+		d := r.decision
+		switch {
+		case d.Verdict == initlock.VerdictCorrupt || d.Verdict == initlock.VerdictForeign:
+			p.human = append(p.human, r)
+		case d.Err == nil && d.Action != initlock.ActionNone:
+			p.changes = append(p.changes, r)
+		case waitingWhy(r, time.Time{}, 0) != "":
+			p.waiting = append(p.waiting, r)
+		}
+	}
+	return p
+}
+
+func (a *app) runRepair(cmd *cobra.Command, o *repairOptions) error {
+	switch o.dryRun {
+	case dryRunNone, dryRunClient:
+	case "server":
+		return errors.New(`--dry-run=server is not supported: use --dry-run=client to print the plan`)
+	default:
+		return fmt.Errorf("invalid --dry-run value %q: use client or none", o.dryRun)
+	}
+	policy, err := o.policy.policy()
+	if err != nil {
+		return err
+	}
+	ns, err := a.namespace(o.allNamespaces)
+	if err != nil {
+		return err
+	}
+	conn, err := a.connect()
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	inv, err := inventory.Gather(ctx, conn.client, inventory.Options{Namespace: ns, CAPIVersion: conn.capiVersion})
+	if err != nil {
+		return err
+	}
+	now := a.clock.Now()
+	p := plan(decideAll(inv, policy, now))
+	out := cmd.OutOrStdout()
+	if err := printPlan(out, p, policy, now); err != nil {
+		return err
+	}
+	needsHuman := func() error {
+		if len(p.human) > 0 {
+			return &ExitCodeError{Code: ExitNeedsHuman}
+		}
+		return nil
+	}
+	if len(p.changes) == 0 {
+		return needsHuman()
+	}
+	if o.dryRun == dryRunClient {
+		_, _ = fmt.Fprintln(out, "\nDry run: nothing was changed.")
+		return needsHuman()
+	}
+	if !o.yes && a.opts.IsTerminal(a.opts.IOStreams.In) && a.opts.IsTerminal(out) {
+		ok, err := confirm(a.opts.IOStreams.In, out, fmt.Sprintf("\nApply %d %s? [y/N]: ", len(p.changes), plural(len(p.changes), "change", "changes")))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return &ExitCodeError{Code: ExitError, Err: errors.New("repair aborted; nothing was changed")}
+		}
+	}
+
+	errOut := a.opts.IOStreams.ErrOut
+	var bar *progressBar
+	if len(p.changes) >= a.opts.ProgressThreshold && a.opts.IsTerminal(errOut) {
+		bar = newProgressBar(errOut, len(p.changes))
+	} else {
+		_, _ = fmt.Fprintln(out)
+	}
+	done := map[initlock.Action]int{}
+	var errs []error
+	for _, r := range p.changes {
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, fmt.Errorf("interrupted: %w", err))
+			break
+		}
+		res, err := a.repairOne(ctx, conn, r, policy)
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			done[res.action]++
+		}
+		if bar != nil {
+			bar.step()
+			if err != nil {
+				bar.printAbove(fmt.Sprintf("error: %v", err))
+			}
+			continue
+		}
+		if err != nil {
+			_, _ = fmt.Fprintf(out, "failed      %s/%s: %v\n", r.entry.Namespace, r.entry.LockName, err)
+			continue
+		}
+		_, _ = fmt.Fprintf(out, "%-11s %s/%s%s\n", pastTense(res.action), r.entry.Namespace, r.entry.LockName, res.note)
+	}
+	if bar != nil {
+		bar.finish()
+	}
+	printSummary(out, done, len(errs), len(p.human), policy)
+	if len(errs) > 0 {
+		return &ExitCodeError{Code: ExitError, Err: errors.Join(errs...)}
+	}
+	return needsHuman()
+}
+
+type repairResult struct {
+	action initlock.Action
+	note   string
+}
+
+// repairOne applies r's decision. When the lock changed since it was
+// observed (a conflict or a missing object), it observes that lock again,
+// decides again and applies the new decision, a bounded number of times.
+func (a *app) repairOne(ctx context.Context, conn *connection, r row, policy initlock.Policy) (repairResult, error) {
+	first := r.decision.Action
+	for attempt := 1; ; attempt++ {
+		err := initlock.Apply(ctx, conn.client, r.entry.ConfigMap, r.entry.Observation, r.decision, a.clock.Now())
+		if err == nil {
+			res := repairResult{action: r.decision.Action}
+			if res.action != first {
+				res.note = fmt.Sprintf(" (the lock had changed; %s instead of %s)", res.action, first)
+			}
+			return res, nil
+		}
+		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			return repairResult{}, fmt.Errorf("namespace %q: configmap %q: %s: %w", r.entry.Namespace, r.entry.LockName, r.decision.Action, err)
+		}
+		if attempt == maxApplyAttempts {
+			return repairResult{}, fmt.Errorf("namespace %q: configmap %q: %s: the lock changed %d times in a row while repairing it; run repair again: %w",
+				r.entry.Namespace, r.entry.LockName, r.decision.Action, attempt, err)
+		}
+		e, oerr := inventory.Observe(ctx, conn.client, conn.capiVersion, r.entry.Namespace, r.entry.ClusterName)
+		if oerr != nil {
+			return repairResult{}, oerr
+		}
+		d := initlock.Decide(e.Observation, policy, a.clock.Now())
+		if d.Err != nil || d.Action == initlock.ActionNone {
+			return repairResult{action: initlock.ActionNone, note: fmt.Sprintf(" (the lock had changed; now %s, nothing to do)", d.Verdict)}, nil
+		}
+		r = row{entry: e, decision: d}
+	}
+}
+
+// Texts of the plan. They name no UIDs or times of day except where they are
+// the point, so that the same fleet gives the same plan.
+
+func changeWhy(r row, p initlock.Policy) string {
+	d, o := r.decision, r.entry.Observation
+	switch d.Action {
+	case initlock.ActionAdopt:
+		switch d.Owner {
+		case initlock.OwnerMissing:
+			return "no ownerReference to its Cluster (as after a restore): point it at the Cluster"
+		case initlock.OwnerStaleUID:
+			return "ownerReference to an old UID of its Cluster (as after a restore or move): point it at the current one"
+		case initlock.OwnerWrongCluster:
+			return "ownerReference to another Cluster: point it at its own"
+		}
+		return "stale cluster-absent mark: the Cluster exists again; drop the mark"
+	case initlock.ActionRelease:
+		if d.Reason == initlock.ReasonClusterDeleting {
+			return "Cluster is being deleted and does not own the lock, so the garbage collector would leave it: delete it"
+		}
+		return "control plane initialised: the lock has done its job; delete it (--release-after-init)"
+	case initlock.ActionMarkOrphan:
+		return fmt.Sprintf("Cluster not found: mark the lock now; a repair run %s or more later (--orphan-grace) collects it if the Cluster is still missing and the holder is gone", p.OrphanGrace)
+	case initlock.ActionCollect:
+		since := "-"
+		if o.Lock != nil && o.Lock.ClusterAbsentSince != nil {
+			since = o.Lock.ClusterAbsentSince.UTC().Format(time.RFC3339)
+		}
+		return fmt.Sprintf("Cluster missing since %s, longer than %s, and holder gone: delete the lock", since, p.OrphanGrace)
+	}
+	return string(d.Action)
+}
+
+// waitingWhy says why a lock that is not healthy is left as it is for now,
+// or "" when it is healthy or left by policy.
+func waitingWhy(r row, now time.Time, grace time.Duration) string {
+	d, o := r.decision, r.entry.Observation
+	if errors.Is(d.Err, initlock.ErrClusterPaused) && d.Verdict != initlock.VerdictHealthy {
+		return "cluster is paused (a move or restore may be in progress): unpause it and run repair again"
+	}
+	switch d.Verdict {
+	case initlock.VerdictOrphan:
+		if o.Lock == nil || o.Lock.ClusterAbsentSince == nil {
+			return ""
+		}
+		since := *o.Lock.ClusterAbsentSince
+		if o.Holder != nil && !since.Add(grace).After(now) {
+			return fmt.Sprintf("Cluster missing since %s, but holder machine %q exists (a restore may still be bringing the Cluster back): looked at again by later repairs; 'kubectl initlock release' removes it",
+				since.UTC().Format(time.RFC3339), d.Holder)
+		}
+		return fmt.Sprintf("Cluster missing since %s: a repair from %s on collects it", since.UTC().Format(time.RFC3339), since.Add(grace).UTC().Format(time.RFC3339))
+	case initlock.VerdictLost:
+		return fmt.Sprintf("lock deleted while machine %q holds the grant: the bootstrap provider recreates it for that machine at its next lock attempt", d.Holder)
+	case initlock.VerdictStaleHolder:
+		return fmt.Sprintf("holder machine %q does not exist: the next machine of the cluster to ask for the lock takes it over", d.Holder)
+	}
+	return ""
+}
+
+func humanWhy(r row) string {
+	d := r.decision
+	ns, cluster, lock := r.entry.Namespace, r.entry.ClusterName, r.entry.LockName
+	if d.Verdict == initlock.VerdictForeign {
+		return fmt.Sprintf("configmap %q is %v; refusing to touch it. Rename or delete it if nothing uses it, or rename the cluster", lock, d.Err)
+	}
+	force := " --force"
+	if o := r.entry.Observation; o.Cluster != nil && o.Cluster.Initialized {
+		force = ""
+	}
+	return fmt.Sprintf("%v; it is never taken over silently. Once no machine of the cluster is running kubeadm init: kubectl initlock release %s -n %s%s",
+		d.Err, cluster, ns, force)
+}
+
+func printPlan(w io.Writer, p planned, policy initlock.Policy, now time.Time) error {
+	after := "kept"
+	if policy.ReleaseAfterInit {
+		after = "released"
+	}
+	_, _ = fmt.Fprintf(w, "Policy: locks are %s once the control plane is initialised; orphan locks are collected %s after a repair marks them.\n", after, policy.OrphanGrace)
+	if len(p.changes) == 0 {
+		_, _ = fmt.Fprintln(w, "\nNothing to change.")
+	} else {
+		_, _ = fmt.Fprintf(w, "\nPlanned changes (%d):\n", len(p.changes))
+		t := newTable(w, false)
+		t.row("NAMESPACE", "CLUSTER", "LOCK", "VERDICT", "ACTION", "WHY")
+		for _, r := range p.changes {
+			t.row(r.entry.Namespace, r.entry.ClusterName, r.entry.LockName, string(r.decision.Verdict), string(r.decision.Action), changeWhy(r, policy))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	if len(p.waiting) > 0 {
+		_, _ = fmt.Fprintf(w, "\nLeft as they are for now (%d):\n", len(p.waiting))
+		t := newTable(w, false)
+		t.row("NAMESPACE", "CLUSTER", "LOCK", "VERDICT", "WHY")
+		for _, r := range p.waiting {
+			t.row(r.entry.Namespace, r.entry.ClusterName, r.entry.LockName, string(r.decision.Verdict), waitingWhy(r, now, policy.OrphanGrace))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	if len(p.human) > 0 {
+		_, _ = fmt.Fprintf(w, "\nNeed a person (%d):\n", len(p.human))
+		t := newTable(w, false)
+		t.row("NAMESPACE", "CLUSTER", "LOCK", "VERDICT", "WHAT TO DO")
+		for _, r := range p.human {
+			t.row(r.entry.Namespace, r.entry.ClusterName, r.entry.LockName, string(r.decision.Verdict), humanWhy(r))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func printSummary(w io.Writer, done map[initlock.Action]int, failed, human int, policy initlock.Policy) {
+	var parts []string
+	for _, a := range []initlock.Action{initlock.ActionAdopt, initlock.ActionRelease, initlock.ActionMarkOrphan, initlock.ActionCollect, initlock.ActionNone} {
+		if n := done[a]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, pastTense(a)))
+		}
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "nothing changed")
+	}
+	_, _ = fmt.Fprintf(w, "\nDone: %s; %d failed.\n", strings.Join(parts, ", "), failed)
+	if done[initlock.ActionMarkOrphan] > 0 {
+		_, _ = fmt.Fprintf(w, "Marked orphan locks are collected by a repair run %s or more from now, if their Cluster is still missing.\n", policy.OrphanGrace)
+	}
+	if human > 0 {
+		_, _ = fmt.Fprintf(w, "%d %s a person: see above.\n", human, plural(human, "lock needs", "locks need"))
+	}
+}
+
+func pastTense(a initlock.Action) string {
+	switch a {
+	case initlock.ActionAdopt:
+		return "adopted"
+	case initlock.ActionRelease:
+		return "released"
+	case initlock.ActionMarkOrphan:
+		return "marked"
+	case initlock.ActionCollect:
+		return "collected"
+	case initlock.ActionNone:
+		return "unchanged"
+	}
+	return string(a)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// confirm asks a yes/no question; only "y" or "yes" is yes.
+func confirm(in io.Reader, out io.Writer, question string) (bool, error) {
+	if _, err := fmt.Fprint(out, question); err != nil {
+		return false, err
+	}
+	line, err := bufio.NewReader(in).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, fmt.Errorf("reading the answer: %w", err)
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true, nil
+	}
+	return false, nil
+}

@@ -1,0 +1,127 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/initlock/initlock/internal/cli/inventory"
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+// The JSON and YAML output of "kubectl initlock list" is a LockList. Fields
+// are only ever added to this version; a change of meaning gets a new
+// apiVersion.
+const (
+	// ListAPIVersion is the apiVersion of LockList.
+	ListAPIVersion = "initlock.dev/v1alpha1"
+	// ListKind is the kind of LockList.
+	ListKind = "LockList"
+)
+
+// LockList is the machine-readable output of list.
+type LockList struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Policy is the policy the actions were computed with.
+	Policy PolicyStatus `json:"policy"`
+	// Items, sorted by namespace then cluster.
+	Items []LockStatus `json:"items"`
+}
+
+// PolicyStatus is the repair policy in force.
+type PolicyStatus struct {
+	ReleaseAfterInit bool   `json:"releaseAfterInit"`
+	OrphanGrace      string `json:"orphanGrace"`
+}
+
+// LockStatus is one cluster's lock.
+type LockStatus struct {
+	// Namespace of the lock and of its cluster.
+	Namespace string `json:"namespace"`
+	// Cluster is the cluster the lock belongs to.
+	Cluster string `json:"cluster"`
+	// Lock is the ConfigMap name, "<cluster>-lock".
+	Lock string `json:"lock"`
+	// LockExists is false for clusters without a lock (verdicts free and
+	// lost).
+	LockExists bool `json:"lockExists"`
+	// Holder is the Machine the lock names (for "lost", the Machine that
+	// holds the grant); empty for corrupt and foreign locks.
+	Holder string `json:"holder,omitempty"`
+	// HolderExists tells whether that Machine exists.
+	HolderExists bool `json:"holderExists"`
+	// Owner is the state of the lock's Cluster ownerReference: ok, missing,
+	// stale-uid or wrong-cluster; empty when it was not judged.
+	Owner string `json:"owner,omitempty"`
+	// ClusterExists, ClusterInitialized and ClusterPaused describe the
+	// Cluster.
+	ClusterExists      bool `json:"clusterExists"`
+	ClusterInitialized bool `json:"clusterInitialized"`
+	ClusterPaused      bool `json:"clusterPaused"`
+	// Created is when the lock ConfigMap was created (RFC 3339).
+	Created string `json:"created,omitempty"`
+	// ClusterAbsentSince is when the lock was marked as having no Cluster.
+	ClusterAbsentSince string `json:"clusterAbsentSince,omitempty"`
+	// Verdict: healthy, unowned, held-after-init, stale-holder, orphan,
+	// corrupt, foreign, lost or free.
+	Verdict string `json:"verdict"`
+	// Action is what repair would do under Policy: none, adopt, release,
+	// mark-orphan or collect.
+	Action string `json:"action"`
+	// Problem says why the lock cannot be used or touched, when it cannot.
+	Problem string `json:"problem,omitempty"`
+}
+
+// row is one entry with its decision.
+type row struct {
+	entry    inventory.Entry
+	decision initlock.Decision
+}
+
+func decideAll(inv *inventory.Inventory, p initlock.Policy, now time.Time) []row {
+	rows := make([]row, 0, len(inv.Entries))
+	for _, e := range inv.Entries {
+		rows = append(rows, row{entry: e, decision: initlock.Decide(e.Observation, p, now)})
+	}
+	return rows
+}
+
+func (r row) status() LockStatus {
+	o, d := r.entry.Observation, r.decision
+	s := LockStatus{
+		Namespace:  r.entry.Namespace,
+		Cluster:    r.entry.ClusterName,
+		Lock:       r.entry.LockName,
+		LockExists: o.Lock != nil,
+		Holder:     d.Holder,
+		Owner:      string(d.Owner),
+		Verdict:    string(d.Verdict),
+		Action:     string(d.Action),
+	}
+	if o.Cluster != nil {
+		s.ClusterExists, s.ClusterInitialized, s.ClusterPaused = true, o.Cluster.Initialized, o.Cluster.Paused
+	}
+	if o.Lock != nil {
+		s.Created = o.Lock.Created.UTC().Format(time.RFC3339)
+		if o.Lock.ClusterAbsentSince != nil {
+			s.ClusterAbsentSince = o.Lock.ClusterAbsentSince.UTC().Format(time.RFC3339)
+		}
+		s.HolderExists = o.Holder != nil
+	} else if d.Verdict == initlock.VerdictLost {
+		s.HolderExists = true // a grant is only ever read from an existing Machine
+	}
+	if d.Err != nil {
+		s.Problem = problem(d.Err)
+	}
+	return s
+}
+
+// problem renders a decision error without repeating the sentinel's
+// package context.
+func problem(err error) string {
+	if errors.Is(err, initlock.ErrClusterPaused) {
+		return "cluster is paused; nothing is changed until it is unpaused"
+	}
+	return fmt.Sprint(err)
+}
