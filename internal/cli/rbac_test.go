@@ -1,0 +1,62 @@
+package cli_test
+
+import (
+	"strings"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/internal/cli"
+)
+
+// A user who may read Clusters and Machines but not list ConfigMaps is
+// told which permission is missing.
+func TestListWithoutPermissionNamesIt(t *testing.T) {
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	cl := newCluster(t, ns, "c1", false)
+	newMachine(t, ns, "c1", "m1", nil)
+	newLock(t, ns, "c1", "m1", cl)
+
+	const user = "initlock-cli-no-list"
+	kubeconfig, err := env.WriteKubeconfig(user, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "initlock-viewer-without-configmap-list"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{capi.Group}, Resources: []string{"clusters", "machines"}, Verbs: []string{"get", "list"}},
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}},
+		},
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}
+	if err := env.Client.Create(ctx, role); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+
+	r := invocation{kubeconfig: kubeconfig}.run(t, "list", "-n", ns)
+	r.expectCode(t, cli.ExitError)
+	want := `error: listing configmaps in namespace "` + ns + `": permission denied: kubectl-initlock needs "list" on "configmaps" (API group "") in namespace "` + ns +
+		`"; ask an administrator to bind a Role in that namespace that grants it (check with 'kubectl auth can-i list configmaps -n ` + ns + `')`
+	if !strings.HasPrefix(r.err, want) {
+		t.Errorf("stderr:\n%s\nwant prefix:\n%s", r.err, want)
+	}
+
+	// All namespaces need a ClusterRole; the first list refused is the
+	// Clusters'.
+	r = invocation{kubeconfig: kubeconfig}.run(t, "list", "-A")
+	r.expectCode(t, cli.ExitError)
+	if !strings.Contains(r.err, `needs "list" on "clusters" (API group "cluster.x-k8s.io") in all namespaces; ask an administrator to bind a ClusterRole`) {
+		t.Errorf("stderr:\n%s", r.err)
+	}
+}

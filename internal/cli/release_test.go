@@ -1,0 +1,158 @@
+package cli_test
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/cli"
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+func grantOf(t *testing.T, m *unstructured.Unstructured) string {
+	t.Helper()
+	got := &metav1.PartialObjectMetadata{}
+	got.SetGroupVersionKind(m.GroupVersionKind())
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(m), got); err != nil {
+		t.Fatal(err)
+	}
+	return got.Annotations[initlock.GrantAnnotation]
+}
+
+func TestReleaseRefusesWhileInitMayRunThenForce(t *testing.T) {
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	cluster := newCluster(t, ns, "c1", false)
+	machine := newMachine(t, ns, "c1", "m1", nil)
+	if res, err := initlock.New(env.Client).Lock(ctx, cluster, machine); err != nil || !res.Acquired {
+		t.Fatalf("Lock: %+v, %v", res, err)
+	}
+	if grantOf(t, machine) == "" {
+		t.Fatal("no grant recorded")
+	}
+
+	var c kubeenv.Counter
+	r := invocation{wrap: counting(&c)}.run(t, "release", "c1", "-n", ns)
+	r.expectCode(t, cli.ExitError)
+	for _, want := range []string{
+		`namespace "` + ns + `": configmap "c1-lock": refusing to release: machine "m1" holds it and the control plane of cluster "c1" is not initialised`,
+		"--force",
+	} {
+		if !strings.Contains(r.err, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.err)
+		}
+	}
+	if c.Writes() != 0 || getLock(t, ns, "c1-lock") == nil {
+		t.Fatalf("refused release wrote %d times", c.Writes())
+	}
+
+	c.Reset()
+	r = invocation{wrap: counting(&c)}.run(t, "release", "c1", "-n", ns, "--force")
+	r.expectCode(t, cli.ExitOK)
+	if !strings.Contains(r.err, "warning: releasing lock") || !strings.Contains(r.out, `released init lock "c1-lock" of cluster "c1" (holder "m1")`) {
+		t.Errorf("stdout:\n%s\nstderr:\n%s", r.out, r.err)
+	}
+	if getLock(t, ns, "c1-lock") != nil {
+		t.Fatal("lock still exists")
+	}
+	if g := grantOf(t, machine); g != "" {
+		t.Fatalf("grant not withdrawn: %s", g)
+	}
+	if got := c.Writes(); got != 2 {
+		t.Errorf("writes = %d, want 2 (withdraw the grant, delete the lock)", got)
+	}
+	// Nothing left to release.
+	r = run(t, "release", "c1", "-n", ns)
+	r.expectCode(t, cli.ExitOK)
+	if !strings.Contains(r.out, "nothing to release") {
+		t.Errorf("stdout: %s", r.out)
+	}
+}
+
+func TestReleaseAfterInitNeedsNoForce(t *testing.T) {
+	ns := env.Namespace(t)
+	cl := newCluster(t, ns, "c1", true)
+	newMachine(t, ns, "c1", "m1", nil)
+	newLock(t, ns, "c1", "m1", cl)
+	r := run(t, "release", "c1", "-n", ns)
+	r.expectCode(t, cli.ExitOK)
+	if getLock(t, ns, "c1-lock") != nil {
+		t.Fatal("lock still exists")
+	}
+}
+
+func TestReleaseOrphanAndStaleHolder(t *testing.T) {
+	t.Run("orphan whose holder exists is refused", func(t *testing.T) {
+		ns := env.Namespace(t)
+		newMachine(t, ns, "c1", "m1", nil)
+		newLock(t, ns, "c1", "m1", nil)
+		r := run(t, "release", "c1", "-n", ns)
+		r.expectCode(t, cli.ExitError)
+		if !strings.Contains(r.err, `cluster "c1" does not exist (a restore may still be bringing it back)`) {
+			t.Errorf("stderr: %s", r.err)
+		}
+	})
+	t.Run("holder gone", func(t *testing.T) {
+		ns := env.Namespace(t)
+		cl := newCluster(t, ns, "c1", false)
+		newLock(t, ns, "c1", "m-gone", cl)
+		run(t, "release", "c1", "-n", ns).expectCode(t, cli.ExitOK)
+		if getLock(t, ns, "c1-lock") != nil {
+			t.Fatal("lock still exists")
+		}
+	})
+}
+
+func TestReleaseCorrupt(t *testing.T) {
+	ns := env.Namespace(t)
+	cl := newCluster(t, ns, "c1", false)
+	newConfigMap(t, ns, "c1-lock", map[string]string{initlock.ClusterNameLabel: "c1"}, map[string]string{initlock.DataKey: "{"}, cl)
+	r := run(t, "release", "c1", "-n", ns)
+	r.expectCode(t, cli.ExitError)
+	if !strings.Contains(r.err, "so its holder is unknown") {
+		t.Errorf("stderr: %s", r.err)
+	}
+	r = run(t, "release", "c1", "-n", ns, "--force")
+	r.expectCode(t, cli.ExitOK)
+	if getLock(t, ns, "c1-lock") != nil {
+		t.Fatal("corrupt lock still exists")
+	}
+}
+
+func TestReleaseRefusesForeignConfigMapEvenWithForce(t *testing.T) {
+	ns := env.Namespace(t)
+	newCluster(t, ns, "c1", true)
+	newConfigMap(t, ns, "c1-lock", map[string]string{initlock.ClusterNameLabel: "c1"}, map[string]string{"other": "data"}, nil)
+	want := `error: namespace "` + ns + `": configmap "c1-lock" is not an init lock (no lock-information key); refusing to touch it`
+	for _, args := range [][]string{{"release", "c1", "-n", ns}, {"release", "c1", "-n", ns, "--force"}} {
+		var c kubeenv.Counter
+		r := invocation{wrap: counting(&c)}.run(t, args...)
+		r.expectCode(t, cli.ExitError)
+		if !strings.HasPrefix(r.err, want) {
+			t.Errorf("stderr:\n%s\nwant prefix:\n%s", r.err, want)
+		}
+		if c.Writes() != 0 {
+			t.Errorf("%v wrote %d times", args, c.Writes())
+		}
+	}
+	if getLock(t, ns, "c1-lock") == nil {
+		t.Fatal("foreign configmap was deleted")
+	}
+}
+
+func TestReleaseArguments(t *testing.T) {
+	r := run(t, "release")
+	r.expectCode(t, cli.ExitError)
+	if !strings.Contains(r.err, "accepts 1 arg(s), received 0") {
+		t.Errorf("stderr: %s", r.err)
+	}
+	r = run(t, "release", "Not_A_Name", "-n", "default")
+	r.expectCode(t, cli.ExitError)
+	if !strings.Contains(r.err, `cluster "Not_A_Name"`) {
+		t.Errorf("stderr: %s", r.err)
+	}
+}
