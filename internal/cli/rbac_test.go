@@ -60,3 +60,56 @@ func TestListWithoutPermissionNamesIt(t *testing.T) {
 		t.Errorf("stderr:\n%s", r.err)
 	}
 }
+
+// A user who may read everything but not write is told, by repair and by
+// release, which permission is missing.
+func TestRepairAndReleaseWithoutWritePermission(t *testing.T) {
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	newCluster(t, ns, "c1", false)
+	newMachine(t, ns, "c1", "m1", nil)
+	newLock(t, ns, "c1", "m1", nil)
+	cl := newCluster(t, ns, "c2", true)
+	newLock(t, ns, "c2", "m2", cl)
+
+	const user = "initlock-cli-read-only"
+	kubeconfig, err := env.WriteKubeconfig(user, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "initlock-read-only"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{capi.Group}, Resources: []string{"clusters", "machines"}, Verbs: []string{"get", "list"}},
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list"}},
+		},
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}
+	if err := env.Client.Create(ctx, role); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	inv := invocation{kubeconfig: kubeconfig}
+	inv.run(t, "list", "-n", ns).expectCode(t, cli.ExitOK)
+	r := inv.run(t, "repair", "-n", ns)
+	r.expectCode(t, cli.ExitError)
+	for _, want := range []string{
+		`configmap "c1-lock": adopt: permission denied: kubectl-initlock needs "patch" on "configmaps" in namespace "` + ns + `"`,
+		`configmap "c2-lock": release: permission denied: kubectl-initlock needs "delete" on "configmaps"`,
+	} {
+		if !strings.Contains(r.err, want) {
+			t.Errorf("repair stderr lacks %q:\n%s", want, r.err)
+		}
+	}
+	r = inv.run(t, "release", "c2", "-n", ns)
+	r.expectCode(t, cli.ExitError)
+	if !strings.Contains(r.err, `kubectl-initlock needs "patch" on "machines.cluster.x-k8s.io" (to withdraw the grant record) and "delete" on "configmaps"`) {
+		t.Errorf("release stderr:\n%s", r.err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -125,6 +126,9 @@ func (a *app) runRelease(cmd *cobra.Command, o *releaseOptions, cluster string) 
 		opts = append(opts, initlock.AnyHolder())
 	}
 	if err := locker.Unlock(ctx, cl, machine, opts...); err != nil {
+		if apierrors.IsForbidden(err) {
+			return fmt.Errorf("%w; kubectl-initlock needs \"patch\" on \"machines.cluster.x-k8s.io\" (to withdraw the grant record) and \"delete\" on \"configmaps\" in namespace %q: ask an administrator to grant them", err, ns)
+		}
 		if errors.Is(err, initlock.ErrNotHolder) {
 			return fmt.Errorf("%w; the lock changed hands while releasing it: run 'kubectl initlock list -n %s' and try again", err, ns)
 		}

@@ -215,6 +215,14 @@ func (a *app) repairOne(ctx context.Context, conn *connection, r row, policy ini
 			}
 			return res, nil
 		}
+		if apierrors.IsForbidden(err) {
+			verb := "patch"
+			if r.decision.Action == initlock.ActionRelease || r.decision.Action == initlock.ActionCollect {
+				verb = "delete"
+			}
+			return repairResult{}, fmt.Errorf("namespace %q: configmap %q: %s: permission denied: kubectl-initlock needs %q on \"configmaps\" in namespace %q; ask an administrator to grant it, or run 'kubectl initlock repair --dry-run=client' to see the plan only: %w",
+				r.entry.Namespace, r.entry.LockName, r.decision.Action, verb, r.entry.Namespace, err)
+		}
 		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 			return repairResult{}, fmt.Errorf("namespace %q: configmap %q: %s: %w", r.entry.Namespace, r.entry.LockName, r.decision.Action, err)
 		}
