@@ -1,0 +1,73 @@
+package manager_test
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/manager"
+	"github.com/initlock/initlock/internal/manager/managertest"
+)
+
+// Shorthands for the managertest helpers with this package's Env.
+
+var (
+	testOptions    = managertest.Options
+	lockFor        = managertest.Lock
+	ownedBy        = managertest.OwnedBy
+	setInitialized = managertest.SetInitialized
+	paused         = managertest.Paused
+	writeVerbs     = managertest.WriteVerbs
+)
+
+func startManager(t testing.TB, cfg *rest.Config, opts manager.Options) *managertest.Running {
+	return managertest.Start(t, cfg, opts)
+}
+
+func createCluster(t testing.TB, version, ns, name string, mutate ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
+	t.Helper()
+	return managertest.CreateCluster(t, env.Client, version, ns, name, mutate...)
+}
+
+func createMachine(t testing.TB, version, ns, cluster, name string) *unstructured.Unstructured {
+	t.Helper()
+	return managertest.CreateMachine(t, env.Client, version, ns, cluster, name)
+}
+
+func create(t testing.TB, obj client.Object) {
+	t.Helper()
+	managertest.Create(t, env.Client, obj)
+}
+
+func getLock(t testing.TB, ns, cluster string) (*corev1.ConfigMap, error) {
+	t.Helper()
+	return managertest.GetLock(t, env.Client, ns, cluster)
+}
+
+func lockGone(t testing.TB, ns, cluster string) func() error {
+	return managertest.LockGone(t, env.Client, ns, cluster)
+}
+
+func events(t testing.TB, ns, reason string) []eventsv1.Event {
+	t.Helper()
+	return managertest.Events(t, env.Client, ns, reason)
+}
+
+func eventOn(t testing.TB, ns, reason, kind, name string) {
+	t.Helper()
+	managertest.EventOn(t, env.Client, ns, reason, kind, name)
+}
+
+func restore(t testing.TB, objs ...client.Object) {
+	t.Helper()
+	managertest.Restore(t, env.Client, objs...)
+}
+
+func deleteAndWait(t testing.TB, objs ...client.Object) {
+	t.Helper()
+	managertest.DeleteAndWait(t, env.Client, objs...)
+}

@@ -1,0 +1,344 @@
+package manager_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/manager/managertest"
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+var env *kubeenv.Env
+
+func TestMain(m *testing.M) {
+	managertest.SetLogger()
+	kubeenv.Main(m, kubeenv.Options{CAPI: kubeenv.CAPIV1Beta2}, &env)
+}
+
+const v = capi.V1Beta2
+
+// TestSeedScenario: a lock held by a control-plane Machine survives a
+// Velero-style backup, delete and restore (ConfigMaps first, new UIDs, no
+// ownerReferences): it is re-adopted by the new Cluster with one write, and
+// collected by the garbage collector with the Cluster.
+func TestSeedScenario(t *testing.T) {
+	ns := env.Namespace(t)
+	cluster := createCluster(t, v, ns, "c1")
+	machine := createMachine(t, v, ns, "c1", "c1-cp-0")
+	create(t, lockFor(ns, "c1", "c1-cp-0", cluster))
+	rm := startManager(t, env.Config, testOptions(ns))
+
+	// Healthy: no write.
+	kubeenv.Consistently(t, time.Second, func() error {
+		if n := rm.Counter.Writes("", ns); n != 0 {
+			return fmt.Errorf("%d writes to a healthy lock:\n%s", n, rm.Counter)
+		}
+		return nil
+	})
+
+	// Backup, then delete everything.
+	backupLock, err := getLock(t, ns, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	backup := []client.Object{backupLock.DeepCopy(), machine.DeepCopy(), cluster.DeepCopy()}
+	deleteAndWait(t, cluster, machine)
+	kubeenv.Eventually(t, 30*time.Second, lockGone(t, ns, "c1"))
+
+	// Restore in Velero's order: ConfigMaps, Machines, Clusters.
+	rm.Counter.Reset()
+	restore(t, backup...)
+	restored := &unstructured.Unstructured{}
+	restored.SetGroupVersionKind(capi.ClusterGVK(v))
+	if err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "c1"}, restored); err != nil {
+		t.Fatal(err)
+	}
+	if restored.GetUID() == cluster.GetUID() {
+		t.Fatalf("restore kept the Cluster UID")
+	}
+	kubeenv.Eventually(t, 20*time.Second, func() error {
+		cm, err := getLock(t, ns, "c1")
+		if err != nil {
+			return err
+		}
+		return ownedBy(cm, restored)
+	})
+	eventOn(t, ns, "LockAdopted", "Cluster", "c1")
+	kubeenv.Consistently(t, time.Second, func() error { return nil })
+	if n, want := rm.Counter.Writes("configmaps", ns), 1; n != want {
+		t.Fatalf("configmap writes = %d, want %d:\n%s", n, want, rm.Counter)
+	}
+
+	// The lock is owned again: the garbage collector takes it with the
+	// Cluster.
+	if err := env.Client.Delete(t.Context(), restored); err != nil {
+		t.Fatal(err)
+	}
+	kubeenv.Eventually(t, 30*time.Second, lockGone(t, ns, "c1"))
+	if n, want := rm.Counter.Writes("configmaps", ns), 1; n != want {
+		t.Fatalf("configmap writes after the Cluster's deletion = %d, want %d:\n%s", n, want, rm.Counter)
+	}
+}
+
+// TestReleaseAfterInit: a singleton Cluster whose control plane becomes
+// initialised has its lock released with one delete; with the flag off, the
+// lock stays.
+func TestReleaseAfterInit(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		release bool
+	}{
+		{"release", true},
+		{"keep", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := env.Namespace(t)
+			cluster := createCluster(t, v, ns, "single")
+			createMachine(t, v, ns, "single", "single-cp-0")
+			create(t, lockFor(ns, "single", "single-cp-0", cluster))
+			opts := testOptions(ns)
+			opts.ReleaseAfterInit = tc.release
+			rm := startManager(t, env.Config, opts)
+			releasedBefore := counterValue(t, "initlock_lock_releases_total", "initialized")
+
+			setInitialized(v)(cluster)
+			if err := env.Client.Status().Update(t.Context(), cluster); err != nil {
+				t.Fatal(err)
+			}
+			if !tc.release {
+				kubeenv.Consistently(t, 2*time.Second, func() error {
+					if n := rm.Counter.Writes("", ns); n != 0 {
+						return fmt.Errorf("%d writes with release-after-init off:\n%s", n, rm.Counter)
+					}
+					return nil
+				})
+				if _, err := getLock(t, ns, "single"); err != nil {
+					t.Fatalf("lock: %v", err)
+				}
+				return
+			}
+			kubeenv.Eventually(t, 20*time.Second, lockGone(t, ns, "single"))
+			eventOn(t, ns, "LockReleased", "Cluster", "single")
+			if n := rm.Counter.Count("configmaps", ns, "delete"); n != 1 {
+				t.Fatalf("deletes = %d, want 1:\n%s", n, rm.Counter)
+			}
+			if n := rm.Counter.Writes("configmaps", ns); n != 1 {
+				t.Fatalf("configmap writes = %d, want 1:\n%s", n, rm.Counter)
+			}
+			if d := counterValue(t, "initlock_lock_releases_total", "initialized") - releasedBefore; d != 1 {
+				t.Fatalf("releases metric grew by %v, want 1", d)
+			}
+		})
+	}
+}
+
+// TestPaused: nothing is written while the Cluster is paused (spec.paused
+// or the annotation); the lock is healed once it is unpaused.
+func TestPaused(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		pause   func(*unstructured.Unstructured)
+		unpause func(*unstructured.Unstructured)
+	}{
+		{"spec", paused, func(u *unstructured.Unstructured) { unstructured.RemoveNestedField(u.Object, "spec", "paused") }},
+		{"annotation",
+			func(u *unstructured.Unstructured) { u.SetAnnotations(map[string]string{capi.PausedAnnotation: ""}) },
+			func(u *unstructured.Unstructured) { u.SetAnnotations(nil) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := env.Namespace(t)
+			cluster := createCluster(t, v, ns, "p", tc.pause)
+			createMachine(t, v, ns, "p", "p-cp-0")
+			create(t, lockFor(ns, "p", "p-cp-0", nil)) // unowned, as after a restore
+			rm := startManager(t, env.Config, testOptions(ns))
+
+			kubeenv.Consistently(t, 2*time.Second, func() error {
+				if n := rm.Counter.Writes("", ""); n != 0 {
+					return fmt.Errorf("%d writes while paused:\n%s", n, rm.Counter)
+				}
+				return nil
+			})
+
+			if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(cluster), cluster); err != nil {
+				t.Fatal(err)
+			}
+			tc.unpause(cluster)
+			if err := env.Client.Update(t.Context(), cluster); err != nil {
+				t.Fatal(err)
+			}
+			kubeenv.Eventually(t, 20*time.Second, func() error {
+				cm, err := getLock(t, ns, "p")
+				if err != nil {
+					return err
+				}
+				return ownedBy(cm, cluster)
+			})
+			kubeenv.Consistently(t, time.Second, func() error { return nil })
+			if n := rm.Counter.Writes("configmaps", ns); n != 1 {
+				t.Fatalf("configmap writes = %d, want 1:\n%s", n, rm.Counter)
+			}
+		})
+	}
+}
+
+// TestOrphanCollection: a lock whose Cluster is absent is marked, kept while
+// its holder Machine exists, and collected once the Machine is gone and the
+// grace period has passed.
+func TestOrphanCollection(t *testing.T) {
+	ns := env.Namespace(t)
+	machine := createMachine(t, v, ns, "gone", "gone-cp-0")
+	create(t, lockFor(ns, "gone", "gone-cp-0", nil))
+	opts := testOptions(ns)
+	opts.OrphanGrace, opts.OrphanSettle = 2*time.Second, 0
+	rm := startManager(t, env.Config, opts)
+	collectedBefore := counterValue(t, "initlock_orphan_locks_collected_total", "")
+
+	// The absence is recorded on the lock.
+	kubeenv.Eventually(t, 20*time.Second, func() error {
+		cm, err := getLock(t, ns, "gone")
+		if err != nil {
+			return err
+		}
+		if _, ok := cm.Annotations[initlock.ClusterAbsentAnnotation]; !ok {
+			return fmt.Errorf("lock not marked yet")
+		}
+		return nil
+	})
+	// Not collected while the holder exists, well past the grace period.
+	kubeenv.Consistently(t, 3*opts.OrphanGrace, func() error {
+		_, err := getLock(t, ns, "gone")
+		return err
+	})
+	if n := rm.Counter.Writes("configmaps", ns); n != 1 {
+		t.Fatalf("configmap writes = %d, want 1 (the mark):\n%s", n, rm.Counter)
+	}
+
+	deleteAndWait(t, machine)
+	kubeenv.Eventually(t, 20*time.Second, lockGone(t, ns, "gone"))
+	eventOn(t, ns, "OrphanLockCollected", "ConfigMap", "gone-lock")
+	if n := rm.Counter.Writes("configmaps", ns); n != 2 {
+		t.Fatalf("configmap writes = %d, want 2 (mark, delete):\n%s", n, rm.Counter)
+	}
+	if d := counterValue(t, "initlock_orphan_locks_collected_total", "") - collectedBefore; d != 1 {
+		t.Fatalf("collected metric grew by %v, want 1", d)
+	}
+}
+
+// TestNotALock: a ConfigMap with the lock's name that is not a lock, and a
+// corrupt lock, are never written; each gets one Warning event on the
+// Cluster.
+func TestNotALock(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		cm     func(ns string) *corev1.ConfigMap
+		reason string
+		state  string
+	}{
+		{"unlabelled", func(ns string) *corev1.ConfigMap {
+			cm := lockFor(ns, "x", "x-cp-0", nil)
+			cm.Labels = nil
+			return cm
+		}, "ForeignConfigMap", "foreign"},
+		{"no-data-key", func(ns string) *corev1.ConfigMap {
+			cm := lockFor(ns, "x", "x-cp-0", nil)
+			cm.Data = map[string]string{"other": "value"}
+			return cm
+		}, "ForeignConfigMap", "foreign"},
+		{"other-cluster-label", func(ns string) *corev1.ConfigMap {
+			cm := lockFor(ns, "x", "x-cp-0", nil)
+			cm.Labels[initlock.ClusterNameLabel] = "y"
+			return cm
+		}, "ForeignConfigMap", "foreign"},
+		{"corrupt", func(ns string) *corev1.ConfigMap {
+			cm := lockFor(ns, "x", "x-cp-0", nil)
+			cm.Data[initlock.DataKey] = "{not json"
+			return cm
+		}, "CorruptLock", "corrupt"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := env.Namespace(t)
+			createCluster(t, v, ns, "x")
+			cm := tc.cm(ns)
+			create(t, cm)
+			rm := startManager(t, env.Config, testOptions(ns))
+
+			eventOn(t, ns, tc.reason, "Cluster", "x")
+			kubeenv.Eventually(t, 10*time.Second, func() error {
+				if g := gaugeValue(t, "initlock_locks", tc.state); g < 1 {
+					return fmt.Errorf("initlock_locks{state=%q} = %v", tc.state, g)
+				}
+				return nil
+			})
+			// Another reconcile (a Machine of the Cluster appears) emits
+			// no second event.
+			createMachine(t, v, ns, "x", "x-cp-0")
+			kubeenv.Consistently(t, 2*time.Second, func() error {
+				if n := len(events(t, ns, tc.reason)); n != 1 {
+					return fmt.Errorf("%d %s events, want 1", n, tc.reason)
+				}
+				return nil
+			})
+			if n := rm.Counter.Writes("configmaps", ""); n != 0 {
+				t.Fatalf("configmap writes = %d, want 0:\n%s", n, rm.Counter)
+			}
+			got, err := getLock(t, ns, "x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.ResourceVersion != cm.ResourceVersion {
+				t.Fatalf("ConfigMap changed: resourceVersion %s, created as %s", got.ResourceVersion, cm.ResourceVersion)
+			}
+		})
+	}
+}
+
+// TestDeletingClusterReleasesUnownedLock: a Cluster being deleted does not
+// take an unowned lock with it, so the manager deletes it.
+func TestDeletingClusterReleasesUnownedLock(t *testing.T) {
+	ns := env.Namespace(t)
+	cluster := createCluster(t, v, ns, "d", func(u *unstructured.Unstructured) {
+		u.SetFinalizers([]string{"test.initlock.dev/hold"})
+	})
+	createMachine(t, v, ns, "d", "d-cp-0")
+	create(t, lockFor(ns, "d", "d-cp-0", nil))
+	opts := testOptions(ns)
+	rm := startManager(t, env.Config, opts)
+	kubeenv.Eventually(t, 20*time.Second, func() error {
+		cm, err := getLock(t, ns, "d")
+		if err != nil {
+			return err
+		}
+		return ownedBy(cm, cluster)
+	})
+	// Strip the ownerReference again, as a tool might, then delete.
+	cm, err := getLock(t, ns, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(t.Context(), cluster); err != nil {
+		t.Fatal(err)
+	}
+	cm.OwnerReferences = nil
+	if err := env.Client.Update(t.Context(), cm); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	kubeenv.Eventually(t, 20*time.Second, lockGone(t, ns, "d"))
+	if n := rm.Counter.Count("configmaps", ns, "delete"); n != 1 {
+		t.Fatalf("deletes = %d, want 1:\n%s", n, rm.Counter)
+	}
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(cluster), cluster); err == nil {
+		cluster.SetFinalizers(nil)
+		if err := env.Client.Update(t.Context(), cluster); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

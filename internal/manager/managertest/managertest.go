@@ -1,0 +1,462 @@
+// Package managertest helps tests, benchmarks and demos run the initlock
+// manager in-process against a real API server: a request counter wrapped
+// around the manager's rest.Config (exact write counts by verb, resource and
+// namespace, and the requests refused by authorisation), Start and Stop, and
+// builders for Clusters, Machines and locks in the shapes a restore leaves.
+//
+// It is test support: it calls t.Fatal on unexpected errors and guarantees
+// nothing about production use.
+package managertest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/manager"
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+// SetLogger sends controller-runtime's logs to stderr when INITLOCK_TEST_LOG
+// is set, and discards them otherwise.
+func SetLogger() {
+	w := io.Discard
+	if os.Getenv("INITLOCK_TEST_LOG") != "" {
+		w = os.Stderr
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(w), zap.UseDevMode(true)))
+}
+
+// Counter counts the requests made through the rest.Config it wraps, by
+// verb, resource and namespace.
+type Counter struct {
+	mu        sync.Mutex
+	counts    map[requestKey]int
+	forbidden []string
+}
+
+type requestKey struct{ verb, resource, namespace string }
+
+// Wrap returns a copy of cfg whose requests c counts.
+func (c *Counter) Wrap(cfg *rest.Config) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	out.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			k := classify(req)
+			c.add(k)
+			resp, err := rt.RoundTrip(req)
+			if err == nil && resp.StatusCode == http.StatusForbidden {
+				b, _ := io.ReadAll(resp.Body)
+				_ = resp.Body.Close()
+				resp.Body = io.NopCloser(bytes.NewReader(b))
+				// Writes into a namespace being deleted are refused with
+				// 403 too; only authorisation failures count.
+				if !bytes.Contains(b, []byte("NamespaceTerminating")) {
+					c.deny(req.Method + " " + req.URL.Path + ": " + string(b))
+				}
+			}
+			return resp, err
+		})
+	})
+	return out
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// classify names a request: its verb (get, list, watch, create, update,
+// patch, delete), resource (with the subresource, as "clusters/status") and
+// namespace.
+func classify(req *http.Request) requestKey {
+	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	var rest []string
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		rest = parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		rest = parts[3:]
+	}
+	k := requestKey{}
+	if len(rest) >= 2 && rest[0] == "namespaces" {
+		k.namespace = rest[1]
+		if len(rest) > 2 {
+			rest = rest[2:]
+		} else {
+			rest = []string{"namespaces"}
+		}
+	}
+	if len(rest) > 0 {
+		k.resource = rest[0]
+	}
+	if len(rest) > 2 {
+		k.resource += "/" + rest[2]
+	}
+	switch req.Method {
+	case http.MethodPost:
+		k.verb = "create"
+	case http.MethodPut:
+		k.verb = "update"
+	case http.MethodPatch:
+		k.verb = "patch"
+	case http.MethodDelete:
+		k.verb = "delete"
+	default:
+		switch {
+		case req.URL.Query().Get("watch") == "true":
+			k.verb = "watch"
+		case len(rest) == 1:
+			k.verb = "list"
+		default:
+			k.verb = "get"
+		}
+	}
+	return k
+}
+
+func (c *Counter) add(k requestKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.counts == nil {
+		c.counts = map[requestKey]int{}
+	}
+	c.counts[k]++
+}
+
+func (c *Counter) deny(what string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.forbidden = append(c.forbidden, what)
+}
+
+// Denied returns the requests the API server refused with 403 Forbidden.
+func (c *Counter) Denied() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.forbidden...)
+}
+
+// Reset sets every count to zero.
+func (c *Counter) Reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.counts = nil
+}
+
+// Count returns the requests matching verbs (all when empty), resource ("" for
+// any) and namespace ("" for any).
+func (c *Counter) Count(resource, namespace string, verbs ...string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for k, v := range c.counts {
+		if resource != "" && k.resource != resource {
+			continue
+		}
+		if namespace != "" && k.namespace != namespace {
+			continue
+		}
+		if len(verbs) > 0 && !contains(verbs, k.verb) {
+			continue
+		}
+		n += v
+	}
+	return n
+}
+
+// WriteVerbs are the verbs that change objects.
+var WriteVerbs = []string{"create", "update", "patch", "delete"}
+
+// Writes counts create, update, patch and delete requests.
+func (c *Counter) Writes(resource, namespace string) int {
+	return c.Count(resource, namespace, WriteVerbs...)
+}
+
+// String lists the counts, one a line.
+func (c *Counter) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b strings.Builder
+	for k, v := range c.counts {
+		fmt.Fprintf(&b, "%s %s ns=%s: %d\n", k.verb, k.resource, k.namespace, v)
+	}
+	return b.String()
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Options are the options of a manager started by a test: one namespace
+// (all when empty), no servers, no leader election, the rest.Config's rate
+// limits.
+func Options(namespace string) manager.Options {
+	o := manager.DefaultOptions()
+	o.Namespace = namespace
+	o.MetricsBindAddress = "0"
+	o.HealthProbeBindAddress = "0"
+	o.KubeAPIQPS, o.KubeAPIBurst = 0, 0 // keep the Env's
+	return o
+}
+
+// Running is a manager started by a test.
+type Running struct {
+	Manager ctrl.Manager
+	// Counter counts the manager's requests.
+	Counter *Counter
+	cancel  context.CancelFunc
+	done    chan error
+}
+
+// Start builds a manager for cfg with opts, counting its requests,
+// starts it and stops it when t ends.
+func Start(t testing.TB, cfg *rest.Config, opts manager.Options) *Running {
+	t.Helper()
+	c := &Counter{}
+	mgr, err := manager.New(c.Wrap(cfg), opts)
+	if err != nil {
+		t.Fatalf("building the manager: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
+	rm := &Running{Manager: mgr, Counter: c, cancel: cancel, done: make(chan error, 1)}
+	go func() { rm.done <- mgr.Start(ctx) }()
+	t.Cleanup(rm.Stop)
+	syncCtx, cancelSync := context.WithTimeout(ctx, time.Minute)
+	defer cancelSync()
+	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
+		t.Fatalf("manager cache did not sync within a minute; refused requests: %v", c.Denied())
+	}
+	return rm
+}
+
+// Stop stops the manager and waits for it; it may be called more than once.
+func (rm *Running) Stop() {
+	rm.cancel()
+	if rm.done == nil {
+		return
+	}
+	if err := <-rm.done; err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(os.Stderr, "manager stopped with an error: %v\n", err)
+	}
+	rm.done = nil
+}
+
+// CreateCluster creates a Cluster of the given version, then sets the
+// status mutate gave it, if any.
+func CreateCluster(t testing.TB, c client.Client, version, ns, name string, mutate ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
+	t.Helper()
+	u := kubeenv.NewCluster(version, ns, name)
+	for _, m := range mutate {
+		m(u)
+	}
+	status, hasStatus := u.Object["status"]
+	if err := c.Create(t.Context(), u); err != nil {
+		t.Fatalf("creating cluster %s/%s: %v", ns, name, err)
+	}
+	if hasStatus {
+		u.Object["status"] = status
+		if err := c.Status().Update(t.Context(), u); err != nil {
+			t.Fatalf("setting the status of cluster %s/%s: %v", ns, name, err)
+		}
+	}
+	return u
+}
+
+// CreateMachine creates a control-plane Machine of cluster.
+func CreateMachine(t testing.TB, c client.Client, version, ns, cluster, name string) *unstructured.Unstructured {
+	t.Helper()
+	u := kubeenv.NewMachine(version, ns, cluster, name)
+	if err := c.Create(t.Context(), u); err != nil {
+		t.Fatalf("creating machine %s/%s: %v", ns, name, err)
+	}
+	return u
+}
+
+// Lock returns the upstream-format lock of cluster held by machine,
+// owned by owner when given.
+func Lock(ns, cluster, machine string, owner *unstructured.Unstructured) *corev1.ConfigMap {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns,
+			Name:      cluster + initlock.LockSuffix,
+			Labels:    map[string]string{initlock.ClusterNameLabel: cluster},
+		},
+		Data: map[string]string{initlock.DataKey: fmt.Sprintf(`{"machineName":%q}`, machine)},
+	}
+	if owner != nil {
+		cm.OwnerReferences = []metav1.OwnerReference{{
+			APIVersion: owner.GetAPIVersion(), Kind: owner.GetKind(), Name: owner.GetName(), UID: owner.GetUID(),
+		}}
+	}
+	return cm
+}
+
+// Create creates obj.
+func Create(t testing.TB, c client.Client, obj client.Object) {
+	t.Helper()
+	if err := c.Create(t.Context(), obj); err != nil {
+		t.Fatalf("creating %T %s/%s: %v", obj, obj.GetNamespace(), obj.GetName(), err)
+	}
+}
+
+// GetLock reads the lock of cluster.
+func GetLock(t testing.TB, c client.Client, ns, cluster string) (*corev1.ConfigMap, error) {
+	t.Helper()
+	cm := &corev1.ConfigMap{}
+	err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: cluster + initlock.LockSuffix}, cm)
+	return cm, err
+}
+
+// OwnedBy checks that the lock has exactly one Cluster ownerReference, to
+// cluster's UID.
+func OwnedBy(cm *corev1.ConfigMap, cluster *unstructured.Unstructured) error {
+	var refs []string
+	for _, r := range cm.OwnerReferences {
+		if r.Kind == "Cluster" {
+			refs = append(refs, r.Name+"/"+string(r.UID))
+		}
+	}
+	if len(refs) != 1 || refs[0] != cluster.GetName()+"/"+string(cluster.GetUID()) {
+		return fmt.Errorf("lock %s owned by %v, want %s/%s", cm.Name, refs, cluster.GetName(), cluster.GetUID())
+	}
+	return nil
+}
+
+// LockGone returns a check that the lock of cluster does not exist.
+func LockGone(t testing.TB, c client.Client, ns, cluster string) func() error {
+	return func() error {
+		_, err := GetLock(t, c, ns, cluster)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("lock %s-lock still exists", cluster)
+	}
+}
+
+// Events returns the events.k8s.io Events in ns with the given reason.
+func Events(t testing.TB, c client.Client, ns, reason string) []eventsv1.Event {
+	t.Helper()
+	var list eventsv1.EventList
+	if err := c.List(t.Context(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatalf("listing events: %v", err)
+	}
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// EventOn waits for an event with reason regarding the named object of the
+// given kind.
+func EventOn(t testing.TB, c client.Client, ns, reason, kind, name string) eventsv1.Event {
+	t.Helper()
+	var found eventsv1.Event
+	kubeenv.Eventually(t, 20*time.Second, func() error {
+		for _, e := range Events(t, c, ns, reason) {
+			if e.Regarding.Kind == kind && e.Regarding.Name == name {
+				found = e
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s event on %s %s", reason, kind, name)
+	})
+	return found
+}
+
+// Restore re-creates objects as a Velero restore does: without UID,
+// resourceVersion, creationTimestamp, ownerReferences or status.
+func Restore(t testing.TB, c client.Client, objs ...client.Object) {
+	t.Helper()
+	for _, obj := range objs {
+		obj = obj.DeepCopyObject().(client.Object)
+		obj.SetUID("")
+		obj.SetResourceVersion("")
+		obj.SetCreationTimestamp(metav1.Time{})
+		obj.SetOwnerReferences(nil)
+		obj.SetManagedFields(nil)
+		obj.SetGeneration(0)
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			delete(u.Object, "status")
+		}
+		Create(t, c, obj)
+	}
+}
+
+// DeleteAndWait deletes objects and waits until they are gone.
+func DeleteAndWait(t testing.TB, c client.Client, objs ...client.Object) {
+	t.Helper()
+	for _, obj := range objs {
+		if err := c.Delete(t.Context(), obj); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatalf("deleting %s: %v", obj.GetName(), err)
+		}
+	}
+	for _, obj := range objs {
+		kubeenv.Eventually(t, 20*time.Second, func() error {
+			cp := obj.DeepCopyObject().(client.Object)
+			err := c.Get(t.Context(), client.ObjectKeyFromObject(obj), cp)
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("reading %s: %w", obj.GetName(), err)
+			}
+			return fmt.Errorf("%s still exists", obj.GetName())
+		})
+	}
+}
+
+// SetInitialized marks a Cluster's control plane initialised, in the
+// fields of the version given.
+func SetInitialized(version string) func(*unstructured.Unstructured) {
+	return func(u *unstructured.Unstructured) {
+		cond := map[string]any{
+			"type": "ControlPlaneInitialized", "status": "True",
+			"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
+		}
+		if version == "v1beta1" {
+			u.Object["status"] = map[string]any{"conditions": []any{cond}}
+			return
+		}
+		cond["reason"], cond["message"] = "Initialized", ""
+		u.Object["status"] = map[string]any{
+			"initialization": map[string]any{"controlPlaneInitialized": true},
+			"conditions":     []any{cond},
+		}
+	}
+}
+
+// Paused sets spec.paused.
+func Paused(u *unstructured.Unstructured) {
+	_ = unstructured.SetNestedField(u.Object, true, "spec", "paused")
+}

@@ -1,0 +1,267 @@
+package manager_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/kubeenv"
+)
+
+// managerUser is the user the restricted manager runs as.
+const managerUser = "initlock-manager"
+
+// TestRestrictedRBAC runs the manager as a user bound only to the generated
+// ClusterRole and Role of config/rbac, watching all namespaces with leader
+// election, and checks that adoption, release, orphan collection and the
+// warnings work without a single refused request, that the user holds no
+// right beyond them, and that the health and metrics endpoints serve.
+func TestRestrictedRBAC(t *testing.T) {
+	system := env.Namespace(t) // the manager's own namespace
+	ns := env.Namespace(t)
+	roles := loadGeneratedRBAC(t)
+	bindRoles(t, roles, system)
+	cfg, err := env.AddUser(managerUser, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	opts := testOptions("")
+	opts.LeaderElection = true
+	opts.LeaderElectionNamespace = system
+	opts.OrphanGrace, opts.OrphanSettle = 2*time.Second, 0
+	opts.MetricsBindAddress, opts.HealthProbeBindAddress = freeAddress(t), freeAddress(t)
+
+	// Adoption: an unowned lock; release: an initialised Cluster; orphan:
+	// a lock without Cluster or Machine; foreign: an unlabelled ConfigMap.
+	create(t, lockFor(ns, "adopt", "adopt-cp-0", nil))
+	createMachine(t, v, ns, "adopt", "adopt-cp-0")
+	adopt := createCluster(t, v, ns, "adopt")
+	create(t, lockFor(ns, "init", "init-cp-0", nil))
+	createMachine(t, v, ns, "init", "init-cp-0")
+	createCluster(t, v, ns, "init", setInitialized(v))
+	create(t, lockFor(ns, "orphan", "orphan-cp-0", nil))
+	foreign := lockFor(ns, "foreign", "foreign-cp-0", nil)
+	foreign.Labels = nil
+	create(t, foreign)
+	createCluster(t, v, ns, "foreign")
+
+	rm := startManager(t, cfg, opts)
+	kubeenv.Eventually(t, 30*time.Second, func() error {
+		cm, err := getLock(t, ns, "adopt")
+		if err != nil {
+			return err
+		}
+		return ownedBy(cm, adopt)
+	})
+	kubeenv.Eventually(t, 30*time.Second, lockGone(t, ns, "init"))
+	kubeenv.Eventually(t, 30*time.Second, lockGone(t, ns, "orphan"))
+	eventOn(t, ns, "LockAdopted", "Cluster", "adopt")
+	eventOn(t, ns, "LockReleased", "Cluster", "init")
+	eventOn(t, ns, "OrphanLockCollected", "ConfigMap", "orphan-lock")
+	eventOn(t, ns, "ForeignConfigMap", "Cluster", "foreign")
+	if h := leaseHolder(t, system, opts.LeaderElectionID); h == "" {
+		t.Fatalf("leader-election lease has no holder")
+	}
+	// adopt: patch; init: delete; orphan: mark and delete.
+	if n := rm.Counter.Writes("configmaps", ns); n != 4 {
+		t.Fatalf("configmap writes = %d, want 4:\n%s", n, rm.Counter)
+	}
+	if d := rm.Counter.Denied(); len(d) > 0 {
+		t.Fatalf("requests refused to the manager's user: %v", d)
+	}
+
+	// Health and metrics.
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if body, err := httpGet(t, "http://"+opts.HealthProbeBindAddress+path); err != nil {
+			t.Fatalf("%s: %v (%s)", path, err, body)
+		}
+	}
+	body, err := httpGet(t, "http://"+opts.MetricsBindAddress+"/metrics")
+	if err != nil {
+		t.Fatalf("/metrics: %v", err)
+	}
+	for _, want := range []string{
+		"initlock_locks{state=\"healthy\"}", "initlock_lock_adoptions_total",
+		"initlock_lock_releases_total{reason=\"initialized\"}", "initlock_orphan_locks_collected_total",
+		"initlock_lock_hold_duration_seconds_bucket", "initlock_lock_warnings_total{reason=\"ForeignConfigMap\"}",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics has no %s", want)
+		}
+	}
+
+	// Nothing more than needed.
+	uc, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		what string
+		do   func(context.Context) error
+	}{
+		{"list secrets", func(ctx context.Context) error { return uc.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)) }},
+		{"create a configmap", func(ctx context.Context) error {
+			return uc.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "new"}})
+		}},
+		{"update a configmap", func(ctx context.Context) error {
+			cm, err := getLock(t, ns, "adopt")
+			if err != nil {
+				return err
+			}
+			return uc.Update(ctx, cm)
+		}},
+		{"update a cluster", func(ctx context.Context) error { return uc.Update(ctx, adopt) }},
+		{"create a lease outside its namespace", func(ctx context.Context) error {
+			return uc.Create(ctx, leaseIn(ns))
+		}},
+	} {
+		if err := tc.do(t.Context()); !apierrors.IsForbidden(err) {
+			t.Errorf("%s as %s: got %v, want Forbidden", tc.what, managerUser, err)
+		}
+	}
+}
+
+// loadGeneratedRBAC reads the ClusterRole and Role controller-gen wrote.
+func loadGeneratedRBAC(t testing.TB) []*unstructured.Unstructured {
+	t.Helper()
+	root, err := kubeenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "config", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			t.Fatalf("decoding role.yaml: %v", err)
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+	if len(out) != 2 || out[0].GetKind() != "ClusterRole" || out[1].GetKind() != "Role" {
+		t.Fatalf("role.yaml holds %d objects, want a ClusterRole and a Role", len(out))
+	}
+	return out
+}
+
+// bindRoles creates the roles, the Role in the manager's namespace, and
+// binds both to the manager's user only.
+func bindRoles(t testing.TB, roles []*unstructured.Unstructured, system string) {
+	t.Helper()
+	clusterRoleName := "initlock-test-" + system
+	subjects := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: managerUser}}
+	for _, u := range roles {
+		u = u.DeepCopy()
+		if u.GetKind() == "ClusterRole" {
+			u.SetName(clusterRoleName)
+			crb := &rbacv1.ClusterRoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: clusterRoleName},
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRoleName},
+				Subjects:   subjects,
+			}
+			create(t, u)
+			create(t, crb)
+			t.Cleanup(func() {
+				ctx := context.WithoutCancel(t.Context())
+				_ = env.Client.Delete(ctx, crb)
+				_ = env.Client.Delete(ctx, u)
+			})
+			continue
+		}
+		u.SetNamespace(system)
+		create(t, u)
+		create(t, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: system, Name: u.GetName()},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: u.GetName()},
+			Subjects:   subjects,
+		})
+	}
+	// RBAC is enforced as soon as the objects exist, but the authorizer's
+	// cache may lag a moment: wait until the user may list ConfigMaps.
+	cfg, err := env.AddUser(managerUser, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uc, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeenv.Eventually(t, 10*time.Second, func() error {
+		return uc.List(t.Context(), &corev1.ConfigMapList{}, client.Limit(1))
+	})
+}
+
+func leaseIn(ns string) client.Object {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("coordination.k8s.io/v1")
+	u.SetKind("Lease")
+	u.SetNamespace(ns)
+	u.SetName("not-allowed")
+	return u
+}
+
+// freeAddress returns a loopback address with a port free at the time.
+func freeAddress(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+func httpGet(t testing.TB, url string) (string, error) {
+	t.Helper()
+	var body string
+	var lastErr error
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+		if err != nil {
+			return "", err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			body = string(b)
+			if resp.StatusCode == http.StatusOK {
+				return body, nil
+			}
+			err = fmt.Errorf("status %s", resp.Status)
+		}
+		lastErr = err
+		time.Sleep(100 * time.Millisecond)
+	}
+	return body, lastErr
+}

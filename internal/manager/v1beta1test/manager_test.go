@@ -1,0 +1,80 @@
+package v1beta1test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/manager/managertest"
+)
+
+var env *kubeenv.Env
+
+func TestMain(m *testing.M) {
+	managertest.SetLogger()
+	kubeenv.Main(m, kubeenv.Options{CAPI: kubeenv.CAPIV1Beta1}, &env)
+}
+
+const v = capi.V1Beta1
+
+// TestV1Beta1Only: on a management cluster that serves only v1beta1, the
+// manager re-adopts a restored lock with one write, pointing it at the
+// v1beta1 Cluster, and releases it once the ControlPlaneInitialized
+// condition is true.
+func TestV1Beta1Only(t *testing.T) {
+	if got, err := capi.Discover(env.Discovery(t)); err != nil || got != v {
+		t.Fatalf("discovered %q (%v), want %s", got, err, v)
+	}
+	ns := env.Namespace(t)
+	c := env.Client
+	rm := managertest.Start(t, env.Config, managertest.Options(ns))
+
+	// A restore: the lock first, without ownerReferences, then the holder
+	// Machine, then the Cluster.
+	managertest.Create(t, c, managertest.Lock(ns, "old", "old-cp-0", nil))
+	managertest.CreateMachine(t, c, v, ns, "old", "old-cp-0")
+	cluster := managertest.CreateCluster(t, c, v, ns, "old")
+	kubeenv.Eventually(t, 20*time.Second, func() error {
+		cm, err := managertest.GetLock(t, c, ns, "old")
+		if err != nil {
+			return err
+		}
+		if err := managertest.OwnedBy(cm, cluster); err != nil {
+			return err
+		}
+		if got := cm.OwnerReferences[0].APIVersion; got != capi.Group+"/"+v {
+			return fmt.Errorf("owner apiVersion %s, want %s/%s", got, capi.Group, v)
+		}
+		return nil
+	})
+	managertest.EventOn(t, c, ns, "LockAdopted", "Cluster", "old")
+	kubeenv.Consistently(t, time.Second, func() error { return nil })
+	if n := rm.Counter.Writes("configmaps", ns); n != 1 {
+		t.Fatalf("configmap writes = %d, want 1:\n%s", n, rm.Counter)
+	}
+
+	// The v1beta1 condition releases the lock.
+	rm.Counter.Reset()
+	fresh := &unstructured.Unstructured{}
+	fresh.SetGroupVersionKind(capi.ClusterGVK(v))
+	if err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "old"}, fresh); err != nil {
+		t.Fatal(err)
+	}
+	managertest.SetInitialized(v)(fresh)
+	if err := c.Status().Update(t.Context(), fresh); err != nil {
+		t.Fatal(err)
+	}
+	kubeenv.Eventually(t, 20*time.Second, managertest.LockGone(t, c, ns, "old"))
+	managertest.EventOn(t, c, ns, "LockReleased", "Cluster", "old")
+	if n := rm.Counter.Count("configmaps", ns, "delete"); n != 1 {
+		t.Fatalf("deletes = %d, want 1:\n%s", n, rm.Counter)
+	}
+	if n := rm.Counter.Writes("configmaps", ns); n != 1 {
+		t.Fatalf("configmap writes = %d, want 1:\n%s", n, rm.Counter)
+	}
+}
