@@ -1,0 +1,394 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+// errStop marks an error that ends a poll at once.
+var errStop = errors.New("stop polling")
+
+// poll calls f every 50 ms until it returns nil, an error wrapping errStop,
+// or timeout passes; it then returns f's last error.
+func poll(ctx context.Context, timeout time.Duration, f func(context.Context) error) error {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		err := f(wctx)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, errStop):
+			return err
+		case ctx.Err() != nil:
+			return ctx.Err()
+		}
+		select {
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("not within %s: %w", timeout, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// sleep waits for d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+func discoveryFor(env *kubeenv.Env) (discovery.DiscoveryInterface, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
+	if err != nil {
+		return nil, fmt.Errorf("building a discovery client: %w", err)
+	}
+	return dc, nil
+}
+
+// writeCounter counts the create, update, patch and delete requests to
+// ConfigMaps made through a rest.Config it wrapped.
+type writeCounter struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (w *writeCounter) wrap(cfg *rest.Config) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	out.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Method != http.MethodGet && isConfigMapPath(req.URL.Path) {
+				w.mu.Lock()
+				if w.counts == nil {
+					w.counts = map[string]int{}
+				}
+				w.counts[strings.ToLower(req.Method)]++
+				w.mu.Unlock()
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	return out
+}
+
+func isConfigMapPath(p string) bool {
+	return strings.HasPrefix(p, "/api/v1/") && (strings.HasSuffix(p, "/configmaps") || strings.Contains(p, "/configmaps/"))
+}
+
+// take returns the writes counted since the last take, as "1 patch".
+func (w *writeCounter) take() (int, string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	total := 0
+	var parts []string
+	for _, m := range []string{"post", "put", "patch", "delete"} {
+		if n := w.counts[m]; n > 0 {
+			total += n
+			name := map[string]string{"post": "create", "put": "update", "patch": "patch", "delete": "delete"}[m]
+			parts = append(parts, fmt.Sprintf("%d %s", n, name))
+		}
+	}
+	w.counts = nil
+	if total == 0 {
+		return 0, "no write"
+	}
+	return total, strings.Join(parts, ", ")
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func (d *demo) createNamespace(name string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := d.c.Create(d.ctx, ns); err != nil {
+		return fmt.Errorf("creating namespace %s: %w", name, err)
+	}
+	return nil
+}
+
+// createCluster creates a Cluster.
+func (d *demo) createCluster(ns, name string) (*unstructured.Unstructured, error) {
+	u := kubeenv.NewCluster(d.capiVersion, ns, name)
+	if err := d.c.Create(d.ctx, u); err != nil {
+		return nil, fmt.Errorf("creating cluster %s/%s: %w", ns, name, err)
+	}
+	return u, nil
+}
+
+// createMachine creates a control-plane Machine of cluster.
+func (d *demo) createMachine(ns, cluster, name string) (*unstructured.Unstructured, error) {
+	u := kubeenv.NewMachine(d.capiVersion, ns, cluster, name)
+	if err := d.c.Create(d.ctx, u); err != nil {
+		return nil, fmt.Errorf("creating machine %s/%s: %w", ns, name, err)
+	}
+	return u, nil
+}
+
+func (d *demo) getCluster(ns, name string) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(capi.ClusterGVK(d.capiVersion))
+	if err := d.c.Get(d.ctx, types.NamespacedName{Namespace: ns, Name: name}, u); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading cluster %s/%s: %w", ns, name, err)
+	}
+	return u, nil
+}
+
+// setPaused sets the Cluster's spec.paused with a merge patch.
+func (d *demo) setPaused(cluster *unstructured.Unstructured, paused bool) error {
+	patch := fmt.Appendf(nil, `{"spec":{"paused":%t}}`, paused)
+	if err := d.c.Patch(d.ctx, cluster, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return fmt.Errorf("setting spec.paused=%t on cluster %s/%s: %w", paused, cluster.GetNamespace(), cluster.GetName(), err)
+	}
+	return nil
+}
+
+// getLock reads a cluster's lock ConfigMap; nil when there is none.
+func (d *demo) getLock(ns, cluster string) (*corev1.ConfigMap, error) {
+	cm := &corev1.ConfigMap{}
+	err := d.c.Get(d.ctx, types.NamespacedName{Namespace: ns, Name: cluster + initlock.LockSuffix}, cm)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the lock of cluster %s/%s: %w", ns, cluster, err)
+	}
+	return cm, nil
+}
+
+// observe reads the lock, the Cluster and the holder live and decides as
+// the manager does.
+func (d *demo) observe(ns, cluster string) (*corev1.ConfigMap, initlock.Decision, error) {
+	cm, err := d.getLock(ns, cluster)
+	if err != nil {
+		return nil, initlock.Decision{}, err
+	}
+	u, err := d.getCluster(ns, cluster)
+	if err != nil {
+		return nil, initlock.Decision{}, err
+	}
+	var cl *initlock.Cluster
+	if u != nil {
+		c, err := initlock.ClusterFrom(u, nil)
+		if err != nil {
+			return nil, initlock.Decision{}, err
+		}
+		cl = &c
+	}
+	obs := initlock.Observe(cluster, cm, cl, nil)
+	if obs.Lock != nil && obs.Lock.Problem == nil {
+		pom := &metav1.PartialObjectMetadata{}
+		pom.SetGroupVersionKind(capi.MachineGVK(d.capiVersion))
+		err := d.c.Get(d.ctx, types.NamespacedName{Namespace: ns, Name: obs.Lock.Record.MachineName}, pom)
+		switch {
+		case err == nil:
+			m, err := initlock.MachineFrom(pom, nil)
+			if err != nil {
+				return nil, initlock.Decision{}, err
+			}
+			obs.Holder = &m
+		case !apierrors.IsNotFound(err):
+			return nil, initlock.Decision{}, fmt.Errorf("reading machine %s/%s: %w", ns, obs.Lock.Record.MachineName, err)
+		}
+	}
+	policy := initlock.Policy{ReleaseAfterInit: true, OrphanGrace: d.opts.OrphanGrace}
+	return cm, initlock.Decide(obs, policy, time.Now()), nil
+}
+
+// describeLock says who holds a lock and who owns it.
+func describeLock(cm *corev1.ConfigMap) string {
+	if cm == nil {
+		return "no lock"
+	}
+	holder := "(unreadable record)"
+	if rec, err := initlock.DecodeRecord(cm.Data[initlock.DataKey]); err == nil {
+		holder = rec.MachineName
+	}
+	return fmt.Sprintf("%s/%s: holder %s, %s", cm.Namespace, cm.Name, holder, owners(cm.OwnerReferences))
+}
+
+func owners(refs []metav1.OwnerReference) string {
+	if len(refs) == 0 {
+		return "no ownerReferences"
+	}
+	var out []string
+	for _, r := range refs {
+		out = append(out, fmt.Sprintf("%s %s uid %s", r.Kind, r.Name, short(r.UID)))
+	}
+	return "owned by " + strings.Join(out, ", ")
+}
+
+// short abbreviates a UID to its first block.
+func short(uid types.UID) string {
+	s, _, _ := strings.Cut(string(uid), "-")
+	return s
+}
+
+// ownedBy tells whether the lock's only Cluster ownerReference points at
+// cluster's UID.
+func ownedBy(cm *corev1.ConfigMap, cluster *unstructured.Unstructured) bool {
+	n := 0
+	for _, r := range cm.OwnerReferences {
+		if r.Kind == capi.ClusterKind && capi.IsClusterAPIVersion(r.APIVersion) {
+			if r.UID != cluster.GetUID() {
+				return false
+			}
+			n++
+		}
+	}
+	return n == 1
+}
+
+// backedUpKinds are the kinds a backup reads, in the order a Velero restore
+// brings them back: ConfigMaps early, Clusters last.
+var backedUpKinds = []struct{ apiVersion, kind string }{
+	{"v1", "ConfigMap"},
+	{capi.Group + "/" + capi.V1Beta2, capi.MachineKind},
+	{capi.Group + "/" + capi.V1Beta2, capi.ClusterKind},
+}
+
+// backup reads the namespace's ConfigMaps, Machines and Clusters as they
+// are, in restore order.
+func (d *demo) backup(ns string) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, k := range backedUpKinds {
+		list := &unstructured.UnstructuredList{}
+		list.SetAPIVersion(k.apiVersion)
+		list.SetKind(k.kind + "List")
+		if err := d.c.List(d.ctx, list, client.InNamespace(ns)); err != nil {
+			return nil, fmt.Errorf("backing up %ss of namespace %s: %w", k.kind, ns, err)
+		}
+		for i := range list.Items {
+			if k.kind == "ConfigMap" && list.Items[i].GetName() == "kube-root-ca.crt" {
+				continue // published by the API server in every namespace
+			}
+			out = append(out, list.Items[i].DeepCopy())
+		}
+	}
+	return out, nil
+}
+
+// restoreMeta is the metadata a Velero restore resets on every object.
+var restoreMeta = []string{
+	"uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
+	"deletionGracePeriodSeconds", "generateName", "selfLink", "ownerReferences", "managedFields",
+}
+
+// restore creates the backed-up objects of the given kind as a Velero
+// restore does: metadata reset, status dropped.
+func (d *demo) restore(objs []*unstructured.Unstructured, kind string) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() != kind {
+			continue
+		}
+		r := o.DeepCopy()
+		for _, f := range restoreMeta {
+			unstructured.RemoveNestedField(r.Object, "metadata", f)
+		}
+		unstructured.RemoveNestedField(r.Object, "status")
+		if err := d.c.Create(d.ctx, r); err != nil {
+			return nil, fmt.Errorf("restoring %s %s/%s: %w", kind, r.GetNamespace(), r.GetName(), err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// countKinds says how many objects of each kind objs holds.
+func countKinds(objs []*unstructured.Unstructured) string {
+	counts := map[string]int{}
+	for _, o := range objs {
+		counts[o.GetKind()]++
+	}
+	var parts []string
+	for _, k := range backedUpKinds {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[k.kind], k.kind))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// deleteNamespace deletes a namespace and waits until it is gone.
+func (d *demo) deleteNamespace(name string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := d.c.Delete(d.ctx, ns); err != nil {
+		return fmt.Errorf("deleting namespace %s: %w", name, err)
+	}
+	return poll(d.ctx, d.opts.Timeout, func(ctx context.Context) error {
+		err := d.c.Get(ctx, client.ObjectKeyFromObject(ns), ns)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("namespace %s is still %s", name, ns.Status.Phase)
+	})
+}
+
+// waitLockGone waits until the cluster's lock no longer exists.
+func (d *demo) waitLockGone(ns, cluster string) error {
+	return poll(d.ctx, d.opts.Timeout, func(context.Context) error {
+		cm, err := d.getLock(ns, cluster)
+		if err != nil {
+			return err
+		}
+		if cm != nil {
+			return fmt.Errorf("lock %s/%s still exists: %s", ns, cm.Name, describeLock(cm))
+		}
+		return nil
+	})
+}
+
+// event waits for an events.k8s.io Event with the reason regarding the
+// named object.
+func (d *demo) event(ns, reason, kind, name string) (*eventsv1.Event, error) {
+	var found *eventsv1.Event
+	err := poll(d.ctx, d.opts.Timeout, func(ctx context.Context) error {
+		var list eventsv1.EventList
+		if err := d.c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		sort.Slice(list.Items, func(i, j int) bool {
+			return list.Items[i].CreationTimestamp.Before(&list.Items[j].CreationTimestamp)
+		})
+		for i := range list.Items {
+			e := &list.Items[i]
+			if e.Reason == reason && e.Regarding.Kind == kind && e.Regarding.Name == name {
+				found = e
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s event on %s %s/%s", reason, kind, ns, name)
+	})
+	return found, err
+}
