@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -106,6 +107,12 @@ var ansi = regexp.MustCompile("\x1b\\[[0-9;]*m")
 // On a terminal the verdicts are coloured, and the columns stay aligned:
 // without the escape sequences the output is the plain one.
 func TestListColourOnlyOnTerminal(t *testing.T) {
+	// Whatever the environment running the tests says.
+	t.Setenv("TERM", "xterm")
+	t.Setenv("NO_COLOR", "")
+	if err := os.Unsetenv("NO_COLOR"); err != nil {
+		t.Fatal(err)
+	}
 	ns := env.Namespace(t)
 	fleet(t, ns)
 	clk := farFuture()

@@ -108,9 +108,10 @@ func counting(c *kubeenv.Counter) func(*rest.Config) *rest.Config {
 func fixedNamespace(t *testing.T, name string) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := env.Client.Create(t.Context(), ns); err != nil {
-		t.Fatalf("creating namespace %s: %v", name, err)
-	}
+	// An earlier run in this process (-count) may still be deleting it.
+	kubeenv.Eventually(t, 60*time.Second, func() error {
+		return env.Client.Create(t.Context(), ns.DeepCopy())
+	})
 	t.Cleanup(func() {
 		if err := env.Client.Delete(context.WithoutCancel(t.Context()), ns); err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("deleting namespace %s: %v", name, err)
