@@ -54,3 +54,28 @@ verify-generate: ## Check that generated files are up to date and that config/ r
 	$(CONTROLLER_GEN) $(RBAC_GEN) output:rbac:dir="$$tmp"; \
 	if ! diff -u config/rbac/role.yaml "$$tmp/role.yaml"; then echo "config/rbac/role.yaml is out of date: run 'make generate'"; exit 1; fi; \
 	$(KUSTOMIZE) build config/default >/dev/null
+
+# DEMO_FLAGS are passed to the demo, e.g. make demo DEMO_FLAGS=--keep.
+DEMO_FLAGS ?=
+
+.PHONY: demo
+demo: kube ## Show on a local control plane what initlock fixes (DEMO_FLAGS=--keep leaves it running).
+	@echo "demo: compiling (the first time about 3 minutes on 2 cores, then seconds)" >&2
+	$(GO) run ./cmd/initlock-demo $(DEMO_FLAGS)
+
+# KUSTOMIZE_DIR is the kustomization make manifests renders, MANIFESTS the
+# file it writes, and IMG, when set, the manager image to install (e.g.
+# registry.example.com/initlock-manager:v0.1.0).
+KUSTOMIZE_DIR ?= config/default
+MANIFESTS ?= dist/install.yaml
+IMG ?=
+
+.PHONY: manifests
+manifests: ## Render config/ with kustomize into dist/install.yaml (IMG=... sets the manager image).
+	@mkdir -p dist; tmp=$$(mktemp -d dist/.kustomize.XXXXXX); trap 'rm -rf "$$tmp" "$(MANIFESTS).tmp"' EXIT; \
+	printf 'resources:\n- ../../$(KUSTOMIZE_DIR)\n' > "$$tmp/kustomization.yaml"; \
+	if [ -n "$(IMG)" ]; then (cd "$$tmp" && $(GO) tool -modfile=$(CURDIR)/hack/tools/kustomize/go.mod kustomize edit set image initlock-manager=$(IMG)); fi; \
+	mkdir -p "$$(dirname $(MANIFESTS))"; \
+	$(KUSTOMIZE) build "$$tmp" > "$(MANIFESTS).tmp"; \
+	mv "$(MANIFESTS).tmp" "$(MANIFESTS)"; \
+	echo "wrote $(MANIFESTS)" >&2

@@ -1,0 +1,10 @@
+// Package manifests tests initlock's install manifests: it renders config/
+// with "make manifests" (the pinned kustomize) and applies every object to a
+// real kube-apiserver v1.37 with server-side apply in dry-run mode
+// (dryRun=All), so that each is valid for that Kubernetes version, and checks
+// that the objects refer to each other consistently (RBAC bindings, the
+// Deployment's ServiceAccount, the Service's selector).
+//
+// It does not run the manager from the manifests: the tests of
+// internal/manager run it with exactly the rights of config/rbac.
+package manifests
