@@ -46,6 +46,8 @@ func TestDemo(t *testing.T) {
 		"the restore may still",
 		"initlock-manager re-adopts the lock",
 		"event LockAdopted on Cluster seed",
+		"demo-seed  seed     seed-cp-0  yes            missing",
+		"demo-seed  seed     seed-cp-0  yes            ok",
 		"deleted", "after its Cluster",
 		"event LockReleased on Cluster solo",
 		"initlock_lock_adoptions_total 1",

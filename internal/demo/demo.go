@@ -94,6 +94,8 @@ type demo struct {
 	// capiVersion is the Cluster API version served, v1beta2.
 	capiVersion string
 	locker      *initlock.Locker
+	// kubeconfig of an admin, for the kubectl plugin and for Keep.
+	kubeconfig string
 
 	mgrCancel   context.CancelFunc
 	mgrDone     chan error
@@ -137,11 +139,7 @@ func Run(ctx context.Context, opts Options) (rep Report, retErr error) {
 	d.tl.summary()
 
 	if ok && opts.Keep && ctx.Err() == nil {
-		kc, err := d.keep()
-		rep.Kubeconfig = kc
-		if err != nil {
-			return rep, err
-		}
+		rep.Kubeconfig = d.keep()
 	}
 	switch {
 	case d.tl.failed() && ctx.Err() != nil:
@@ -215,6 +213,9 @@ func (d *demo) startControlPlane(n note) error {
 		return err
 	}
 	d.locker = initlock.New(d.c)
+	if d.kubeconfig, err = env.WriteKubeconfig("demo-admin", []string{"system:masters"}); err != nil {
+		return err
+	}
 	n("kube-apiserver %s at %s, etcd %s", kubeenv.KubeVersion, env.Config.Host, kubeenv.EtcdVersion)
 	n("Cluster API %s CRDs installed; %s/%s served", capiRelease(), capi.Group, d.capiVersion)
 	n("kube-controller-manager runs the garbage collector and the namespace controller")
@@ -278,11 +279,8 @@ func (d *demo) startManager(n note) error {
 }
 
 // keep leaves everything running until the context is cancelled.
-func (d *demo) keep() (string, error) {
-	kc, err := d.env.WriteKubeconfig("demo-admin", []string{"system:masters"})
-	if err != nil {
-		return "", err
-	}
+func (d *demo) keep() string {
+	kc := d.kubeconfig
 	p := d.tl.printf
 	p("\n%s\n", d.tl.paint(bold, "== The control plane and initlock-manager keep running =="))
 	p("   export KUBECONFIG=%s\n", kc)
@@ -290,11 +288,14 @@ func (d *demo) keep() (string, error) {
 	p("   kubectl get configmaps -A -l %s --show-labels\n", initlock.ClusterNameLabel)
 	p("   kubectl get events.events.k8s.io -A -o custom-columns=REASON:.reason,OBJECT:.regarding.name,NOTE:.note\n")
 	p("   curl -s http://%s/metrics | grep ^initlock_\n", d.metricsAddr)
-	p("   Try it: create a Cluster and a lock, pause and unpause it, delete it, and watch the manager.\n")
+	p("   The kubectl plugin, from the repository root:\n")
+	p("   go build -o bin/kubectl-initlock ./cmd/kubectl-initlock && export PATH=$PWD/bin:$PATH\n")
+	p("   kubectl initlock list -A --show-free\n")
+	p("   kubectl initlock repair -A --dry-run=client\n")
 	p("   Press Ctrl-C to stop everything and remove the temporary files.\n")
 	<-d.ctx.Done()
 	p("\nInterrupted.\n")
-	return kc, nil
+	return kc
 }
 
 // stop stops the manager, then the control plane, and removes its folders.

@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,8 +12,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/internal/cli"
 	"github.com/initlock/initlock/pkg/initlock"
 )
 
@@ -162,6 +165,10 @@ func (d *demo) seedScenario() {
 		return nil
 	})
 
+	tl.step("kubectl initlock list shows it unowned", func(n note) error {
+		return d.kubectlInitlock(n, initlock.VerdictUnowned, "list", "-n", seedNamespace)
+	})
+
 	tl.step("Unpause Cluster "+seedCluster+": initlock-manager re-adopts the lock", func(n note) error {
 		d.lockWrites.take()
 		if err := d.setPaused(cluster, false); err != nil {
@@ -196,6 +203,10 @@ func (d *demo) seedScenario() {
 		}
 		n("event %s on Cluster %s: %s", ev.Reason, seedCluster, ev.Note)
 		return nil
+	})
+
+	tl.step("kubectl initlock list shows it healthy", func(n note) error {
+		return d.kubectlInitlock(n, initlock.VerdictHealthy, "list", "-n", seedNamespace)
 	})
 
 	tl.step("Delete Cluster "+seedCluster+": the garbage collector deletes its lock", func(n note) error {
@@ -392,4 +403,24 @@ func (d *demo) managerMetrics() {
 		}
 		return nil
 	})
+}
+
+// kubectlInitlock runs the kubectl plugin in this process, shows its output
+// and checks that it reports the verdict.
+func (d *demo) kubectlInitlock(n note, verdict initlock.Verdict, args ...string) error {
+	var out, errOut bytes.Buffer
+	n("$ kubectl initlock %s", strings.Join(args, " "))
+	code := cli.Execute(d.ctx, cli.Options{
+		IOStreams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
+	}, append(args, "--kubeconfig", d.kubeconfig))
+	for _, l := range strings.Split(strings.TrimRight(out.String(), "\n"), "\n") {
+		n("  %s", l)
+	}
+	if code != cli.ExitOK {
+		return fmt.Errorf("kubectl initlock %s exited %d: %s", strings.Join(args, " "), code, strings.TrimSpace(errOut.String()))
+	}
+	if !strings.Contains(out.String(), " "+string(verdict)) {
+		return fmt.Errorf("kubectl initlock %s does not show the verdict %s", strings.Join(args, " "), verdict)
+	}
+	return nil
 }
