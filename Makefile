@@ -60,7 +60,7 @@ DEMO_FLAGS ?=
 
 .PHONY: demo
 demo: kube ## Show on a local control plane what initlock fixes (DEMO_FLAGS=--keep leaves it running).
-	@echo "demo: compiling (the first time about 3 minutes on 2 cores, then seconds)" >&2
+	@echo "demo: compiling (a few minutes on a cold Go build cache, seconds afterwards)" >&2
 	$(GO) run ./cmd/initlock-demo $(DEMO_FLAGS)
 
 # KUSTOMIZE_DIR is the kustomization make manifests renders, MANIFESTS the
