@@ -1,0 +1,202 @@
+package velero
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/sirupsen/logrus"
+	velerov1 "github.com/vmware-tanzu/velero/pkg/apis/velero/v1"
+	"github.com/vmware-tanzu/velero/pkg/plugin/velero"
+	riav2 "github.com/vmware-tanzu/velero/pkg/plugin/velero/restoreitemaction/v2"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/internal/relink"
+)
+
+const (
+	// ActionName is the plugin name of the action for the Cluster API
+	// resources, whatever their labels.
+	ActionName = "initlock.dev/restore-owner-references"
+	// LabelledActionName is the plugin name of the action for the resources
+	// taken only with a label, by default ConfigMaps and Secrets that
+	// belong to a Cluster.
+	LabelledActionName = "initlock.dev/restore-owner-references-labelled"
+)
+
+// Environment variables read by ConfigFromEnv. Velero starts its plugins
+// with its own environment, so they are set on the Velero server container.
+const (
+	// EnvResources lists the resources the first action applies to, comma
+	// separated, as Velero's --include-resources takes them: plural names,
+	// group-qualified, with * matching any part (default "*.cluster.x-k8s.io",
+	// every Cluster API group).
+	EnvResources = "INITLOCK_VELERO_RESOURCES"
+	// EnvLabelledResources lists the resources the second action applies to
+	// (default "configmaps,secrets"); "-" means none.
+	EnvLabelledResources = "INITLOCK_VELERO_LABELLED_RESOURCES"
+	// EnvLabelSelector is the label selector of the second action (default
+	// "cluster.x-k8s.io/cluster-name", the label is present).
+	EnvLabelSelector = "INITLOCK_VELERO_LABEL_SELECTOR"
+)
+
+// Config says which restored items the actions record owners for.
+type Config struct {
+	// Resources are taken whatever their labels.
+	Resources []string
+	// LabelledResources are taken when they match LabelSelector.
+	LabelledResources []string
+	// LabelSelector selects among LabelledResources.
+	LabelSelector string
+}
+
+// DefaultConfig returns the configuration used when no variable is set.
+func DefaultConfig() Config {
+	return Config{
+		Resources:         []string{"*." + capi.Group},
+		LabelledResources: []string{"configmaps", "secrets"},
+		LabelSelector:     capi.ClusterNameLabel,
+	}
+}
+
+// ConfigFromEnv returns DefaultConfig with the values set in the
+// environment (read with getenv; nil means os.Getenv) replacing its own.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	cfg := DefaultConfig()
+	if v := getenv(EnvResources); v != "" {
+		cfg.Resources = splitList(v)
+	}
+	if v := getenv(EnvLabelledResources); v != "" {
+		cfg.LabelledResources = splitList(v)
+	}
+	if v := getenv(EnvLabelSelector); v != "" {
+		cfg.LabelSelector = v
+	}
+	if _, err := labels.Parse(cfg.LabelSelector); err != nil {
+		return Config{}, fmt.Errorf("%s=%q is not a label selector: %w", EnvLabelSelector, cfg.LabelSelector, err)
+	}
+	if len(cfg.Resources) == 0 && len(cfg.LabelledResources) == 0 {
+		return Config{}, fmt.Errorf("%s and %s select no resource: set at least one of them", EnvResources, EnvLabelledResources)
+	}
+	return cfg, nil
+}
+
+func splitList(v string) []string {
+	if strings.TrimSpace(v) == "-" {
+		return nil
+	}
+	var out []string
+	for s := range strings.SplitSeq(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Action is the RestoreItemAction. Its two instances differ only in the
+// resources they apply to.
+type Action struct {
+	name     string
+	selector velero.ResourceSelector
+	log      logrus.FieldLogger
+}
+
+var _ riav2.RestoreItemAction = (*Action)(nil)
+
+// NewAction returns the action for cfg.Resources (labelled false) or for
+// cfg.LabelledResources and cfg.LabelSelector (labelled true). log may be
+// nil.
+func NewAction(cfg Config, labelled bool, log logrus.FieldLogger) *Action {
+	if log == nil {
+		l := logrus.New()
+		l.SetOutput(discard{})
+		log = l
+	}
+	name, sel := ActionName, velero.ResourceSelector{IncludedResources: cfg.Resources}
+	if labelled {
+		name, sel = LabelledActionName, velero.ResourceSelector{IncludedResources: cfg.LabelledResources, LabelSelector: cfg.LabelSelector}
+	}
+	if len(sel.IncludedResources) == 0 {
+		// An empty list would match everything; match nothing instead.
+		sel.IncludedResources = []string{"none.initlock.dev"}
+	}
+	return &Action{name: name, selector: sel, log: log}
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// Name returns ActionName or LabelledActionName. Velero does not call it
+// through the plugin RPC: it uses the name the action is registered under.
+func (a *Action) Name() string { return a.name }
+
+// AppliesTo returns the resources and the label selector of the action.
+func (a *Action) AppliesTo() (velero.ResourceSelector, error) { return a.selector, nil }
+
+// Execute records the ownerReferences of input.ItemFromBackup in the
+// relink.Annotation of input.Item.
+func (a *Action) Execute(input *velero.RestoreItemActionExecuteInput) (*velero.RestoreItemActionExecuteOutput, error) {
+	if input == nil || input.Item == nil || input.ItemFromBackup == nil {
+		return nil, errors.New("restore item action called without the item and the item from the backup")
+	}
+	backedUp, err := meta.Accessor(input.ItemFromBackup)
+	if err != nil {
+		return nil, fmt.Errorf("reading the backed-up item: %w", err)
+	}
+	refs := backedUp.GetOwnerReferences()
+	if len(refs) == 0 {
+		return velero.NewRestoreItemActionExecuteOutput(input.Item), nil
+	}
+	item := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(input.Item.UnstructuredContent())}
+	name := describe(item)
+	owners := relink.FromOwnerReferences(refs)
+	annotations := item.GetAnnotations()
+	if prev, ok := annotations[relink.Annotation]; ok {
+		pending, err := relink.Decode(prev)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w; remove or correct the annotation in the backup (or with a restore resource modifier) and restore again", name, err)
+		}
+		owners = relink.Merge(owners, pending)
+	}
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[relink.Annotation] = relink.Encode(owners)
+	item.SetAnnotations(annotations)
+	a.log.WithField("item", name).WithField("owners", len(owners)).Info("Recorded the backed-up owner references for the relinker")
+	return velero.NewRestoreItemActionExecuteOutput(item), nil
+}
+
+func describe(u *unstructured.Unstructured) string {
+	kind := strings.ToLower(u.GetKind())
+	if gv := u.GroupVersionKind().Group; gv != "" {
+		kind += "." + gv
+	}
+	if ns := u.GetNamespace(); ns != "" {
+		return fmt.Sprintf("%s %s/%s", kind, ns, u.GetName())
+	}
+	return fmt.Sprintf("%s %s", kind, u.GetName())
+}
+
+// Progress is not supported: the action is synchronous.
+func (a *Action) Progress(string, *velerov1.Restore) (velero.OperationProgress, error) {
+	return velero.OperationProgress{}, riav2.AsyncOperationsNotSupportedError()
+}
+
+// Cancel does nothing: the action starts no operation.
+func (a *Action) Cancel(string, *velerov1.Restore) error { return nil }
+
+// AreAdditionalItemsReady is true: the action asks for no additional item.
+func (a *Action) AreAdditionalItemsReady([]velero.ResourceIdentifier, *velerov1.Restore) (bool, error) {
+	return true, nil
+}

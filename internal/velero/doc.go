@@ -1,0 +1,24 @@
+// Package velero is initlock's Velero RestoreItemAction. Velero strips the
+// ownerReferences of every object it restores, and the owners come back with
+// new UIDs, usually after their dependents (Velero restores ConfigMaps and
+// Secrets first and Cluster API Clusters last). So the action cannot restore
+// the references itself. Instead it records each item's backed-up
+// ownerReferences, without UIDs, in the relink.Annotation annotation of the
+// restored item; the relinker in initlock-manager turns them back into
+// ownerReferences once the owners exist.
+//
+// The action guarantees that:
+//   - it reads only the item as backed up and changes only that one
+//     annotation of the restored item;
+//   - it never records a UID, so a restored object is never linked to an
+//     owner that no longer exists (which would let the garbage collector
+//     delete it);
+//   - items without ownerReferences are returned untouched;
+//   - owners already recorded in the annotation (a backup taken while a
+//     previous relink was pending) are kept, and an annotation that is not
+//     valid fails the item with an error naming it.
+//
+// It does not talk to the API server and does not link anything itself.
+// Which items it applies to is set by Config, read from the environment of
+// the Velero server (see ConfigFromEnv).
+package velero
