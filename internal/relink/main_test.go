@@ -1,0 +1,288 @@
+package relink_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/relink"
+)
+
+var env *kubeenv.Env
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(logr.Discard())
+	kubeenv.Main(m, kubeenv.Options{}, &env)
+}
+
+// requestLog records the method and path of every request made through a
+// rest.Config it wrapped.
+type requestLog struct {
+	mu   sync.Mutex
+	reqs []string
+}
+
+func (l *requestLog) wrap(cfg *rest.Config) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	out.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			l.mu.Lock()
+			l.reqs = append(l.reqs, req.Method+" "+req.URL.Path)
+			l.mu.Unlock()
+			return rt.RoundTrip(req)
+		})
+	})
+	return out
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// objectWrites returns the write requests other than those for Events.
+func (l *requestLog) objectWrites() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, r := range l.reqs {
+		method, path, _ := strings.Cut(r, " ")
+		if method == http.MethodGet || strings.Contains(path, "/events") {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// patchesPerObject counts the object writes by path; every one must be a
+// PATCH.
+func (l *requestLog) patchesPerObject(t *testing.T) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, w := range l.objectWrites() {
+		method, path, _ := strings.Cut(w, " ")
+		if method != http.MethodPatch {
+			t.Errorf("unexpected write %s", w)
+			continue
+		}
+		out[path]++
+	}
+	return out
+}
+
+type harness struct {
+	relinker *relink.Relinker
+	log      *requestLog
+	registry *prometheus.Registry
+}
+
+// start runs a manager with only the relinker, restricted to ns unless
+// opts says otherwise, until the test ends.
+func start(t testing.TB, ns string, opts relink.Options) *harness {
+	t.Helper()
+	h := &harness{log: &requestLog{}, registry: prometheus.NewRegistry()}
+	mgr, err := ctrl.NewManager(h.log.wrap(env.Config), ctrl.Options{
+		Scheme:                 kubeenv.Scheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		Logger:                 logr.Discard(),
+	})
+	if err != nil {
+		t.Fatalf("building the manager: %v", err)
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = ns
+	}
+	opts.Registry = h.registry
+	h.relinker = relink.New(opts)
+	if err := h.relinker.SetupWithManager(t.Context(), mgr); err != nil {
+		t.Fatalf("setting up the relinker: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	syncCtx, stop := context.WithTimeout(t.Context(), time.Minute)
+	defer stop()
+	if !h.relinker.WaitForCacheSync(syncCtx) {
+		t.Fatal("the relinker's cache did not sync")
+	}
+	return h
+}
+
+// gauge returns the value of a metric of the relinker for kind.
+func (h *harness) metric(t testing.TB, name string, gk schema.GroupKind) float64 {
+	t.Helper()
+	families, err := h.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["group"] == gk.Group && labels["kind"] == gk.Kind {
+				if m.GetGauge() != nil {
+					return m.GetGauge().GetValue()
+				}
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no metric %s for %s", name, gk)
+	return 0
+}
+
+// events returns the reasons of the Events about the named object.
+func events(t testing.TB, ns, name string) []string {
+	t.Helper()
+	var list eventsv1.EventList
+	if err := env.Client.List(t.Context(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == name {
+			out = append(out, e.Type+" "+e.Reason+": "+e.Note)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func capiGVK(kind string) schema.GroupVersionKind {
+	return schema.GroupVersionKind{Group: capi.Group, Version: env.CAPIVersion, Kind: kind}
+}
+
+var configMapGVK = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+
+func create(t testing.TB, u *unstructured.Unstructured) *unstructured.Unstructured {
+	t.Helper()
+	if err := env.Client.Create(t.Context(), u); err != nil {
+		t.Fatalf("creating %s %s/%s: %v", u.GetKind(), u.GetNamespace(), u.GetName(), err)
+	}
+	return u
+}
+
+func get(t testing.TB, gvk schema.GroupVersionKind, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, u); err != nil {
+		t.Fatalf("reading %s %s/%s: %v", gvk.Kind, ns, name, err)
+	}
+	return u
+}
+
+// restoredConfigMap is a ConfigMap of cluster as a restore leaves it:
+// without ownerReferences, the owners recorded in the annotation.
+func restoredConfigMap(ns, name, cluster string, owners ...relink.OwnerRef) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(configMapGVK)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	u.SetLabels(map[string]string{capi.ClusterNameLabel: cluster})
+	u.SetAnnotations(map[string]string{relink.Annotation: relink.Encode(owners)})
+	u.Object["data"] = map[string]any{"k": "v"}
+	return u
+}
+
+func clusterOwner(name string) relink.OwnerRef {
+	return relink.OwnerRef{APIVersion: capi.Group + "/" + env.CAPIVersion, Kind: capi.ClusterKind, Name: name}
+}
+
+func controllerOwner(kind, name string) relink.OwnerRef {
+	return relink.OwnerRef{APIVersion: capi.Group + "/" + env.CAPIVersion, Kind: kind, Name: name,
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
+}
+
+// linked returns nil once obj carries exactly want as ownerReferences and
+// no longer the annotation.
+func linked(t testing.TB, gvk schema.GroupVersionKind, ns, name string, want ...metav1.OwnerReference) func() error {
+	return func() error {
+		u := get(t, gvk, ns, name)
+		if v, ok := u.GetAnnotations()[relink.Annotation]; ok {
+			return fmt.Errorf("%s %s still has the annotation %s; ownerReferences %v", gvk.Kind, name, v, u.GetOwnerReferences())
+		}
+		if got := u.GetOwnerReferences(); !equalRefs(got, want) {
+			return fmt.Errorf("%s %s ownerReferences = %v, want %v", gvk.Kind, name, got, want)
+		}
+		return nil
+	}
+}
+
+func equalRefs(a, b []metav1.OwnerReference) bool {
+	return slices.EqualFunc(a, b, func(x, y metav1.OwnerReference) bool {
+		return x.APIVersion == y.APIVersion && x.Kind == y.Kind && x.Name == y.Name && x.UID == y.UID &&
+			ptr.Deref(x.Controller, false) == ptr.Deref(y.Controller, false) && (x.Controller == nil) == (y.Controller == nil) &&
+			ptr.Deref(x.BlockOwnerDeletion, false) == ptr.Deref(y.BlockOwnerDeletion, false) && (x.BlockOwnerDeletion == nil) == (y.BlockOwnerDeletion == nil)
+	})
+}
+
+func refTo(u *unstructured.Unstructured, controller bool) metav1.OwnerReference {
+	r := metav1.OwnerReference{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Name: u.GetName(), UID: u.GetUID()}
+	if controller {
+		r.Controller, r.BlockOwnerDeletion = ptr.To(true), ptr.To(true)
+	}
+	return r
+}
+
+// newMachineSet returns a valid MachineSet of cluster, not yet created.
+func newMachineSet(ns, cluster, name string) *unstructured.Unstructured {
+	return machineGroup("MachineSet", ns, cluster, name)
+}
+
+// newMachineDeployment returns a valid MachineDeployment of cluster, not
+// yet created.
+func newMachineDeployment(ns, cluster, name string) *unstructured.Unstructured {
+	return machineGroup("MachineDeployment", ns, cluster, name)
+}
+
+func machineGroup(kind, ns, cluster, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(capiGVK(kind))
+	u.SetNamespace(ns)
+	u.SetName(name)
+	u.SetLabels(map[string]string{capi.ClusterNameLabel: cluster})
+	m := kubeenv.NewMachine(env.CAPIVersion, ns, cluster, name)
+	u.Object["spec"] = map[string]any{
+		"clusterName": cluster,
+		"selector":    map[string]any{"matchLabels": map[string]any{"pool": name}},
+		"template": map[string]any{
+			"metadata": map[string]any{"labels": map[string]any{"pool": name}},
+			"spec":     m.Object["spec"],
+		},
+	}
+	return u
+}
