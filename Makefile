@@ -41,6 +41,21 @@ lint: vet verify-generate ## gofmt, go vet, golangci-lint and generated files.
 bench: kube ## Run the benchmarks.
 	KUBEBUILDER_ASSETS="$$(hack/kube.sh 2>/dev/null)" $(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
 
+# Chaos scenarios on the real control plane (internal/chaos). Scenario i has
+# seed SEED+i (SEED empty: from the clock); SIZE=long makes bigger scenarios.
+# A failed scenario prints its seed: make chaos SEED=<seed> RUNS=1 replays it.
+SEED ?=
+RUNS ?= 200
+SIZE ?= short
+CHAOS_DIR ?= results/chaos
+
+.PHONY: chaos
+chaos: kube ## Run randomised chaos scenarios: make chaos [SEED=...] [RUNS=200] [SIZE=short|long].
+	@mkdir -p $(CHAOS_DIR)
+	KUBEBUILDER_ASSETS="$$(hack/kube.sh 2>/dev/null)" CHAOS_SEED=$(SEED) CHAOS_RUNS=$(RUNS) CHAOS_SIZE=$(SIZE) \
+		CHAOS_OUT=$(CURDIR)/$(CHAOS_DIR) CHAOS_TOTALS=$(CURDIR)/$(CHAOS_DIR)/totals.txt \
+		$(GO) test -run='^TestChaos$$' -count=1 -timeout=0 -v ./internal/chaos | tee $(CHAOS_DIR)/chaos.log
+
 # RBAC for the initlock manager, generated from kubebuilder markers.
 RBAC_GEN := rbac:roleName=manager-role paths=./internal/manager/... paths=./internal/controllers/...
 

@@ -1,0 +1,202 @@
+package chaos_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/initlock/initlock/internal/chaos"
+)
+
+// TestCheckerOverlap: the checker catches two machines holding one lock,
+// and accepts every way a hold legitimately ends.
+func TestCheckerOverlap(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		steps func(c *chaos.Checker)
+		want  []int
+	}{
+		{"second machine while held", func(c *chaos.Checker) {
+			c.Acquired("bc", "c1", "a", c.Epoch("a"))
+			c.Acquired("bc", "c1", "b", c.Epoch("b"))
+		}, []int{chaos.InvNoOverlap}},
+		{"re-lock by the holder", func(c *chaos.Checker) {
+			c.Acquired("bc", "c1", "a", c.Epoch("a"))
+			c.Acquired("bc", "c1", "a", c.Epoch("a"))
+		}, nil},
+		{"after unlock", func(c *chaos.Checker) {
+			c.Acquired("bc", "c1", "a", c.Epoch("a"))
+			c.Unlocking("init", "c1", "a")
+			c.Acquired("bc", "c1", "b", c.Epoch("b"))
+		}, nil},
+		{"after the holder's deletion", func(c *chaos.Checker) {
+			c.Acquired("bc", "c1", "a", c.Epoch("a"))
+			c.MachineDeleting("driver", "c1", "a")
+			c.MachineGone("c1", "a")
+			c.Acquired("bc", "c1", "b", c.Epoch("b"))
+		}, nil},
+		{"after init", func(c *chaos.Checker) {
+			c.Acquired("bc", "c1", "a", c.Epoch("a"))
+			c.FinishInit("init", "c1", "a")
+			c.Acquired("bc", "c1", "b", c.Epoch("b"))
+		}, nil},
+		{"machine deleted while its Lock ran", func(c *chaos.Checker) {
+			epoch := c.Epoch("a")
+			c.MachineDeleting("driver", "c1", "a")
+			c.Acquired("bc", "c1", "a", epoch)
+			c.Acquired("bc", "c1", "b", c.Epoch("b"))
+		}, nil},
+		{"machine being deleted acquires", func(c *chaos.Checker) {
+			c.MachineDeleting("driver", "c1", "a")
+			c.Acquired("bc", "c1", "a", c.Epoch("a"))
+			c.Acquired("bc", "c1", "b", c.Epoch("b"))
+		}, nil},
+		{"upstream hold", func(c *chaos.Checker) {
+			c.UpstreamHold("c1", "a")
+			c.Acquired("bc", "c1", "b", c.Epoch("b"))
+		}, []int{chaos.InvNoOverlap}},
+		{"upstream lock lost", func(c *chaos.Checker) {
+			c.UpstreamHold("c1", "a")
+			c.LockLost("driver", "c1")
+			c.Acquired("bc", "c1", "b", c.Epoch("b"))
+		}, nil},
+		{"healed upstream lock lost", func(c *chaos.Checker) {
+			c.UpstreamHold("c1", "a")
+			c.Acquired("bc", "c1", "a", c.Epoch("a"))
+			c.LockLost("driver", "c1")
+			c.Acquired("bc", "c1", "b", c.Epoch("b"))
+		}, []int{chaos.InvNoOverlap}},
+		{"another cluster", func(c *chaos.Checker) {
+			c.Acquired("bc", "c1", "a", c.Epoch("a"))
+			c.Acquired("bc", "c2", "b", c.Epoch("b"))
+		}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := chaos.NewChecker(chaos.NewHistory())
+			tc.steps(c)
+			if got := invariants(c.Violations()); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("violations %v, want invariants %v", c.Violations(), tc.want)
+			}
+		})
+	}
+}
+
+// TestCheckerUnsafeDelete: lock deletions are judged on the state of the
+// Cluster and the holder at the deletion's revision, whatever order the
+// three watches deliver their events in.
+func TestCheckerUnsafeDelete(t *testing.T) {
+	const lockUID = types.UID("lock-1")
+	cluster := func(rv int64, typ watch.EventType, initialised bool) chaos.Observed {
+		return chaos.Observed{Kind: chaos.KindCluster, Type: typ, Name: "c1", UID: "cl", RV: rv, Initialized: initialised}
+	}
+	machine := func(rv int64, typ watch.EventType) chaos.Observed {
+		return chaos.Observed{Kind: chaos.KindMachine, Type: typ, Name: "m1", UID: "m", RV: rv}
+	}
+	lock := func(rv int64, typ watch.EventType) chaos.Observed {
+		return chaos.Observed{Kind: chaos.KindConfigMap, Type: typ, Name: "c1-lock", UID: lockUID, RV: rv, LockOf: "c1", Holder: "m1"}
+	}
+	byManager := chaos.Deletion{Actor: "mgr-1", Name: "c1-lock", UID: lockUID, Code: 200}
+	for _, tc := range []struct {
+		name     string
+		events   []chaos.Observed
+		deletion *chaos.Deletion
+		want     []int
+	}{
+		{"manager deletes a held lock", []chaos.Observed{
+			cluster(1, watch.Added, false), machine(2, watch.Added), lock(3, watch.Added), lock(5, watch.Deleted),
+		}, &byManager, []int{chaos.InvNoUnsafeDelete}},
+		{"manager releases after init", []chaos.Observed{
+			cluster(1, watch.Added, false), machine(2, watch.Added), lock(3, watch.Added), cluster(4, watch.Modified, true), lock(5, watch.Deleted),
+		}, &byManager, nil},
+		{"init stays true across a restore", []chaos.Observed{
+			cluster(1, watch.Added, true), cluster(2, watch.Deleted, true), cluster(3, watch.Added, false),
+			machine(4, watch.Added), lock(5, watch.Added), lock(6, watch.Deleted),
+		}, &byManager, nil},
+		{"manager collects an orphan", []chaos.Observed{
+			cluster(1, watch.Added, false), machine(2, watch.Added), lock(3, watch.Added), cluster(4, watch.Deleted, false),
+			machine(5, watch.Deleted), lock(6, watch.Deleted),
+		}, &byManager, nil},
+		// The lock watch runs ahead: the machine's deletion (rv 4) comes
+		// after the lock's (rv 5), and the cluster's events come last.
+		{"watches deliver out of order", []chaos.Observed{
+			lock(3, watch.Added), lock(5, watch.Deleted), machine(2, watch.Added), machine(4, watch.Deleted),
+			cluster(1, watch.Added, false), cluster(6, watch.Modified, false),
+		}, &byManager, nil},
+		{"holder's own unlock", []chaos.Observed{
+			cluster(1, watch.Added, false), machine(2, watch.Added), lock(3, watch.Added), lock(5, watch.Deleted),
+		}, &chaos.Deletion{Actor: "init/m1", Op: "unlock", Name: "c1-lock", UID: lockUID, Code: 200}, nil},
+		{"deleted by a Lock call", []chaos.Observed{
+			cluster(1, watch.Added, false), machine(2, watch.Added), lock(3, watch.Added), lock(5, watch.Deleted),
+		}, &chaos.Deletion{Actor: "bc-1", Op: "lock", Name: "c1-lock", UID: lockUID, Code: 200}, []int{chaos.InvNoUnsafeDelete}},
+		{"garbage collector or operator", []chaos.Observed{
+			cluster(1, watch.Added, false), machine(2, watch.Added), lock(3, watch.Added), lock(5, watch.Deleted),
+		}, nil, nil},
+		{"failed delete", []chaos.Observed{
+			cluster(1, watch.Added, false), machine(2, watch.Added), lock(3, watch.Added), lock(5, watch.Deleted),
+		}, &chaos.Deletion{Actor: "mgr-1", Name: "c1-lock", UID: lockUID, Code: 409}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := chaos.NewChecker(chaos.NewHistory())
+			for k := range 3 {
+				c.StartRevision(k, 0)
+			}
+			for _, o := range tc.events {
+				c.Observe(o)
+			}
+			if tc.deletion != nil {
+				c.Deleted(*tc.deletion)
+			}
+			c.Drain()
+			if got := invariants(c.Violations()); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("violations %v, want invariants %v", c.Violations(), tc.want)
+			}
+		})
+	}
+}
+
+// TestCheckerForeign: any change to a planted ConfigMap is a violation.
+func TestCheckerForeign(t *testing.T) {
+	c := chaos.NewChecker(chaos.NewHistory())
+	c.PlantForeign(chaos.ForeignConfigMap{Name: "app", UID: "u1", ResourceVersion: "7"})
+	c.Observe(chaos.Observed{Kind: chaos.KindConfigMap, Type: watch.Added, Name: "app", UID: "u1", RV: 7})
+	if v := c.Violations(); len(v) != 0 {
+		t.Fatalf("planting is a violation: %v", v)
+	}
+	c.Observe(chaos.Observed{Kind: chaos.KindConfigMap, Type: watch.Modified, Name: "app", UID: "u1", RV: 9})
+	v := c.Violations()
+	if len(v) != 1 || v[0].Invariant != chaos.InvForeignUntouched || !strings.Contains(v[0].Message, "app") {
+		t.Fatalf("violations %v, want one of invariant 3 naming app", v)
+	}
+}
+
+// TestGenerate: a seed always gives the same plan, and different seeds
+// different plans.
+func TestGenerate(t *testing.T) {
+	a, b := chaos.Generate(42, chaos.SizeShort), chaos.Generate(42, chaos.SizeShort)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("seed 42 gave two plans:\n%s\n%s", a, b)
+	}
+	if c := chaos.Generate(43, chaos.SizeShort); reflect.DeepEqual(a, c) {
+		t.Fatalf("seeds 42 and 43 gave the same plan")
+	}
+	for seed := range uint64(200) {
+		p := chaos.Generate(seed, chaos.SizeLong)
+		if len(p.LeaderElection) < 2 || p.LeaderElection[0] {
+			t.Fatalf("seed %d: replicas %v, want 2 or 3, the first without leader election", seed, p.LeaderElection)
+		}
+		if n := len(p.Clusters); n < chaos.SizeLong.MinClusters || n > chaos.SizeLong.MaxClusters {
+			t.Fatalf("seed %d: %d clusters", seed, n)
+		}
+	}
+}
+
+func invariants(vs []chaos.Violation) []int {
+	var out []int
+	for _, v := range vs {
+		out = append(out, v.Invariant)
+	}
+	return out
+}

@@ -1,0 +1,347 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+)
+
+// Faults are the probabilities, each between 0 and 1, of the faults an
+// Injector injects into one request. Watches are never faulted.
+type Faults struct {
+	// Conflict answers a write with 409 Conflict without sending it.
+	Conflict float64
+	// ServerError answers with 500, 503 or 504 without sending the request.
+	ServerError float64
+	// Timeout fails the request with a network timeout without sending it.
+	Timeout float64
+	// LostResponse sends the request, then throws the server's answer away
+	// and returns a 5xx or a timeout: the caller cannot tell whether its
+	// write happened.
+	LostResponse float64
+	// MaxLatency delays each request by up to this much.
+	MaxLatency time.Duration
+}
+
+// Off tells whether no fault is injected.
+func (f Faults) Off() bool {
+	return f.Conflict == 0 && f.ServerError == 0 && f.Timeout == 0 && f.LostResponse == 0 && f.MaxLatency == 0
+}
+
+func (f Faults) String() string {
+	if f.Off() {
+		return "none"
+	}
+	return fmt.Sprintf("conflict=%.2f 5xx=%.2f timeout=%.2f lost=%.2f latency<=%s",
+		f.Conflict, f.ServerError, f.Timeout, f.LostResponse, f.MaxLatency)
+}
+
+// FaultStats counts what an Injector did.
+type FaultStats struct {
+	Requests, Conflicts, ServerErrors, Timeouts, LostResponses int
+}
+
+// Injected is the number of faults injected.
+func (s FaultStats) Injected() int {
+	return s.Conflicts + s.ServerErrors + s.Timeouts + s.LostResponses
+}
+
+// Add sums two FaultStats.
+func (s FaultStats) Add(o FaultStats) FaultStats {
+	return FaultStats{s.Requests + o.Requests, s.Conflicts + o.Conflicts, s.ServerErrors + o.ServerErrors,
+		s.Timeouts + o.Timeouts, s.LostResponses + o.LostResponses}
+}
+
+// Deletion is a DELETE of a ConfigMap that reached the API server, as an
+// Injector saw it.
+type Deletion struct {
+	// Actor is the Injector's name.
+	Actor string
+	// Op is the operation the caller named in its context (WithOp), if any.
+	Op string
+	// Namespace and Name of the ConfigMap.
+	Namespace, Name string
+	// UID is the UID precondition of the request, or else the UID of the
+	// object the server answered with.
+	UID types.UID
+	// Code is the status code the server answered with, before any fault.
+	Code int
+	// Lost tells that the caller did not get the server's answer.
+	Lost bool
+}
+
+// Injector is an http.RoundTripper that injects Faults into the requests
+// of one actor, and reports every ConfigMap DELETE that reached the server.
+// It is safe for concurrent use.
+type Injector struct {
+	name string
+	next http.RoundTripper
+
+	mu       sync.Mutex
+	faults   Faults
+	rnd      *rand.Rand
+	stats    FaultStats
+	onDelete func(Deletion)
+}
+
+var _ http.RoundTripper = (*Injector)(nil)
+
+// NewInjector returns an Injector named name that sends requests through
+// next, with its random choices drawn from seed. onDelete, when not nil, is
+// called for every ConfigMap DELETE that reached the server.
+func NewInjector(name string, next http.RoundTripper, seed uint64, onDelete func(Deletion)) *Injector {
+	return &Injector{name: name, next: next, rnd: rand.New(rand.NewPCG(seed, 0x5eed)), onDelete: onDelete}
+}
+
+// WrapConfig returns a copy of cfg whose requests go through an Injector,
+// and that Injector.
+func WrapConfig(cfg *rest.Config, name string, seed uint64, onDelete func(Deletion)) (*rest.Config, *Injector) {
+	out := rest.CopyConfig(cfg)
+	inj := NewInjector(name, nil, seed, onDelete)
+	out.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		inj.next = rt
+		return inj
+	})
+	return out, inj
+}
+
+// SetFaults changes the faults injected from now on.
+func (in *Injector) SetFaults(f Faults) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.faults = f
+}
+
+// Stats returns what the Injector did so far.
+func (in *Injector) Stats() FaultStats {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.stats
+}
+
+type opKey struct{}
+
+// WithOp names the operation a request is made for, as reported in a
+// Deletion.
+func WithOp(ctx context.Context, op string) context.Context {
+	return context.WithValue(ctx, opKey{}, op)
+}
+
+type fault int
+
+const (
+	faultNone fault = iota
+	faultConflict
+	faultServerError
+	faultTimeout
+	faultLost
+)
+
+// decide draws the fault for one request and the latency to add.
+func (in *Injector) decide(req *http.Request) (fault, time.Duration, int) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.stats.Requests++
+	f := in.faults
+	var latency time.Duration
+	if f.MaxLatency > 0 {
+		latency = time.Duration(in.rnd.Int64N(int64(f.MaxLatency)))
+	}
+	code := []int{http.StatusInternalServerError, http.StatusServiceUnavailable, http.StatusGatewayTimeout}[in.rnd.IntN(3)]
+	x := in.rnd.Float64()
+	write := req.Method != http.MethodGet && req.Method != http.MethodHead
+	var p float64
+	if write {
+		if p += f.Conflict; x < p {
+			in.stats.Conflicts++
+			return faultConflict, latency, http.StatusConflict
+		}
+	}
+	if p += f.ServerError; x < p {
+		in.stats.ServerErrors++
+		return faultServerError, latency, code
+	}
+	if p += f.Timeout; x < p {
+		in.stats.Timeouts++
+		return faultTimeout, latency, 0
+	}
+	if p += f.LostResponse; x < p {
+		in.stats.LostResponses++
+		if in.rnd.IntN(2) == 0 {
+			code = 0 // a timeout
+		}
+		return faultLost, latency, code
+	}
+	return faultNone, latency, 0
+}
+
+// RoundTrip implements http.RoundTripper.
+func (in *Injector) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Query().Get("watch") == "true" {
+		return in.next.RoundTrip(req)
+	}
+	f, latency, code := in.decide(req)
+	if latency > 0 {
+		select {
+		case <-time.After(latency):
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
+	}
+	switch f {
+	case faultConflict, faultServerError:
+		drain(req)
+		return statusResponse(req, code), nil
+	case faultTimeout:
+		drain(req)
+		return nil, timeoutError(req)
+	}
+	var deleteBody []byte
+	isCMDelete := req.Method == http.MethodDelete && isConfigMapPath(req.URL.Path)
+	if isCMDelete && req.Body != nil {
+		deleteBody, _ = io.ReadAll(req.Body)
+		_ = req.Body.Close()
+		req.Body = io.NopCloser(bytes.NewReader(deleteBody))
+	}
+	resp, err := in.next.RoundTrip(req)
+	if isCMDelete && err == nil {
+		resp = in.reportDelete(req, deleteBody, resp, f == faultLost)
+	}
+	if f != faultLost {
+		return resp, err
+	}
+	if err == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+	}
+	if code == 0 {
+		return nil, timeoutError(req)
+	}
+	return statusResponse(req, code), nil
+}
+
+// reportDelete tells onDelete about a ConfigMap DELETE the server answered,
+// and returns the response with its body intact.
+func (in *Injector) reportDelete(req *http.Request, body []byte, resp *http.Response, lost bool) *http.Response {
+	if in.onDelete == nil {
+		return resp
+	}
+	respBody, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(respBody))
+	ns, name := configMapKey(req.URL.Path)
+	d := Deletion{Actor: in.name, Namespace: ns, Name: name, Code: resp.StatusCode, Lost: lost}
+	if op, ok := req.Context().Value(opKey{}).(string); ok {
+		d.Op = op
+	}
+	d.UID = preconditionUID(body)
+	if d.UID == "" && resp.StatusCode < 300 {
+		d.UID = objectUID(respBody)
+	}
+	in.onDelete(d)
+	return resp
+}
+
+func drain(req *http.Request) {
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+		_ = req.Body.Close()
+	}
+}
+
+// statusResponse is the API server's answer for an error code, as a JSON
+// Status that client-go turns into the matching StatusError.
+func statusResponse(req *http.Request, code int) *http.Response {
+	reason := map[int]metav1.StatusReason{
+		http.StatusConflict:            metav1.StatusReasonConflict,
+		http.StatusInternalServerError: metav1.StatusReasonInternalError,
+		http.StatusServiceUnavailable:  metav1.StatusReasonServiceUnavailable,
+		http.StatusGatewayTimeout:      metav1.StatusReasonTimeout,
+	}[code]
+	body := fmt.Sprintf(`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"injected by the chaos runner: %d %s","reason":%q,"code":%d}`,
+		code, http.StatusText(code), reason, code)
+	return &http.Response{
+		Status:        fmt.Sprintf("%d %s", code, http.StatusText(code)),
+		StatusCode:    code,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        http.Header{"Content-Type": []string{"application/json"}},
+		Body:          io.NopCloser(strings.NewReader(body)),
+		ContentLength: int64(len(body)),
+		Request:       req,
+	}
+}
+
+func timeoutError(req *http.Request) error {
+	return &net.OpError{Op: "read", Net: "tcp", Err: &injectedTimeout{method: req.Method, path: req.URL.Path}}
+}
+
+// injectedTimeout is a network timeout, as net.Error.
+type injectedTimeout struct{ method, path string }
+
+func (e *injectedTimeout) Error() string {
+	return fmt.Sprintf("i/o timeout injected by the chaos runner (%s %s)", e.method, e.path)
+}
+func (e *injectedTimeout) Timeout() bool   { return true }
+func (e *injectedTimeout) Temporary() bool { return true }
+func (e *injectedTimeout) Unwrap() error   { return os.ErrDeadlineExceeded }
+
+// isConfigMapPath tells whether path names one ConfigMap:
+// /api/v1/namespaces/<ns>/configmaps/<name>.
+func isConfigMapPath(path string) bool {
+	_, name := configMapKey(path)
+	return name != ""
+}
+
+func configMapKey(path string) (string, string) {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	// A prefix (the proxy's replica name) may come first.
+	for i := range parts {
+		if len(parts) == i+6 && parts[i] == "api" && parts[i+1] == "v1" && parts[i+2] == "namespaces" && parts[i+4] == "configmaps" {
+			return parts[i+3], parts[i+5]
+		}
+	}
+	return "", ""
+}
+
+// preconditionUID reads the UID precondition of a DELETE's body (JSON or
+// protobuf DeleteOptions).
+func preconditionUID(body []byte) types.UID {
+	if len(body) == 0 {
+		return ""
+	}
+	obj, _, err := clientgoscheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+	if err != nil {
+		return ""
+	}
+	if o, ok := obj.(*metav1.DeleteOptions); ok && o.Preconditions != nil && o.Preconditions.UID != nil {
+		return *o.Preconditions.UID
+	}
+	return ""
+}
+
+// objectUID reads the UID of the object a DELETE answered with.
+func objectUID(body []byte) types.UID {
+	obj, _, err := clientgoscheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+	if err != nil {
+		return ""
+	}
+	if o, ok := obj.(metav1.Object); ok {
+		return o.GetUID()
+	}
+	return ""
+}

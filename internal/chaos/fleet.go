@@ -1,0 +1,187 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Replica is one initlock-manager process of a Fleet.
+type Replica struct {
+	Name           string
+	LeaderElection bool
+
+	kubeconfig string
+	log        string
+
+	mu        sync.Mutex
+	cmd       *exec.Cmd
+	done      chan struct{}
+	downUntil time.Time
+	starts    int
+	kills     int
+	exitErr   []string
+}
+
+// Fleet runs the replicas of the initlock manager as processes of the real
+// binary, each talking to the API server through the Proxy.
+type Fleet struct {
+	binary    string
+	dir       string
+	namespace string
+	h         *History
+	replicas  []*Replica
+}
+
+// ManagerTimings are the manager flags that make a scenario short.
+type ManagerTimings struct {
+	OrphanGrace, OrphanSettle time.Duration
+}
+
+// NewFleet registers the replicas with the proxy and writes their
+// kubeconfigs into dir. Nothing is started yet.
+func NewFleet(binary, dir, namespace string, p *Proxy, leaderElection []bool, seed uint64, h *History) (*Fleet, error) {
+	f := &Fleet{binary: binary, dir: dir, namespace: namespace, h: h}
+	for i, le := range leaderElection {
+		name := "mgr-" + strconv.Itoa(i+1)
+		kc, _, err := p.Replica(name, dir, seed+uint64(i)*7919)
+		if err != nil {
+			return nil, err
+		}
+		f.replicas = append(f.replicas, &Replica{Name: name, LeaderElection: le, kubeconfig: kc,
+			log: filepath.Join(dir, name+".log")})
+	}
+	return f, nil
+}
+
+// Replicas returns the replicas.
+func (f *Fleet) Replicas() []*Replica { return f.replicas }
+
+// Start starts replica r unless it runs.
+func (f *Fleet) Start(r *Replica, t ManagerTimings) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd != nil {
+		return nil
+	}
+	logFile, err := os.OpenFile(r.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(f.binary,
+		"--kubeconfig="+r.kubeconfig,
+		"--namespace="+f.namespace,
+		"--orphan-grace="+t.OrphanGrace.String(),
+		"--orphan-settle="+t.OrphanSettle.String(),
+		"--release-after-init=true",
+		"--concurrency=4",
+		"--kube-api-qps=500",
+		"--kube-api-burst=1000",
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=0",
+		"--leader-elect="+strconv.FormatBool(r.LeaderElection),
+		"--leader-election-id=initlock-chaos",
+		"--leader-election-namespace="+f.namespace,
+	)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Its own process group, and killed with this process.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return fmt.Errorf("starting %s (%s): %w", r.Name, f.binary, err)
+	}
+	r.cmd, r.done = cmd, make(chan struct{})
+	r.starts++
+	f.h.Addf("driver", "manager started", r.Name, "pid=%d leaderElection=%t", cmd.Process.Pid, r.LeaderElection)
+	done := r.done
+	go func() {
+		err := cmd.Wait()
+		_ = logFile.Close()
+		r.mu.Lock()
+		if r.cmd == cmd { // not killed: it ended by itself
+			r.cmd = nil
+			r.exitErr = append(r.exitErr, fmt.Sprintf("%s: %v", r.Name, err))
+			f.h.Addf("driver", "manager exited", r.Name, "%v (log %s)", err, r.log)
+		}
+		r.mu.Unlock()
+		close(done)
+	}()
+	return nil
+}
+
+// Running tells whether the replica's process runs.
+func (r *Replica) Running() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cmd != nil
+}
+
+// Kill sends SIGKILL to the replica's process, if it runs, and waits for it
+// to end; Supervise starts it again once down has passed. It tells whether
+// there was a process to kill.
+func (f *Fleet) Kill(r *Replica, down time.Duration) bool {
+	r.mu.Lock()
+	cmd, done := r.cmd, r.done
+	if cmd == nil {
+		r.mu.Unlock()
+		return false
+	}
+	r.cmd = nil
+	r.kills++
+	r.downUntil = time.Now().Add(down)
+	r.mu.Unlock()
+	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
+	<-done
+	f.h.Addf("driver", "manager killed", r.Name, "SIGKILL pid=%d", cmd.Process.Pid)
+	return true
+}
+
+// Supervise starts, every 100 ms until ctx ends, the replicas that do not
+// run and are not held down, as a Deployment restarts its Pods.
+func (f *Fleet) Supervise(ctx context.Context, t ManagerTimings) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for _, r := range f.replicas {
+			r.mu.Lock()
+			start := r.cmd == nil && time.Now().After(r.downUntil)
+			r.mu.Unlock()
+			if start {
+				if err := f.Start(r, t); err != nil {
+					return err
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// StopAll kills every replica; stop Supervise first.
+func (f *Fleet) StopAll() {
+	for _, r := range f.replicas {
+		f.Kill(r, 0)
+	}
+}
+
+// Stats returns how many processes were started and killed, and the
+// unexpected exits.
+func (f *Fleet) Stats() (starts, kills int, exits []string) {
+	for _, r := range f.replicas {
+		r.mu.Lock()
+		starts += r.starts
+		kills += r.kills
+		exits = append(exits, r.exitErr...)
+		r.mu.Unlock()
+	}
+	return starts, kills, exits
+}

@@ -1,0 +1,151 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"k8s.io/client-go/rest"
+)
+
+// Proxy puts the manager processes behind one local, plain-HTTP reverse
+// proxy to the API server, so that their requests can be faulted and their
+// ConfigMap deletions attributed without any hook in the manager. Each
+// replica has its own path prefix ("/<replica>/api/..."), its own Injector
+// and its own kubeconfig, which authenticates nothing: the proxy forwards
+// with the credentials of the rest.Config it was given.
+type Proxy struct {
+	target   *url.URL
+	upstream http.RoundTripper
+	onDelete func(Deletion)
+	listener net.Listener
+	server   *http.Server
+
+	mu       sync.Mutex
+	replicas map[string]*Injector
+	proxies  map[string]*httputil.ReverseProxy
+}
+
+// NewProxy starts a Proxy to the API server of cfg on a free local port.
+func NewProxy(cfg *rest.Config, onDelete func(Deletion)) (*Proxy, error) {
+	target, err := url.Parse(cfg.Host)
+	if err != nil {
+		return nil, fmt.Errorf("parsing the API server address %q: %w", cfg.Host, err)
+	}
+	upstream, err := rest.TransportFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the transport to the API server: %w", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{target: target, upstream: upstream, onDelete: onDelete, listener: l,
+		replicas: map[string]*Injector{}, proxies: map[string]*httputil.ReverseProxy{}}
+	p.server = &http.Server{Handler: p, ReadHeaderTimeout: 0}
+	go func() { _ = p.server.Serve(l) }()
+	return p, nil
+}
+
+// Close stops the proxy and closes every connection through it.
+func (p *Proxy) Close() error {
+	err := p.server.Close()
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Replica registers a replica name, with its faults drawn from seed, and
+// writes its kubeconfig into dir. It returns the kubeconfig's path and the
+// replica's Injector.
+func (p *Proxy) Replica(name, dir string, seed uint64) (string, *Injector, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	inj, ok := p.replicas[name]
+	if !ok {
+		inj = NewInjector(name, p.upstream, seed, p.onDelete)
+		p.replicas[name] = inj
+		rp := &httputil.ReverseProxy{
+			Rewrite: func(r *httputil.ProxyRequest) {
+				r.SetURL(p.target)
+				r.Out.URL.Path = strings.TrimPrefix(r.In.URL.Path, "/"+name)
+				r.Out.URL.RawPath = ""
+				r.Out.Host = p.target.Host
+			},
+			Transport:     inj,
+			FlushInterval: -1, // watches stream
+			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+				if errors.Is(err, context.Canceled) {
+					return
+				}
+				// The manager sees an error it cannot tell from a
+				// connection reset.
+				w.WriteHeader(http.StatusBadGateway)
+			},
+		}
+		p.proxies[name] = rp
+	}
+	kubeconfig := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: chaos
+  cluster:
+    server: http://%s/%s
+contexts:
+- name: chaos
+  context:
+    cluster: chaos
+    user: chaos
+current-context: chaos
+users:
+- name: chaos
+  user: {}
+`, p.listener.Addr().String(), name)
+	path := filepath.Join(dir, name+".kubeconfig")
+	if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
+		return "", nil, err
+	}
+	return path, inj, nil
+}
+
+// SetFaults sets the faults of every replica registered.
+func (p *Proxy) SetFaults(f Faults) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, inj := range p.replicas {
+		inj.SetFaults(f)
+	}
+}
+
+// Stats sums the fault statistics of every replica.
+func (p *Proxy) Stats() FaultStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var s FaultStats
+	for _, inj := range p.replicas {
+		s = s.Add(inj.Stats())
+	}
+	return s
+}
+
+// ServeHTTP routes a request to its replica's reverse proxy.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	name, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	p.mu.Lock()
+	rp, ok := p.proxies[name]
+	p.mu.Unlock()
+	if !ok {
+		http.Error(w, "unknown replica", http.StatusNotFound)
+		return
+	}
+	rp.ServeHTTP(w, r)
+}

@@ -1,0 +1,200 @@
+package chaos
+
+import (
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// Kinds the Watcher watches.
+const (
+	KindConfigMap = iota
+	KindMachine
+	KindCluster
+	numKinds
+)
+
+var kindNames = [numKinds]string{"ConfigMap", "Machine", "Cluster"}
+
+// Observed is one watch event, reduced to what the invariants need.
+type Observed struct {
+	Kind int
+	Type watch.EventType
+	Name string
+	UID  types.UID
+	// RV is the etcd revision of the change: for a deletion, the revision
+	// at which the object was deleted.
+	RV int64
+	// Seen is when the Watcher received it.
+	Seen time.Duration
+
+	// LockOf is the cluster whose valid lock the ConfigMap is; "" for a
+	// ConfigMap that is not a lock.
+	LockOf string
+	// Holder is the Machine the lock names.
+	Holder string
+	// Owners are the Cluster ownerReferences of the lock, as name/uid.
+	Owners []string
+
+	// Grant is the Machine's grant annotation, "" when it has none.
+	Grant string
+
+	// Initialized, Paused and Deleting describe a Cluster.
+	Initialized, Paused, Deleting bool
+}
+
+// replayState is the state of the objects as of the last watch event
+// processed in revision order, across the three watches.
+type replayState struct {
+	queues [numKinds][]Observed
+	// last is the highest revision each watch has delivered (or its
+	// starting revision): every event of that kind up to it is queued.
+	last     [numKinds]int64
+	clusters map[string]*clusterSeen
+	machines map[string]bool
+}
+
+type clusterSeen struct {
+	exists, deleting bool
+	// initialised is sticky: a restored Cluster, whose status the restore
+	// dropped, is still a cluster whose control plane was initialised.
+	initialised bool
+}
+
+func newReplayState() replayState {
+	return replayState{clusters: map[string]*clusterSeen{}, machines: map[string]bool{}}
+}
+
+// lockDeletion is a lock deletion the watcher saw, with the state of the
+// world at its revision.
+type lockDeletion struct {
+	uid                  types.UID
+	name, cluster        string
+	holder               string
+	rv                   int64
+	at                   time.Duration
+	clusterLive          bool
+	clusterInitialised   bool
+	holderExists, judged bool
+}
+
+// StartRevision sets the revision each watch starts from.
+func (c *Checker) StartRevision(kind int, rv int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.replay.last[kind] = rv
+}
+
+// Observe takes a watch event. Events of one kind arrive in revision order.
+// Invariant 3 is checked at once; invariant 4 once every watch has gone
+// past the event's revision, so that the state of the other kinds at that
+// revision is known.
+func (c *Checker) Observe(o Observed) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if o.Kind == KindConfigMap {
+		if f, ok := c.foreign[o.Name]; ok && (o.Type != watch.Added || string(o.UID) != f.UID) {
+			c.violate(InvForeignUntouched, "configmap %s, which is not a lock, was %s (rv %d)", o.Name, strings.ToLower(string(o.Type)), o.RV)
+		}
+	}
+	r := &c.replay
+	r.queues[o.Kind] = append(r.queues[o.Kind], o)
+	if o.RV > r.last[o.Kind] {
+		r.last[o.Kind] = o.RV
+	}
+	c.advance(false)
+}
+
+// Drain processes every queued event, whatever the watches' progress, and
+// ends the judgement of lock deletions: those no actor reported are
+// external (the garbage collector, an operator, a disaster).
+func (c *Checker) Drain() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.advance(true)
+	for _, ld := range c.deletions {
+		if !ld.judged {
+			ld.judged = true
+			c.counts.DeletesExternal++
+		}
+	}
+}
+
+// advance processes queued events in revision order up to the lowest
+// revision every watch has reached (all of them when all is set).
+func (c *Checker) advance(all bool) {
+	r := &c.replay
+	horizon := r.last[0]
+	for _, l := range r.last[1:] {
+		horizon = min(horizon, l)
+	}
+	for {
+		k := -1
+		for i := range r.queues {
+			if len(r.queues[i]) > 0 && (k < 0 || r.queues[i][0].RV < r.queues[k][0].RV) {
+				k = i
+			}
+		}
+		if k < 0 || (!all && r.queues[k][0].RV > horizon) {
+			return
+		}
+		o := r.queues[k][0]
+		r.queues[k] = r.queues[k][1:]
+		c.process(o)
+	}
+}
+
+func (c *Checker) process(o Observed) {
+	r := &c.replay
+	switch o.Kind {
+	case KindCluster:
+		cs := r.clusters[o.Name]
+		if cs == nil {
+			cs = &clusterSeen{}
+			r.clusters[o.Name] = cs
+		}
+		cs.exists = o.Type != watch.Deleted
+		cs.deleting = cs.exists && o.Deleting
+		cs.initialised = cs.initialised || o.Initialized
+	case KindMachine:
+		r.machines[o.Name] = o.Type != watch.Deleted
+	case KindConfigMap:
+		if o.Type != watch.Deleted || o.LockOf == "" {
+			return
+		}
+		cs := r.clusters[o.LockOf]
+		ld := &lockDeletion{uid: o.UID, name: o.Name, cluster: o.LockOf, holder: o.Holder, rv: o.RV, at: o.Seen,
+			holderExists: r.machines[o.Holder]}
+		if cs != nil {
+			ld.clusterLive = cs.exists && !cs.deleting
+			ld.clusterInitialised = cs.initialised
+		}
+		c.deletions = append(c.deletions, ld)
+		if _, ok := c.deleters[o.UID]; ok {
+			c.judge(ld)
+		}
+	}
+}
+
+// judge checks invariant 4 for a lock deletion whose deleter is known.
+func (c *Checker) judge(ld *lockDeletion) {
+	d := c.deleters[ld.uid]
+	ld.judged = true
+	unsafe := ld.clusterLive && !ld.clusterInitialised && ld.holderExists
+	switch {
+	case strings.HasPrefix(d.Actor, "mgr-"):
+		c.counts.DeletesByManager++
+		c.h.Add(d.Actor, "deleted lock", ld.name, itoa64(ld.rv), "held by "+ld.holder)
+		if unsafe {
+			c.violate(InvNoUnsafeDelete, "manager replica %s deleted lock %s (uid %s, rv %d) held by %s while that machine existed and cluster %s existed, uninitialised",
+				d.Actor, ld.name, ld.uid, ld.rv, ld.holder, ld.cluster)
+		}
+	case d.Op == opUnlock:
+		c.counts.DeletesByUnlock++
+	default:
+		c.violate(InvNoUnsafeDelete, "%s deleted lock %s (uid %s, rv %d) held by %s outside Unlock (during %q)",
+			d.Actor, ld.name, ld.uid, ld.rv, ld.holder, d.Op)
+	}
+}
