@@ -233,9 +233,22 @@ type Running struct {
 	done    chan error
 }
 
-// Start builds a manager for cfg with opts, counting its requests,
-// starts it and stops it when t ends.
+// Start builds a manager for cfg with opts, counting its requests, starts
+// it, waits (a minute at most) for its cache to sync and stops it when t
+// ends.
 func Start(t testing.TB, cfg *rest.Config, opts manager.Options) *Running {
+	t.Helper()
+	rm := StartNoWait(t, cfg, opts)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if !rm.Manager.GetCache().WaitForCacheSync(ctx) {
+		t.Fatalf("manager cache did not sync within a minute; refused requests: %v", rm.Counter.Denied())
+	}
+	return rm
+}
+
+// StartNoWait is Start without waiting for the cache.
+func StartNoWait(t testing.TB, cfg *rest.Config, opts manager.Options) *Running {
 	t.Helper()
 	c := &Counter{}
 	mgr, err := manager.New(c.Wrap(cfg), opts)
@@ -246,11 +259,6 @@ func Start(t testing.TB, cfg *rest.Config, opts manager.Options) *Running {
 	rm := &Running{Manager: mgr, Counter: c, cancel: cancel, done: make(chan error, 1)}
 	go func() { rm.done <- mgr.Start(ctx) }()
 	t.Cleanup(rm.Stop)
-	syncCtx, cancelSync := context.WithTimeout(ctx, time.Minute)
-	defer cancelSync()
-	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
-		t.Fatalf("manager cache did not sync within a minute; refused requests: %v", c.Denied())
-	}
 	return rm
 }
 
