@@ -121,13 +121,17 @@ func (a *app) runRelease(cmd *cobra.Command, o *releaseOptions, cluster string) 
 		cl.SetUID(obs.Cluster.UID)
 	}
 	locker := initlock.New(conn.client, initlock.WithClock(a.clock))
-	var opts []initlock.UnlockOption
+	// Release exactly the lock that was checked above.
+	opts := []initlock.UnlockOption{initlock.IfUnchanged(obs.Lock.UID, obs.Lock.ResourceVersion)}
 	if machine == nil {
 		opts = append(opts, initlock.AnyHolder())
 	}
 	if err := locker.Unlock(ctx, cl, machine, opts...); err != nil {
 		if apierrors.IsForbidden(err) {
 			return fmt.Errorf("%w; kubectl-initlock needs \"patch\" on \"machines.cluster.x-k8s.io\" (to withdraw the grant record) and \"delete\" on \"configmaps\" in namespace %q: ask an administrator to grant them", err, ns)
+		}
+		if apierrors.IsConflict(err) {
+			return fmt.Errorf("namespace %q: configmap %q changed while releasing it: %w; run 'kubectl initlock list -n %s' and try again", ns, e.LockName, err, ns)
 		}
 		if errors.Is(err, initlock.ErrNotHolder) {
 			return fmt.Errorf("%w; the lock changed hands while releasing it: run 'kubectl initlock list -n %s' and try again", err, ns)

@@ -209,11 +209,23 @@ func (l *Locker) confirm(ctx context.Context, clusterObj, machineObj client.Obje
 // UnlockOption configures Unlock.
 type UnlockOption func(*unlockOptions)
 
-type unlockOptions struct{ anyHolder bool }
+type unlockOptions struct {
+	anyHolder bool
+	// uid and resourceVersion, when set, are what the lock must still be.
+	uid             types.UID
+	resourceVersion string
+}
 
 // AnyHolder makes Unlock release the lock whoever holds it, and release a
 // corrupt lock too. machine may then be nil.
 func AnyHolder() UnlockOption { return func(o *unlockOptions) { o.anyHolder = true } }
+
+// IfUnchanged makes Unlock release the lock only if it is still the object
+// the caller inspected: same UID and resourceVersion. Otherwise Unlock
+// returns a Conflict error and changes nothing.
+func IfUnchanged(uid types.UID, resourceVersion string) UnlockOption {
+	return func(o *unlockOptions) { o.uid, o.resourceVersion = uid, resourceVersion }
+}
 
 // Unlock releases cluster's lock held by machine: it withdraws machine's
 // grant record, then deletes the lock with the UID and resourceVersion it
@@ -255,6 +267,10 @@ func (l *Locker) Unlock(ctx context.Context, cluster, machine client.Object, opt
 			}
 			dropGrant(machine)
 			return l.clearGrant(ctx, *m, cl.Name)
+		}
+		if o.uid != "" && (cm.UID != o.uid || cm.ResourceVersion != o.resourceVersion) {
+			return apierrors.NewConflict(corev1.Resource("configmaps"), lockName,
+				fmt.Errorf("lock %s/%s changed since it was inspected; look at it again", cl.Namespace, lockName))
 		}
 		lk := ObserveLock(cm, cl.Name)
 		holder := lk.Record.MachineName

@@ -327,6 +327,27 @@ func TestUnlock(t *testing.T) {
 			t.Error("corrupt lock still exists")
 		}
 	})
+	t.Run("IfUnchanged refuses a lock that changed since it was inspected", func(t *testing.T) {
+		f := newFixture(t)
+		m := f.machine("m1")
+		f.mustLock(m)
+		seen := f.lockCM()
+		cm := seen.DeepCopy()
+		cm.Annotations = map[string]string{"touched": "yes"}
+		if err := env.Client.Update(t.Context(), cm); err != nil {
+			t.Fatal(err)
+		}
+		err := f.locker.Unlock(t.Context(), f.cluster, m, initlock.IfUnchanged(seen.UID, seen.ResourceVersion))
+		if !apierrors.IsConflict(err) {
+			t.Fatalf("Unlock error = %v, want a conflict", err)
+		}
+		if f.tryLockCM() == nil {
+			t.Fatal("lock was deleted")
+		}
+		if _, ok := f.get(m).GetAnnotations()[initlock.GrantAnnotation]; !ok {
+			t.Error("grant withdrawn although nothing was released")
+		}
+	})
 	t.Run("a lock changed since it was read is not deleted", func(t *testing.T) {
 		f := newFixture(t)
 		m := f.machine("m1")
