@@ -94,3 +94,8 @@ manifests: ## Render config/ with kustomize into dist/install.yaml (IMG=... sets
 	$(KUSTOMIZE) build "$$tmp" > "$(MANIFESTS).tmp"; \
 	mv "$(MANIFESTS).tmp" "$(MANIFESTS)"; \
 	echo "wrote $(MANIFESTS)" >&2
+
+.PHONY: test-e2e
+test-e2e: kube ## Run the end-to-end tests: two control planes and clusterctl move (build tag e2e).
+	$(GO) vet -tags e2e ./test/e2e/...
+	KUBEBUILDER_ASSETS="$$(hack/kube.sh 2>/dev/null)" $(GO) test -tags e2e -v $(TEST_FLAGS) ./test/e2e/...

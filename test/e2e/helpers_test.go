@@ -1,0 +1,319 @@
+//go:build e2e
+
+package e2e_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/manager"
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+// Names of the workload cluster and its control-plane Machines.
+const (
+	clusterName = "c1"
+	// holderName is the Machine that ran kubeadm init and holds the lock.
+	holderName = "cp-0"
+	// secondName is a control-plane Machine created after the move.
+	secondName = "cp-1"
+)
+
+var lockName = clusterName + initlock.LockSuffix
+
+// newCluster returns the workload Cluster of namespace ns, not yet created.
+func newCluster(ns string) *unstructured.Unstructured {
+	return kubeenv.NewCluster(capi.V1Beta2, ns, clusterName)
+}
+
+// newMachine returns control-plane Machine name of the Cluster, owned by it
+// as Cluster API's machine controller makes it, not yet created.
+func newMachine(cluster *unstructured.Unstructured, name string) *unstructured.Unstructured {
+	m := kubeenv.NewMachine(capi.V1Beta2, cluster.GetNamespace(), cluster.GetName(), name)
+	m.SetOwnerReferences([]metav1.OwnerReference{clusterRef(cluster)})
+	return m
+}
+
+func clusterRef(cluster *unstructured.Unstructured) metav1.OwnerReference {
+	return metav1.OwnerReference{
+		APIVersion: cluster.GetAPIVersion(), Kind: capi.ClusterKind, Name: cluster.GetName(), UID: cluster.GetUID(),
+	}
+}
+
+func create(t *testing.T, e *kubeenv.Env, obj client.Object) {
+	t.Helper()
+	if err := e.Client.Create(t.Context(), obj); err != nil {
+		t.Fatalf("creating %T %s/%s: %v", obj, obj.GetNamespace(), obj.GetName(), err)
+	}
+}
+
+// get reads a Cluster API object of the given kind, as unstructured.
+func get(t *testing.T, e *kubeenv.Env, kind, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(capi.ClusterGVK(capi.V1Beta2).GroupVersion().WithKind(kind))
+	if err := e.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, u); err != nil {
+		t.Fatalf("reading %s %s/%s: %v", kind, ns, name, err)
+	}
+	return u
+}
+
+// getLock reads cluster c1's lock in ns; nil when there is none.
+func getLock(t *testing.T, e *kubeenv.Env, ns string) *corev1.ConfigMap {
+	t.Helper()
+	cm := &corev1.ConfigMap{}
+	err := e.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: lockName}, cm)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("reading lock %s/%s: %v", ns, lockName, err)
+	}
+	return cm
+}
+
+// markProvisioned reports, through the status subresource, what Cluster
+// API's controllers report once the first control-plane node is up: the
+// Cluster's infrastructure provisioned and control plane initialised, and
+// each Machine's node. Move refuses to start without them.
+func markProvisioned(t *testing.T, e *kubeenv.Env, cluster *unstructured.Unstructured, machines ...*unstructured.Unstructured) {
+	t.Helper()
+	now := time.Now().UTC().Format(time.RFC3339)
+	cluster.Object["status"] = map[string]any{
+		"initialization": map[string]any{"infrastructureProvisioned": true, "controlPlaneInitialized": true},
+		"conditions": []any{map[string]any{
+			"type": capi.ControlPlaneInitializedCondition, "status": "True", "reason": "Initialized",
+			"message": "", "lastTransitionTime": now,
+		}},
+	}
+	if err := e.Client.Status().Update(t.Context(), cluster); err != nil {
+		t.Fatalf("reporting cluster %s/%s provisioned: %v", cluster.GetNamespace(), cluster.GetName(), err)
+	}
+	for _, m := range machines {
+		m.Object["status"] = map[string]any{"nodeRef": map[string]any{"name": m.GetName()}}
+		if err := e.Client.Status().Update(t.Context(), m); err != nil {
+			t.Fatalf("reporting the node of machine %s/%s: %v", m.GetNamespace(), m.GetName(), err)
+		}
+	}
+}
+
+// heldLock builds, in namespace ns of the source, Cluster c1 whose control
+// plane Machine cp-0 initialised and still holds the init lock, as a
+// single-node cluster leaves it: the upstream provider releases the lock
+// only when another Machine joins. With grant, cp-0 acquired the lock
+// through initlock's Locker and carries the grant record; without it, the
+// lock is written as the upstream provider writes it, with no grant record.
+func heldLock(t *testing.T, ns string, grant bool) {
+	t.Helper()
+	ctx := t.Context()
+	cluster := newCluster(ns)
+	create(t, source, cluster)
+	holder := newMachine(cluster, holderName)
+	create(t, source, holder)
+	if grant {
+		res, err := initlock.New(source.Client).Lock(ctx, cluster, holder)
+		if err != nil || !res.Acquired {
+			t.Fatalf("cp-0 acquiring the lock: %+v, %v", res, err)
+		}
+	} else {
+		create(t, source, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: ns, Name: lockName,
+				Labels:          map[string]string{initlock.ClusterNameLabel: clusterName},
+				OwnerReferences: []metav1.OwnerReference{clusterRef(cluster)},
+			},
+			Data: map[string]string{initlock.DataKey: fmt.Sprintf(`{"machineName":%q}`, holderName)},
+		})
+	}
+	holder = get(t, source, capi.MachineKind, ns, holderName)
+	markProvisioned(t, source, cluster, holder)
+}
+
+// veleroRestore restores what a backup of namespace from holds into
+// namespace to, as a Velero restore with a namespace mapping does: lock
+// ConfigMaps first, then Machines, then Clusters (Velero's default order),
+// each with its metadata reset (no uid, resourceVersion, creation time or
+// ownerReferences) and without status. Labels, annotations (the grant
+// record among them) and data are kept.
+func veleroRestore(t *testing.T, from, to string) {
+	t.Helper()
+	ctx := t.Context()
+	cms := &corev1.ConfigMapList{}
+	if err := source.Client.List(ctx, cms, client.InNamespace(from), client.HasLabels{initlock.ClusterNameLabel}); err != nil {
+		t.Fatalf("backing up configmaps of %s: %v", from, err)
+	}
+	for i := range cms.Items {
+		cm := cms.Items[i].DeepCopy()
+		resetMetadata(&cm.ObjectMeta, to)
+		create(t, source, cm)
+	}
+	for _, kind := range []string{capi.MachineKind, capi.ClusterKind} {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(capi.ClusterGVK(capi.V1Beta2).GroupVersion().WithKind(kind + "List"))
+		if err := source.Client.List(ctx, list, client.InNamespace(from)); err != nil {
+			t.Fatalf("backing up %ss of %s: %v", kind, from, err)
+		}
+		for i := range list.Items {
+			u := list.Items[i].DeepCopy()
+			delete(u.Object, "status")
+			resetUnstructured(u, to)
+			create(t, source, u)
+		}
+	}
+}
+
+func resetMetadata(m *metav1.ObjectMeta, namespace string) {
+	*m = metav1.ObjectMeta{
+		Namespace: namespace, Name: m.Name,
+		Labels: m.Labels, Annotations: m.Annotations, Finalizers: m.Finalizers,
+	}
+}
+
+// resetUnstructured resets u's metadata as resetMetadata does.
+func resetUnstructured(u *unstructured.Unstructured, namespace string) {
+	old, _ := u.Object["metadata"].(map[string]any)
+	md := map[string]any{"namespace": namespace, "name": u.GetName()}
+	for _, k := range []string{"labels", "annotations", "finalizers"} {
+		if v, ok := old[k]; ok {
+			md[k] = v
+		}
+	}
+	u.Object["metadata"] = md
+}
+
+// reconcileAsClusterAPI does in namespace ns of the source what Cluster
+// API's controllers do after a restore, since they do not run here: the
+// machine controller gives each Machine back its Cluster ownerReference,
+// and the Cluster and Machines report their status again. Nothing gives
+// the lock its ownerReference back: upstream, no controller does.
+func reconcileAsClusterAPI(t *testing.T, ns string) {
+	t.Helper()
+	cluster := get(t, source, capi.ClusterKind, ns, clusterName)
+	holder := get(t, source, capi.MachineKind, ns, holderName)
+	holder.SetOwnerReferences([]metav1.OwnerReference{clusterRef(cluster)})
+	if err := source.Client.Update(t.Context(), holder); err != nil {
+		t.Fatalf("giving machine %s/%s its cluster ownerReference back: %v", ns, holderName, err)
+	}
+	markProvisioned(t, source, cluster, holder)
+}
+
+// startManager runs initlock-manager against the source, watching
+// namespace ns, until t ends. Release after init is off: the Cluster
+// reports its control plane initialised (move needs it), and the test is
+// about a lock still held at move time.
+func startManager(t *testing.T, ns string) {
+	t.Helper()
+	opts := manager.DefaultOptions()
+	opts.Namespace = ns
+	opts.ReleaseAfterInit = false
+	opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
+	opts.OrphanSettle = 0
+	opts.KubeAPIQPS, opts.KubeAPIBurst = 0, 0 // keep the Env's
+	mgr, err := manager.New(source.Config, opts)
+	if err != nil {
+		t.Fatalf("building initlock-manager: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("initlock-manager stopped with an error: %v", err)
+		}
+	})
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		t.Fatal("initlock-manager's cache did not sync")
+	}
+}
+
+// ownedOnlyBy fails unless cm has exactly one ownerReference, to cluster's
+// current UID.
+func ownedOnlyBy(cm *corev1.ConfigMap, cluster *unstructured.Unstructured) error {
+	want := clusterRef(cluster)
+	if len(cm.OwnerReferences) != 1 {
+		return fmt.Errorf("lock %s/%s has ownerReferences %v, want only %v", cm.Namespace, cm.Name, cm.OwnerReferences, want)
+	}
+	got := cm.OwnerReferences[0]
+	if got.APIVersion != want.APIVersion || got.Kind != want.Kind || got.Name != want.Name || got.UID != want.UID {
+		return fmt.Errorf("lock %s/%s is owned by %v, want %v", cm.Namespace, cm.Name, got, want)
+	}
+	return nil
+}
+
+// holderOf returns the Machine cm's record names.
+func holderOf(t *testing.T, cm *corev1.ConfigMap) string {
+	t.Helper()
+	rec, err := initlock.DecodeRecord(cm.Data[initlock.DataKey])
+	if err != nil {
+		t.Fatalf("lock %s/%s: %v", cm.Namespace, cm.Name, err)
+	}
+	return rec.MachineName
+}
+
+// leftInSource lists what namespace ns of the source still holds of the
+// moved cluster: Clusters, Machines and ConfigMaps labelled for it.
+func leftInSource(t *testing.T, ns string) []string {
+	t.Helper()
+	var out []string
+	for _, kind := range []string{capi.ClusterKind, capi.MachineKind} {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(capi.ClusterGVK(capi.V1Beta2).GroupVersion().WithKind(kind + "List"))
+		if err := source.Client.List(t.Context(), list, client.InNamespace(ns)); err != nil {
+			t.Fatalf("listing %ss in %s: %v", kind, ns, err)
+		}
+		for _, i := range list.Items {
+			out = append(out, kind+"/"+i.Name)
+		}
+	}
+	cms := &corev1.ConfigMapList{}
+	if err := source.Client.List(t.Context(), cms, client.InNamespace(ns), client.HasLabels{initlock.ClusterNameLabel}); err != nil {
+		t.Fatalf("listing configmaps in %s: %v", ns, err)
+	}
+	for _, i := range cms.Items {
+		out = append(out, "ConfigMap/"+i.Name)
+	}
+	return out
+}
+
+// targetLocker is a Locker on the target whose requests are counted.
+type targetLocker struct {
+	*initlock.Locker
+	counter *kubeenv.Counter
+}
+
+func newTargetLocker(t *testing.T) targetLocker {
+	t.Helper()
+	c := &kubeenv.Counter{}
+	cl, err := client.New(c.CountingConfig(target.Config), client.Options{Scheme: kubeenv.Scheme()})
+	if err != nil {
+		t.Fatalf("building a client for the target: %v", err)
+	}
+	return targetLocker{Locker: initlock.New(cl), counter: c}
+}
+
+// lock calls Lock for machine name of cluster c1 in the target, as its
+// bootstrap provider would, and returns the result with the number of
+// writes it made.
+func (l targetLocker) lock(t *testing.T, ns, name string) (initlock.Result, int) {
+	t.Helper()
+	cluster := get(t, target, capi.ClusterKind, ns, clusterName)
+	machine := get(t, target, capi.MachineKind, ns, name)
+	l.counter.Reset()
+	res, err := l.Lock(t.Context(), cluster, machine)
+	if err != nil {
+		t.Fatalf("%s locking %s/%s: %v", name, ns, lockName, err)
+	}
+	return res, l.counter.Writes()
+}

@@ -1,0 +1,226 @@
+//go:build e2e
+
+package e2e_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+// A Velero-style restore strips the lock's ownerReference; initlock-manager,
+// running in the source, re-adopts it; the move then carries it with its
+// Cluster, and it arrives owned by the Cluster's UID in the target.
+func TestMoveAfterRestoreReadoptedByManager(t *testing.T) {
+	backup := source.Namespace(t)
+	heldLock(t, backup, true)
+	ns := source.Namespace(t)
+	veleroRestore(t, backup, ns)
+	if cm := getLock(t, source, ns); cm == nil || len(cm.OwnerReferences) != 0 {
+		t.Fatalf("restored lock: %v, want one without ownerReferences", cm)
+	}
+	reconcileAsClusterAPI(t, ns)
+
+	startManager(t, ns)
+	cluster := get(t, source, capi.ClusterKind, ns, clusterName)
+	kubeenv.Eventually(t, 30*time.Second, func() error {
+		cm := getLock(t, source, ns)
+		if cm == nil {
+			return fmt.Errorf("lock %s/%s is gone", ns, lockName)
+		}
+		return ownedOnlyBy(cm, cluster)
+	})
+
+	moveNamespace(t, ns)
+
+	if left := leftInSource(t, ns); len(left) > 0 {
+		t.Errorf("left in the source after the move: %v", left)
+	}
+	expectMovedLock(t, ns, holderName)
+	clearInitialized(t, ns)
+	addSecondMachine(t, ns)
+	lockInTarget(t, ns, []lockStep{
+		{machine: secondName, holder: holderName, action: initlock.ActionNone},
+		// The record still names cp-0's UID in the source; Lock refreshes it.
+		{machine: holderName, acquired: true, holder: holderName, action: initlock.ActionAdopt, writes: 1},
+	})
+	expectMovedLock(t, ns, holderName)
+}
+
+// The same restore, but the move happens before initlock-manager could heal
+// the lock (it does not run at all here). The unowned lock is not part of
+// the Cluster's object graph, so move leaves it behind in the source, as it
+// does upstream. In the target the lock is missing while its holder cp-0
+// exists; the grant record cp-0 carries, which move does carry, keeps a new
+// control-plane Machine from being granted it.
+func TestMoveAfterRestoreBeforeHealing(t *testing.T) {
+	cases := []struct {
+		name string
+		// grant: cp-0 acquired through initlock and carries a grant
+		// record; else it acquired the upstream lock, which records none.
+		grant bool
+		steps []lockStep
+		// holder is who holds the lock in the target at the end.
+		holder string
+	}{
+		{
+			name:  "new machine first: refused, lock recreated for the holder",
+			grant: true,
+			steps: []lockStep{
+				// Create the lock, record the grant, find cp-0's grant, hand
+				// the lock to cp-0, withdraw the grant: four writes.
+				{machine: secondName, holder: holderName, action: initlock.ActionRecreate, recreated: true, writes: 4},
+				{machine: holderName, acquired: true, holder: holderName, action: initlock.ActionNone},
+			},
+			holder: holderName,
+		},
+		{
+			name:  "holder first: it recreates and holds the lock",
+			grant: true,
+			steps: []lockStep{
+				{machine: holderName, acquired: true, holder: holderName, action: initlock.ActionCreate, writes: 1},
+				{machine: secondName, holder: holderName, action: initlock.ActionNone},
+			},
+			holder: holderName,
+		},
+		{
+			// What happens upstream: without a grant record nothing
+			// remembers cp-0, and a second kubeadm init is granted.
+			name:  "holder without grant record: a second init is granted",
+			grant: false,
+			steps: []lockStep{
+				{machine: secondName, acquired: true, holder: secondName, action: initlock.ActionCreate, writes: 2},
+			},
+			holder: secondName,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			backup := source.Namespace(t)
+			heldLock(t, backup, tc.grant)
+			ns := source.Namespace(t)
+			veleroRestore(t, backup, ns)
+			reconcileAsClusterAPI(t, ns)
+
+			moveNamespace(t, ns)
+
+			// The upstream defect: the unowned lock stays behind.
+			if left := leftInSource(t, ns); !slices.Equal(left, []string{"ConfigMap/" + lockName}) {
+				t.Errorf("left in the source after the move: %v, want only the lock", left)
+			}
+			if cm := getLock(t, source, ns); cm != nil && (len(cm.OwnerReferences) != 0 || holderOf(t, cm) != holderName) {
+				t.Errorf("lock left in the source: owners %v, holder %s; want no owner and %s", cm.OwnerReferences, holderOf(t, cm), holderName)
+			}
+			if cm := getLock(t, target, ns); cm != nil {
+				t.Fatalf("lock %s/%s reached the target: %v", ns, lockName, cm)
+			}
+			holder := get(t, target, capi.MachineKind, ns, holderName)
+			if _, ok := holder.GetAnnotations()[initlock.GrantAnnotation]; ok != tc.grant {
+				t.Fatalf("machine %s/%s in the target carries a grant record: %t, want %t", ns, holderName, ok, tc.grant)
+			}
+
+			clearInitialized(t, ns)
+			addSecondMachine(t, ns)
+			lockInTarget(t, ns, tc.steps)
+			expectMovedLock(t, ns, tc.holder)
+		})
+	}
+}
+
+// The control: an intact lock is owned by its Cluster and moves with it.
+func TestMoveIntactLock(t *testing.T) {
+	ns := source.Namespace(t)
+	heldLock(t, ns, true)
+
+	moveNamespace(t, ns)
+
+	if left := leftInSource(t, ns); len(left) > 0 {
+		t.Errorf("left in the source after the move: %v", left)
+	}
+	expectMovedLock(t, ns, holderName)
+	clearInitialized(t, ns)
+	addSecondMachine(t, ns)
+	lockInTarget(t, ns, []lockStep{
+		{machine: secondName, holder: holderName, action: initlock.ActionNone},
+		// The record still names cp-0's UID in the source; Lock refreshes it.
+		{machine: holderName, acquired: true, holder: holderName, action: initlock.ActionAdopt, writes: 1},
+	})
+	expectMovedLock(t, ns, holderName)
+}
+
+// expectMovedLock checks that cluster c1's lock in the target is owned by
+// the target's Cluster only and held by holder.
+func expectMovedLock(t *testing.T, ns, holder string) {
+	t.Helper()
+	cm := getLock(t, target, ns)
+	if cm == nil {
+		t.Fatalf("no lock %s/%s in the target", ns, lockName)
+	}
+	if err := ownedOnlyBy(cm, get(t, target, capi.ClusterKind, ns, clusterName)); err != nil {
+		t.Error(err)
+	}
+	if got := holderOf(t, cm); got != holder {
+		t.Errorf("lock %s/%s in the target is held by %s, want %s", ns, lockName, got, holder)
+	}
+}
+
+// clearInitialized makes sure the Cluster in the target does not report its
+// control plane initialised. Move needs that report in the source, but it
+// creates the Cluster in the target without status (the status subresource
+// drops it on create; clusterctl v1.14.2 does not write it back), and Cluster
+// API recomputes it there. Until it reports the control plane initialised
+// again, the Cluster reads as not initialised: the window in which a
+// bootstrap provider would grant a second kubeadm init, and the only one in
+// which grant records count. Should a later clusterctl carry the status
+// across, clearing it stands for the time before Cluster API recomputes it.
+func clearInitialized(t *testing.T, ns string) {
+	t.Helper()
+	cluster := get(t, target, capi.ClusterKind, ns, clusterName)
+	if !capi.IsControlPlaneInitialized(cluster) {
+		return
+	}
+	t.Logf("cluster %s/%s arrived in the target reporting its control plane initialised; clearing it", ns, clusterName)
+	cluster.Object["status"] = map[string]any{}
+	if err := target.Client.Status().Update(t.Context(), cluster); err != nil {
+		t.Fatalf("clearing the status of cluster %s/%s: %v", ns, clusterName, err)
+	}
+}
+
+// addSecondMachine creates control-plane Machine cp-1 in the target, as the
+// control-plane provider does when it scales up after the move.
+func addSecondMachine(t *testing.T, ns string) {
+	t.Helper()
+	create(t, target, newMachine(get(t, target, capi.ClusterKind, ns, clusterName), secondName))
+}
+
+// lockStep is one Lock call in the target and what it must return.
+type lockStep struct {
+	machine   string
+	acquired  bool
+	holder    string
+	action    initlock.Action
+	recreated bool
+	// writes is the exact number of API writes the call makes.
+	writes int
+}
+
+// lockInTarget makes the Lock calls of steps in the target, in order.
+func lockInTarget(t *testing.T, ns string, steps []lockStep) {
+	t.Helper()
+	l := newTargetLocker(t)
+	for _, s := range steps {
+		res, writes := l.lock(t, ns, s.machine)
+		if res.Acquired != s.acquired || res.Holder != s.holder || res.Action != s.action || res.Recreated != s.recreated {
+			t.Errorf("%s: Lock = acquired %t, holder %s, action %s, recreated %t; want %t, %s, %s, %t",
+				s.machine, res.Acquired, res.Holder, res.Action, res.Recreated, s.acquired, s.holder, s.action, s.recreated)
+		}
+		if writes != s.writes {
+			t.Errorf("%s: Lock made %d writes, want %d", s.machine, writes, s.writes)
+		}
+	}
+}
