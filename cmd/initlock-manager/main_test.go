@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/manager/managertest"
+)
+
+var env *kubeenv.Env
+
+func TestMain(m *testing.M) { kubeenv.Main(m, kubeenv.Options{}, &env) }
+
+// TestBinary builds initlock-manager, runs it with a kubeconfig and the
+// flags of config/, and checks that it becomes ready, elects itself, heals
+// a lock, serves its metrics and stops cleanly on SIGTERM.
+func TestBinary(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "initlock-manager")
+	if out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	kubeconfig, err := env.WriteKubeconfig("initlock-manager-binary", []string{"system:masters"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := env.Namespace(t)
+	metricsAddr, probeAddr := freeAddress(t), freeAddress(t)
+	var logs bytes.Buffer
+	cmd := exec.CommandContext(t.Context(), bin,
+		"--kubeconfig="+kubeconfig,
+		"--namespace="+ns,
+		"--leader-elect",
+		"--leader-election-namespace="+ns,
+		"--metrics-bind-address="+metricsAddr,
+		"--health-probe-bind-address="+probeAddr,
+		"--orphan-grace=10m",
+		"--release-after-init=true",
+		"--concurrency=2",
+		"--kube-api-qps=50",
+		"--kube-api-burst=100",
+		"--zap-log-level=info",
+	)
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("initlock-manager output:\n%s", logs.String())
+		}
+	})
+
+	kubeenv.Eventually(t, 60*time.Second, func() error { return httpOK(t, "http://"+probeAddr+"/readyz") })
+	c := env.Client
+	managertest.Create(t, c, managertest.Lock(ns, "c1", "c1-cp-0", nil))
+	managertest.CreateMachine(t, c, capi.V1Beta2, ns, "c1", "c1-cp-0")
+	cluster := managertest.CreateCluster(t, c, capi.V1Beta2, ns, "c1")
+	kubeenv.Eventually(t, 60*time.Second, func() error {
+		cm, err := managertest.GetLock(t, c, ns, "c1")
+		if err != nil {
+			return err
+		}
+		return managertest.OwnedBy(cm, cluster)
+	})
+	kubeenv.Eventually(t, 10*time.Second, func() error { return httpOK(t, "http://"+metricsAddr+"/metrics") })
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		exited <- err // for the cleanup
+		if err != nil {
+			t.Fatalf("initlock-manager exited with %v after SIGTERM", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("initlock-manager still running 30s after SIGTERM")
+	}
+}
+
+func freeAddress(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String()
+}
+
+func httpOK(t testing.TB, url string) error {
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return nil
+}
+
