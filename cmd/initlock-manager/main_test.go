@@ -58,7 +58,9 @@ func TestBinary(t *testing.T) {
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		<-exited
+		if err := <-exited; err != nil {
+			t.Logf("initlock-manager ended: %v", err)
+		}
 		if t.Failed() {
 			t.Logf("initlock-manager output:\n%s", logs.String())
 		}
@@ -118,4 +120,3 @@ func httpOK(t testing.TB, url string) error {
 	}
 	return nil
 }
-
