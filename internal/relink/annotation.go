@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -133,12 +132,8 @@ func Encode(owners []OwnerRef) string {
 // name; an owner named twice is kept once, the first time.
 func Decode(value string) ([]OwnerRef, error) {
 	var owners []OwnerRef
-	dec := json.NewDecoder(strings.NewReader(value))
-	if err := dec.Decode(&owners); err != nil {
+	if err := json.Unmarshal([]byte(value), &owners); err != nil {
 		return nil, fmt.Errorf("%w: not a JSON array of owner references: %w", ErrInvalidAnnotation, err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: trailing data after the JSON array", ErrInvalidAnnotation)
 	}
 	for i, o := range owners {
 		if err := validate(o); err != nil {

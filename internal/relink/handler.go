@@ -59,7 +59,9 @@ type queue = workqueue.TypedRateLimitingInterface[Request]
 
 // handlerFor maps the events of kind k: an object carrying the annotation
 // is reconciled itself, an object appearing is looked up as an owner, and a
-// Cluster being unpaused releases the objects that belong to it.
+// Cluster being unpaused releases the objects that belong to it. An object
+// that loses the annotation or is deleted is only dropped from the
+// bookkeeping: there is nothing to reconcile.
 func (r *Relinker) handlerFor(k *kind) handler.TypedEventHandler[client.Object, Request] {
 	self := func(obj client.Object, q queue) {
 		q.Add(Request{GVK: k.gvk, NamespacedName: client.ObjectKeyFromObject(obj)})
@@ -72,8 +74,13 @@ func (r *Relinker) handlerFor(k *kind) handler.TypedEventHandler[client.Object, 
 			r.enqueueDependents(ctx, q, ownerIndexValue(k.gvk.GroupKind(), e.Object.GetName()), e.Object.GetNamespace(), k.namespaced)
 		},
 		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[client.Object], q queue) {
-			if annotated(e.ObjectOld) || annotated(e.ObjectNew) {
+			switch {
+			case annotated(e.ObjectNew):
 				self(e.ObjectNew, q)
+			case annotated(e.ObjectOld):
+				// Linked (by the relinker's own patch, usually) or the
+				// annotation removed: nothing left to reconcile.
+				r.forget(Request{GVK: k.gvk, NamespacedName: client.ObjectKeyFromObject(e.ObjectNew)}, true)
 			}
 			if k.cluster && isPaused(e.ObjectOld) && !isPaused(e.ObjectNew) {
 				ns := e.ObjectNew.GetNamespace()
@@ -81,10 +88,8 @@ func (r *Relinker) handlerFor(k *kind) handler.TypedEventHandler[client.Object, 
 				r.enqueueDependents(ctx, q, ownerIndexValue(k.gvk.GroupKind(), e.ObjectNew.GetName()), ns, true)
 			}
 		},
-		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[client.Object], q queue) {
-			if annotated(e.Object) {
-				self(e.Object, q)
-			}
+		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[client.Object], _ queue) {
+			r.forget(Request{GVK: k.gvk, NamespacedName: client.ObjectKeyFromObject(e.Object)}, true)
 		},
 	}
 }

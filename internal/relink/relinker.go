@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -172,7 +173,7 @@ func (r *Relinker) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error
 		r.kinds = append(r.kinds, k)
 		r.byGK[k.gvk.GroupKind()] = k
 	}
-	r.client, r.reader, r.mapper = mgr.GetClient(), mgr.GetAPIReader(), mgr.GetRESTMapper()
+	r.client, r.reader, r.mapper = mgr.GetClient(), mgr.GetAPIReader(), newMemoMapper(mgr.GetRESTMapper())
 	r.recorder = mgr.GetEventRecorder("initlock-relinker")
 	if r.metrics, err = newMetrics(r.opts.Registry, r.kinds); err != nil {
 		return fmt.Errorf("setting up the relinker: %w", err)
@@ -219,7 +220,9 @@ func (c cacheRunnable) GetCache() cache.Cache { return c.Cache }
 func (r *Relinker) newCache(mgr ctrl.Manager) (cache.Cache, error) {
 	byObject := map[client.Object]cache.ByObject{}
 	for _, k := range r.kinds {
-		bo := cache.ByObject{Label: k.selector}
+		// The relinker only reads what it gets from its cache (patches are
+		// built apart), so reads need no copy.
+		bo := cache.ByObject{Label: k.selector, UnsafeDisableDeepCopy: ptr.To(true)}
 		if k.cluster {
 			bo.Transform = trimCluster
 		}
@@ -228,7 +231,7 @@ func (r *Relinker) newCache(mgr ctrl.Manager) (cache.Cache, error) {
 	opts := cache.Options{
 		HTTPClient:                  mgr.GetHTTPClient(),
 		Scheme:                      mgr.GetScheme(),
-		Mapper:                      mgr.GetRESTMapper(),
+		Mapper:                      r.mapper,
 		ByObject:                    byObject,
 		DefaultTransform:            cache.TransformStripManagedFields(),
 		ReaderFailOnMissingInformer: true,
@@ -357,6 +360,9 @@ func (r *Relinker) stale(req Request, rv string) bool {
 	return false
 }
 
+// forget drops the bookkeeping of an object that no longer waits: linked,
+// without the annotation, paused or deleted. gone also drops the record of
+// the relinker's last patch, once the cache has moved past it.
 func (r *Relinker) forget(req Request, gone bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -582,12 +588,17 @@ func (r *Relinker) patch(ctx context.Context, k *kind, req Request, obj client.O
 	target.SetGroupVersionKind(k.gvk)
 	target.SetNamespace(obj.GetNamespace())
 	target.SetName(obj.GetName())
-	if err := r.client.Patch(ctx, target, client.RawPatch(types.MergePatchType, body)); err != nil {
-		return err
-	}
+	// Recorded before the patch: the update event it causes may be handled
+	// before Patch returns, and clears the record.
 	r.mu.Lock()
 	r.written[req] = obj.GetResourceVersion()
 	r.mu.Unlock()
+	if err := r.client.Patch(ctx, target, client.RawPatch(types.MergePatchType, body)); err != nil {
+		r.mu.Lock()
+		delete(r.written, req)
+		r.mu.Unlock()
+		return err
+	}
 	return nil
 }
 

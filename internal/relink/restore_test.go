@@ -1,0 +1,345 @@
+package relink_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	velerov1 "github.com/vmware-tanzu/velero/pkg/apis/velero/v1"
+	"github.com/vmware-tanzu/velero/pkg/cmd/server/config"
+	velerodiscovery "github.com/vmware-tanzu/velero/pkg/discovery"
+	"github.com/vmware-tanzu/velero/pkg/plugin/framework"
+	veleroplugin "github.com/vmware-tanzu/velero/pkg/plugin/velero"
+	riav2 "github.com/vmware-tanzu/velero/pkg/plugin/velero/restoreitemaction/v2"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/relink"
+	"github.com/initlock/initlock/internal/velero"
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+// backedUp is one item of a backup: the resource it was listed from
+// (plural.group, as Velero names it) and the object as the API server
+// served it.
+type backedUp struct {
+	resource string
+	obj      *unstructured.Unstructured
+}
+
+// graphResources are the resources of a cluster's object graph, with their
+// kinds, as Velero backs them up.
+func graphResources() map[string]schema.GroupVersionKind {
+	return map[string]schema.GroupVersionKind{
+		"configmaps":                           configMapGVK,
+		"secrets":                              {Version: "v1", Kind: "Secret"},
+		"clusters.cluster.x-k8s.io":            capiGVK("Cluster"),
+		"machinedeployments.cluster.x-k8s.io":  capiGVK("MachineDeployment"),
+		"machinesets.cluster.x-k8s.io":         capiGVK("MachineSet"),
+		"machines.cluster.x-k8s.io":            capiGVK("Machine"),
+		"machinehealthchecks.cluster.x-k8s.io": capiGVK("MachineHealthCheck"),
+	}
+}
+
+// backup lists every object of the graph resources in ns.
+func backup(t *testing.T, ns string) []backedUp {
+	t.Helper()
+	var items []backedUp
+	for resource, gvk := range graphResources() {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := env.Client.List(t.Context(), list, client.InNamespace(ns)); err != nil {
+			t.Fatalf("backing up %s: %v", resource, err)
+		}
+		for i := range list.Items {
+			items = append(items, backedUp{resource: resource, obj: &list.Items[i]})
+		}
+	}
+	return items
+}
+
+// restoreOrder orders resources as Velero's default restore priorities
+// do: the high-priority list, then the others alphabetically, then the
+// low-priority list.
+func restoreOrder(resources []string) []string {
+	p := config.GetDefaultConfig().RestoreResourcePriorities
+	var rest []string
+	for _, r := range resources {
+		if !slices.Contains(p.HighPriorities, r) && !slices.Contains(p.LowPriorities, r) {
+			rest = append(rest, r)
+		}
+	}
+	slices.Sort(rest)
+	return slices.Concat(p.HighPriorities, rest, p.LowPriorities)
+}
+
+// restore recreates ns and the items the way Velero's restore does: in its
+// default resource order, each item with its metadata reset (no uid,
+// resourceVersion, generation, timestamps, generateName, selfLink or
+// ownerReferences), without status, labelled with the backup and restore
+// names, and passed through every restore item action of the plugin that
+// applies to it, as Velero's resolver decides.
+func restore(t *testing.T, ns string, items []backedUp) (order []string) {
+	t.Helper()
+	ctx := t.Context()
+	quiet := logrus.New()
+	quiet.SetOutput(io.Discard)
+	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	helper, err := velerodiscovery.NewHelper(dc, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := velero.DefaultConfig()
+	actions, err := framework.NewRestoreItemActionResolverV2([]riav2.RestoreItemAction{
+		velero.NewAction(cfg, false, quiet), velero.NewAction(cfg, true, quiet),
+	}).ResolveActions(helper, quiet)
+	if err != nil {
+		t.Fatalf("resolving the plugin's actions: %v", err)
+	}
+	rst := &velerov1.Restore{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: "restore-1"},
+		Spec:       velerov1.RestoreSpec{BackupName: "backup-1", IncludedNamespaces: []string{ns}},
+	}
+
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatalf("restoring namespace %s: %v", ns, err)
+	}
+	byResource := map[string][]backedUp{}
+	for _, it := range items {
+		byResource[it.resource] = append(byResource[it.resource], it)
+	}
+	for _, resource := range restoreOrder(mapsKeys(byResource)) {
+		gr := schema.ParseGroupResource(resource)
+		for _, it := range byResource[resource] {
+			item := it.obj.DeepCopy()
+			md := item.Object["metadata"].(map[string]any)
+			for _, f := range []string{"generateName", "selfLink", "uid", "resourceVersion", "generation",
+				"creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "ownerReferences"} {
+				delete(md, f)
+			}
+			delete(item.Object, "status")
+			labels := item.GetLabels()
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels[velerov1.BackupNameLabel], labels[velerov1.RestoreNameLabel] = rst.Spec.BackupName, rst.Name
+			item.SetLabels(labels)
+			for _, a := range actions {
+				if !a.ShouldUse(gr, ns, item, quiet) {
+					continue
+				}
+				out, err := a.Execute(&veleroplugin.RestoreItemActionExecuteInput{Item: item, ItemFromBackup: it.obj, Restore: rst})
+				if err != nil {
+					t.Fatalf("restore item action %s on %s %s: %v", a.Name(), resource, item.GetName(), err)
+				}
+				item = out.UpdatedItem.(*unstructured.Unstructured)
+			}
+			if err := env.Client.Create(ctx, item); err != nil {
+				t.Fatalf("restoring %s %s: %v", resource, item.GetName(), err)
+			}
+			order = append(order, resource+"/"+item.GetName())
+		}
+	}
+	return order
+}
+
+func mapsKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// TestVeleroRestoreRelinksTheGraph backs up the object graph of a Cluster,
+// deletes its namespace, restores it the way Velero does with the plugin,
+// and checks that the relinker rebuilds every ownerReference with the new
+// UIDs, in one patch per object, and that deleting the Cluster then has the
+// garbage collector remove the whole graph.
+func TestVeleroRestoreRelinksTheGraph(t *testing.T) {
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	v := env.CAPIVersion
+
+	// The graph: Cluster -> MachineDeployment -> MachineSet -> Machines;
+	// Cluster -> Secrets, ConfigMaps and the init lock.
+	cluster := create(t, kubeenv.NewCluster(v, ns, "c1"))
+	md := newMachineDeployment(ns, "c1", "c1-md-0")
+	md.SetOwnerReferences([]metav1.OwnerReference{refTo(cluster, false)})
+	create(t, md)
+	ms := newMachineSet(ns, "c1", "c1-md-0-x7k2p")
+	ms.SetOwnerReferences([]metav1.OwnerReference{refTo(md, true)})
+	create(t, ms)
+	for i := range 3 {
+		m := kubeenv.NewMachine(v, ns, "c1", fmt.Sprintf("c1-md-0-x7k2p-%d", i))
+		m.SetOwnerReferences([]metav1.OwnerReference{refTo(ms, true)})
+		create(t, m)
+	}
+	mhc := &unstructured.Unstructured{}
+	mhc.SetGroupVersionKind(capiGVK("MachineHealthCheck"))
+	mhc.SetNamespace(ns)
+	mhc.SetName("c1-mhc")
+	mhc.SetLabels(map[string]string{capi.ClusterNameLabel: "c1"})
+	mhc.SetOwnerReferences([]metav1.OwnerReference{refTo(cluster, false)})
+	mhc.Object["spec"] = map[string]any{"clusterName": "c1", "selector": map[string]any{"matchLabels": map[string]any{"pool": "c1-md-0"}}}
+	create(t, mhc)
+	for _, name := range []string{"c1-kubeconfig", "c1-ca", "c1-etcd"} {
+		s := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{capi.ClusterNameLabel: "c1"},
+				OwnerReferences: []metav1.OwnerReference{refTo(cluster, true)}},
+			Type: "cluster.x-k8s.io/secret",
+			Data: map[string][]byte{"value": []byte(name)},
+		}
+		if err := env.Client.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addons := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1-addons",
+		Labels:          map[string]string{capi.ClusterNameLabel: "c1"},
+		OwnerReferences: []metav1.OwnerReference{refTo(cluster, false)}}}
+	lock := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1" + initlock.LockSuffix,
+			Labels:          map[string]string{initlock.ClusterNameLabel: "c1"},
+			OwnerReferences: []metav1.OwnerReference{refTo(cluster, false)}},
+		Data: map[string]string{initlock.DataKey: initlock.Record{MachineName: "c1-md-0-x7k2p-0"}.Encode()},
+	}
+	for _, cm := range []*corev1.ConfigMap{addons, lock} {
+		if err := env.Client.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Record every ownerReference and every UID.
+	items := backup(t, ns)
+	type key struct{ resource, name string }
+	original := map[key][]metav1.OwnerReference{}
+	oldUIDs := map[types.UID]key{}
+	withOwners := 0
+	for _, it := range items {
+		k := key{it.resource, it.obj.GetName()}
+		original[k] = it.obj.GetOwnerReferences()
+		oldUIDs[it.obj.GetUID()] = k
+		if len(original[k]) > 0 {
+			withOwners++
+		}
+	}
+	if withOwners != 11 {
+		t.Fatalf("graph has %d objects with owners, want 11", withOwners)
+	}
+
+	// Disaster: the namespace goes.
+	if err := env.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	kubeenv.Eventually(t, 60*time.Second, func() error {
+		err := env.Client.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("namespace %s still there", ns)
+	})
+
+	// The manager runs while Velero restores.
+	h := start(t, ns, relink.Options{})
+	order := restore(t, ns, items)
+	if first, last := order[0], order[len(order)-1]; first[:len("secrets/")] != "secrets/" || last != "clusters.cluster.x-k8s.io/c1" {
+		t.Fatalf("restore order %v: want Secrets first and the Cluster last", order)
+	}
+
+	// Every ownerReference is back, pointing at the new owners.
+	newUIDs := map[key]types.UID{}
+	kubeenv.Eventually(t, 60*time.Second, func() error {
+		for _, it := range items {
+			k := key{it.resource, it.obj.GetName()}
+			u := get(t, it.obj.GroupVersionKind(), ns, it.obj.GetName())
+			newUIDs[k] = u.GetUID()
+			if v, ok := u.GetAnnotations()[relink.Annotation]; ok {
+				return fmt.Errorf("%s %s not relinked yet (%s)", k.resource, k.name, v)
+			}
+		}
+		return nil
+	})
+	for _, it := range items {
+		k := key{it.resource, it.obj.GetName()}
+		var want []metav1.OwnerReference
+		for _, ref := range original[k] {
+			owner, ok := oldUIDs[ref.UID]
+			if !ok {
+				t.Fatalf("%v: owner %s not in the backup", k, ref.Name)
+			}
+			ref.UID = newUIDs[owner]
+			want = append(want, ref)
+		}
+		got := get(t, it.obj.GroupVersionKind(), ns, it.obj.GetName()).GetOwnerReferences()
+		if !equalRefs(got, want) {
+			t.Errorf("%s %s ownerReferences = %v, want %v", k.resource, k.name, got, want)
+		}
+		if newUIDs[k] == it.obj.GetUID() {
+			t.Errorf("%s %s kept its UID", k.resource, k.name)
+		}
+	}
+
+	// Exactly one patch per relinked object, and no other write; the
+	// garbage collector deletes nothing.
+	kubeenv.Consistently(t, 2*time.Second, func() error {
+		for _, it := range items {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(it.obj.GroupVersionKind())
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: it.obj.GetName()}, u); err != nil {
+				return fmt.Errorf("%s %s: %w", it.resource, it.obj.GetName(), err)
+			}
+		}
+		return nil
+	})
+	patches := h.log.patchesPerObject(t)
+	if len(patches) != withOwners {
+		t.Errorf("%d objects patched, want %d: %v", len(patches), withOwners, patches)
+	}
+	for path, n := range patches {
+		if n != 1 {
+			t.Errorf("%s patched %d times", path, n)
+		}
+	}
+	t.Logf("restored %d objects in the order %v; %d relinked with %d patches", len(items), order, len(patches), len(h.log.objectWrites()))
+
+	// Deleting the Cluster takes the whole graph with it.
+	if err := env.Client.Delete(ctx, get(t, capiGVK("Cluster"), ns, "c1")); err != nil {
+		t.Fatal(err)
+	}
+	kubeenv.Eventually(t, 60*time.Second, func() error {
+		var left []string
+		for resource, gvk := range graphResources() {
+			list := &unstructured.UnstructuredList{}
+			list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+			if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+				return err
+			}
+			for _, u := range list.Items {
+				left = append(left, resource+"/"+u.GetName())
+			}
+		}
+		if len(left) > 0 {
+			slices.Sort(left)
+			return errors.New(fmt.Sprint("left after deleting the Cluster: ", left))
+		}
+		return nil
+	})
+}
