@@ -23,6 +23,10 @@ import (
 	"github.com/initlock/initlock/internal/demo"
 )
 
+// startTimeoutEnv sets how long envtest waits for etcd and kube-apiserver
+// to start.
+const startTimeoutEnv = "KUBEBUILDER_CONTROLPLANE_START_TIMEOUT"
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -40,6 +44,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		_, _ = fmt.Fprintf(stderr, "initlock-demo: unexpected arguments %q\n", fs.Args())
 		return 2
+	}
+	// envtest gives each control-plane process 20 s to start by default;
+	// a busy machine may need more.
+	if os.Getenv(startTimeoutEnv) == "" {
+		if err := os.Setenv(startTimeoutEnv, "2m"); err != nil {
+			_, _ = fmt.Fprintf(stderr, "initlock-demo: %v\n", err)
+			return 1
+		}
 	}
 	opts.Out = stdout
 	opts.Colour = colour(stdout)

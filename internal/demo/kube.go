@@ -83,15 +83,25 @@ func (w *writeCounter) wrap(cfg *rest.Config) *rest.Config {
 	out := rest.CopyConfig(cfg)
 	out.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
 			if req.Method != http.MethodGet && isConfigMapPath(req.URL.Path) {
+				key := strings.ToLower(req.Method)
+				switch {
+				case err != nil:
+					key = "failed"
+				case resp.StatusCode == http.StatusConflict:
+					key = "conflict"
+				case resp.StatusCode >= 300:
+					key = "failed"
+				}
 				w.mu.Lock()
 				if w.counts == nil {
 					w.counts = map[string]int{}
 				}
-				w.counts[strings.ToLower(req.Method)]++
+				w.counts[key]++
 				w.mu.Unlock()
 			}
-			return rt.RoundTrip(req)
+			return resp, err
 		})
 	})
 	return out
@@ -101,21 +111,31 @@ func isConfigMapPath(p string) bool {
 	return strings.HasPrefix(p, "/api/v1/") && (strings.HasSuffix(p, "/configmaps") || strings.Contains(p, "/configmaps/"))
 }
 
-// take returns the writes counted since the last take, as "1 patch".
+// writeNames name the counts: successful writes by verb, then the writes
+// refused for a conflict (optimistic concurrency at work) and the others
+// that failed.
+var writeNames = []struct{ key, name string }{
+	{"post", "create"}, {"put", "update"}, {"patch", "patch"}, {"delete", "delete"},
+	{"conflict", "refused for a conflict"}, {"failed", "failed"},
+}
+
+// take returns the successful writes counted since the last take and a
+// description such as "1 patch, 1 refused for a conflict".
 func (w *writeCounter) take() (int, string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	total := 0
 	var parts []string
-	for _, m := range []string{"post", "put", "patch", "delete"} {
-		if n := w.counts[m]; n > 0 {
-			total += n
-			name := map[string]string{"post": "create", "put": "update", "patch": "patch", "delete": "delete"}[m]
-			parts = append(parts, fmt.Sprintf("%d %s", n, name))
+	for _, wn := range writeNames {
+		if n := w.counts[wn.key]; n > 0 {
+			if wn.key != "conflict" && wn.key != "failed" {
+				total += n
+			}
+			parts = append(parts, fmt.Sprintf("%d %s", n, wn.name))
 		}
 	}
 	w.counts = nil
-	if total == 0 {
+	if len(parts) == 0 {
 		return 0, "no write"
 	}
 	return total, strings.Join(parts, ", ")

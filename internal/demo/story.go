@@ -39,7 +39,7 @@ const (
 // collector deletes it with its Cluster.
 func (d *demo) seedScenario() {
 	tl := d.tl
-	tl.begin("1. Velero backup and restore", "1. Velero backup and restore: the lock is re-adopted, then garbage-collected",
+	tl.chapter("Velero backup and restore", "Velero backup and restore: the lock is re-adopted, then garbage-collected",
 		"A restore strips ownerReferences and the Cluster comes back with a new UID. Upstream nothing re-adopts",
 		"the lock, so it outlives its Cluster. The operator pauses the Cluster around backup and restore.")
 	var (
@@ -298,7 +298,7 @@ func (d *demo) slowRestore(n note, lockUID types.UID) error {
 // the control plane is initialised, and the manager releases the lock.
 func (d *demo) singleNode() {
 	tl := d.tl
-	tl.begin("2. Single-node cluster", "2. A single-node cluster: the lock is released once the control plane is initialised",
+	tl.chapter("Single-node cluster", "A single-node cluster: the lock is released once the control plane is initialised",
 		"Upstream releases the lock only when another control-plane Machine joins, so a cluster with one",
 		"control-plane Machine keeps it for as long as the Cluster exists.")
 	var cluster, machine *unstructured.Unstructured
@@ -376,7 +376,7 @@ func setInitialized(u *unstructured.Unstructured) {
 // managerMetrics shows the manager's Prometheus metrics for what it did.
 func (d *demo) managerMetrics() {
 	tl := d.tl
-	tl.begin("3. Metrics", "3. What initlock-manager reports")
+	tl.chapter("Metrics", "What initlock-manager reports")
 	tl.step("Read initlock-manager's Prometheus metrics", func(n note) error {
 		lines, err := scrape(d.ctx, d.metricsAddr)
 		if err != nil {

@@ -51,6 +51,8 @@ type timeline struct {
 	part   string
 	// broken is set once a step of the current part failed.
 	broken bool
+	// chapters counts the numbered parts begun.
+	chapters int
 }
 
 func newTimeline(ctx context.Context, out io.Writer, colour bool) *timeline {
@@ -64,6 +66,13 @@ func (t *timeline) begin(part, heading string, intro ...string) {
 	for _, l := range intro {
 		t.printf("   %s\n", l)
 	}
+}
+
+// chapter begins the next numbered part of the story.
+func (t *timeline) chapter(part, heading string, intro ...string) {
+	t.chapters++
+	prefix := fmt.Sprintf("%d. ", t.chapters)
+	t.begin(prefix+part, prefix+heading, intro...)
 }
 
 // note adds what happened to the running step.
