@@ -1,0 +1,67 @@
+package relink_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/manager"
+	"github.com/initlock/initlock/internal/relink"
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+// TestRelinkerInInitlockManager runs the relinker inside the manager that
+// initlock-manager builds, next to the lock controller: a restored
+// kubeconfig Secret and a restored init lock are linked to the Cluster
+// once it is restored.
+func TestRelinkerInInitlockManager(t *testing.T) {
+	ns := env.Namespace(t)
+	opts := manager.DefaultOptions()
+	opts.Namespace = ns
+	opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
+	opts.KubeAPIQPS, opts.KubeAPIBurst = 0, 0
+	opts.Logger = logr.Discard()
+	opts.Setups = append(opts.Setups, relink.ManagerSetup(relink.Options{Namespace: ns, Registry: prometheus.NewRegistry()}))
+	mgr, err := manager.New(env.Config, opts)
+	if err != nil {
+		t.Fatalf("manager.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1-kubeconfig",
+		Labels:      map[string]string{initlock.ClusterNameLabel: "c1"},
+		Annotations: map[string]string{relink.Annotation: relink.Encode([]relink.OwnerRef{controllerOwner("Cluster", "c1")})},
+	}}
+	lock := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1" + initlock.LockSuffix,
+		Labels:      map[string]string{initlock.ClusterNameLabel: "c1"},
+		Annotations: map[string]string{relink.Annotation: relink.Encode([]relink.OwnerRef{clusterOwner("c1")})},
+	}, Data: map[string]string{initlock.DataKey: initlock.Record{MachineName: "c1-cp-0"}.Encode()}}
+	if err := env.Client.Create(t.Context(), secret); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(t.Context(), lock); err != nil {
+		t.Fatal(err)
+	}
+	create(t, kubeenv.NewMachine(env.CAPIVersion, ns, "c1", "c1-cp-0"))
+	cluster := create(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1"))
+
+	kubeenv.Eventually(t, 30*time.Second, linked(t, schema.GroupVersionKind{Version: "v1", Kind: "Secret"}, ns, "c1-kubeconfig", refTo(cluster, true)))
+	// The lock controller may adopt the lock first; either way it ends
+	// with one reference to the Cluster and without the annotation.
+	kubeenv.Eventually(t, 30*time.Second, linked(t, configMapGVK, ns, "c1"+initlock.LockSuffix, refTo(cluster, false)))
+}
