@@ -30,6 +30,10 @@ import (
 
 var env *kubeenv.Env
 
+// allNamespaces, as the namespace given to start, runs the relinker on
+// every namespace.
+const allNamespaces = "*"
+
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
 	kubeenv.Main(m, kubeenv.Options{}, &env)
@@ -40,19 +44,34 @@ func TestMain(m *testing.M) {
 type requestLog struct {
 	mu   sync.Mutex
 	reqs []string
+	// denied holds the requests refused with 403 Forbidden.
+	denied []string
 }
 
 func (l *requestLog) wrap(cfg *rest.Config) *rest.Config {
 	out := rest.CopyConfig(cfg)
 	out.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			r := req.Method + " " + req.URL.Path
 			l.mu.Lock()
-			l.reqs = append(l.reqs, req.Method+" "+req.URL.Path)
+			l.reqs = append(l.reqs, r)
 			l.mu.Unlock()
-			return rt.RoundTrip(req)
+			resp, err := rt.RoundTrip(req)
+			if err == nil && resp.StatusCode == http.StatusForbidden {
+				l.mu.Lock()
+				l.denied = append(l.denied, r+"?"+req.URL.RawQuery)
+				l.mu.Unlock()
+			}
+			return resp, err
 		})
 	})
 	return out
+}
+
+func (l *requestLog) deniedRequests() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.denied)
 }
 
 type roundTripper func(*http.Request) (*http.Response, error)
@@ -100,8 +119,14 @@ type harness struct {
 // opts says otherwise, until the test ends.
 func start(t testing.TB, ns string, opts relink.Options) *harness {
 	t.Helper()
+	return startAs(t, env.Config, ns, opts)
+}
+
+// startAs is start with the given credentials.
+func startAs(t testing.TB, cfg *rest.Config, ns string, opts relink.Options) *harness {
+	t.Helper()
 	h := &harness{log: &requestLog{}, registry: prometheus.NewRegistry()}
-	mgr, err := ctrl.NewManager(h.log.wrap(env.Config), ctrl.Options{
+	mgr, err := ctrl.NewManager(h.log.wrap(cfg), ctrl.Options{
 		Scheme:                 kubeenv.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -113,6 +138,9 @@ func start(t testing.TB, ns string, opts relink.Options) *harness {
 	}
 	if opts.Namespace == "" {
 		opts.Namespace = ns
+	}
+	if opts.Namespace == allNamespaces {
+		opts.Namespace = ""
 	}
 	opts.Registry = h.registry
 	h.relinker = relink.New(opts)
@@ -185,7 +213,10 @@ func capiGVK(kind string) schema.GroupVersionKind {
 	return schema.GroupVersionKind{Group: capi.Group, Version: env.CAPIVersion, Kind: kind}
 }
 
-var configMapGVK = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+var (
+	configMapGVK = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	secretGVK    = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+)
 
 func create(t testing.TB, u *unstructured.Unstructured) *unstructured.Unstructured {
 	t.Helper()

@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/manager"
@@ -60,7 +59,7 @@ func TestRelinkerInInitlockManager(t *testing.T) {
 	create(t, kubeenv.NewMachine(env.CAPIVersion, ns, "c1", "c1-cp-0"))
 	cluster := create(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1"))
 
-	kubeenv.Eventually(t, 30*time.Second, linked(t, schema.GroupVersionKind{Version: "v1", Kind: "Secret"}, ns, "c1-kubeconfig", refTo(cluster, true)))
+	kubeenv.Eventually(t, 30*time.Second, linked(t, secretGVK, ns, "c1-kubeconfig", refTo(cluster, true)))
 	// The lock controller may adopt the lock first; either way it ends
 	// with one reference to the Cluster and without the annotation.
 	kubeenv.Eventually(t, 30*time.Second, linked(t, configMapGVK, ns, "c1"+initlock.LockSuffix, refTo(cluster, false)))
