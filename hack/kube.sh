@@ -22,8 +22,10 @@ ok() {
     etcd) want="etcd Version: ${ETCD_VERSION}" ;;
     *) want="Kubernetes ${KUBE_VERSION}" ;;
   esac
-  out=$("$bin" --version 2>/dev/null | head -n 1) || return 1
-  [ "$out" = "$want" ]
+  # Read the whole output: cutting it off with head would kill the binary
+  # with SIGPIPE, which pipefail then reports as a failure.
+  out=$("$bin" --version 2>/dev/null) || return 1
+  [ "${out%%$'\n'*}" = "$want" ]
 }
 
 # build MODULE_DIR PKG... : go build into a temporary folder, then move the
