@@ -50,6 +50,8 @@ func TestDemo(t *testing.T) {
 		"demo-seed  seed     seed-cp-0  yes            ok",
 		"deleted", "after its Cluster",
 		"event LockReleased on Cluster solo",
+		"MachineSet/graph-md-0-7f9c               -> MachineDeployment/graph-md-0",
+		"the 5 owned objects, the lock among them, were deleted",
 		"initlock_lock_adoptions_total 1",
 		" 0 FAIL, 0 SKIP",
 		"Stopped initlock-manager, kube-controller-manager, kube-apiserver and etcd",

@@ -22,6 +22,7 @@ import (
 	"github.com/initlock/initlock/internal/capi"
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/manager"
+	"github.com/initlock/initlock/internal/relink"
 	"github.com/initlock/initlock/pkg/initlock"
 )
 
@@ -134,6 +135,7 @@ func Run(ctx context.Context, opts Options) (rep Report, retErr error) {
 	if ok {
 		d.seedScenario()
 		d.singleNode()
+		d.objectGraph()
 		d.managerMetrics()
 	}
 	d.tl.summary()
@@ -255,6 +257,8 @@ func (d *demo) startManager(n note) error {
 	opts.OrphanGrace = d.opts.OrphanGrace
 	opts.OrphanSettle = d.opts.OrphanSettle
 	opts.Logger = d.log.WithName("initlock-manager")
+	// The relinker runs in the manager's process, added through Setups.
+	opts.Setups = append(opts.Setups, relink.ManagerSetup(relink.Options{}))
 	mgr, err := manager.New(d.lockWrites.wrap(d.env.Config), opts)
 	if err != nil {
 		return err
@@ -281,6 +285,7 @@ func (d *demo) startManager(n note) error {
 		return err
 	}
 	n("watching all namespaces: lock ConfigMaps (by label), Clusters and Machine metadata")
+	n("with the relinker, added through manager.Options.Setups (relink.ManagerSetup)")
 	n("release after init: %t; orphan grace %s; metrics on http://%s/metrics", opts.ReleaseAfterInit, opts.OrphanGrace, addr)
 	return nil
 }

@@ -13,6 +13,12 @@
 //  2. A single-node cluster. Once its control plane is initialised,
 //     initlock-manager releases the lock that upstream keeps for as long as
 //     the Cluster exists.
+//  3. The whole object graph. A Cluster with a MachineDeployment, its
+//     MachineSet and Machine, a Secret and a held lock is restored through
+//     initlock's Velero restore item action; the relinker, added to the
+//     manager with relink.ManagerSetup, links every object to its owner's
+//     new UID, and deleting the Cluster deletes the whole graph.
+//  4. The manager's metrics.
 //
 // Each step prints what happened, how long it took and PASS or FAIL, and a
 // timeline table closes the run.

@@ -1,0 +1,380 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	velerov1 "github.com/vmware-tanzu/velero/pkg/apis/velero/v1"
+	veleroplugin "github.com/vmware-tanzu/velero/pkg/plugin/velero"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/internal/relink"
+	"github.com/initlock/initlock/internal/velero"
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+// The object graph of the relink part.
+const (
+	graphNamespace = "demo-graph"
+	graphCluster   = "graph"
+)
+
+// graphKinds are the kinds of the graph, in the order a Velero restore
+// brings them back: ConfigMaps and Secrets first, Clusters last.
+var graphKinds = []struct{ apiVersion, kind string }{
+	{"v1", "ConfigMap"},
+	{"v1", "Secret"},
+	{capi.Group + "/" + capi.V1Beta2, capi.MachineKind},
+	{capi.Group + "/" + capi.V1Beta2, "MachineSet"},
+	{capi.Group + "/" + capi.V1Beta2, "MachineDeployment"},
+	{capi.Group + "/" + capi.V1Beta2, capi.ClusterKind},
+}
+
+// objectGraph: a Cluster with a MachineDeployment, its MachineSet and
+// Machine, a kubeconfig Secret and a held lock goes through a backup and a
+// restore with initlock's Velero plugin; the relinker links every object to
+// its owner again, and deleting the Cluster deletes the whole graph.
+func (d *demo) objectGraph() {
+	tl := d.tl
+	tl.chapter("Object graph", "The whole Cluster API object graph is relinked after a restore",
+		"initlock's Velero plugin records each restored object's owners without UIDs; the relinker, running",
+		"in the manager's process, links them to the owners' new UIDs, so the garbage collector works again.")
+	var (
+		backup []*unstructured.Unstructured
+		owned  map[string]string // object -> owner, as created
+	)
+
+	tl.step("Create Cluster "+graphCluster+" with a MachineDeployment, MachineSet, Machines, a Secret and a held lock", func(n note) error {
+		var err error
+		if owned, err = d.createGraph(n); err != nil {
+			return err
+		}
+		n("%d objects with ownerReferences: %s", len(owned), strings.Join(sortedKeys(owned), ", "))
+		return nil
+	})
+
+	tl.step("Back up namespace "+graphNamespace+", delete it and wait until it is gone", func(n note) error {
+		var err error
+		if backup, err = d.backupKinds(graphNamespace); err != nil {
+			return err
+		}
+		n("backed up %d objects", len(backup))
+		return d.deleteNamespace(graphNamespace)
+	})
+
+	var restored time.Time
+	tl.step("Restore with initlock's Velero plugin: owners recorded in "+relink.Annotation, func(n note) error {
+		if err := d.createNamespace(graphNamespace); err != nil {
+			return err
+		}
+		d.lockWrites.take()
+		count, sample, err := d.restoreWithPlugin(backup)
+		if err != nil {
+			return err
+		}
+		restored = time.Now()
+		n("restored %d objects without ownerReferences, Clusters last; the plugin recorded for example", count)
+		n("%s", sample)
+		return nil
+	})
+
+	tl.step("The relinker links every object to its owner's new UID", func(n note) error {
+		var lines []string
+		err := poll(d.ctx, d.opts.Timeout, func(context.Context) error {
+			var err error
+			lines, err = d.graphLinked(owned)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		n("all %d objects linked %s after the restore, annotations removed:", len(lines), duration(time.Since(restored)))
+		for _, l := range lines {
+			n("  %s", l)
+		}
+		_, writes := d.lockWrites.take()
+		n("the lock controller and the relinker both act on the lock; optimistic concurrency makes the one")
+		n("that loses retry on the newer version (initlock-manager's writes to ConfigMaps: %s)", writes)
+		return nil
+	})
+
+	tl.step("Delete Cluster "+graphCluster+": the garbage collector deletes the whole graph", func(n note) error {
+		cluster, err := d.getCluster(graphNamespace, graphCluster)
+		if err != nil {
+			return err
+		}
+		if cluster == nil {
+			return fmt.Errorf("cluster %s/%s is gone", graphNamespace, graphCluster)
+		}
+		if err := d.c.Delete(d.ctx, cluster, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
+			return fmt.Errorf("deleting cluster %s/%s: %w", graphNamespace, graphCluster, err)
+		}
+		started := time.Now()
+		err = poll(d.ctx, d.opts.Timeout, func(ctx context.Context) error {
+			left, err := d.remaining(ctx, owned)
+			if err != nil {
+				return err
+			}
+			if len(left) > 0 {
+				return fmt.Errorf("still there: %s", strings.Join(left, ", "))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		n("the %d owned objects, the lock among them, were deleted %s after the Cluster", len(owned), duration(time.Since(started)))
+		return nil
+	})
+}
+
+// graphObject is one object of the graph and its owner.
+type graphObject struct {
+	obj   *unstructured.Unstructured
+	owner *unstructured.Unstructured
+	// controller marks the owner as the controller.
+	controller bool
+}
+
+// createGraph creates the graph, each owner before its dependents, and
+// returns "Kind/name" -> "OwnerKind/name".
+func (d *demo) createGraph(n note) (map[string]string, error) {
+	if err := d.createNamespace(graphNamespace); err != nil {
+		return nil, err
+	}
+	ns, v := graphNamespace, d.capiVersion
+	cluster := newGraphObject(v, "Cluster", ns, graphCluster, map[string]any{
+		"controlPlaneEndpoint": map[string]any{"host": graphCluster + ".example.test", "port": int64(6443)},
+	})
+	md := newGraphObject(v, "MachineDeployment", ns, graphCluster+"-md-0", map[string]any{
+		"clusterName": graphCluster,
+		"replicas":    int64(1),
+		"selector":    map[string]any{"matchLabels": map[string]any{"demo": "md-0"}},
+		"template":    machineTemplate(graphCluster),
+	})
+	ms := newGraphObject(v, "MachineSet", ns, graphCluster+"-md-0-7f9c", map[string]any{
+		"clusterName": graphCluster,
+		"replicas":    int64(1),
+		"selector":    map[string]any{"matchLabels": map[string]any{"demo": "md-0"}},
+		"template":    machineTemplate(graphCluster),
+	})
+	worker := newGraphObject(v, capi.MachineKind, ns, graphCluster+"-md-0-7f9c-x2k4", machineSpec(graphCluster, graphCluster+"-md-0-7f9c-x2k4"))
+	worker.SetLabels(map[string]string{capi.ClusterNameLabel: graphCluster, "demo": "md-0"})
+	cp := newGraphObject(v, capi.MachineKind, ns, graphCluster+"-cp-0", machineSpec(graphCluster, graphCluster+"-cp-0"))
+	cp.SetLabels(map[string]string{capi.ClusterNameLabel: graphCluster, "cluster.x-k8s.io/control-plane": ""})
+	secret := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Secret",
+		"metadata":   map[string]any{"namespace": ns, "name": graphCluster + "-kubeconfig", "labels": map[string]any{capi.ClusterNameLabel: graphCluster}},
+		"stringData": map[string]any{"value": "a kubeconfig for the workload cluster"},
+	}}
+
+	if err := d.c.Create(d.ctx, cluster); err != nil {
+		return nil, fmt.Errorf("creating cluster %s/%s: %w", ns, graphCluster, err)
+	}
+	graph := []graphObject{
+		{obj: md, owner: cluster},
+		{obj: ms, owner: md, controller: true},
+		{obj: worker, owner: ms, controller: true},
+		{obj: secret, owner: cluster, controller: true},
+	}
+	out := map[string]string{}
+	for _, g := range graph {
+		g.obj.SetOwnerReferences([]metav1.OwnerReference{{
+			APIVersion: g.owner.GetAPIVersion(), Kind: g.owner.GetKind(), Name: g.owner.GetName(), UID: g.owner.GetUID(),
+			Controller: ptr.To(g.controller), BlockOwnerDeletion: ptr.To(g.controller),
+		}})
+		if err := d.c.Create(d.ctx, g.obj); err != nil {
+			return nil, fmt.Errorf("creating %s %s/%s: %w", g.obj.GetKind(), ns, g.obj.GetName(), err)
+		}
+		out[label(g.obj)] = label(g.owner)
+	}
+	if err := d.c.Create(d.ctx, cp); err != nil {
+		return nil, fmt.Errorf("creating machine %s/%s: %w", ns, cp.GetName(), err)
+	}
+	if err := d.takeLock(n, cluster, cp); err != nil {
+		return nil, err
+	}
+	out["ConfigMap/"+graphCluster+initlock.LockSuffix] = label(cluster)
+	return out, nil
+}
+
+func newGraphObject(version, kind, namespace, name string, spec map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetAPIVersion(capi.Group + "/" + version)
+	u.SetKind(kind)
+	u.SetNamespace(namespace)
+	u.SetName(name)
+	return u
+}
+
+func machineSpec(cluster, name string) map[string]any {
+	return map[string]any{
+		"clusterName":       cluster,
+		"bootstrap":         map[string]any{"dataSecretName": name + "-bootstrap"},
+		"infrastructureRef": map[string]any{"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerMachine", "name": name},
+	}
+}
+
+func machineTemplate(cluster string) map[string]any {
+	return map[string]any{
+		"metadata": map[string]any{"labels": map[string]any{"demo": "md-0"}},
+		"spec": map[string]any{
+			"clusterName":       cluster,
+			"bootstrap":         map[string]any{"dataSecretName": cluster + "-md-0-bootstrap"},
+			"infrastructureRef": map[string]any{"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerMachineTemplate", "name": cluster + "-md-0"},
+		},
+	}
+}
+
+func label(u *unstructured.Unstructured) string { return u.GetKind() + "/" + u.GetName() }
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// backupKinds reads the graph's kinds in the namespace, in restore order.
+func (d *demo) backupKinds(ns string) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, k := range graphKinds {
+		list := &unstructured.UnstructuredList{}
+		list.SetAPIVersion(k.apiVersion)
+		list.SetKind(k.kind + "List")
+		if err := d.c.List(d.ctx, list, client.InNamespace(ns)); err != nil {
+			return nil, fmt.Errorf("backing up %ss of namespace %s: %w", k.kind, ns, err)
+		}
+		for i := range list.Items {
+			if k.kind == "ConfigMap" && list.Items[i].GetName() == "kube-root-ca.crt" {
+				continue
+			}
+			out = append(out, list.Items[i].DeepCopy())
+		}
+	}
+	return out, nil
+}
+
+// restoreWithPlugin restores the objects as Velero does, running initlock's
+// restore item action on each: the Cluster API action on Cluster API
+// objects, the labelled action on ConfigMaps and Secrets with the
+// cluster-name label.
+func (d *demo) restoreWithPlugin(objs []*unstructured.Unstructured) (int, string, error) {
+	cfg := velero.DefaultConfig()
+	capiAction, labelled := velero.NewAction(cfg, false, nil), velero.NewAction(cfg, true, nil)
+	restore := &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: "demo-restore"}}
+	n, sample := 0, ""
+	for _, o := range objs {
+		item := o.DeepCopy()
+		for _, f := range restoreMeta {
+			unstructured.RemoveNestedField(item.Object, "metadata", f)
+		}
+		unstructured.RemoveNestedField(item.Object, "status")
+		action := capiAction
+		if item.GroupVersionKind().Group == "" {
+			if _, ok := item.GetLabels()[capi.ClusterNameLabel]; !ok {
+				action = nil
+			} else {
+				action = labelled
+			}
+		}
+		if action != nil {
+			out, err := action.Execute(&veleroplugin.RestoreItemActionExecuteInput{Item: item, ItemFromBackup: o, Restore: restore})
+			if err != nil {
+				return n, "", fmt.Errorf("restore item action on %s: %w", label(o), err)
+			}
+			item = &unstructured.Unstructured{Object: out.UpdatedItem.UnstructuredContent()}
+			if item.GetKind() == "MachineSet" {
+				sample = fmt.Sprintf("%s: %s=%s", label(item), relink.Annotation, item.GetAnnotations()[relink.Annotation])
+			}
+		}
+		if err := d.c.Create(d.ctx, item); err != nil {
+			return n, "", fmt.Errorf("restoring %s %s/%s: %w", item.GetKind(), item.GetNamespace(), item.GetName(), err)
+		}
+		n++
+	}
+	return n, sample, nil
+}
+
+// graphLinked checks that each object of owned points at its owner's current
+// UID and carries no annotation any more, and describes each link.
+func (d *demo) graphLinked(owned map[string]string) ([]string, error) {
+	var lines []string
+	for _, obj := range sortedKeys(owned) {
+		u, err := d.getByLabel(obj)
+		if err != nil {
+			return nil, err
+		}
+		owner, err := d.getByLabel(owned[obj])
+		if err != nil {
+			return nil, err
+		}
+		if u == nil || owner == nil {
+			return nil, fmt.Errorf("%s or its owner %s does not exist", obj, owned[obj])
+		}
+		linked := false
+		for _, r := range u.GetOwnerReferences() {
+			if r.Kind == owner.GetKind() && r.Name == owner.GetName() && r.UID == owner.GetUID() {
+				linked = true
+			}
+		}
+		if !linked {
+			return nil, fmt.Errorf("%s is not linked to %s uid %s yet", obj, owned[obj], short(owner.GetUID()))
+		}
+		if _, ok := u.GetAnnotations()[relink.Annotation]; ok {
+			return nil, fmt.Errorf("%s still carries %s", obj, relink.Annotation)
+		}
+		lines = append(lines, fmt.Sprintf("%-40s -> %s uid %s", obj, owned[obj], short(owner.GetUID())))
+	}
+	return lines, nil
+}
+
+// remaining returns the objects of owned that still exist.
+func (d *demo) remaining(ctx context.Context, owned map[string]string) ([]string, error) {
+	var left []string
+	for _, obj := range sortedKeys(owned) {
+		u, err := d.getByLabel(obj)
+		if err != nil {
+			return nil, err
+		}
+		if u != nil {
+			left = append(left, obj)
+		}
+	}
+	return left, ctx.Err()
+}
+
+// getByLabel reads "Kind/name" from the graph's namespace; nil when absent.
+func (d *demo) getByLabel(l string) (*unstructured.Unstructured, error) {
+	kind, name, ok := strings.Cut(l, "/")
+	if !ok {
+		return nil, errors.New("bad object label " + l)
+	}
+	u := &unstructured.Unstructured{}
+	apiVersion := capi.Group + "/" + d.capiVersion
+	if kind == "ConfigMap" || kind == "Secret" {
+		apiVersion = "v1"
+	}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	err := d.c.Get(d.ctx, types.NamespacedName{Namespace: graphNamespace, Name: name}, u)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s %s/%s: %w", kind, graphNamespace, name, err)
+	}
+	return u, nil
+}
