@@ -49,7 +49,10 @@
 //
 //   - Objects of kinds that are not relinked, or outside the selectors,
 //     keep the annotation. Owners of kinds that are not watched are read
-//     live, and found only by the backoff, not by a watch.
+//     live, and found only by the backoff, not by a watch. An owner of a
+//     watched kind is looked for only in the cache, so it must match the
+//     kind's selector (a ConfigMap owner without the cluster-name label is
+//     not found).
 //   - It does not check that an owner found by name is the object that was
 //     backed up: whatever object has that kind, namespace and name now is
 //     the owner, as it would be for a controller adopting it.
