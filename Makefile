@@ -37,9 +37,15 @@ lint: vet verify-generate ## gofmt, go vet, golangci-lint and generated files.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GOLANGCI_LINT) run $(PKGS)
 
+# Benchmark report (cmd/initlock-benchreport): the library, the manager and
+# every other package with benchmarks, in one go. Writes results/bench:
+# bench.txt (benchstat format), bench.log, summary.md, scaling.png, memory.png.
+BENCH_DIR ?= results/bench
+BENCH_FLAGS ?=
+
 .PHONY: bench
-bench: kube ## Run the benchmarks.
-	KUBEBUILDER_ASSETS="$$(hack/kube.sh 2>/dev/null)" $(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
+bench: kube ## Run every benchmark and write the report into results/bench (BENCH_FLAGS=-quick: a short run).
+	KUBEBUILDER_ASSETS="$$(hack/kube.sh 2>/dev/null)" $(GO) run ./cmd/initlock-benchreport -out $(BENCH_DIR) $(BENCH_FLAGS)
 
 # Chaos scenarios on the real control plane (internal/chaos). Scenario i has
 # seed SEED+i (SEED empty: from the clock); SIZE=long makes bigger scenarios.

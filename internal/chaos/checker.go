@@ -181,6 +181,17 @@ func (c *Checker) Holder(cluster string) string {
 	return ""
 }
 
+// Granted returns the machine holding a cluster's lock by a grant of this
+// package (not an upstream lock), or "".
+func (c *Checker) Granted(cluster string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h := c.holds[cluster]; h != nil && !h.upstream {
+		return h.machine
+	}
+	return ""
+}
+
 // LockCall records the start of a Lock call.
 func (c *Checker) LockCall() {
 	c.mu.Lock()

@@ -41,11 +41,15 @@ func (bc *controller) loop(actCtx, ctx context.Context) {
 		if r.isRunning(machine) && bc.rnd.IntN(3) != 0 {
 			continue // re-Lock the holder now and then only
 		}
+		var cutOff time.Duration
+		if bc.rnd.Float64() < r.p.Interrupt {
+			cutOff = time.Duration(bc.rnd.Int64N(int64(r.p.InterruptWithin) + 1))
+		}
 		mu := r.serialFor(machine)
 		if !mu.TryLock() {
 			continue // another controller reconciles it
 		}
-		res, epoch, err := bc.lock(actCtx, cluster, machine)
+		res, epoch, err := bc.lock(actCtx, cluster, machine, cutOff)
 		mu.Unlock()
 		if errors.Is(err, errSkipped) {
 			continue
@@ -72,7 +76,8 @@ func (bc *controller) loop(actCtx, ctx context.Context) {
 var errSkipped = errors.New("skipped")
 
 // lock reads the Cluster and the Machine and calls Lock.
-func (bc *controller) lock(ctx context.Context, cluster, machine string) (initlock.Result, int, error) {
+// A cutOff above zero ends the Lock call after that time, wherever it is.
+func (bc *controller) lock(ctx context.Context, cluster, machine string, cutOff time.Duration) (initlock.Result, int, error) {
 	// Take the epoch before reading the Machine: a deletion after the read
 	// makes any acquisition by this call void.
 	epoch := bc.r.c.Epoch(machine)
@@ -81,9 +86,17 @@ func (bc *controller) lock(ctx context.Context, cluster, machine string) (initlo
 		return initlock.Result{}, epoch, errSkipped
 	}
 	bc.r.c.LockCall()
+	if cutOff > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, cutOff, errCutOff)
+		defer cancel()
+	}
 	res, err := bc.locker.Lock(WithOp(ctx, opLock), c, m)
 	return res, epoch, err
 }
+
+// errCutOff is the cause of a Lock call cut off on purpose.
+var errCutOff = errors.New("lock call cut off by the chaos runner")
 
 // get reads the Cluster and the Machine live through the controller's
 // (faulty) client.

@@ -212,6 +212,7 @@ func (r *runner) run(ctx context.Context) (retErr error) {
 	if r.watch, err = StartWatcher(ctx, r.dyn, r.ns, r.h, r.c); err != nil {
 		return err
 	}
+	r.h.Add("driver", "watching", r.ns, "", "configmaps, machines, clusters")
 	defer func() {
 		if err := r.watch.Stop(); err != nil {
 			retErr = errors.Join(retErr, err)
@@ -381,6 +382,9 @@ func (r *runner) act(ctx context.Context, a Action) {
 		return
 	}
 	crt := r.clusters[a.Cluster%len(r.clusters)]
+	if a.Held {
+		crt = r.heldCluster(ctx, a.Cluster, crt)
+	}
 	if !crt.acquire() {
 		r.skip(a)
 		return
@@ -418,6 +422,24 @@ func (r *runner) act(ctx context.Context, a Action) {
 	}
 	if err != nil {
 		r.fail(fmt.Errorf("%s of cluster %s: %w", a.Kind, name, err))
+	}
+}
+
+// heldCluster waits up to a second for a Cluster with two Machines or more
+// whose lock one of them was granted, looking from index from on; it
+// returns def when there is none.
+func (r *runner) heldCluster(ctx context.Context, from int, def *clusterRT) *clusterRT {
+	deadline := time.Now().Add(time.Second)
+	for {
+		for i := range r.clusters {
+			c := r.clusters[(from+i)%len(r.clusters)]
+			if len(c.plan.Machines) > 1 && r.c.Granted(c.plan.Name) != "" && !c.isGone() {
+				return c
+			}
+		}
+		if time.Now().After(deadline) || !sleep(ctx, 20*time.Millisecond) {
+			return def
+		}
 	}
 }
 

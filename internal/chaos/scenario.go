@@ -97,6 +97,10 @@ type Action struct {
 	Replica int
 	Machine int
 	Delay   time.Duration
+	// Held aims the action at a Cluster with two Machines or more whose
+	// lock one of them holds at that moment, the first from Cluster on,
+	// waiting up to a second for one.
+	Held    bool
 	Restore *RestorePlan `json:",omitempty"`
 }
 
@@ -113,6 +117,9 @@ func (a Action) String() string {
 		s += fmt.Sprintf(" cluster #%d for %s", a.Cluster, a.Delay)
 	default:
 		s += fmt.Sprintf(" cluster #%d", a.Cluster)
+	}
+	if a.Held {
+		s += " (or a held one)"
 	}
 	return s
 }
@@ -172,7 +179,12 @@ type Plan struct {
 	LeaderElection []bool
 	Controllers    int
 	ClientFaults   Faults
-	ManagerFaults  Faults
+	// Interrupt is the chance that a bootstrap controller's Lock call is
+	// cut off after a random time below InterruptWithin, as when its
+	// process dies mid-reconcile.
+	Interrupt       float64
+	InterruptWithin time.Duration
+	ManagerFaults   Faults
 	// InitSuccess is the chance that a Machine's kubeadm init succeeds; on
 	// failure it calls Unlock.
 	InitSuccess float64
@@ -194,7 +206,7 @@ func Generate(seed uint64, size Size) Plan {
 		Controllers: between(size.MinControllers, size.MaxControllers),
 		InitSuccess: 0.4,
 		MinHold:     50 * time.Millisecond,
-		MaxHold:     400 * time.Millisecond,
+		MaxHold:     600 * time.Millisecond,
 		Activity:    size.Activity,
 		Timings:     ManagerTimings{OrphanGrace: time.Second, OrphanSettle: 300 * time.Millisecond},
 	}
@@ -226,6 +238,9 @@ func Generate(seed uint64, size Size) Plan {
 		p.LeaderElection = append(p.LeaderElection, r.IntN(2) == 0)
 	}
 	p.ClientFaults = faultLevel(r)
+	if r.Float64() < 0.5 {
+		p.Interrupt, p.InterruptWithin = 0.1, 60*time.Millisecond
+	}
 	p.ManagerFaults = faultLevel(r)
 
 	for range between(size.MinActions, size.MaxActions) {
@@ -249,15 +264,15 @@ func Generate(seed uint64, size Size) Plan {
 				rp.Abort = r.Float64()
 			}
 			a.Restore = rp
-		case x < 0.50:
+		case x < 0.45:
 			a.Kind, a.Replica, a.Delay = ActKill, r.IntN(replicas), dur(0, time.Second)
 		case x < 0.60:
-			a.Kind = ActDeleteLock
-		case x < 0.70:
-			a.Kind = ActStaleOwner
-		case x < 0.80:
+			a.Kind, a.Held = ActDeleteLock, r.Float64() < 0.7
+		case x < 0.75:
+			a.Kind, a.Held = ActStaleOwner, r.Float64() < 0.7
+		case x < 0.83:
 			a.Kind, a.Delay = ActPause, dur(100*time.Millisecond, time.Second)
-		case x < 0.90:
+		case x < 0.93:
 			a.Kind, a.Machine, a.Delay = ActReplaceMachine, r.IntN(size.MaxMachines), dur(0, 500*time.Millisecond)
 		default:
 			a.Kind = ActDecommission
@@ -284,7 +299,8 @@ func (p Plan) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d: %d clusters, %d bootstrap controllers, manager replicas leader-elect=%v\n",
 		p.Seed, len(p.Clusters), p.Controllers, p.LeaderElection)
-	fmt.Fprintf(&b, "  client faults: %s\n  manager faults: %s\n", p.ClientFaults, p.ManagerFaults)
+	fmt.Fprintf(&b, "  client faults: %s; Lock calls cut off: %.0f%% within %s\n  manager faults: %s\n",
+		p.ClientFaults, p.Interrupt*100, p.InterruptWithin, p.ManagerFaults)
 	for _, c := range p.Clusters {
 		fmt.Fprintf(&b, "  cluster %s: %d machines", c.Name, len(c.Machines))
 		if c.Finalizer {

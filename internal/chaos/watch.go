@@ -47,15 +47,18 @@ var (
 	watchedGVRs   = [numKinds]schema.GroupVersionResource{configMapsGVR, machinesGVR, clustersGVR}
 )
 
-// StartWatcher lists each kind in namespace to learn the current revision,
-// then watches from there.
+// StartWatcher lists each kind in namespace, which must be new and empty,
+// to learn a revision, then watches from there.
 func StartWatcher(ctx context.Context, dc dynamic.Interface, namespace string, h *History, c *Checker) (*Watcher, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &Watcher{h: h, checker: c, cancel: cancel, seen: map[string]bool{}, grant: map[string]string{}}
 	w.cond = sync.NewCond(&w.mu)
 	for kind, gvr := range watchedGVRs {
 		ri := dc.Resource(gvr).Namespace(namespace)
-		list, err := ri.List(ctx, metav1.ListOptions{})
+		// The namespace is new: any revision the watch cache has is from
+		// before its first object, and watching from it misses nothing. A
+		// consistent list would wait for the cache to catch up with etcd.
+		list, err := ri.List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 		if err != nil {
 			cancel()
 			return nil, fmt.Errorf("listing %s in %s: %w", gvr.Resource, namespace, err)

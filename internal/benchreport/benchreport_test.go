@@ -1,0 +1,153 @@
+package benchreport_test
+
+import (
+	"errors"
+	"image/png"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/initlock/initlock/internal/benchreport"
+)
+
+func parseFixture(t *testing.T) *benchreport.File {
+	t.Helper()
+	f, err := os.Open("testdata/bench.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	parsed, err := benchreport.Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return parsed
+}
+
+func TestParse(t *testing.T) {
+	f := parseFixture(t)
+	if n := len(f.Results); n != 11 {
+		t.Fatalf("%d results, want 11", n)
+	}
+	r := f.Results[4]
+	if r.Name != "RestoreStorm/clusters=250" || r.Procs != 2 || r.Iterations != 1 || r.Param("clusters") != "250" ||
+		r.Base() != "RestoreStorm" || r.Pkg != "github.com/initlock/initlock/internal/manager/benchtest" {
+		t.Fatalf("result %+v", r)
+	}
+	if r.Metrics["manager-s"] != 6 || r.Metrics["writes/lock"] != 1 {
+		t.Fatalf("metrics %v", r.Metrics)
+	}
+	if f.Config["cpu"] != "Example CPU @ 2.00GHz" {
+		t.Fatalf("config %v", f.Config)
+	}
+}
+
+func TestSummariseAndRows(t *testing.T) {
+	sums := benchreport.Summarise(parseFixture(t).Results)
+	if len(sums) != 9 {
+		t.Fatalf("%d summaries, want 9", len(sums))
+	}
+	free := sums[0]
+	if free.Name != "FreeLock" || free.Runs != 3 || free.Median["lock-ns/op"] != 14e6 || free.Min["ratio"] != 1.857 {
+		t.Fatalf("FreeLock summary %+v", free)
+	}
+	rows := benchreport.Rows(sums)
+	byFigure := map[string]benchreport.Row{}
+	for _, r := range rows {
+		byFigure[r.Bench+" "+r.Figure] = r
+	}
+	for key, want := range map[string][3]string{
+		"FreeLock free Lock (2 reads, 2 writes) vs a raw ConfigMap Create":                              {"14.00 ms", "2.00", "yes"},
+		"ReLock healthy re-Lock (1 read, 0 writes) vs a raw ConfigMap Get":                              {"1.60 ms", "1.14", "yes"},
+		"RestoreStorm/clusters=250 restore storm, 250 clusters: time until every lock is owned again":   {"6.0 s", "1.20", "yes"},
+		"SteadyState/clusters=100 steady state, 100 healthy clusters: writes":                           {"0", "", "yes"},
+		"MemoryUnrelatedConfigMaps/configmaps=5000 manager heap with 5000 unrelated ConfigMaps vs none": {"4.2 MiB", "1.05", "yes"},
+		"Relink patches/op": {"2.500 patches/op", "", ""},
+	} {
+		r, ok := byFigure[key]
+		if !ok {
+			t.Fatalf("no row %q in %+v", key, rows)
+		}
+		if got := [3]string{r.Value, r.Ratio, r.Met}; got != want {
+			t.Errorf("row %q: value, ratio, met = %q, want %q", key, got, want)
+		}
+	}
+	storm := benchreport.Series(sums, "RestoreStorm", "clusters")
+	if xs := []float64{storm[0].X, storm[1].X}; !reflect.DeepEqual(xs, []float64{250, 500}) {
+		t.Fatalf("storm series %v", storm)
+	}
+}
+
+// TestReport writes the Markdown and both plots, and checks the plots are
+// PNG images of a readable size.
+func TestReport(t *testing.T) {
+	sums := benchreport.Summarise(parseFixture(t).Results)
+	dir := t.TempDir()
+	for name, draw := range map[string]func(string) error{
+		"scaling.png": func(p string) error { return benchreport.PlotScaling(p, sums, 50, 100) },
+		"memory.png":  func(p string) error { return benchreport.PlotMemory(p, sums) },
+	} {
+		path := filepath.Join(dir, name)
+		if err := draw(path); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := png.Decode(f)
+		_ = f.Close()
+		if err != nil {
+			t.Fatalf("%s is not a PNG: %v", name, err)
+		}
+		if b := img.Bounds(); b.Dx() < 600 || b.Dy() < 300 {
+			t.Fatalf("%s is %v", name, b)
+		}
+	}
+	if err := benchreport.PlotScaling(filepath.Join(dir, "none.png"), nil, 50, 100); !errors.Is(err, benchreport.ErrNoData) {
+		t.Fatalf("plotting nothing: %v, want ErrNoData", err)
+	}
+	var b strings.Builder
+	meta := benchreport.Meta{Date: "2026-12-02", Machine: "test machine", ResultsFile: "bench.txt", StormQPS: 50, StormBurst: 100}
+	if err := benchreport.WriteMarkdown(&b, meta, sums, []string{"scaling.png", "memory.png"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| FreeLock | free Lock (2 reads, 2 writes) vs a raw ConfigMap Create | 14.00 ms | 7.00 ms | 2.00 | ratio ≤ 2.0 | yes | 3 |",
+		"| 500 | 11.0 s | 10.0 s | 1.10 | 1 |",
+		"| 5000 | 4.2 MiB | 4.0 MiB | 1.050 |",
+		"![scaling](scaling.png)",
+		"client QPS 50, burst 100",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+func TestPlanAndPackages(t *testing.T) {
+	jobs := benchreport.Plan(benchreport.DefaultPlanOptions(), []string{"./internal/relink"})
+	var suffixes []string
+	for _, j := range jobs {
+		suffixes = append(suffixes, j.Suffix)
+	}
+	want := []string{"", "/clusters=250", "/clusters=500", "/clusters=1000", "/clusters=2000", "/clusters=2000", "/clusters=2000",
+		"/configmaps=0", "/configmaps=5000", "/configmaps=10000", "/configmaps=20000", ""}
+	if !reflect.DeepEqual(suffixes, want) {
+		t.Fatalf("job suffixes %v, want %v", suffixes, want)
+	}
+	if s := jobs[1].String(); !strings.Contains(s, "-bench=^BenchmarkRestoreStorm$") || !strings.Contains(s, "-args -storm.clusters=250 -storm.qps=50") {
+		t.Fatalf("storm job %s", s)
+	}
+	pkgs, err := benchreport.PackagesWithBenchmarks("../..", benchreport.LibraryPkg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pkgs {
+		if p == benchreport.LibraryPkg || strings.Contains(p, "testdata") {
+			t.Fatalf("packages %v", pkgs)
+		}
+	}
+}
