@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
@@ -81,9 +83,9 @@ func decode(b []byte) ([]*unstructured.Unstructured, error) {
 }
 
 // TestInstallManifestsAreValid applies every rendered object with
-// server-side apply and dryRun=All. The namespaces are created for real
-// first, since a dry-run creation of a namespace does not let namespaced
-// objects be validated in it.
+// server-side apply and dryRun=All, and fails on errors and on warnings. The
+// namespaces are created for real first, since a dry-run creation of a
+// namespace does not let namespaced objects be validated in it.
 func TestInstallManifestsAreValid(t *testing.T) {
 	objs := render(t)
 	ctx := t.Context()
@@ -96,13 +98,27 @@ func TestInstallManifestsAreValid(t *testing.T) {
 			t.Fatalf("creating namespace %s: %v", o.GetName(), err)
 		}
 	}
+	// Warnings count as failures: they are how the API server reports,
+	// among others, a Pod template that breaks the namespace's Pod
+	// Security level.
+	warnings := &warningCollector{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WarningHandler = warnings
+	c, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	kinds := map[string]int{}
 	for _, o := range objs {
 		kinds[o.GetKind()]++
-		err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()),
+		warnings.reset()
+		err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()),
 			client.FieldOwner("initlock-install-test"), client.ForceOwnership, client.DryRunAll)
 		if err != nil {
 			t.Errorf("%s %s: not valid for kube-apiserver %s: %v", o.GetKind(), key(o), kubeenv.KubeVersion, err)
+		}
+		for _, w := range warnings.take() {
+			t.Errorf("%s %s: kube-apiserver %s warns: %s", o.GetKind(), key(o), kubeenv.KubeVersion, w)
 		}
 	}
 	for _, kind := range []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment", "Service"} {
@@ -230,6 +246,30 @@ func convert(t *testing.T, u *unstructured.Unstructured, into any) {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, into); err != nil {
 		t.Fatalf("reading %s %s: %v", u.GetKind(), key(u), err)
 	}
+}
+
+// warningCollector keeps the warnings the API server returns.
+type warningCollector struct {
+	mu       sync.Mutex
+	warnings []string
+}
+
+var _ rest.WarningHandler = (*warningCollector)(nil)
+
+func (w *warningCollector) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.warnings = append(w.warnings, text)
+}
+
+func (w *warningCollector) reset() { w.take() }
+
+func (w *warningCollector) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.warnings
+	w.warnings = nil
+	return out
 }
 
 func key(o *unstructured.Unstructured) string {
