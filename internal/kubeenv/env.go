@@ -69,6 +69,10 @@ func Start(opts Options) (_ *Env, retErr error) {
 		ErrorIfCRDPathMissing: true,
 		Scheme:                Scheme(),
 	}}
+	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
+		// envtest's 20 s is too short for a loaded 2-core machine.
+		e.env.ControlPlaneStartTimeout = 2 * time.Minute
+	}
 	defer func() {
 		if retErr != nil {
 			retErr = errors.Join(retErr, e.Stop())
