@@ -7,11 +7,12 @@
 // The tests carry the build tag e2e, so that "go test ./..." leaves them out;
 // run them with "make test-e2e" (go test -tags e2e ./test/e2e/...).
 //
-// The move itself runs in a separate program, hack/capi/move, built in
-// TestMain from the hack/capi module: that module pins Cluster API v1.14.2
-// with the dependency versions it was released with, and the program keeps
-// the clusterctl configuration in memory, reading no user file and writing
-// none.
+// The move itself runs in a separate program, hack/capi/move, built from the
+// hack/capi module, which pins Cluster API v1.14.2 with the dependency
+// versions it was released with. make test-e2e builds it and passes its path
+// in $INITLOCK_E2E_MOVE; without it, TestMain builds it. The program keeps
+// the clusterctl configuration in memory and runs with an empty home
+// folder, which the tests check it leaves empty.
 //
 // What they show: an init lock that lost its ownerReference (as a Velero
 // restore leaves it) stays behind in the source on move unless
