@@ -159,13 +159,6 @@ func startControlPlanes() (stop func() error, err error) {
 		{CAPI: kubeenv.CAPIV1Beta2, CRDDirs: inventory},
 		{CAPI: kubeenv.CAPIV1Beta2, CRDDirs: inventory, NoControllerManager: true},
 	}
-	// Two control planes start on a machine that may be busy: give
-	// kube-apiserver more than envtest's default 20 s to become ready.
-	if _, ok := os.LookupEnv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT"); !ok {
-		if err := os.Setenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT", "2m"); err != nil {
-			return nil, err
-		}
-	}
 	var envs []*kubeenv.Env
 	stop = func() error {
 		var errs []error
