@@ -84,6 +84,9 @@ func run() error {
 		return errors.Join(runErr, err)
 	}
 	meta.Machine = machine(parsed.Config["cpu"])
+	if load := loads(filepath.Join(filepath.Dir(results), "bench.log")); load != "" {
+		meta.Machine += "; " + load
+	}
 	sums := benchreport.Summarise(parsed.Results)
 	var plots []string
 	for _, pl := range []struct {
@@ -136,13 +139,43 @@ func runBenchmarks(opts benchreport.PlanOptions, out, results string) error {
 		return err
 	}
 	defer logFile.Close()
-	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
-		fmt.Fprintf(logFile, "benchreport: load average at start: %s", load)
-	}
+	logLoad(logFile, "start")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	r := &benchreport.Runner{Dir: ".", Results: resFile, Log: io.MultiWriter(logFile, progress{os.Stderr})}
-	return r.Run(ctx, jobs)
+	err = r.Run(ctx, jobs)
+	logLoad(logFile, "end")
+	return err
+}
+
+const loadPrefix = "benchreport: load average (1, 5, 15 min) at "
+
+// logLoad writes the machine's load average into the log.
+func logLoad(w io.Writer, when string) {
+	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
+		f := strings.Fields(string(load))
+		if len(f) >= 3 {
+			fmt.Fprintf(w, "%s%s: %s %s %s\n", loadPrefix, when, f[0], f[1], f[2])
+		}
+	}
+}
+
+// loads reads back the load averages logLoad wrote.
+func loads(logPath string) string {
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		return ""
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, loadPrefix); ok {
+			out = append(out, rest)
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return "load average (1, 5, 15 min) at " + strings.Join(out, ", at ")
 }
 
 // progress passes on the runner's own lines and the benchmark results, and

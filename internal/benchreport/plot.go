@@ -19,6 +19,9 @@ type line struct {
 	color  color.Color
 	dashed bool
 	format func(float64) string
+	// below puts the value labels under the points, so that they do not
+	// cover those of a line just above.
+	below bool
 }
 
 var (
@@ -37,7 +40,7 @@ func PlotScaling(path string, sums []Summary, qps, burst int) error {
 		"clusters restored", "seconds",
 		[]line{
 			{name: "initlock manager (cache sync + reconciles)", metric: "manager-s", color: blue, format: func(v float64) string { return fmt.Sprintf("%.1f s", v) }},
-			{name: "raw patch loop (floor)", metric: "raw-s", color: grey, dashed: true, format: func(v float64) string { return fmt.Sprintf("%.1f s", v) }},
+			{name: "raw patch loop (floor)", metric: "raw-s", color: grey, dashed: true, below: true, format: func(v float64) string { return fmt.Sprintf("%.1f s", v) }},
 		})
 }
 
@@ -48,8 +51,9 @@ func PlotMemory(path string, sums []Summary) error {
 		"Manager heap against unrelated ConfigMaps in its namespace",
 		"unrelated ConfigMaps (1 KiB each)", "MiB of heap added by the manager",
 		[]line{
-			{name: "with the unrelated ConfigMaps", metric: "MiB-with", color: blue, format: func(v float64) string { return fmt.Sprintf("%.1f MiB", v) }},
-			{name: "same clusters, no unrelated ConfigMaps (floor)", metric: "MiB-none", color: grey, dashed: true},
+			{name: "with the unrelated ConfigMaps", metric: "MiB-with", color: blue, format: func(v float64) string { return fmt.Sprintf("%.2f MiB", v) }},
+			{name: "same clusters, no unrelated ConfigMaps (floor)", metric: "MiB-none", color: grey, dashed: true, below: true,
+				format: func(v float64) string { return fmt.Sprintf("%.2f MiB", v) }},
 		})
 }
 
@@ -108,7 +112,12 @@ func drawLines(path string, points []Point, title, xLabel, yLabel string, lines 
 				lb.TextStyle[i].Color = l.color
 				lb.TextStyle[i].Font.Size = vg.Points(9)
 			}
-			lb.Offset = vg.Point{X: vg.Points(5), Y: vg.Points(5)}
+			// Above and to the left of a rising line, below and to the
+			// right for the line under it.
+			lb.Offset = vg.Point{X: vg.Points(-34), Y: vg.Points(8)}
+			if l.below {
+				lb.Offset = vg.Point{X: vg.Points(6), Y: vg.Points(-14)}
+			}
 			p.Add(lb)
 		}
 	}

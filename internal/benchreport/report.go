@@ -106,6 +106,16 @@ func rowsOf(s Summary) []Row {
 			}
 			return rows
 		}
+	case "Relink":
+		if has("relink-ns/object", "raw-ns/object", "ratio") {
+			rows := []Row{row("relinker: restored objects linked to their owners, time per object", duration(m["relink-ns/object"]),
+				duration(m["raw-ns/object"])+" (patch loop)", m["ratio"], "ratio ≤ 1.5", m["ratio"] <= 1.5, true)}
+			if has("patches/object") {
+				rows = append(rows, row("relinker: patches per object", number(m["patches/object"]), "1 (one patch)",
+					m["patches/object"], "exactly 1", m["patches/object"] == 1, true))
+			}
+			return rows
+		}
 	case "MemoryUnrelatedConfigMaps":
 		if has("MiB-with", "MiB-none", "ratio") {
 			return []Row{row(fmt.Sprintf("manager heap with %s unrelated ConfigMaps vs none", s.Param("configmaps")),
