@@ -49,27 +49,33 @@ func (bc *controller) loop(actCtx, ctx context.Context) {
 		if !mu.TryLock() {
 			continue // another controller reconciles it
 		}
-		res, epoch, err := bc.lock(actCtx, cluster, machine, cutOff)
+		bc.reconcile(actCtx, ctx, cluster, machine, cutOff, hold, success)
 		mu.Unlock()
-		if errors.Is(err, errSkipped) {
-			continue
+	}
+}
+
+// reconcile calls Lock for machine and records the result. The caller
+// holds machine's serial mutex, so that the result is recorded before the
+// machine's init can give the lock up.
+func (bc *controller) reconcile(actCtx, ctx context.Context, cluster, machine string, cutOff, hold time.Duration, success bool) {
+	r := bc.r
+	res, epoch, err := bc.lock(actCtx, cluster, machine, cutOff)
+	switch {
+	case errors.Is(err, errSkipped):
+	case err != nil:
+		r.c.LockError(bc.name, machine, err)
+	case res.Acquired:
+		r.c.Acquired(bc.name, cluster, machine, epoch)
+		if r.c.Holder(cluster) == machine && r.startInit(machine) {
+			r.agents.Add(1)
+			go func() {
+				defer r.agents.Done()
+				defer r.endInit(machine)
+				bc.init(ctx, cluster, machine, hold, success)
+			}()
 		}
-		switch {
-		case err != nil:
-			r.c.LockError(bc.name, machine, err)
-		case res.Acquired:
-			r.c.Acquired(bc.name, cluster, machine, epoch)
-			if r.c.Holder(cluster) == machine && r.startInit(machine) {
-				r.agents.Add(1)
-				go func() {
-					defer r.agents.Done()
-					defer r.endInit(machine)
-					bc.init(ctx, cluster, machine, hold, success)
-				}()
-			}
-		default:
-			r.c.Refused(bc.name, machine, res.Holder, res.Recreated)
-		}
+	default:
+		r.c.Refused(bc.name, machine, res.Holder, res.Recreated)
 	}
 }
 

@@ -114,7 +114,9 @@ type Observation struct {
 	// record for it, when they were listed; nil when they were not.
 	Grants []Machine
 	// Caller is the Machine asking for the lock, or nil when the decision is
-	// made for the manager or the CLI.
+	// made for the manager or the CLI. Its Grant is the grant it held when
+	// the Lock call began, read live, or nil when it held none: a grant
+	// recorded during the call is only in Grants.
 	Caller *Machine
 }
 
@@ -209,8 +211,14 @@ func decideCaller(o Observation, d Decision) Decision {
 		return d
 	}
 	if others := otherGrants(o.Grants, caller.Name); len(others) > 0 && !o.Cluster.Initialized {
-		d.Action, d.Holder = ActionYield, earliestGrant(others).Name
-		return d
+		// A grant recorded in this call gives way to any other. A grant the
+		// caller already held gives way only to an earlier one: it may be in
+		// use by a running init, and a later grant is a competitor's that
+		// will give way to it.
+		if !heldGrant(o, caller) || earliestGrant(o.Grants).Name != caller.Name {
+			d.Action, d.Holder = ActionYield, earliestGrant(others).Name
+			return d
+		}
 	}
 	d.Acquired = true
 	if needsAdoption(o.Lock, d.Owner) || (caller.UID != "" && o.Lock.Record.MachineUID != caller.UID) {
@@ -328,6 +336,12 @@ func otherGrants(grants []Machine, caller string) []Machine {
 		}
 	}
 	return out
+}
+
+// heldGrant tells whether the caller came into the call holding a grant for
+// the cluster that the live list still shows.
+func heldGrant(o Observation, caller *Machine) bool {
+	return caller.Grant.For(o.Cluster.Name) && hasMachine(o.Grants, caller.Name)
 }
 
 // earliestGrant picks the grant that wins when several Machines carry one:

@@ -45,6 +45,12 @@
 //     handed to that Machine (the earliest grant wins), the caller's grant is
 //     withdrawn and the caller is refused.
 //  3. Only then does Lock report the lock acquired.
+//
+// A caller that already held its grant when the call began (a holder calling
+// Lock again, after its lock was lost or restored) is not a newcomer: its
+// init may be running. It gives way only to a grant recorded before its own;
+// a later grant is a competitor's, which gives way to it in step 2, or one a
+// failed call left behind. Grant times are recorded to the microsecond.
 //  4. Unlock withdraws the grant, then deletes the ConfigMap with the UID and
 //     resourceVersion it read as preconditions.
 //
@@ -84,6 +90,15 @@
 //     and a decision taken then could be wrong.
 //   - Two callers that both see each other's fresh grant both withdraw and
 //     both retry: the protocol favours safety over progress in that race.
+//   - Lock calls for one Machine must not run concurrently with each other
+//     (controller-runtime never reconciles one object twice at once): a call
+//     that finds the grant another call of the same Machine is still
+//     confirming would take it as already held.
+//   - Held grants are ordered by the time their callers recorded. A failed
+//     call that leaves its grant behind, on a machine whose clock runs behind
+//     the holder's by more than the time between the two grants, could look
+//     earlier than the holder's; keep the bootstrap provider's replicas'
+//     clocks synchronised.
 //
 // # Decide, then do
 //

@@ -169,7 +169,9 @@ func (l *Locker) confirm(ctx context.Context, clusterObj, machineObj client.Obje
 	if err != nil {
 		return Result{}, err
 	}
-	if hasGrant && !hasMachine(grants, m.Name) {
+	// held: the caller's grant predates this call, so it may be in use.
+	held := hasGrant && hasMachine(grants, m.Name)
+	if hasGrant && !held {
 		// The object we were given was stale: its grant is gone.
 		if err := l.writeGrant(ctx, machineObj, m, cl.Name); err != nil {
 			return Result{}, err
@@ -178,7 +180,11 @@ func (l *Locker) confirm(ctx context.Context, clusterObj, machineObj client.Obje
 			return Result{}, err
 		}
 	}
-	obs := Observation{ClusterName: cl.Name, Lock: ObserveLock(cm, cl.Name), Cluster: &cl, Holder: &m, Caller: &m, Grants: grants}
+	caller := m
+	if !held {
+		caller.Grant = nil
+	}
+	obs := Observation{ClusterName: cl.Name, Lock: ObserveLock(cm, cl.Name), Cluster: &cl, Holder: &m, Caller: &caller, Grants: grants}
 	d := Decide(obs, Policy{}, l.clock.Now())
 	if d.Action == ActionYield {
 		log.Info("Another machine holds a grant for this cluster, handing the lock to it", "holder", d.Holder)

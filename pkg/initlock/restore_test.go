@@ -1,6 +1,7 @@
 package initlock_test
 
 import (
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"sync"
@@ -169,6 +170,40 @@ func TestLostLock(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.checkRefusedThenHolderRecreates(t, m1, m2)
+	})
+	t.Run("lock lost while another machine's abandoned grant stands: the holder keeps it", func(t *testing.T) {
+		f := newFixture(t)
+		m1, m2 := f.machine("m1"), f.machine("m2")
+		f.mustLock(m1)
+		// A Lock call of m2 that failed after recording its grant, and then
+		// failed to withdraw it, leaves a grant later than m1's.
+		later := time.Now().UTC().Add(time.Second)
+		abandoned, err := json.Marshal(initlock.Grant{Cluster: "c1", AcquiredAt: &later})
+		if err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(m2.DeepCopy())
+		m2.SetAnnotations(map[string]string{initlock.GrantAnnotation: string(abandoned)})
+		if err := env.Client.Patch(t.Context(), m2, patch); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Client.Delete(t.Context(), f.lockCM()); err != nil {
+			t.Fatal(err)
+		}
+		f.counter.Reset()
+		if res := f.mustLock(f.get(m1)); !res.Acquired || res.Holder != "m1" || res.Action != initlock.ActionCreate {
+			t.Fatalf("holder's Lock(m1) with the lock lost = %+v, want acquired by create", res)
+		}
+		// GET lock (404), CREATE lock, LIST grants: m1's grant stands.
+		if r, w := f.counter.Reads(), f.counter.Writes(); r != 2 || w != 1 {
+			t.Errorf("holder's Lock made %d reads and %d writes, want 2 and 1", r, w)
+		}
+		if _, ok := f.get(m1).GetAnnotations()[initlock.GrantAnnotation]; !ok {
+			t.Error("the holder's grant record was withdrawn")
+		}
+		if res := f.mustLock(f.get(m2)); res.Acquired || res.Holder != "m1" {
+			t.Fatalf("Lock(m2) = %+v, want refused, held by m1", res)
+		}
 	})
 	t.Run("init failed and the holder unlocked: another machine acquires", func(t *testing.T) {
 		f := newFixture(t)

@@ -99,7 +99,9 @@ func (l *Locker) rewrite(ctx context.Context, cm *corev1.ConfigMap, cl Cluster, 
 // Machine recreated under the same name never inherits it, and sets the
 // annotation on obj too.
 func (l *Locker) writeGrant(ctx context.Context, obj client.Object, m Machine, cluster string) error {
-	now := l.clock.Now().UTC().Truncate(time.Second)
+	// Microseconds: grants are ordered by their time, and two grants within
+	// one second must not tie.
+	now := l.clock.Now().UTC().Truncate(time.Microsecond)
 	value := Grant{Cluster: cluster, AcquiredAt: &now}.encode()
 	meta := map[string]any{"annotations": map[string]any{GrantAnnotation: value}}
 	if m.UID != "" {
