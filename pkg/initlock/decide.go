@@ -178,11 +178,8 @@ func Decide(o Observation, p Policy, now time.Time) Decision {
 func decideMissing(o Observation) Decision {
 	d := Decision{Verdict: VerdictFree, Action: ActionNone}
 	uninitialised := o.Cluster != nil && !o.Cluster.Initialized
-	var granted *Machine
 	if uninitialised && len(o.Grants) > 0 {
-		g := earliestGrant(o.Grants)
-		granted = &g
-		d.Verdict, d.Holder = VerdictLost, g.Name
+		d.Verdict, d.Holder = VerdictLost, earliestGrant(o.Grants).Name
 	}
 	if o.Caller == nil {
 		return d
@@ -191,8 +188,8 @@ func decideMissing(o Observation) Decision {
 		d.Err = ErrClusterPaused
 		return d
 	}
-	if granted != nil && granted.Name != o.Caller.Name {
-		d.Action = ActionRecreate
+	if w, ok := yieldTo(o); ok {
+		d.Action, d.Holder = ActionRecreate, w
 		return d
 	}
 	d.Action, d.Holder, d.Acquired = ActionCreate, o.Caller.Name, true
@@ -202,31 +199,46 @@ func decideMissing(o Observation) Decision {
 // decideCaller decides for a Machine calling Lock.
 func decideCaller(o Observation, d Decision) Decision {
 	caller := o.Caller
-	if d.Holder != caller.Name {
-		if o.Holder != nil {
-			d.Action = ActionNone
-			return d
-		}
-		d.Action, d.Holder, d.Acquired = ActionTakeOver, caller.Name, true
+	if d.Holder != caller.Name && o.Holder != nil {
+		d.Action = ActionNone // held by another existing Machine
 		return d
 	}
-	if others := otherGrants(o.Grants, caller.Name); len(others) > 0 && !o.Cluster.Initialized {
-		// A grant recorded in this call gives way to any other. A grant the
-		// caller already held gives way only to an earlier one: it may be in
-		// use by a running init, and a later grant is a competitor's that
-		// will give way to it.
-		if !heldGrant(o, caller) || earliestGrant(o.Grants).Name != caller.Name {
-			d.Action, d.Holder = ActionYield, earliestGrant(others).Name
-			return d
-		}
+	if w, ok := yieldTo(o); ok {
+		d.Action, d.Holder = ActionYield, w
+		return d
 	}
 	d.Acquired = true
+	if d.Holder != caller.Name {
+		d.Action, d.Holder = ActionTakeOver, caller.Name
+		return d
+	}
 	if needsAdoption(o.Lock, d.Owner) || (caller.UID != "" && o.Lock.Record.MachineUID != caller.UID) {
 		d.Action = ActionAdopt
 		return d
 	}
 	d.Action = ActionNone
 	return d
+}
+
+// yieldTo tells whether the caller must give the lock to another Machine's
+// grant, and to which. A grant recorded in this call gives way to any
+// other. A grant the caller already held gives way only to an earlier one:
+// it may be in use by a running init, and a later grant is a competitor's
+// that will give way to it, or one a failed call left behind. Grants do not
+// count once the control plane is initialised.
+func yieldTo(o Observation) (string, bool) {
+	caller := o.Caller
+	if o.Cluster == nil || o.Cluster.Initialized {
+		return "", false
+	}
+	others := otherGrants(o.Grants, caller.Name)
+	if len(others) == 0 {
+		return "", false
+	}
+	if heldGrant(o, caller) && earliestGrant(o.Grants).Name == caller.Name {
+		return "", false
+	}
+	return earliestGrant(others).Name, true
 }
 
 // decideKeeper decides for the manager and the CLI, which keep locks owned,

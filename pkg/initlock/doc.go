@@ -34,45 +34,54 @@
 // ("initlock.dev/init-lock-grant"), which backup, restore and move carry with
 // the Machine and which goes away with it. The protocol:
 //
-//  1. Lock reads the lock ConfigMap live. If it is held by another Machine
-//     that exists (checked live), the lock is not acquired. If that Machine
-//     no longer exists, the lock is taken over with an update conditional
-//     on the resourceVersion read. If it is free, it is created (an atomic
-//     Create: of any number of racing callers exactly one succeeds).
+//  1. Lock reads the lock ConfigMap live. A caller that carries no grant
+//     lists the cluster's grants along with it, in parallel. If the lock is
+//     missing while another Machine's grant stands, Lock creates it again
+//     for that Machine (the earliest grant wins), records nothing for the
+//     caller and refuses it (Result.Recreated). If the lock is held by
+//     another Machine that exists (known from its grant, or checked live),
+//     the caller is refused. If that Machine no longer exists, the lock is
+//     taken over with an update conditional on the resourceVersion read. If
+//     it is free, it is created (an atomic Create: of any number of racing
+//     callers exactly one succeeds).
 //  2. Having written the ConfigMap, Lock records the grant on the caller,
-//     conditional on the caller's UID, and then lists the cluster's Machines
-//     live. If another Machine carries a grant for the cluster, the lock is
-//     handed to that Machine (the earliest grant wins), the caller's grant is
-//     withdrawn and the caller is refused.
-//  3. Only then does Lock report the lock acquired.
-//
-// A caller that already held its grant when the call began (a holder calling
-// Lock again, after its lock was lost or restored) is not a newcomer: its
-// init may be running. It gives way only to a grant recorded before its own;
-// a later grant is a competitor's, which gives way to it in step 2, or one a
-// failed call left behind. Grant times are recorded to the microsecond.
+//     conditional on the caller's UID, and then lists the grants live
+//     again. If another Machine's grant stands in the way, the lock is
+//     handed to the earliest, the caller's grant is withdrawn and the
+//     caller is refused.
+//  3. Only then does Lock report the lock acquired. A call that fails after
+//     recording a grant withdraws it before it returns.
 //  4. Unlock withdraws the grant, then deletes the ConfigMap with the UID and
 //     resourceVersion it read as preconditions.
 //
+// A grant recorded during the call gives way to any other grant. A grant the
+// caller already held when the call began (a holder calling Lock again,
+// after its lock was lost or restored) gives way only to an earlier one: its
+// init may be running, and a later grant is a competitor's, which gives way
+// to it in step 2, or one a failed call left behind. Grant times are
+// recorded to the microsecond.
+//
 // Because a caller reports success only after its grant is durable and no
-// other grant was seen, two callers can never both succeed while both grants
-// stand: the later one sees the earlier one's grant. This holds whatever
-// happens to the ConfigMap. When the ConfigMap is found missing, the caller
-// briefly writes it for itself, sees the surviving grant and hands the lock
-// back to the granted holder (Result.Recreated).
+// other grant stood in its way, two callers can never both succeed while
+// both grants stand: the later one sees the earlier one's grant. This holds
+// whatever happens to the ConfigMap. And because a caller without a grant
+// never writes the lock for itself while another grant stands, a lock that
+// names a Machine carrying a grant is a confirmed acquisition: the holder's
+// next Lock trusts it with a single read.
 //
-// Requests per path (reads are live GETs and LISTs; writes are creates,
-// patches and deletes), as the tests assert them:
+// Requests per path (reads are live GETs and LISTs, "∥" two reads made in
+// parallel; writes are creates, patches and deletes), as the tests assert
+// them:
 //
-//	path                                      reads  writes
-//	healthy re-Lock by the holder             1      0
-//	free Lock                                 2      2  (lock, grant)
-//	re-adoption after a restore               2      1
-//	upstream lock healed on its holder's Lock 2      2  (lock, grant)
-//	held by another existing Machine          2      0
-//	take-over from a Machine that is gone     3      2
-//	lock lost, caller refused                 2      4  (create, grant, hand back, withdraw)
-//	Unlock                                    1      2  (withdraw grant, delete)
+//	path                                      reads        writes
+//	healthy re-Lock by the holder             1            0
+//	free Lock                                 GET∥LIST +1  2  (lock, grant)
+//	re-adoption after a restore               2            1
+//	upstream lock healed on its holder's Lock GET∥LIST +1  2  (lock, grant)
+//	held by another Machine with a grant      GET∥LIST     0
+//	take-over from a Machine that is gone     GET∥LIST +2  2
+//	lock lost, caller refused                 GET∥LIST     1  (lock recreated for the holder)
+//	Unlock                                    1            2  (withdraw grant, delete)
 //
 // # What it does not guarantee
 //
@@ -94,11 +103,12 @@
 //     (controller-runtime never reconciles one object twice at once): a call
 //     that finds the grant another call of the same Machine is still
 //     confirming would take it as already held.
-//   - Held grants are ordered by the time their callers recorded. A failed
-//     call that leaves its grant behind, on a machine whose clock runs behind
-//     the holder's by more than the time between the two grants, could look
-//     earlier than the holder's; keep the bootstrap provider's replicas'
-//     clocks synchronised.
+//   - Held grants are ordered by the times their callers recorded. A grant
+//     left behind by a call whose write and withdrawal both failed after
+//     reaching the server, and whose time is earlier than a grant confirmed
+//     meanwhile (its caller's clock behind, or its write delayed after the
+//     time was taken), could win over that grant if the lock is lost again.
+//     Keep the clocks of the bootstrap provider's replicas synchronised.
 //
 // # Decide, then do
 //

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -105,111 +107,206 @@ func (l *Locker) Lock(ctx context.Context, cluster, machine client.Object) (Resu
 		return Result{}, &Error{Namespace: cl.Namespace, Name: cl.Name, Kind: "cluster", Err: ErrClusterPaused,
 			Detail: "the lock is left as it is; unpause the cluster (spec.paused, annotation " + capi.PausedAnnotation + ") and try again"}
 	}
+	a := &acquisition{l: l, clusterObj: cluster, machineObj: machine, cl: cl, m: m, lockName: lockName, log: log,
+		hadGrant: m.Grant != nil && m.Grant.Cluster == cl.Name}
+	res, err := a.run(ctx)
+	if a.wrote && !res.Acquired {
+		// A grant recorded in this call must not outlive it unconfirmed.
+		err = errors.Join(err, a.withdraw(ctx))
+	}
+	return res, err
+}
+
+// acquisition is one Lock call.
+type acquisition struct {
+	l                      *Locker
+	clusterObj, machineObj client.Object
+	cl                     Cluster
+	m                      Machine
+	lockName               string
+	log                    logr.Logger
+	// hadGrant: the machine object passed in carried a grant for the
+	// cluster. wrote: this call recorded the grant (or tried to), so it is
+	// not one the caller held before.
+	hadGrant, wrote bool
+}
+
+// run decides on the lock as read and, when the caller may acquire it,
+// writes the lock, then records the grant and lists the grants live. A
+// caller that carries no grant reads the grants along with the lock, so
+// that it never writes a lock for itself while another Machine's grant
+// stands: a lock that names a Machine which carries a grant is a confirmed
+// acquisition or a hand-over to the earliest grant, which is what lets a
+// healthy re-Lock trust it with one read.
+func (a *acquisition) run(ctx context.Context) (Result, error) {
+	l, cl, m := a.l, a.cl, a.m
 	for range maxAttempts {
-		obs, cm, err := l.observe(ctx, cl, m, lockName)
+		obs, cm, err := a.observe(ctx)
 		if err != nil {
 			return Result{}, err
 		}
 		d := Decide(obs, Policy{}, l.clock.Now())
-		if d.Err != nil {
-			return Result{Verdict: d.Verdict, Holder: d.Holder}, lockError(cl.Namespace, lockName, d.Err)
+		switch {
+		case d.Err != nil:
+			return Result{Verdict: d.Verdict, Holder: d.Holder}, lockError(cl.Namespace, a.lockName, d.Err)
+		case d.Action == ActionRecreate || d.Action == ActionYield:
+			return a.handOver(ctx, cm, obs.Grants, d)
+		case !d.Acquired:
+			return Result{Holder: d.Holder, Verdict: d.Verdict, Action: d.Action}, nil
+		case a.held() && d.Action == ActionNone:
+			return Result{Acquired: true, Holder: m.Name, Verdict: d.Verdict, Action: ActionNone}, nil // a healthy re-Lock: one read
 		}
-		res := Result{Acquired: d.Acquired, Holder: d.Holder, Verdict: d.Verdict, Action: d.Action}
 		switch d.Action {
 		case ActionNone:
 		case ActionCreate:
-			res.Recreated = d.Verdict == VerdictLost
-			cm, err = l.create(ctx, cl, Record{MachineName: m.Name, MachineUID: m.UID}, lockName)
-		case ActionRecreate:
-			res.Recreated = true
-			_, err = l.create(ctx, cl, Record{MachineName: d.Holder, MachineUID: holderUID(obs.Grants, d.Holder)}, lockName)
+			cm, err = l.create(ctx, cl, Record{MachineName: m.Name, MachineUID: m.UID}, a.lockName)
 		case ActionAdopt:
 			cm, err = l.adopt(ctx, cm, cl, m.UID)
 		case ActionTakeOver:
 			cm, err = l.rewrite(ctx, cm, cl, Record{MachineName: m.Name, MachineUID: m.UID})
 		default:
-			return Result{}, fmt.Errorf("lock %s/%s: unexpected action %q for a caller", cl.Namespace, lockName, d.Action)
+			return Result{}, fmt.Errorf("lock %s/%s: unexpected action %q for a caller", cl.Namespace, a.lockName, d.Action)
 		}
 		if retry(err) {
-			log.V(4).Info("Lock changed under us, retrying", "action", d.Action)
+			a.log.V(4).Info("Lock changed under us, retrying", "action", d.Action)
 			continue
 		}
 		if err != nil {
-			return Result{}, fmt.Errorf("lock %s/%s: %s for machine %s: %w", cl.Namespace, lockName, d.Action, m.Name, err)
+			return Result{}, fmt.Errorf("lock %s/%s: %s for machine %s: %w", cl.Namespace, a.lockName, d.Action, m.Name, err)
 		}
-		if !res.Acquired {
-			if res.Recreated {
-				l.event(cluster, corev1.EventTypeWarning, EventLockRecreated, "Recreated lost init lock %s for its granted holder %s; %s was refused", lockName, d.Holder, m.Name)
-				log.Info("Recreated lost init lock for its granted holder", "holder", d.Holder)
-			}
-			return res, nil
-		}
-		return l.confirm(ctx, cluster, machine, cl, m, cm, res)
+		return a.confirm(ctx, cm, Result{Acquired: true, Holder: m.Name, Verdict: d.Verdict, Action: d.Action,
+			Recreated: d.Action == ActionCreate && d.Verdict == VerdictLost})
 	}
-	return Result{}, lockError(cl.Namespace, lockName, fmt.Errorf("%w: %d conflicting writes in a row", ErrContended, maxAttempts))
+	return Result{}, lockError(cl.Namespace, a.lockName, fmt.Errorf("%w: %d conflicting writes in a row", ErrContended, maxAttempts))
+}
+
+// held tells whether the caller came in with a grant, as far as the object
+// passed shows, and has not recorded one in this call.
+func (a *acquisition) held() bool { return a.hadGrant && !a.wrote }
+
+// observe reads the lock and, when another Machine holds it, that Machine,
+// live. A caller without a grant also lists the grants, in parallel with
+// reading the lock; a holder that carries a grant is then known to exist.
+func (a *acquisition) observe(ctx context.Context) (Observation, *corev1.ConfigMap, error) {
+	l, cl, m := a.l, a.cl, a.m
+	if a.held() {
+		return l.observe(ctx, cl, m, a.lockName, nil)
+	}
+	var (
+		grants []Machine
+		lerr   error
+		wg     sync.WaitGroup
+	)
+	wg.Go(func() { grants, lerr = l.listGrants(ctx, cl, m.APIVersion) })
+	obs, cm, err := l.observe(ctx, cl, m, a.lockName, func() ([]Machine, error) {
+		wg.Wait()
+		return grants, lerr
+	})
+	wg.Wait()
+	if err = errors.Join(err, lerr); err != nil {
+		return Observation{}, nil, err
+	}
+	obs.Grants = grants
+	caller := m
+	caller.Grant = nil
+	obs.Caller = &caller
+	return obs, cm, nil
 }
 
 // confirm makes an acquisition durable: it records the grant on the caller,
-// then lists the cluster's Machines live to check that no other Machine holds
-// a grant. If one does, the lock goes to that Machine. The grant is always
-// written before the list, never after: that order is what lets two racing
-// callers never both succeed.
-func (l *Locker) confirm(ctx context.Context, clusterObj, machineObj client.Object, cl Cluster, m Machine, cm *corev1.ConfigMap, res Result) (Result, error) {
-	log := ctrl.LoggerFrom(ctx).WithValues("cluster", klog.KRef(cl.Namespace, cl.Name), "machine", m.Name)
-	hasGrant := m.Grant != nil && m.Grant.Cluster == cl.Name
-	if hasGrant && res.Action == ActionNone {
-		return res, nil // a healthy re-Lock: one read, no write
-	}
-	if !hasGrant {
-		if err := l.writeGrant(ctx, machineObj, m, cl.Name); err != nil {
-			return Result{}, err
-		}
-	}
-	grants, err := l.listGrants(ctx, cl, m.APIVersion)
+// then lists the cluster's grants live. If another Machine's grant stands
+// in the way, the lock goes to that Machine and the caller is refused.
+func (a *acquisition) confirm(ctx context.Context, cm *corev1.ConfigMap, res Result) (Result, error) {
+	grants, err := a.grantAndList(ctx)
 	if err != nil {
 		return Result{}, err
 	}
-	// held: the caller's grant predates this call, so it may be in use.
-	held := hasGrant && hasMachine(grants, m.Name)
-	if hasGrant && !held {
-		// The object we were given was stale: its grant is gone.
-		if err := l.writeGrant(ctx, machineObj, m, cl.Name); err != nil {
-			return Result{}, err
-		}
-		if grants, err = l.listGrants(ctx, cl, m.APIVersion); err != nil {
-			return Result{}, err
-		}
+	caller := a.m
+	if a.wrote {
+		caller.Grant = nil // recorded now, not held before
 	}
-	caller := m
-	if !held {
-		caller.Grant = nil
+	obs := Observation{ClusterName: a.cl.Name, Lock: ObserveLock(cm, a.cl.Name), Cluster: &a.cl, Holder: &a.m, Caller: &caller, Grants: grants}
+	if d := Decide(obs, Policy{}, a.l.clock.Now()); d.Action == ActionYield {
+		return a.handOver(ctx, cm, grants, d)
 	}
-	obs := Observation{ClusterName: cl.Name, Lock: ObserveLock(cm, cl.Name), Cluster: &cl, Holder: &m, Caller: &caller, Grants: grants}
-	d := Decide(obs, Policy{}, l.clock.Now())
-	if d.Action == ActionYield {
-		log.Info("Another machine holds a grant for this cluster, handing the lock to it", "holder", d.Holder)
-		_, werr := l.rewrite(ctx, cm, cl, Record{MachineName: d.Holder, MachineUID: holderUID(grants, d.Holder)})
-		cerr := l.clearGrant(ctx, m, cl.Name)
-		dropGrant(machineObj)
-		if werr != nil && !retry(werr) {
-			return Result{}, errors.Join(werr, cerr)
-		}
-		if cerr != nil {
-			return Result{}, cerr
-		}
-		l.event(clusterObj, corev1.EventTypeWarning, EventLockRecreated, "Init lock handed to its granted holder %s; %s was refused", d.Holder, m.Name)
-		return Result{Holder: d.Holder, Verdict: VerdictLost, Action: ActionRecreate, Recreated: true}, nil
-	}
-	switch res.Action {
-	case ActionCreate:
-		l.event(clusterObj, corev1.EventTypeNormal, EventLockAcquired, "Machine %s acquired the init lock", m.Name)
-	case ActionTakeOver:
-		l.event(clusterObj, corev1.EventTypeNormal, EventLockTakenOver, "Machine %s took over the init lock from a machine that no longer exists", m.Name)
-	case ActionAdopt:
-		l.event(clusterObj, corev1.EventTypeNormal, EventLockAdopted, "Init lock re-adopted by cluster UID %s", cl.UID)
-	}
-	log.V(2).Info("Init lock acquired", "action", res.Action)
+	a.acquired(res.Action)
 	return res, nil
+}
+
+// grantAndList records the grant on the caller unless it carries one, then
+// lists the cluster's grants live. The grant is always written before the
+// list, never after: that order is what lets two racing callers never both
+// succeed.
+func (a *acquisition) grantAndList(ctx context.Context) ([]Machine, error) {
+	if !a.hadGrant && !a.wrote {
+		a.wrote = true
+		if err := a.l.writeGrant(ctx, a.machineObj, a.m, a.cl.Name); err != nil {
+			return nil, err
+		}
+	}
+	grants, err := a.l.listGrants(ctx, a.cl, a.m.APIVersion)
+	if err != nil || hasMachine(grants, a.m.Name) {
+		return grants, err
+	}
+	// The object we were given was stale: its grant is gone.
+	a.wrote = true
+	if err := a.l.writeGrant(ctx, a.machineObj, a.m, a.cl.Name); err != nil {
+		return nil, err
+	}
+	return a.l.listGrants(ctx, a.cl, a.m.APIVersion)
+}
+
+// handOver gives the lock to the Machine with the earliest other grant:
+// it writes the lock for it (creating it when it was lost) and withdraws
+// the caller's grant. A lock changed meanwhile is left as it is: the grants
+// decide.
+func (a *acquisition) handOver(ctx context.Context, cm *corev1.ConfigMap, grants []Machine, d Decision) (Result, error) {
+	l, cl := a.l, a.cl
+	a.log.Info("Another machine holds a grant for this cluster, handing the lock to it", "holder", d.Holder)
+	rec := Record{MachineName: d.Holder, MachineUID: holderUID(grants, d.Holder)}
+	var werr error
+	if cm == nil {
+		_, werr = l.create(ctx, cl, rec, a.lockName)
+	} else {
+		_, werr = l.rewrite(ctx, cm, cl, rec)
+	}
+	if retry(werr) {
+		werr = nil
+	}
+	if a.wrote || a.hadGrant {
+		a.wrote = false // withdrawn here
+		werr = errors.Join(werr, a.withdraw(ctx))
+	}
+	if werr != nil {
+		return Result{}, werr
+	}
+	res := Result{Holder: d.Holder, Verdict: d.Verdict, Action: ActionYield}
+	if cm == nil {
+		res.Verdict, res.Action, res.Recreated = VerdictLost, ActionRecreate, true
+		l.event(a.clusterObj, corev1.EventTypeWarning, EventLockRecreated, "Recreated lost init lock %s for its granted holder %s; %s was refused", a.lockName, d.Holder, a.m.Name)
+	} else {
+		l.event(a.clusterObj, corev1.EventTypeWarning, EventLockRecreated, "Init lock handed to its granted holder %s; %s was refused", d.Holder, a.m.Name)
+	}
+	return res, nil
+}
+
+// withdraw removes the caller's grant record.
+func (a *acquisition) withdraw(ctx context.Context) error {
+	dropGrant(a.machineObj)
+	return a.l.clearGrant(ctx, a.m, a.cl.Name)
+}
+
+func (a *acquisition) acquired(action Action) {
+	l, m := a.l, a.m
+	switch action {
+	case ActionCreate:
+		l.event(a.clusterObj, corev1.EventTypeNormal, EventLockAcquired, "Machine %s acquired the init lock", m.Name)
+	case ActionTakeOver:
+		l.event(a.clusterObj, corev1.EventTypeNormal, EventLockTakenOver, "Machine %s took over the init lock from a machine that no longer exists", m.Name)
+	case ActionAdopt:
+		l.event(a.clusterObj, corev1.EventTypeNormal, EventLockAdopted, "Init lock re-adopted by cluster UID %s", a.cl.UID)
+	}
+	a.log.V(2).Info("Init lock acquired", "action", action)
 }
 
 // UnlockOption configures Unlock.
@@ -339,8 +436,9 @@ func (l *Locker) prepare(cluster, machine client.Object) (Cluster, Machine, stri
 }
 
 // observe reads the lock and, when another Machine holds it, that Machine,
-// both live.
-func (l *Locker) observe(ctx context.Context, cl Cluster, m Machine, lockName string) (Observation, *corev1.ConfigMap, error) {
+// both live. When grants is given and the holder carries a grant, the
+// holder is taken from the grants rather than read again.
+func (l *Locker) observe(ctx context.Context, cl Cluster, m Machine, lockName string, grants func() ([]Machine, error)) (Observation, *corev1.ConfigMap, error) {
 	obs := Observation{ClusterName: cl.Name, Cluster: &cl, Caller: &m}
 	cm, err := l.getLock(ctx, cl.Namespace, lockName)
 	if err != nil || cm == nil {
@@ -354,6 +452,18 @@ func (l *Locker) observe(ctx context.Context, cl Cluster, m Machine, lockName st
 	if holder == m.Name {
 		obs.Holder = &m
 		return obs, cm, nil
+	}
+	if grants != nil {
+		gs, err := grants()
+		if err != nil {
+			return obs, nil, err
+		}
+		for i := range gs {
+			if gs[i].Name == holder {
+				obs.Holder = &gs[i]
+				return obs, cm, nil
+			}
+		}
 	}
 	h, err := l.getMachine(ctx, cl.Namespace, holder, m.APIVersion)
 	if err != nil {

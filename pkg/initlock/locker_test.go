@@ -37,8 +37,9 @@ func TestLock(t *testing.T) {
 	}{{
 		name:  "free lock is created and the grant recorded",
 		setup: func(f *fixture) *unstructured.Unstructured { return f.machine("m1") },
-		// GET lock (404), CREATE lock, PATCH grant, LIST grants.
-		want: want{acquired: true, holder: "m1", action: initlock.ActionCreate, reads: 2, writes: 2},
+		// GET lock (404) and LIST grants in parallel, CREATE lock, PATCH
+		// grant, LIST grants.
+		want: want{acquired: true, holder: "m1", action: initlock.ActionCreate, reads: 3, writes: 2},
 		check: func(t *testing.T, f *fixture) {
 			cm := f.lockCM()
 			if cm.Labels[capi.ClusterNameLabel] != "c1" {
@@ -113,8 +114,9 @@ func TestLock(t *testing.T) {
 			f.upstreamLock("m1", f.clusterRef())
 			return m
 		},
-		// GET lock, PATCH lock (machine UID), PATCH grant, LIST grants.
-		want: want{acquired: true, holder: "m1", action: initlock.ActionAdopt, reads: 2, writes: 2},
+		// GET lock and LIST grants in parallel, PATCH lock (machine UID),
+		// PATCH grant, LIST grants.
+		want: want{acquired: true, holder: "m1", action: initlock.ActionAdopt, reads: 3, writes: 2},
 		check: func(t *testing.T, f *fixture) {
 			r, err := initlock.DecodeRecord(f.lockCM().Data[initlock.DataKey])
 			if err != nil || r.MachineUID == "" {
@@ -127,7 +129,8 @@ func TestLock(t *testing.T) {
 			f.mustLock(f.machine("m1"))
 			return f.machine("m2")
 		},
-		// GET lock, GET holder.
+		// GET lock and LIST grants in parallel; the holder's grant shows
+		// that it exists.
 		want: want{acquired: false, holder: "m1", action: initlock.ActionNone, reads: 2, writes: 0},
 	}, {
 		name: "held by a machine that no longer exists: taken over in place",
@@ -135,8 +138,9 @@ func TestLock(t *testing.T) {
 			f.upstreamLock("gone", f.clusterRef())
 			return f.machine("m2")
 		},
-		// GET lock, GET holder (404), PATCH lock, PATCH grant, LIST grants.
-		want: want{acquired: true, holder: "m2", action: initlock.ActionTakeOver, reads: 3, writes: 2},
+		// GET lock and LIST grants in parallel, GET holder (404), PATCH
+		// lock, PATCH grant, LIST grants.
+		want: want{acquired: true, holder: "m2", action: initlock.ActionTakeOver, reads: 4, writes: 2},
 		check: func(t *testing.T, f *fixture) {
 			if h := f.lockHolder(); h != "m2" {
 				t.Errorf("lock holder = %s, want m2", h)
@@ -148,35 +152,35 @@ func TestLock(t *testing.T) {
 			f.foreign(map[string]string{"lock-information": `{"machineName":"x"}`}, nil)
 			return f.machine("m1")
 		},
-		want: want{err: initlock.ErrNotALock, reads: 1},
+		want: want{err: initlock.ErrNotALock, reads: 2}, // GET lock and LIST grants in parallel
 	}, {
 		name: "foreign configmap without the data key is refused and untouched",
 		setup: func(f *fixture) *unstructured.Unstructured {
 			f.foreign(map[string]string{"user-data": "precious"}, map[string]string{capi.ClusterNameLabel: "c1"})
 			return f.machine("m1")
 		},
-		want: want{err: initlock.ErrNotALock, reads: 1},
+		want: want{err: initlock.ErrNotALock, reads: 2}, // GET lock and LIST grants in parallel
 	}, {
 		name: "configmap labelled for another cluster is refused",
 		setup: func(f *fixture) *unstructured.Unstructured {
 			f.foreign(map[string]string{"lock-information": `{"machineName":"x"}`}, map[string]string{capi.ClusterNameLabel: "c2"})
 			return f.machine("m1")
 		},
-		want: want{err: initlock.ErrNotALock, reads: 1},
+		want: want{err: initlock.ErrNotALock, reads: 2}, // GET lock and LIST grants in parallel
 	}, {
 		name: "corrupt lock is not taken over",
 		setup: func(f *fixture) *unstructured.Unstructured {
 			f.foreign(map[string]string{"lock-information": `{"machineName":`}, map[string]string{capi.ClusterNameLabel: "c1"})
 			return f.machine("m1")
 		},
-		want: want{err: initlock.ErrCorruptLock, reads: 1},
+		want: want{err: initlock.ErrCorruptLock, reads: 2}, // GET lock and LIST grants in parallel
 	}, {
 		name: "lock naming no machine is corrupt",
 		setup: func(f *fixture) *unstructured.Unstructured {
 			f.foreign(map[string]string{"lock-information": `{"machineName":""}`}, map[string]string{capi.ClusterNameLabel: "c1"})
 			return f.machine("m1")
 		},
-		want: want{err: initlock.ErrCorruptLock, reads: 1},
+		want: want{err: initlock.ErrCorruptLock, reads: 2}, // GET lock and LIST grants in parallel
 	}, {
 		name: "paused cluster: no request at all",
 		setup: func(f *fixture) *unstructured.Unstructured {
