@@ -36,6 +36,8 @@ vet:
 lint: vet verify-generate ## gofmt, go vet, golangci-lint and generated files.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GOLANGCI_LINT) run $(PKGS)
+	@# The clusterctl move program of the end-to-end tests is a module of its own.
+	cd hack/capi && $(GO) tool -modfile=../tools/golangci-lint/go.mod golangci-lint run --config ../../.golangci.yml ./...
 
 # Benchmark report (cmd/initlock-benchreport): the library, the manager and
 # every other package with benchmarks, in one go. Writes results/bench:
@@ -63,7 +65,7 @@ chaos: kube ## Run randomised chaos scenarios: make chaos [SEED=...] [RUNS=200] 
 		$(GO) test -run='^TestChaos$$' -count=1 -timeout=0 -v ./internal/chaos | tee $(CHAOS_DIR)/chaos.log
 
 # RBAC for the initlock manager, generated from kubebuilder markers.
-RBAC_GEN := rbac:roleName=manager-role paths=./internal/manager/... paths=./internal/controllers/...
+RBAC_GEN := rbac:roleName=manager-role paths=./internal/manager/... paths=./internal/controllers/... paths=./internal/relink/...
 
 .PHONY: generate
 generate: ## Generate config/rbac/role.yaml from the kubebuilder markers.

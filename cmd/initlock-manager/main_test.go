@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,9 +13,14 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/initlock/initlock/internal/capi"
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/manager/managertest"
+	"github.com/initlock/initlock/internal/relink"
 )
 
 var env *kubeenv.Env
@@ -23,7 +29,8 @@ func TestMain(m *testing.M) { kubeenv.Main(m, kubeenv.Options{}, &env) }
 
 // TestBinary builds initlock-manager, runs it with a kubeconfig and the
 // flags of config/, and checks that it becomes ready, elects itself, heals
-// a lock, serves its metrics and stops cleanly on SIGTERM.
+// a lock, relinks a restored object, serves its metrics and stops cleanly on
+// SIGTERM.
 func TestBinary(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "initlock-manager")
 	if out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -79,6 +86,26 @@ func TestBinary(t *testing.T) {
 		return managertest.OwnedBy(cm, cluster)
 	})
 	kubeenv.Eventually(t, 10*time.Second, func() error { return httpOK(t, "http://"+metricsAddr+"/metrics") })
+
+	// The relinker runs by default: a restored Secret gets its owner back.
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1-kubeconfig",
+		Labels:      map[string]string{capi.ClusterNameLabel: "c1"},
+		Annotations: map[string]string{relink.Annotation: `[{"apiVersion":"` + cluster.GetAPIVersion() + `","kind":"Cluster","name":"c1"}]`}}}
+	managertest.Create(t, c, secret)
+	kubeenv.Eventually(t, 30*time.Second, func() error {
+		got := &corev1.Secret{}
+		if err := c.Get(t.Context(), client.ObjectKeyFromObject(secret), got); err != nil {
+			return err
+		}
+		refs := got.OwnerReferences
+		if len(refs) != 1 || refs[0].UID != cluster.GetUID() {
+			return fmt.Errorf("restored secret's ownerReferences = %+v, want the cluster", refs)
+		}
+		if _, ok := got.Annotations[relink.Annotation]; ok {
+			return errors.New("the relinker left its annotation on the linked secret")
+		}
+		return nil
+	})
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
