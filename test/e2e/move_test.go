@@ -72,9 +72,9 @@ func TestMoveAfterRestoreBeforeHealing(t *testing.T) {
 			name:  "new machine first: refused, lock recreated for the holder",
 			grant: true,
 			steps: []lockStep{
-				// Create the lock, record the grant, find cp-0's grant, hand
-				// the lock to cp-0, withdraw the grant: four writes.
-				{machine: secondName, holder: holderName, action: initlock.ActionRecreate, recreated: true, writes: 4},
+				// cp-0's grant is listed with the missing lock: the lock is
+				// created for cp-0, and nothing is recorded for cp-1.
+				{machine: secondName, holder: holderName, action: initlock.ActionRecreate, recreated: true, writes: 1},
 				{machine: holderName, acquired: true, holder: holderName, action: initlock.ActionNone},
 			},
 			holder: holderName,
