@@ -35,7 +35,9 @@
 // the Machine and which goes away with it. The protocol:
 //
 //  1. Lock reads the lock ConfigMap live. A caller that carries no grant
-//     lists the cluster's grants along with it, in parallel. If the lock is
+//     lists the cluster's grants along with it, in parallel; that list may
+//     come from the API server's watch cache, as it only keeps the caller
+//     from writing the lock over a grant that has stood for a while. If the lock is
 //     missing while another Machine's grant stands, Lock creates it again
 //     for that Machine (the earliest grant wins), records nothing for the
 //     caller and refuses it (Result.Recreated). If the lock is held by
@@ -45,8 +47,10 @@
 //     it is free, it is created (an atomic Create: of any number of racing
 //     callers exactly one succeeds).
 //  2. Having written the ConfigMap, Lock records the grant on the caller,
-//     conditional on the caller's UID, and then lists the grants live
-//     again. If another Machine's grant stands in the way, the lock is
+//     conditional on the caller's UID, and then lists the grants again, at
+//     least as recent as its grant write (resourceVersionMatch
+//     NotOlderThan); a caller that held its grant already lists them with a
+//     consistent read. If another Machine's grant stands in the way, the lock is
 //     handed to the earliest, the caller's grant is withdrawn and the
 //     caller is refused.
 //  3. Only then does Lock report the lock acquired. A call that fails after

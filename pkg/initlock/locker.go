@@ -197,7 +197,11 @@ func (a *acquisition) observe(ctx context.Context) (Observation, *corev1.ConfigM
 		lerr   error
 		wg     sync.WaitGroup
 	)
-	wg.Go(func() { grants, lerr = l.listGrants(ctx, cl, m.APIVersion) })
+	// This list only keeps the caller from writing the lock over a grant
+	// that has stood for a while, so it may come from the API server's watch
+	// cache ("0": any version); the list that decides is the one after the
+	// caller's grant write, which is at least as recent as that write.
+	wg.Go(func() { grants, lerr = l.listGrants(ctx, cl, m.APIVersion, "0") })
 	obs, cm, err := l.observe(ctx, cl, m, a.lockName, func() ([]Machine, error) {
 		wg.Wait()
 		return grants, lerr
@@ -238,22 +242,28 @@ func (a *acquisition) confirm(ctx context.Context, cm *corev1.ConfigMap, res Res
 // list, never after: that order is what lets two racing callers never both
 // succeed.
 func (a *acquisition) grantAndList(ctx context.Context) ([]Machine, error) {
+	// After a grant write, the list need only be as recent as that write:
+	// of two callers, the one that wrote second then sees the first's grant.
+	// The API server answers it from its watch cache without waiting for a
+	// consistent read.
+	var rv string
 	if !a.hadGrant && !a.wrote {
 		a.wrote = true
-		if err := a.l.writeGrant(ctx, a.machineObj, a.m, a.cl.Name); err != nil {
+		var err error
+		if rv, err = a.l.writeGrant(ctx, a.machineObj, a.m, a.cl.Name); err != nil {
 			return nil, err
 		}
 	}
-	grants, err := a.l.listGrants(ctx, a.cl, a.m.APIVersion)
+	grants, err := a.l.listGrants(ctx, a.cl, a.m.APIVersion, rv)
 	if err != nil || hasMachine(grants, a.m.Name) {
 		return grants, err
 	}
 	// The object we were given was stale: its grant is gone.
 	a.wrote = true
-	if err := a.l.writeGrant(ctx, a.machineObj, a.m, a.cl.Name); err != nil {
+	if rv, err = a.l.writeGrant(ctx, a.machineObj, a.m, a.cl.Name); err != nil {
 		return nil, err
 	}
-	return a.l.listGrants(ctx, a.cl, a.m.APIVersion)
+	return a.l.listGrants(ctx, a.cl, a.m.APIVersion, rv)
 }
 
 // handOver gives the lock to the Machine with the earliest other grant:
@@ -505,11 +515,23 @@ func (l *Locker) getMachine(ctx context.Context, namespace, name, apiVersion str
 
 // listGrants lists, live, the Machines of the cluster that carry a grant
 // record for it.
-func (l *Locker) listGrants(ctx context.Context, cl Cluster, apiVersion string) ([]Machine, error) {
+// With notOlderThan, a resourceVersion, the list reflects at least the
+// state at that version ("0": any state the API server has); without it, it
+// is a consistent read.
+func (l *Locker) listGrants(ctx context.Context, cl Cluster, apiVersion, notOlderThan string) ([]Machine, error) {
 	list := &metav1.PartialObjectMetadataList{}
 	gvk := machineGVK(apiVersion)
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	if err := l.reader.List(ctx, list, client.InNamespace(cl.Namespace), client.MatchingLabels{capi.ClusterNameLabel: cl.Name}); err != nil {
+	opts := []client.ListOption{client.InNamespace(cl.Namespace), client.MatchingLabels{capi.ClusterNameLabel: cl.Name}}
+	switch notOlderThan {
+	case "":
+	case "0":
+		opts = append(opts, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}})
+	default:
+		opts = append(opts, &client.ListOptions{Raw: &metav1.ListOptions{
+			ResourceVersion: notOlderThan, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan}})
+	}
+	if err := l.reader.List(ctx, list, opts...); err != nil {
 		return nil, fmt.Errorf("listing machines of cluster %s/%s for grant records: %w", cl.Namespace, cl.Name, err)
 	}
 	return GrantsIn(list.Items, cl.Name), nil

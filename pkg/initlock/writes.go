@@ -98,7 +98,8 @@ func (l *Locker) rewrite(ctx context.Context, cm *corev1.ConfigMap, cl Cluster, 
 // writeGrant records the grant on the Machine, conditional on its UID so a
 // Machine recreated under the same name never inherits it, and sets the
 // annotation on obj too.
-func (l *Locker) writeGrant(ctx context.Context, obj client.Object, m Machine, cluster string) error {
+// It returns the Machine's resourceVersion after the write.
+func (l *Locker) writeGrant(ctx context.Context, obj client.Object, m Machine, cluster string) (string, error) {
 	// Microseconds: grants are ordered by their time, and two grants within
 	// one second must not tie.
 	now := l.clock.Now().UTC().Truncate(time.Microsecond)
@@ -107,8 +108,9 @@ func (l *Locker) writeGrant(ctx context.Context, obj client.Object, m Machine, c
 	if m.UID != "" {
 		meta["uid"] = m.UID
 	}
-	if err := l.patchMachine(ctx, m, meta); err != nil {
-		return fmt.Errorf("recording the init-lock grant on machine %s/%s: %w", m.Namespace, m.Name, err)
+	rv, err := l.patchMachine(ctx, m, meta)
+	if err != nil {
+		return "", fmt.Errorf("recording the init-lock grant on machine %s/%s: %w", m.Namespace, m.Name, err)
 	}
 	a := obj.GetAnnotations()
 	if a == nil {
@@ -116,7 +118,7 @@ func (l *Locker) writeGrant(ctx context.Context, obj client.Object, m Machine, c
 	}
 	a[GrantAnnotation] = value
 	obj.SetAnnotations(a)
-	return nil
+	return rv, nil
 }
 
 // clearGrant removes the grant record from the Machine, if it carries one
@@ -126,7 +128,7 @@ func (l *Locker) clearGrant(ctx context.Context, m Machine, cluster string) erro
 		return nil
 	}
 	meta := map[string]any{"annotations": map[string]any{GrantAnnotation: nil}}
-	err := l.patchMachine(ctx, m, meta)
+	_, err := l.patchMachine(ctx, m, meta)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -136,16 +138,19 @@ func (l *Locker) clearGrant(ctx context.Context, m Machine, cluster string) erro
 	return nil
 }
 
-func (l *Locker) patchMachine(ctx context.Context, m Machine, meta map[string]any) error {
+func (l *Locker) patchMachine(ctx context.Context, m Machine, meta map[string]any) (string, error) {
 	body, err := json.Marshal(map[string]any{"metadata": meta})
 	if err != nil {
-		return err
+		return "", err
 	}
 	pom := &metav1.PartialObjectMetadata{}
 	pom.SetGroupVersionKind(machineGVK(m.APIVersion))
 	pom.SetNamespace(m.Namespace)
 	pom.SetName(m.Name)
-	return l.client.Patch(ctx, pom, client.RawPatch(types.MergePatchType, body))
+	if err := l.client.Patch(ctx, pom, client.RawPatch(types.MergePatchType, body)); err != nil {
+		return "", err
+	}
+	return pom.ResourceVersion, nil
 }
 
 // dropGrant removes the grant annotation from obj, the caller's copy.
