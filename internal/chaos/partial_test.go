@@ -19,10 +19,6 @@ import (
 	"github.com/initlock/initlock/pkg/initlock"
 )
 
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
 // breakAt returns a client whose first request matching match fails as
 // fail says, and a switch that arms it.
 func breakAt(t *testing.T, match func(*http.Request) bool, fail func(rt http.RoundTripper, r *http.Request) (*http.Response, error)) (client.Client, *atomic.Bool) {
@@ -30,7 +26,7 @@ func breakAt(t *testing.T, match func(*http.Request) bool, fail func(rt http.Rou
 	var armed atomic.Bool
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		return kubeenv.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
 			if match(r) && armed.CompareAndSwap(true, false) {
 				return fail(rt, r)
 			}

@@ -291,10 +291,6 @@ func TestRepairNeverDeletesLockOfRunningInit(t *testing.T) {
 	}
 }
 
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
 // interfere returns a config wrapper that, before each of the first n
 // writes (method) to the named lock goes out, changes the lock with the admin
 // client, so that the write meets a conflict.
@@ -305,7 +301,7 @@ func interfere(t *testing.T, c *kubeenv.Counter, method, ns, lock string, n int,
 	return func(cfg *rest.Config) *rest.Config {
 		cfg = c.CountingConfig(cfg)
 		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-			return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			return kubeenv.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
 				if req.Method == method && strings.HasSuffix(req.URL.Path, "/namespaces/"+ns+"/configmaps/"+lock) && left.Add(-1) >= 0 {
 					mu.Lock()
 					cm := getLock(t, ns, lock)

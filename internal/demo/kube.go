@@ -82,7 +82,7 @@ type writeCounter struct {
 func (w *writeCounter) wrap(cfg *rest.Config) *rest.Config {
 	out := rest.CopyConfig(cfg)
 	out.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		return kubeenv.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
 			resp, err := rt.RoundTrip(req)
 			if req.Method != http.MethodGet && isConfigMapPath(req.URL.Path) {
 				key := strings.ToLower(req.Method)
@@ -140,10 +140,6 @@ func (w *writeCounter) take() (int, string) {
 	}
 	return total, strings.Join(parts, ", ")
 }
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func (d *demo) createNamespace(name string) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}

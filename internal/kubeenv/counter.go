@@ -20,34 +20,34 @@ type Counter struct {
 func (c *Counter) CountingConfig(cfg *rest.Config) *rest.Config {
 	out := rest.CopyConfig(cfg)
 	out.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-			c.add(verb(req))
+		return RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			c.add(Classify(req).Verb)
 			return rt.RoundTrip(req)
 		})
 	})
 	return out
 }
 
-type roundTripperFunc func(*http.Request) (*http.Response, error)
+// RoundTripperFunc is an http.RoundTripper made of a function.
+type RoundTripperFunc func(*http.Request) (*http.Response, error)
 
-func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+// RoundTrip calls f.
+func (f RoundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-func verb(req *http.Request) string {
-	switch req.Method {
-	case http.MethodPost:
-		return "create"
-	case http.MethodPut:
-		return "update"
-	case http.MethodPatch:
-		return "patch"
-	case http.MethodDelete:
-		return "delete"
-	}
-	if req.URL.Query().Get("watch") == "true" {
-		return "watch"
-	}
-	// A collection path has an even number of segments after the group
-	// version: .../namespaces/ns/configmaps or .../configmaps.
+// Request names an API request by what it does.
+type Request struct {
+	// Verb is get, list, watch, create, update, patch or delete, or
+	// discovery for a request of an API group version itself.
+	Verb string
+	// Resource is the resource, with its subresource as "clusters/status",
+	// and "namespaces" for a request of a namespace itself.
+	Resource string
+	// Namespace is the namespace of a namespaced request.
+	Namespace string
+}
+
+// Classify names req.
+func Classify(req *http.Request) Request {
 	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
 	var rest []string
 	switch {
@@ -56,13 +56,43 @@ func verb(req *http.Request) string {
 	case len(parts) >= 3 && parts[0] == "apis":
 		rest = parts[3:]
 	}
-	switch {
-	case len(rest) == 0:
-		return "discovery"
-	case len(rest)%2 == 1:
-		return "list"
+	var r Request
+	if len(rest) >= 2 && rest[0] == "namespaces" {
+		r.Namespace = rest[1]
+		if len(rest) > 2 {
+			rest = rest[2:]
+		} else {
+			rest = []string{"namespaces"}
+		}
 	}
-	return "get"
+	if len(rest) > 0 {
+		r.Resource = rest[0]
+	}
+	if len(rest) > 2 {
+		r.Resource += "/" + rest[2]
+	}
+	switch req.Method {
+	case http.MethodPost:
+		r.Verb = "create"
+	case http.MethodPut:
+		r.Verb = "update"
+	case http.MethodPatch:
+		r.Verb = "patch"
+	case http.MethodDelete:
+		r.Verb = "delete"
+	default:
+		switch {
+		case req.URL.Query().Get("watch") == "true":
+			r.Verb = "watch"
+		case len(rest) == 0:
+			r.Verb = "discovery"
+		case len(rest) == 1:
+			r.Verb = "list"
+		default:
+			r.Verb = "get"
+		}
+	}
+	return r
 }
 
 func (c *Counter) add(v string) {

@@ -16,6 +16,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -51,19 +52,16 @@ func SetLogger() {
 // verb, resource and namespace.
 type Counter struct {
 	mu        sync.Mutex
-	counts    map[requestKey]int
+	counts    map[kubeenv.Request]int
 	forbidden []string
 }
-
-type requestKey struct{ verb, resource, namespace string }
 
 // Wrap returns a copy of cfg whose requests c counts.
 func (c *Counter) Wrap(cfg *rest.Config) *rest.Config {
 	out := rest.CopyConfig(cfg)
 	out.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-			k := classify(req)
-			c.add(k)
+		return kubeenv.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			c.add(kubeenv.Classify(req))
 			resp, err := rt.RoundTrip(req)
 			if err == nil && resp.StatusCode == http.StatusForbidden {
 				b, _ := io.ReadAll(resp.Body)
@@ -81,64 +79,11 @@ func (c *Counter) Wrap(cfg *rest.Config) *rest.Config {
 	return out
 }
 
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// classify names a request: its verb (get, list, watch, create, update,
-// patch, delete), resource (with the subresource, as "clusters/status") and
-// namespace.
-func classify(req *http.Request) requestKey {
-	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
-	var rest []string
-	switch {
-	case len(parts) >= 2 && parts[0] == "api":
-		rest = parts[2:]
-	case len(parts) >= 3 && parts[0] == "apis":
-		rest = parts[3:]
-	}
-	k := requestKey{}
-	if len(rest) >= 2 && rest[0] == "namespaces" {
-		k.namespace = rest[1]
-		if len(rest) > 2 {
-			rest = rest[2:]
-		} else {
-			rest = []string{"namespaces"}
-		}
-	}
-	if len(rest) > 0 {
-		k.resource = rest[0]
-	}
-	if len(rest) > 2 {
-		k.resource += "/" + rest[2]
-	}
-	switch req.Method {
-	case http.MethodPost:
-		k.verb = "create"
-	case http.MethodPut:
-		k.verb = "update"
-	case http.MethodPatch:
-		k.verb = "patch"
-	case http.MethodDelete:
-		k.verb = "delete"
-	default:
-		switch {
-		case req.URL.Query().Get("watch") == "true":
-			k.verb = "watch"
-		case len(rest) == 1:
-			k.verb = "list"
-		default:
-			k.verb = "get"
-		}
-	}
-	return k
-}
-
-func (c *Counter) add(k requestKey) {
+func (c *Counter) add(k kubeenv.Request) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.counts == nil {
-		c.counts = map[requestKey]int{}
+		c.counts = map[kubeenv.Request]int{}
 	}
 	c.counts[k]++
 }
@@ -170,13 +115,13 @@ func (c *Counter) Count(resource, namespace string, verbs ...string) int {
 	defer c.mu.Unlock()
 	n := 0
 	for k, v := range c.counts {
-		if resource != "" && k.resource != resource {
+		if resource != "" && k.Resource != resource {
 			continue
 		}
-		if namespace != "" && k.namespace != namespace {
+		if namespace != "" && k.Namespace != namespace {
 			continue
 		}
-		if len(verbs) > 0 && !contains(verbs, k.verb) {
+		if len(verbs) > 0 && !slices.Contains(verbs, k.Verb) {
 			continue
 		}
 		n += v
@@ -198,18 +143,9 @@ func (c *Counter) String() string {
 	defer c.mu.Unlock()
 	var b strings.Builder
 	for k, v := range c.counts {
-		fmt.Fprintf(&b, "%s %s ns=%s: %d\n", k.verb, k.resource, k.namespace, v)
+		fmt.Fprintf(&b, "%s %s ns=%s: %d\n", k.Verb, k.Resource, k.Namespace, v)
 	}
 	return b.String()
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Options are the options of a manager started by a test: one namespace
