@@ -1,0 +1,439 @@
+package lock_test
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/internal/controllers/lock"
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+// These tests call Reconcile directly against the real API server, with an
+// injected clock, so that time-driven behaviour (the orphan settle time and
+// grace period) is exercised without waiting. The manager as a whole,
+// with its cache and watches, is tested in internal/manager.
+
+var env *kubeenv.Env
+
+func TestMain(m *testing.M) {
+	kubeenv.Main(m, kubeenv.Options{CAPI: kubeenv.CAPIV1Beta2}, &env)
+}
+
+const (
+	grace  = 10 * time.Minute
+	settle = 30 * time.Second
+)
+
+type event struct{ eventtype, reason string }
+
+// events records the events the reconciler emits.
+type events struct {
+	mu  sync.Mutex
+	got []event
+}
+
+var _ lock.EventRecorder = (*events)(nil)
+
+func (e *events) Eventf(_, _ runtime.Object, eventtype, reason, _, _ string, _ ...any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.got = append(e.got, event{eventtype, reason})
+}
+
+func (e *events) list() []event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.got)
+}
+
+// fixture is one test's namespace, a reconciler reading and writing the API
+// server directly, and the count of its requests.
+type fixture struct {
+	t       *testing.T
+	ns      string
+	c       client.Client
+	counter *kubeenv.Counter
+	clock   *clocktesting.FakePassiveClock
+	events  *events
+	r       *lock.Reconciler
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	counter := &kubeenv.Counter{}
+	c, err := client.New(counter.CountingConfig(env.Config), client.Options{Scheme: kubeenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{
+		t:       t,
+		ns:      env.Namespace(t),
+		c:       c,
+		counter: counter,
+		clock:   clocktesting.NewFakePassiveClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)),
+		events:  &events{},
+	}
+	f.r = &lock.Reconciler{
+		Client:       c,
+		APIReader:    c,
+		Recorder:     f.events,
+		CAPIVersion:  capi.V1Beta2,
+		Policy:       initlock.Policy{ReleaseAfterInit: true, OrphanGrace: grace},
+		OrphanSettle: settle,
+		Clock:        f.clock,
+	}
+	return f
+}
+
+func (f *fixture) create(obj client.Object) {
+	f.t.Helper()
+	if err := f.c.Create(f.t.Context(), obj); err != nil {
+		f.t.Fatalf("creating %s %s: %v", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
+	}
+}
+
+func (f *fixture) cluster(name string, mutate ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
+	f.t.Helper()
+	u := kubeenv.NewCluster(capi.V1Beta2, f.ns, name)
+	for _, m := range mutate {
+		m(u)
+	}
+	f.create(u)
+	return u
+}
+
+func (f *fixture) machine(cluster, name string) *unstructured.Unstructured {
+	f.t.Helper()
+	u := kubeenv.NewMachine(capi.V1Beta2, f.ns, cluster, name)
+	f.create(u)
+	return u
+}
+
+// initialise marks c's control plane initialised, through the status
+// subresource.
+func (f *fixture) initialise(c *unstructured.Unstructured) {
+	f.t.Helper()
+	if err := unstructured.SetNestedField(c.Object, true, "status", "initialization", "controlPlaneInitialized"); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := f.c.Status().Update(f.t.Context(), c); err != nil {
+		f.t.Fatalf("initialising cluster %s: %v", c.GetName(), err)
+	}
+}
+
+// lockCM creates a lock for cluster held by machine, owned by owner when it
+// is not nil, with the given record (a valid one when empty).
+func (f *fixture) lockCM(cluster, machine string, owner *unstructured.Unstructured, record string) *corev1.ConfigMap {
+	f.t.Helper()
+	if record == "" {
+		record = fmt.Sprintf(`{"machineName":%q}`, machine)
+	}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: f.ns, Name: cluster + "-lock",
+			Labels: map[string]string{initlock.ClusterNameLabel: cluster},
+		},
+		Data: map[string]string{initlock.DataKey: record},
+	}
+	if owner != nil {
+		cm.OwnerReferences = []metav1.OwnerReference{{
+			APIVersion: owner.GetAPIVersion(), Kind: owner.GetKind(), Name: owner.GetName(), UID: owner.GetUID(),
+		}}
+	}
+	f.create(cm)
+	return cm
+}
+
+// reconcile runs one reconcile of cluster and returns its result and the
+// writes it made.
+func (f *fixture) reconcile(cluster string) (ctrl.Result, int) {
+	f.t.Helper()
+	f.counter.Reset()
+	res, err := f.r.Reconcile(f.t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: f.ns, Name: cluster}})
+	if err != nil {
+		f.t.Fatalf("Reconcile %s/%s: %v", f.ns, cluster, err)
+	}
+	return res, f.counter.Writes()
+}
+
+func (f *fixture) getLock(cluster string) (*corev1.ConfigMap, error) {
+	cm := &corev1.ConfigMap{}
+	err := f.c.Get(f.t.Context(), types.NamespacedName{Namespace: f.ns, Name: cluster + "-lock"}, cm)
+	return cm, err
+}
+
+func (f *fixture) wantEvents(want ...event) {
+	f.t.Helper()
+	if got := f.events.list(); !slices.Equal(got, want) {
+		f.t.Errorf("events = %v, want %v", got, want)
+	}
+}
+
+// step is one reconcile and what it must do.
+type step struct {
+	advance     time.Duration
+	wantWrites  int
+	wantRequeue time.Duration
+}
+
+func TestReconcileOnAPIServer(t *testing.T) {
+	paused := func(u *unstructured.Unstructured) {
+		u.SetAnnotations(map[string]string{capi.PausedAnnotation: ""})
+	}
+	specPaused := func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, true, "spec", "paused")
+	}
+	for _, tc := range []struct {
+		name string
+		// set up creates the objects of cluster "c1".
+		setUp func(f *fixture)
+		steps []step
+		// check looks at the lock after the last step.
+		check      func(f *fixture) error
+		wantEvents []event
+	}{
+		{
+			name: "healthy: no write",
+			setUp: func(f *fixture) {
+				c := f.cluster("c1")
+				f.machine("c1", "m1")
+				f.lockCM("c1", "m1", c, "")
+			},
+			steps: []step{{}, {}},
+		},
+		{
+			name: "unowned: adopted with one write, then healthy",
+			setUp: func(f *fixture) {
+				f.cluster("c1")
+				f.machine("c1", "m1")
+				f.lockCM("c1", "m1", nil, "")
+			},
+			steps:      []step{{wantWrites: 1}, {}},
+			check:      ownedByCluster,
+			wantEvents: []event{{corev1.EventTypeNormal, lock.ReasonLockAdopted}},
+		},
+		{
+			name: "initialised: released with one write",
+			setUp: func(f *fixture) {
+				c := f.cluster("c1")
+				f.machine("c1", "m1")
+				f.lockCM("c1", "m1", c, "")
+				f.initialise(c)
+			},
+			steps: []step{{wantWrites: 1}, {}},
+			check: func(f *fixture) error {
+				_, err := f.getLock("c1")
+				switch {
+				case err == nil:
+					return fmt.Errorf("lock of an initialised Cluster still exists")
+				case !apierrors.IsNotFound(err):
+					return err
+				}
+				return nil
+			},
+			wantEvents: []event{{corev1.EventTypeNormal, lock.ReasonLockReleased}},
+		},
+		{
+			name: "paused by annotation: no write, no event, even for a corrupt lock",
+			setUp: func(f *fixture) {
+				f.cluster("c1", paused)
+				f.lockCM("c1", "m1", nil, "garbage")
+			},
+			steps: []step{{}, {}},
+			check: unowned,
+		},
+		{
+			name: "paused by spec: an unowned lock is left unowned",
+			setUp: func(f *fixture) {
+				f.cluster("c1", specPaused)
+				f.machine("c1", "m1")
+				f.lockCM("c1", "m1", nil, "")
+			},
+			steps: []step{{}, {}},
+			check: unowned,
+		},
+		{
+			name: "corrupt: one warning for the same resourceVersion, no write",
+			setUp: func(f *fixture) {
+				c := f.cluster("c1")
+				f.lockCM("c1", "m1", c, "garbage")
+			},
+			steps:      []step{{}, {}, {}},
+			check:      hasRecord("garbage"),
+			wantEvents: []event{{corev1.EventTypeWarning, lock.ReasonCorruptLock}},
+		},
+		{
+			name: "ConfigMap with the lock's name but no label: warned about, left alone",
+			setUp: func(f *fixture) {
+				f.cluster("c1")
+				cm := &corev1.ConfigMap{
+					ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "c1-lock"},
+					Data:       map[string]string{"user-data": "keep me"},
+				}
+				f.create(cm)
+			},
+			// Reads go straight to the API server here, so the ConfigMap is
+			// found without the live fallback the manager's label-filtered
+			// cache needs (and its periodic recheck): see TestReconcileInjected
+			// and internal/manager's TestNotALock.
+			steps: []step{{}, {}},
+			check: func(f *fixture) error {
+				cm, err := f.getLock("c1")
+				if err != nil {
+					return err
+				}
+				if cm.Data["user-data"] != "keep me" || len(cm.OwnerReferences) != 0 || len(cm.Annotations) != 0 {
+					return fmt.Errorf("foreign ConfigMap changed: %+v", cm)
+				}
+				return nil
+			},
+			wantEvents: []event{{corev1.EventTypeWarning, lock.ReasonForeignConfigMap}},
+		},
+		{
+			name: "orphan: recorded after the settle time, kept while its holder exists, collected once it is gone",
+			setUp: func(f *fixture) {
+				f.machine("c1", "m1")
+				f.lockCM("c1", "m1", nil, "")
+			},
+			steps: []step{
+				// First seen without its Cluster: wait for the settle time.
+				{wantRequeue: settle},
+				{advance: settle / 2, wantRequeue: settle / 2},
+				// Settled: the absence is recorded on the lock.
+				{advance: settle / 2, wantWrites: 1, wantRequeue: grace},
+				// Past the grace period, the holder still exists.
+				{advance: grace + time.Second, wantRequeue: grace},
+			},
+			check: func(f *fixture) error {
+				cm, err := f.getLock("c1")
+				if err != nil {
+					return err
+				}
+				if _, ok := cm.Annotations[initlock.ClusterAbsentAnnotation]; !ok {
+					return fmt.Errorf("absence not recorded on the lock: %v", cm.Annotations)
+				}
+				return nil
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			tc.setUp(f)
+			for i, s := range tc.steps {
+				f.clock.SetTime(f.clock.Now().Add(s.advance))
+				res, writes := f.reconcile("c1")
+				if writes != s.wantWrites {
+					t.Errorf("step %d: %d writes, want %d", i, writes, s.wantWrites)
+				}
+				if res.RequeueAfter != s.wantRequeue {
+					t.Errorf("step %d: RequeueAfter = %s, want %s", i, res.RequeueAfter, s.wantRequeue)
+				}
+			}
+			if tc.check != nil {
+				if err := tc.check(f); err != nil {
+					t.Error(err)
+				}
+			}
+			f.wantEvents(tc.wantEvents...)
+		})
+	}
+}
+
+// TestOrphanCollectedAfterHolderGone follows an orphan lock to its end: the
+// holder Machine is deleted after the grace period, and the lock is deleted
+// with one write and one event.
+func TestOrphanCollectedAfterHolderGone(t *testing.T) {
+	f := newFixture(t)
+	m := f.machine("c1", "m1")
+	f.lockCM("c1", "m1", nil, "")
+	for _, advance := range []time.Duration{0, settle, grace + time.Second} {
+		f.clock.SetTime(f.clock.Now().Add(advance))
+		f.reconcile("c1")
+	}
+	if _, err := f.getLock("c1"); err != nil {
+		t.Fatalf("lock collected while its holder exists: %v", err)
+	}
+	if err := f.c.Delete(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	kubeenv.Eventually(t, 30*time.Second, func() error {
+		err := f.c.Get(t.Context(), client.ObjectKeyFromObject(m), &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": m.GetAPIVersion(), "kind": m.GetKind(),
+		}})
+		switch {
+		case err == nil:
+			return fmt.Errorf("machine %s still exists", m.GetName())
+		case apierrors.IsNotFound(err):
+			return nil
+		}
+		return err
+	})
+
+	if _, writes := f.reconcile("c1"); writes != 1 {
+		t.Errorf("collecting: %d writes, want 1", writes)
+	}
+	if _, err := f.getLock("c1"); !apierrors.IsNotFound(err) {
+		t.Errorf("lock after collection: %v, want NotFound", err)
+	}
+	if _, writes := f.reconcile("c1"); writes != 0 {
+		t.Errorf("after collection: %d writes, want 0", writes)
+	}
+	f.wantEvents(event{corev1.EventTypeNormal, lock.ReasonOrphanLockCollected})
+}
+
+func ownedByCluster(f *fixture) error {
+	cm, err := f.getLock("c1")
+	if err != nil {
+		return err
+	}
+	c := &unstructured.Unstructured{}
+	c.SetGroupVersionKind(capi.ClusterGVK(capi.V1Beta2))
+	if err := f.c.Get(f.t.Context(), types.NamespacedName{Namespace: f.ns, Name: "c1"}, c); err != nil {
+		return err
+	}
+	for _, ref := range cm.OwnerReferences {
+		if ref.Kind == capi.ClusterKind && ref.Name == "c1" && ref.UID == c.GetUID() {
+			return nil
+		}
+	}
+	return fmt.Errorf("lock not owned by Cluster c1 (UID %s): %v", c.GetUID(), cm.OwnerReferences)
+}
+
+func unowned(f *fixture) error {
+	cm, err := f.getLock("c1")
+	if err != nil {
+		return err
+	}
+	if len(cm.OwnerReferences) != 0 {
+		return fmt.Errorf("lock of a paused Cluster was changed: %v", cm.OwnerReferences)
+	}
+	return nil
+}
+
+func hasRecord(want string) func(*fixture) error {
+	return func(f *fixture) error {
+		cm, err := f.getLock("c1")
+		if err != nil {
+			return err
+		}
+		if got := cm.Data[initlock.DataKey]; got != want {
+			return fmt.Errorf("record = %q, want %q", got, want)
+		}
+		return nil
+	}
+}
