@@ -1,4 +1,4 @@
-package lock_test
+package lock
 
 import (
 	"fmt"
@@ -18,15 +18,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/capi"
-	"github.com/initlock/initlock/internal/controllers/lock"
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/pkg/initlock"
 )
 
 // These tests call Reconcile directly against the real API server, with an
 // injected clock, so that time-driven behaviour (the orphan settle time and
-// grace period) is exercised without waiting. The manager as a whole,
-// with its cache and watches, is tested in internal/manager.
+// grace period) is exercised without waiting. The manager as a whole, with
+// its cache and watches, is tested in internal/manager; reconciler_test.go
+// injects errors and cache lag.
 
 var env *kubeenv.Env
 
@@ -39,23 +39,23 @@ const (
 	settle = 30 * time.Second
 )
 
-type event struct{ eventtype, reason string }
+type emitted struct{ eventtype, reason string }
 
-// events records the events the reconciler emits.
-type events struct {
+// recorder records the events the reconciler emits.
+type recorder struct {
 	mu  sync.Mutex
-	got []event
+	got []emitted
 }
 
-var _ lock.EventRecorder = (*events)(nil)
+var _ EventRecorder = (*recorder)(nil)
 
-func (e *events) Eventf(_, _ runtime.Object, eventtype, reason, _, _ string, _ ...any) {
+func (e *recorder) Eventf(_, _ runtime.Object, eventtype, reason, _, _ string, _ ...any) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.got = append(e.got, event{eventtype, reason})
+	e.got = append(e.got, emitted{eventtype, reason})
 }
 
-func (e *events) list() []event {
+func (e *recorder) list() []emitted {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return slices.Clone(e.got)
@@ -66,17 +66,17 @@ func (e *events) list() []event {
 type fixture struct {
 	t       *testing.T
 	ns      string
-	c       client.Client
+	c       client.WithWatch
 	counter *kubeenv.Counter
 	clock   *clocktesting.FakePassiveClock
-	events  *events
-	r       *lock.Reconciler
+	events  *recorder
+	r       *Reconciler
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	counter := &kubeenv.Counter{}
-	c, err := client.New(counter.CountingConfig(env.Config), client.Options{Scheme: kubeenv.Scheme()})
+	c, err := client.NewWithWatch(counter.CountingConfig(env.Config), client.Options{Scheme: kubeenv.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,9 +86,9 @@ func newFixture(t *testing.T) *fixture {
 		c:       c,
 		counter: counter,
 		clock:   clocktesting.NewFakePassiveClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)),
-		events:  &events{},
+		events:  &recorder{},
 	}
-	f.r = &lock.Reconciler{
+	f.r = &Reconciler{
 		Client:       c,
 		APIReader:    c,
 		Recorder:     f.events,
@@ -177,7 +177,7 @@ func (f *fixture) getLock(cluster string) (*corev1.ConfigMap, error) {
 	return cm, err
 }
 
-func (f *fixture) wantEvents(want ...event) {
+func (f *fixture) wantEvents(want ...emitted) {
 	f.t.Helper()
 	if got := f.events.list(); !slices.Equal(got, want) {
 		f.t.Errorf("events = %v, want %v", got, want)
@@ -205,7 +205,7 @@ func TestReconcileOnAPIServer(t *testing.T) {
 		steps []step
 		// check looks at the lock after the last step.
 		check      func(f *fixture) error
-		wantEvents []event
+		wantEvents []emitted
 	}{
 		{
 			name: "healthy: no write",
@@ -225,7 +225,7 @@ func TestReconcileOnAPIServer(t *testing.T) {
 			},
 			steps:      []step{{wantWrites: 1}, {}},
 			check:      ownedByCluster,
-			wantEvents: []event{{corev1.EventTypeNormal, lock.ReasonLockAdopted}},
+			wantEvents: []emitted{{corev1.EventTypeNormal, ReasonLockAdopted}},
 		},
 		{
 			name: "initialised: released with one write",
@@ -246,7 +246,7 @@ func TestReconcileOnAPIServer(t *testing.T) {
 				}
 				return nil
 			},
-			wantEvents: []event{{corev1.EventTypeNormal, lock.ReasonLockReleased}},
+			wantEvents: []emitted{{corev1.EventTypeNormal, ReasonLockReleased}},
 		},
 		{
 			name: "paused by annotation: no write, no event, even for a corrupt lock",
@@ -275,7 +275,7 @@ func TestReconcileOnAPIServer(t *testing.T) {
 			},
 			steps:      []step{{}, {}, {}},
 			check:      hasRecord("garbage"),
-			wantEvents: []event{{corev1.EventTypeWarning, lock.ReasonCorruptLock}},
+			wantEvents: []emitted{{corev1.EventTypeWarning, ReasonCorruptLock}},
 		},
 		{
 			name: "ConfigMap with the lock's name but no label: warned about, left alone",
@@ -302,7 +302,7 @@ func TestReconcileOnAPIServer(t *testing.T) {
 				}
 				return nil
 			},
-			wantEvents: []event{{corev1.EventTypeWarning, lock.ReasonForeignConfigMap}},
+			wantEvents: []emitted{{corev1.EventTypeWarning, ReasonForeignConfigMap}},
 		},
 		{
 			name: "orphan: recorded after the settle time, kept while its holder exists, collected once it is gone",
@@ -393,7 +393,7 @@ func TestOrphanCollectedAfterHolderGone(t *testing.T) {
 	if _, writes := f.reconcile("c1"); writes != 0 {
 		t.Errorf("after collection: %d writes, want 0", writes)
 	}
-	f.wantEvents(event{corev1.EventTypeNormal, lock.ReasonOrphanLockCollected})
+	f.wantEvents(emitted{corev1.EventTypeNormal, ReasonOrphanLockCollected})
 }
 
 func ownedByCluster(f *fixture) error {

@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -11,263 +12,218 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/pkg/initlock"
 )
 
-// These tests inject what a real API server does not produce on demand, API
-// errors and a cache that lags the live reads, with the fake client. The
-// behaviour itself is tested on the real API server in apiserver_test.go and
-// internal/manager.
+// These tests inject, with interceptor.Funcs around a client of the real API
+// server, what that server does not produce on demand: API errors on writes,
+// and a cache that lags the live reads.
 
-const ns = "default"
+// laggingCache makes c answer reads the way a manager's cache that never
+// catches up would: a ConfigMap as it was when the cache was made (only
+// those with the cluster-name label, as the manager's cache holds), and no
+// Machine at all when hideMachines is set. Writes are counted, and answered
+// with writeErr instead of being made when it is not nil.
+type laggingCache struct {
+	mu           sync.Mutex
+	configMaps   map[types.NamespacedName]*corev1.ConfigMap
+	hideMachines bool
+	writeErr     error
+	writes       int
+}
 
-func scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	for _, kind := range []string{capi.ClusterKind, capi.MachineKind} {
-		gvk := schema.GroupVersionKind{Group: capi.Group, Version: capi.V1Beta2, Kind: kind}
-		s.AddKnownTypeWithName(gvk, &unstructured.Unstructured{})
-		s.AddKnownTypeWithName(gvk.GroupVersion().WithKind(kind+"List"), &unstructured.UnstructuredList{})
+func newLaggingCache(t *testing.T, c client.Client, ns string) *laggingCache {
+	t.Helper()
+	list := &corev1.ConfigMapList{}
+	if err := c.List(t.Context(), list, client.InNamespace(ns), client.HasLabels{initlock.ClusterNameLabel}); err != nil {
+		t.Fatal(err)
 	}
-	return s
-}
-
-func cluster(uid types.UID, mutate ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(capi.ClusterGVK(capi.V1Beta2))
-	u.SetNamespace(ns)
-	u.SetName("c1")
-	u.SetUID(uid)
-	for _, m := range mutate {
-		m(u)
+	lc := &laggingCache{configMaps: map[types.NamespacedName]*corev1.ConfigMap{}}
+	for i := range list.Items {
+		lc.configMaps[client.ObjectKeyFromObject(&list.Items[i])] = list.Items[i].DeepCopy()
 	}
-	return u
+	return lc
 }
 
-func machine() *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(capi.MachineGVK(capi.V1Beta2))
-	u.SetNamespace(ns)
-	u.SetName("m1")
-	u.SetUID("machine-uid")
-	u.SetLabels(map[string]string{capi.ClusterNameLabel: "c1"})
-	return u
+func (lc *laggingCache) write() error {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	lc.writes++
+	return lc.writeErr
 }
 
-func lockCM(mutate ...func(*corev1.ConfigMap)) *corev1.ConfigMap {
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns, Name: "c1-lock", UID: "lock-uid", ResourceVersion: "10",
-			Labels: map[string]string{initlock.ClusterNameLabel: "c1"},
+func (lc *laggingCache) count() int {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	return lc.writes
+}
+
+func (lc *laggingCache) client(c client.WithWatch) client.WithWatch {
+	return interceptor.NewClient(c, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			switch o := obj.(type) {
+			case *corev1.ConfigMap:
+				cm, ok := lc.configMaps[key]
+				if !ok {
+					return apierrors.NewNotFound(corev1.Resource("configmaps"), key.Name)
+				}
+				cm.DeepCopyInto(o)
+				return nil
+			case *metav1.PartialObjectMetadata:
+				if lc.hideMachines && o.GroupVersionKind().Kind == capi.MachineKind {
+					return apierrors.NewNotFound(schema.GroupResource{Group: capi.Group, Resource: "machines"}, key.Name)
+				}
+			}
+			return c.Get(ctx, key, obj, opts...)
 		},
-		Data: map[string]string{initlock.DataKey: `{"machineName":"m1"}`},
-	}
-	for _, m := range mutate {
-		m(cm)
-	}
-	return cm
-}
-
-type recorded struct{ eventtype, reason string }
-
-type fakeRecorder struct {
-	mu     sync.Mutex
-	events []recorded
-}
-
-func (f *fakeRecorder) Eventf(_, _ runtime.Object, eventtype, reason, _, _ string, _ ...any) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.events = append(f.events, recorded{eventtype, reason})
-}
-
-// writes counts the writes a fake client was asked to make, and answers
-// them with err (nil: the write is made).
-type writes struct {
-	mu  sync.Mutex
-	n   int
-	err error
-}
-
-func (w *writes) funcs() interceptor.Funcs {
-	count := func() error {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		w.n++
-		return w.err
-	}
-	return interceptor.Funcs{
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-			if err := count(); err != nil {
+			if err := lc.write(); err != nil {
 				return err
 			}
 			return c.Patch(ctx, obj, patch, opts...)
 		},
 		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-			if err := count(); err != nil {
+			if err := lc.write(); err != nil {
 				return err
 			}
 			return c.Delete(ctx, obj, opts...)
 		},
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-			if err := count(); err != nil {
+			if err := lc.write(); err != nil {
 				return err
 			}
 			return c.Update(ctx, obj, opts...)
 		},
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			if err := count(); err != nil {
+			if err := lc.write(); err != nil {
 				return err
 			}
 			return c.Create(ctx, obj, opts...)
 		},
+	})
+}
+
+// markAbsent records on the lock of cluster that its Cluster has been absent
+// since the given time, as the reconciler would have.
+func (f *fixture) markAbsent(cm *corev1.ConfigMap, since time.Time) {
+	f.t.Helper()
+	before := cm.DeepCopy()
+	cm.Annotations = map[string]string{initlock.ClusterAbsentAnnotation: since.UTC().Format(time.RFC3339) + " " + string(cm.UID)}
+	if err := f.c.Patch(f.t.Context(), cm, client.MergeFrom(before)); err != nil {
+		f.t.Fatal(err)
 	}
 }
-
-func (w *writes) count() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.n
-}
-
-func newReconciler(c, live client.Client, rec *fakeRecorder, now time.Time) *Reconciler {
-	return &Reconciler{
-		Client:       c,
-		APIReader:    live,
-		Recorder:     rec,
-		CAPIVersion:  capi.V1Beta2,
-		Policy:       initlock.Policy{ReleaseAfterInit: true, OrphanGrace: 10 * time.Minute},
-		OrphanSettle: 30 * time.Second,
-		Clock:        clocktesting.NewFakePassiveClock(now),
-	}
-}
-
-var req = ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "c1"}}
 
 func TestReconcileInjected(t *testing.T) {
-	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	absent := func(since time.Time) func(*corev1.ConfigMap) {
-		return func(cm *corev1.ConfigMap) {
-			cm.Annotations = map[string]string{initlock.ClusterAbsentAnnotation: since.Format(time.RFC3339) + " lock-uid"}
-		}
+	conflict := apierrors.NewConflict(corev1.Resource("configmaps"), "c1-lock", errors.New("changed"))
+	unownedLock := func(f *fixture) {
+		f.cluster("c1")
+		f.machine("c1", "m1")
+		f.lockCM("c1", "m1", nil, "")
 	}
 	for _, tc := range []struct {
-		name string
-		// cached objects, and objects only a live read sees.
-		cached, live []client.Object
+		name         string
+		setUp        func(f *fixture)
+		hideMachines bool
 		writeErr     error
-		// reconciles to run in a row, with the cache not updated in between
-		// (a stale cache).
+		// reconciles to run in a row; the cache is not updated in between.
 		reconciles  int
 		wantWrites  int
 		wantRequeue time.Duration
 		wantErr     bool
-		wantEvents  []recorded
+		wantEvents  []emitted
 	}{
 		{
 			name:       "adopt once even when the cache lags",
-			cached:     []client.Object{cluster("new-uid"), machine(), lockCM()},
+			setUp:      unownedLock,
 			reconciles: 3, wantWrites: 1, wantRequeue: cacheLagRetry,
-			wantEvents: []recorded{{corev1.EventTypeNormal, ReasonLockAdopted}},
+			wantEvents: []emitted{{corev1.EventTypeNormal, ReasonLockAdopted}},
 		},
 		{
 			name:       "conflict: look again soon, no error, no event",
-			cached:     []client.Object{cluster("new-uid"), machine(), lockCM()},
-			writeErr:   apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, "c1-lock", fmt.Errorf("changed")),
+			setUp:      unownedLock,
+			writeErr:   conflict,
 			reconciles: 1, wantWrites: 1, wantRequeue: conflictRetry,
 		},
 		{
 			name:       "lock gone meanwhile: nothing to do",
-			cached:     []client.Object{cluster("new-uid"), machine(), lockCM()},
-			writeErr:   apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, "c1-lock"),
+			setUp:      unownedLock,
+			writeErr:   apierrors.NewNotFound(corev1.Resource("configmaps"), "c1-lock"),
 			reconciles: 1, wantWrites: 1,
 		},
 		{
 			name:       "other API errors are returned",
-			cached:     []client.Object{cluster("new-uid"), machine(), lockCM()},
-			writeErr:   apierrors.NewInternalError(fmt.Errorf("etcd unavailable")),
+			setUp:      unownedLock,
+			writeErr:   apierrors.NewInternalError(errors.New("etcd unavailable")),
 			reconciles: 1, wantWrites: 1, wantErr: true,
 		},
 		{
-			name:       "unlabelled ConfigMap found by a live read",
-			cached:     []client.Object{cluster("new-uid")},
-			live:       []client.Object{cluster("new-uid"), lockCM(func(cm *corev1.ConfigMap) { cm.Labels = nil })},
+			name: "unlabelled ConfigMap, not in the cache, found by a live read",
+			setUp: func(f *fixture) {
+				f.cluster("c1")
+				f.create(&corev1.ConfigMap{
+					ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "c1-lock"},
+					Data:       map[string]string{initlock.DataKey: `{"machineName":"m1"}`},
+				})
+			},
 			reconciles: 2, wantWrites: 0, wantRequeue: foreignRecheck,
-			wantEvents: []recorded{{corev1.EventTypeWarning, ReasonForeignConfigMap}},
+			wantEvents: []emitted{{corev1.EventTypeWarning, ReasonForeignConfigMap}},
 		},
 		{
-			name:       "orphan past its grace: the cache misses the holder, a live read finds it",
-			cached:     []client.Object{lockCM(absent(now.Add(-time.Hour)))},
-			live:       []client.Object{machine(), lockCM(absent(now.Add(-time.Hour)))},
-			reconciles: 1, wantWrites: 0, wantRequeue: 10 * time.Minute,
+			name: "orphan past its grace: the cache misses the holder, a live read finds it",
+			setUp: func(f *fixture) {
+				f.machine("c1", "m1")
+				f.markAbsent(f.lockCM("c1", "m1", nil, ""), f.clock.Now().Add(-time.Hour))
+			},
+			hideMachines: true,
+			reconciles:   1, wantWrites: 0, wantRequeue: grace,
 		},
 		{
-			name:       "orphan past its grace, holder gone: collected once",
-			cached:     []client.Object{lockCM(absent(now.Add(-time.Hour)))},
+			name: "orphan past its grace, holder gone: collected once",
+			setUp: func(f *fixture) {
+				f.markAbsent(f.lockCM("c1", "m1", nil, ""), f.clock.Now().Add(-time.Hour))
+			},
 			reconciles: 2, wantWrites: 1, wantRequeue: cacheLagRetry,
-			wantEvents: []recorded{{corev1.EventTypeNormal, ReasonOrphanLockCollected}},
+			wantEvents: []emitted{{corev1.EventTypeNormal, ReasonOrphanLockCollected}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := &writes{err: tc.writeErr}
-			s := scheme()
-			stale := map[string]*corev1.ConfigMap{}
-			for _, o := range tc.cached {
-				if cm, ok := o.(*corev1.ConfigMap); ok {
-					stale[cm.Name] = cm.DeepCopy()
-				}
-			}
-			underlying := fake.NewClientBuilder().WithScheme(s).WithObjects(tc.cached...).Build()
-			funcs := w.funcs()
-			// The cache never catches up: it answers the ConfigMaps it held
-			// at the start, whatever was written since.
-			funcs.Get = func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-				if cm, ok := obj.(*corev1.ConfigMap); ok && stale[key.Name] != nil {
-					stale[key.Name].DeepCopyInto(cm)
-					return nil
-				}
-				return c.Get(ctx, key, obj, opts...)
-			}
-			cached := interceptor.NewClient(underlying, funcs)
-			live := fake.NewClientBuilder().WithScheme(s).WithObjects(tc.live...).Build()
-			rec := &fakeRecorder{}
-			r := newReconciler(cached, live, rec, now)
+			f := newFixture(t)
+			tc.setUp(f)
+			lc := newLaggingCache(t, f.c, f.ns)
+			lc.hideMachines, lc.writeErr = tc.hideMachines, tc.writeErr
+			f.r.Client = lc.client(f.c)
 
 			var res ctrl.Result
 			var err error
 			for range tc.reconciles {
-				res, err = r.Reconcile(t.Context(), req)
+				res, err = f.r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: f.ns, Name: "c1"}})
 			}
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("Reconcile error = %v, want error: %t", err, tc.wantErr)
 			}
-			if got := w.count(); got != tc.wantWrites {
+			if got := lc.count(); got != tc.wantWrites {
 				t.Errorf("writes = %d, want %d", got, tc.wantWrites)
 			}
 			if res.RequeueAfter != tc.wantRequeue {
 				t.Errorf("RequeueAfter = %s, want %s", res.RequeueAfter, tc.wantRequeue)
 			}
-			if fmt.Sprint(rec.events) != fmt.Sprint(tc.wantEvents) {
-				t.Errorf("events = %v, want %v", rec.events, tc.wantEvents)
-			}
+			f.wantEvents(tc.wantEvents...)
 		})
 	}
 }
 
 func TestLockToClusters(t *testing.T) {
+	const ns = "default"
 	for _, tc := range []struct {
 		name   string
 		labels map[string]string
@@ -297,7 +253,8 @@ func TestLockToClusters(t *testing.T) {
 
 func TestClusterChanged(t *testing.T) {
 	base := func() *unstructured.Unstructured {
-		u := cluster("uid")
+		u := kubeenv.NewCluster(capi.V1Beta2, "default", "c1")
+		u.SetUID("uid")
 		u.SetResourceVersion("1")
 		return u
 	}
