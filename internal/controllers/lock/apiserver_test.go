@@ -305,7 +305,7 @@ func TestReconcileOnAPIServer(t *testing.T) {
 			wantEvents: []emitted{{corev1.EventTypeWarning, ReasonForeignConfigMap}},
 		},
 		{
-			name: "orphan: recorded after the settle time, kept while its holder exists, collected once it is gone",
+			name: "orphan: recorded after the settle time, kept while its holder exists",
 			setUp: func(f *fixture) {
 				f.machine("c1", "m1")
 				f.lockCM("c1", "m1", nil, "")

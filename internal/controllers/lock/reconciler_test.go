@@ -112,7 +112,7 @@ func (lc *laggingCache) client(c client.WithWatch) client.WithWatch {
 	})
 }
 
-// markAbsent records on the lock of cluster that its Cluster has been absent
+// markAbsent records on the lock cm that its Cluster has been absent
 // since the given time, as the reconciler would have.
 func (f *fixture) markAbsent(cm *corev1.ConfigMap, since time.Time) {
 	f.t.Helper()
