@@ -75,7 +75,7 @@ func TestBinary(t *testing.T) {
 
 	kubeenv.Eventually(t, 60*time.Second, func() error { return httpOK(t, "http://"+probeAddr+"/readyz") })
 	c := env.Client
-	managertest.Create(t, c, managertest.Lock(ns, "c1", "c1-cp-0", nil))
+	managertest.Create(t, c, kubeenv.NewLock(ns, "c1", "c1-cp-0", nil))
 	managertest.CreateMachine(t, c, capi.V1Beta2, ns, "c1", "c1-cp-0")
 	cluster := managertest.CreateCluster(t, c, capi.V1Beta2, ns, "c1")
 	kubeenv.Eventually(t, 60*time.Second, func() error {
@@ -83,7 +83,7 @@ func TestBinary(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return managertest.OwnedBy(cm, cluster)
+		return kubeenv.LockOwnedBy(cm, cluster)
 	})
 	kubeenv.Eventually(t, 10*time.Second, func() error { return httpOK(t, "http://"+metricsAddr+"/metrics") })
 

@@ -25,7 +25,6 @@ import (
 	"github.com/initlock/initlock/internal/capi"
 	"github.com/initlock/initlock/internal/cli"
 	"github.com/initlock/initlock/internal/kubeenv"
-	"github.com/initlock/initlock/pkg/initlock"
 )
 
 var (
@@ -164,8 +163,11 @@ func ownerRef(cluster *unstructured.Unstructured) metav1.OwnerReference {
 // an ownerReference to owner (none when owner is nil).
 func newLock(t *testing.T, ns, cluster, holder string, owner *unstructured.Unstructured) *corev1.ConfigMap {
 	t.Helper()
-	return newConfigMap(t, ns, cluster+"-lock", map[string]string{initlock.ClusterNameLabel: cluster},
-		map[string]string{initlock.DataKey: `{"machineName":"` + holder + `"}`}, owner)
+	cm := kubeenv.NewLock(ns, cluster, holder, owner)
+	if err := env.Client.Create(t.Context(), cm); err != nil {
+		t.Fatalf("creating configmap %s/%s: %v", ns, cm.Name, err)
+	}
+	return cm
 }
 
 func newConfigMap(t *testing.T, ns, name string, labels, data map[string]string, owner *unstructured.Unstructured) *corev1.ConfigMap {
@@ -258,22 +260,3 @@ func golden(t *testing.T, name, got string) {
 		t.Errorf("%s differs from the output (run with -update to accept it)\n--- want\n%s\n--- got\n%s", path, want, got)
 	}
 }
-
-// waitGone waits until the garbage collector or a delete removed obj.
-func waitGone(t *testing.T, obj client.Object) {
-	t.Helper()
-	kubeenv.Eventually(t, 30*time.Second, func() error {
-		err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object))
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return &stillThere{obj.GetName()}
-	})
-}
-
-type stillThere struct{ name string }
-
-func (e *stillThere) Error() string { return e.name + " still exists" }

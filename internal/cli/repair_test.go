@@ -80,9 +80,7 @@ func TestRepairAfterVeleroRestore(t *testing.T) {
 	if err := env.Client.Delete(ctx, machine); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, lockObj)
-	waitGone(t, machine)
-	waitGone(t, cluster)
+	kubeenv.WaitGone(t, env.Client, lockObj, machine, cluster)
 
 	// Restore in Velero's order: ConfigMaps, then Machines, then Clusters.
 	restoreStripped(t, savedLock)

@@ -1,9 +1,15 @@
 package kubeenv
 
 import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/pkg/initlock"
 )
 
 // NewCluster returns a valid Cluster of the given version (v1beta2 or
@@ -44,4 +50,67 @@ func NewMachine(version, namespace, cluster, name string) *unstructured.Unstruct
 		"infrastructureRef": infra,
 	}
 	return u
+}
+
+// NewLock returns the lock of cluster held by machine, not yet created, in
+// the format the upstream bootstrap providers write: the cluster-name label,
+// the record with only machineName, and an ownerReference to owner when it
+// is not nil.
+func NewLock(namespace, cluster, machine string, owner *unstructured.Unstructured) *corev1.ConfigMap {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: namespace,
+			Name:      cluster + initlock.LockSuffix,
+			Labels:    map[string]string{initlock.ClusterNameLabel: cluster},
+		},
+		Data: map[string]string{initlock.DataKey: fmt.Sprintf(`{"machineName":%q}`, machine)},
+	}
+	if owner != nil {
+		cm.OwnerReferences = []metav1.OwnerReference{{
+			APIVersion: owner.GetAPIVersion(), Kind: owner.GetKind(), Name: owner.GetName(), UID: owner.GetUID(),
+		}}
+	}
+	return cm
+}
+
+// LockOwnedBy checks that the lock has exactly one Cluster ownerReference,
+// to cluster's UID.
+func LockOwnedBy(cm *corev1.ConfigMap, cluster *unstructured.Unstructured) error {
+	var refs []string
+	for _, r := range cm.OwnerReferences {
+		if r.Kind == capi.ClusterKind {
+			refs = append(refs, r.Name+"/"+string(r.UID))
+		}
+	}
+	if len(refs) != 1 || refs[0] != cluster.GetName()+"/"+string(cluster.GetUID()) {
+		return fmt.Errorf("lock %s owned by %v, want %s/%s", cm.Name, refs, cluster.GetName(), cluster.GetUID())
+	}
+	return nil
+}
+
+// SetInitialized returns a mutation that marks a Cluster of the given
+// version initialised, as Cluster API reports it: the ControlPlaneInitialized
+// condition, and for v1beta2 status.initialization.controlPlaneInitialized.
+// Write it through the status subresource.
+func SetInitialized(version string) func(*unstructured.Unstructured) {
+	return func(u *unstructured.Unstructured) {
+		cond := map[string]any{
+			"type": "ControlPlaneInitialized", "status": "True",
+			"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
+		}
+		if version == capi.V1Beta1 {
+			u.Object["status"] = map[string]any{"conditions": []any{cond}}
+			return
+		}
+		cond["reason"], cond["message"] = "Initialized", ""
+		u.Object["status"] = map[string]any{
+			"initialization": map[string]any{"controlPlaneInitialized": true},
+			"conditions":     []any{cond},
+		}
+	}
+}
+
+// Paused sets a Cluster's spec.paused.
+func Paused(u *unstructured.Unstructured) {
+	_ = unstructured.SetNestedField(u.Object, true, "spec", "paused")
 }

@@ -10,7 +10,10 @@
 //
 // A test package starts one Env from TestMain with Main, and each test takes
 // its own namespace with Namespace. Env also adds users with given groups, so
-// a component can be run with only the RBAC it is meant to have.
+// a component can be run with only the RBAC it is meant to have. Builders
+// make valid Clusters, Machines and upstream-format locks (NewCluster,
+// NewMachine, NewLock), and WaitGone and DeleteAndWait wait for objects to
+// go away.
 //
 // The package guarantees that Stop ends every process it started and removes
 // every temporary folder it made. It does not isolate tests from each other

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/go-logr/logr"
@@ -124,6 +125,35 @@ func Consistently(t testing.TB, d time.Duration, f func() error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// WaitGone waits until each of objs is gone (deleted, or collected by the
+// garbage collector or the namespace controller), failing t after 30 s.
+func WaitGone(t testing.TB, c client.Client, objs ...client.Object) {
+	t.Helper()
+	for _, obj := range objs {
+		Eventually(t, 30*time.Second, func() error {
+			err := c.Get(t.Context(), client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object))
+			switch {
+			case apierrors.IsNotFound(err):
+				return nil
+			case err != nil:
+				return fmt.Errorf("reading %s: %w", obj.GetName(), err)
+			}
+			return fmt.Errorf("%s still exists", obj.GetName())
+		})
+	}
+}
+
+// DeleteAndWait deletes objs and waits until they are gone.
+func DeleteAndWait(t testing.TB, c client.Client, objs ...client.Object) {
+	t.Helper()
+	for _, obj := range objs {
+		if err := c.Delete(t.Context(), obj); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatalf("deleting %s: %v", obj.GetName(), err)
+		}
+	}
+	WaitGone(t, c, objs...)
 }
 
 // Discovery returns a discovery client for the Env's admin config.

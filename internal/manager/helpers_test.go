@@ -9,18 +9,19 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/manager"
 	"github.com/initlock/initlock/internal/manager/managertest"
 )
 
-// Shorthands for the managertest helpers with this package's Env.
+// Shorthands for the kubeenv and managertest helpers with this package's Env.
 
 var (
 	testOptions    = managertest.Options
-	lockFor        = managertest.Lock
-	ownedBy        = managertest.OwnedBy
-	setInitialized = managertest.SetInitialized
-	paused         = managertest.Paused
+	lockFor        = kubeenv.NewLock
+	ownedBy        = kubeenv.LockOwnedBy
+	setInitialized = kubeenv.SetInitialized
+	paused         = kubeenv.Paused
 	writeVerbs     = managertest.WriteVerbs
 )
 
@@ -69,5 +70,5 @@ func restore(t testing.TB, objs ...client.Object) {
 
 func deleteAndWait(t testing.TB, objs ...client.Object) {
 	t.Helper()
-	managertest.DeleteAndWait(t, env.Client, objs...)
+	kubeenv.DeleteAndWait(t, env.Client, objs...)
 }

@@ -258,7 +258,7 @@ func TestLostLock(t *testing.T) {
 		if err := env.Client.Delete(t.Context(), m1); err != nil {
 			t.Fatal(err)
 		}
-		f.waitGone(m1)
+		kubeenv.WaitGone(t, env.Client, m1)
 		if res := f.mustLock(m2); !res.Acquired || res.Action != initlock.ActionTakeOver {
 			t.Fatalf("Lock(m2) = %+v, want acquired by take-over", res)
 		}
@@ -273,21 +273,10 @@ func TestLostLock(t *testing.T) {
 		if err := env.Client.Delete(t.Context(), f.lockCM()); err != nil {
 			t.Fatal(err)
 		}
-		f.waitGone(m1)
+		kubeenv.WaitGone(t, env.Client, m1)
 		if res := f.mustLock(m2); !res.Acquired || res.Action != initlock.ActionCreate {
 			t.Fatalf("Lock(m2) = %+v, want acquired by create", res)
 		}
-	})
-}
-
-func (f *fixture) waitGone(u *unstructured.Unstructured) {
-	f.t.Helper()
-	kubeenv.Eventually(f.t, 10*time.Second, func() error {
-		err := env.Client.Get(f.ctx(), client.ObjectKeyFromObject(u), u.DeepCopy())
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return errors.New(u.GetName() + " still exists")
 	})
 }
 

@@ -43,14 +43,7 @@ func newCluster(t *testing.T, ns, name string, initialised bool) *unstructured.U
 
 func newLock(t *testing.T, ns, cluster, holder string, owner *unstructured.Unstructured) {
 	t.Helper()
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster + "-lock", Labels: map[string]string{initlock.ClusterNameLabel: cluster}},
-		Data:       map[string]string{initlock.DataKey: `{"machineName":"` + holder + `"}`},
-	}
-	if owner != nil {
-		cm.OwnerReferences = []metav1.OwnerReference{{APIVersion: owner.GetAPIVersion(), Kind: "Cluster", Name: owner.GetName(), UID: owner.GetUID()}}
-	}
-	if err := env.Client.Create(t.Context(), cm); err != nil {
+	if err := env.Client.Create(t.Context(), kubeenv.NewLock(ns, cluster, holder, owner)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -128,32 +128,19 @@ func (f *fixture) machine(cluster, name string) *unstructured.Unstructured {
 // subresource.
 func (f *fixture) initialise(c *unstructured.Unstructured) {
 	f.t.Helper()
-	if err := unstructured.SetNestedField(c.Object, true, "status", "initialization", "controlPlaneInitialized"); err != nil {
-		f.t.Fatal(err)
-	}
+	kubeenv.SetInitialized(capi.V1Beta2)(c)
 	if err := f.c.Status().Update(f.t.Context(), c); err != nil {
 		f.t.Fatalf("initialising cluster %s: %v", c.GetName(), err)
 	}
 }
 
-// lockCM creates a lock for cluster held by machine, owned by owner when it
-// is not nil, with the given record (a valid one when empty).
+// lockCM creates the lock of cluster held by machine, owned by owner when it
+// is not nil, with the given record in place of a valid one when not empty.
 func (f *fixture) lockCM(cluster, machine string, owner *unstructured.Unstructured, record string) *corev1.ConfigMap {
 	f.t.Helper()
-	if record == "" {
-		record = fmt.Sprintf(`{"machineName":%q}`, machine)
-	}
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: f.ns, Name: cluster + "-lock",
-			Labels: map[string]string{initlock.ClusterNameLabel: cluster},
-		},
-		Data: map[string]string{initlock.DataKey: record},
-	}
-	if owner != nil {
-		cm.OwnerReferences = []metav1.OwnerReference{{
-			APIVersion: owner.GetAPIVersion(), Kind: owner.GetKind(), Name: owner.GetName(), UID: owner.GetUID(),
-		}}
+	cm := kubeenv.NewLock(f.ns, cluster, machine, owner)
+	if record != "" {
+		cm.Data[initlock.DataKey] = record
 	}
 	f.create(cm)
 	return cm
@@ -194,9 +181,6 @@ type step struct {
 func TestReconcileOnAPIServer(t *testing.T) {
 	paused := func(u *unstructured.Unstructured) {
 		u.SetAnnotations(map[string]string{capi.PausedAnnotation: ""})
-	}
-	specPaused := func(u *unstructured.Unstructured) {
-		_ = unstructured.SetNestedField(u.Object, true, "spec", "paused")
 	}
 	for _, tc := range []struct {
 		name string
@@ -260,7 +244,7 @@ func TestReconcileOnAPIServer(t *testing.T) {
 		{
 			name: "paused by spec: an unowned lock is left unowned",
 			setUp: func(f *fixture) {
-				f.cluster("c1", specPaused)
+				f.cluster("c1", kubeenv.Paused)
 				f.machine("c1", "m1")
 				f.lockCM("c1", "m1", nil, "")
 			},
@@ -368,21 +352,7 @@ func TestOrphanCollectedAfterHolderGone(t *testing.T) {
 	if _, err := f.getLock("c1"); err != nil {
 		t.Fatalf("lock collected while its holder exists: %v", err)
 	}
-	if err := f.c.Delete(t.Context(), m); err != nil {
-		t.Fatal(err)
-	}
-	kubeenv.Eventually(t, 30*time.Second, func() error {
-		err := f.c.Get(t.Context(), client.ObjectKeyFromObject(m), &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": m.GetAPIVersion(), "kind": m.GetKind(),
-		}})
-		switch {
-		case err == nil:
-			return fmt.Errorf("machine %s still exists", m.GetName())
-		case apierrors.IsNotFound(err):
-			return nil
-		}
-		return err
-	})
+	kubeenv.DeleteAndWait(t, f.c, m)
 
 	if _, writes := f.reconcile("c1"); writes != 1 {
 		t.Errorf("collecting: %d writes, want 1", writes)
@@ -406,12 +376,7 @@ func ownedByCluster(f *fixture) error {
 	if err := f.c.Get(f.t.Context(), types.NamespacedName{Namespace: f.ns, Name: "c1"}, c); err != nil {
 		return err
 	}
-	for _, ref := range cm.OwnerReferences {
-		if ref.Kind == capi.ClusterKind && ref.Name == "c1" && ref.UID == c.GetUID() {
-			return nil
-		}
-	}
-	return fmt.Errorf("lock not owned by Cluster c1 (UID %s): %v", c.GetUID(), cm.OwnerReferences)
+	return kubeenv.LockOwnedBy(cm, c)
 }
 
 func unowned(f *fixture) error {

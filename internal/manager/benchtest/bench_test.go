@@ -117,7 +117,7 @@ func BenchmarkRestoreWhileRunning(b *testing.B) {
 	opts.KubeAPIQPS, opts.KubeAPIBurst = float32(*stormQPS), *stormBurst
 	rm := managertest.Start(b, env.Config, opts)
 	adopted0 := metricValue(b, "initlock_lock_adoptions_total")
-	createAll(b, n, func(i int) client.Object { return managertest.Lock(ns, name(i), name(i)+"-cp-0", nil) })
+	createAll(b, n, func(i int) client.Object { return kubeenv.NewLock(ns, name(i), name(i)+"-cp-0", nil) })
 	createAll(b, n, func(i int) client.Object { return kubeenv.NewMachine(v, ns, name(i), name(i)+"-cp-0") })
 	start := time.Now()
 	createAll(b, n, func(i int) client.Object { return kubeenv.NewCluster(v, ns, name(i)) })
@@ -229,7 +229,7 @@ func name(i int) string { return fmt.Sprintf("c%05d", i) }
 // restoreUnowned creates n locks without ownerReferences, their holder
 // Machines and their Clusters, in that order.
 func restoreUnowned(b *testing.B, ns string, n int) {
-	createAll(b, n, func(i int) client.Object { return managertest.Lock(ns, name(i), name(i)+"-cp-0", nil) })
+	createAll(b, n, func(i int) client.Object { return kubeenv.NewLock(ns, name(i), name(i)+"-cp-0", nil) })
 	createAll(b, n, func(i int) client.Object { return kubeenv.NewMachine(v, ns, name(i), name(i)+"-cp-0") })
 	createAll(b, n, func(i int) client.Object { return kubeenv.NewCluster(v, ns, name(i)) })
 }
@@ -243,7 +243,7 @@ func createHealthy(b *testing.B, ns string, n int) {
 		return clusters[i]
 	})
 	createAll(b, n, func(i int) client.Object { return kubeenv.NewMachine(v, ns, name(i), name(i)+"-cp-0") })
-	createAll(b, n, func(i int) client.Object { return managertest.Lock(ns, name(i), name(i)+"-cp-0", clusters[i]) })
+	createAll(b, n, func(i int) client.Object { return kubeenv.NewLock(ns, name(i), name(i)+"-cp-0", clusters[i]) })
 }
 
 // createAll creates n objects with the admin client, 32 at a time.

@@ -241,25 +241,6 @@ func CreateMachine(t testing.TB, c client.Client, version, ns, cluster, name str
 	return u
 }
 
-// Lock returns the upstream-format lock of cluster held by machine,
-// owned by owner when given.
-func Lock(ns, cluster, machine string, owner *unstructured.Unstructured) *corev1.ConfigMap {
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns,
-			Name:      cluster + initlock.LockSuffix,
-			Labels:    map[string]string{initlock.ClusterNameLabel: cluster},
-		},
-		Data: map[string]string{initlock.DataKey: fmt.Sprintf(`{"machineName":%q}`, machine)},
-	}
-	if owner != nil {
-		cm.OwnerReferences = []metav1.OwnerReference{{
-			APIVersion: owner.GetAPIVersion(), Kind: owner.GetKind(), Name: owner.GetName(), UID: owner.GetUID(),
-		}}
-	}
-	return cm
-}
-
 // Create creates obj.
 func Create(t testing.TB, c client.Client, obj client.Object) {
 	t.Helper()
@@ -274,21 +255,6 @@ func GetLock(t testing.TB, c client.Client, ns, cluster string) (*corev1.ConfigM
 	cm := &corev1.ConfigMap{}
 	err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: cluster + initlock.LockSuffix}, cm)
 	return cm, err
-}
-
-// OwnedBy checks that the lock has exactly one Cluster ownerReference, to
-// cluster's UID.
-func OwnedBy(cm *corev1.ConfigMap, cluster *unstructured.Unstructured) error {
-	var refs []string
-	for _, r := range cm.OwnerReferences {
-		if r.Kind == "Cluster" {
-			refs = append(refs, r.Name+"/"+string(r.UID))
-		}
-	}
-	if len(refs) != 1 || refs[0] != cluster.GetName()+"/"+string(cluster.GetUID()) {
-		return fmt.Errorf("lock %s owned by %v, want %s/%s", cm.Name, refs, cluster.GetName(), cluster.GetUID())
-	}
-	return nil
 }
 
 // LockGone returns a check that the lock of cluster does not exist.
@@ -355,52 +321,4 @@ func Restore(t testing.TB, c client.Client, objs ...client.Object) {
 		}
 		Create(t, c, obj)
 	}
-}
-
-// DeleteAndWait deletes objects and waits until they are gone.
-func DeleteAndWait(t testing.TB, c client.Client, objs ...client.Object) {
-	t.Helper()
-	for _, obj := range objs {
-		if err := c.Delete(t.Context(), obj); err != nil && !apierrors.IsNotFound(err) {
-			t.Fatalf("deleting %s: %v", obj.GetName(), err)
-		}
-	}
-	for _, obj := range objs {
-		kubeenv.Eventually(t, 20*time.Second, func() error {
-			cp := obj.DeepCopyObject().(client.Object)
-			err := c.Get(t.Context(), client.ObjectKeyFromObject(obj), cp)
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			if err != nil {
-				return fmt.Errorf("reading %s: %w", obj.GetName(), err)
-			}
-			return fmt.Errorf("%s still exists", obj.GetName())
-		})
-	}
-}
-
-// SetInitialized marks a Cluster's control plane initialised, in the
-// fields of the version given.
-func SetInitialized(version string) func(*unstructured.Unstructured) {
-	return func(u *unstructured.Unstructured) {
-		cond := map[string]any{
-			"type": "ControlPlaneInitialized", "status": "True",
-			"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
-		}
-		if version == "v1beta1" {
-			u.Object["status"] = map[string]any{"conditions": []any{cond}}
-			return
-		}
-		cond["reason"], cond["message"] = "Initialized", ""
-		u.Object["status"] = map[string]any{
-			"initialization": map[string]any{"controlPlaneInitialized": true},
-			"conditions":     []any{cond},
-		}
-	}
-}
-
-// Paused sets spec.paused.
-func Paused(u *unstructured.Unstructured) {
-	_ = unstructured.SetNestedField(u.Object, true, "spec", "paused")
 }

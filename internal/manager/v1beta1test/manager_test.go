@@ -36,7 +36,7 @@ func TestV1Beta1Only(t *testing.T) {
 
 	// A restore: the lock first, without ownerReferences, then the holder
 	// Machine, then the Cluster.
-	managertest.Create(t, c, managertest.Lock(ns, "old", "old-cp-0", nil))
+	managertest.Create(t, c, kubeenv.NewLock(ns, "old", "old-cp-0", nil))
 	managertest.CreateMachine(t, c, v, ns, "old", "old-cp-0")
 	cluster := managertest.CreateCluster(t, c, v, ns, "old")
 	kubeenv.Eventually(t, 20*time.Second, func() error {
@@ -44,7 +44,7 @@ func TestV1Beta1Only(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if err := managertest.OwnedBy(cm, cluster); err != nil {
+		if err := kubeenv.LockOwnedBy(cm, cluster); err != nil {
 			return err
 		}
 		if got := cm.OwnerReferences[0].APIVersion; got != capi.Group+"/"+v {
@@ -65,7 +65,7 @@ func TestV1Beta1Only(t *testing.T) {
 	if err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "old"}, fresh); err != nil {
 		t.Fatal(err)
 	}
-	managertest.SetInitialized(v)(fresh)
+	kubeenv.SetInitialized(v)(fresh)
 	if err := c.Status().Update(t.Context(), fresh); err != nil {
 		t.Fatal(err)
 	}
