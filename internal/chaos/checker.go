@@ -308,24 +308,24 @@ func (c *Checker) FinishInit(actor, cluster, machine string) bool {
 }
 
 // UpstreamHold records that machine holds cluster's lock as an upstream
-// provider wrote it: without a grant record.
+// provider wrote it: without a grant.
 func (c *Checker) UpstreamHold(cluster, machine string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e := c.h.Add("setup", "upstream lock", machine, "", "held without a grant record")
+	e := c.h.Add("setup", "upstream lock", machine, "", "held without a grant")
 	c.holds[cluster] = &hold{machine: machine, since: e.At, upstream: true}
 }
 
 // LockLost records that someone outside initlock is about to delete
 // cluster's lock or make the garbage collector delete it. An upstream hold
-// ends: without a grant record nothing protects it (a documented limit of
+// ends: without a grant nothing protects it (a documented limit of
 // the grant protocol).
 func (c *Checker) LockLost(actor, cluster string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if h := c.holds[cluster]; h != nil && h.upstream {
 		delete(c.holds, cluster)
-		c.h.Add(actor, "hold ends", h.machine, "", "its upstream lock is lost, and no grant record protects it")
+		c.h.Add(actor, "hold ends", h.machine, "", "its upstream lock is lost, and no grant protects it")
 	}
 }
 

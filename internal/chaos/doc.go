@@ -44,7 +44,7 @@
 //     deleted, or its init completes; no other Machine may be told Acquired
 //     in between. Checked at every Lock result. A lock an upstream
 //     provider wrote holds for its Machine too, until an operator or the
-//     garbage collector deletes it: without a grant record nothing else
+//     garbage collector deletes it: without a grant nothing else
 //     protects it, a limit pkg/initlock documents.
 //  2. Settled (InvSettled): once settled, no lock is left whose Cluster is
 //     gone, and none whose Cluster is initialised.
@@ -55,8 +55,8 @@
 //     manager replica while its holder Machine exists and its Cluster
 //     exists, is not being deleted and was never initialised, and no lock
 //     is deleted by a bootstrap controller other than through Unlock.
-//     The Watcher records every write to ConfigMaps, Machines (grant
-//     records) and Clusters with its revision; deletions are judged on the
+//     The Watcher records every write to ConfigMaps, Machines and
+//     Clusters (grant registers included) with its revision; deletions are judged on the
 //     state at their revision, once all three watches have gone past it,
 //     and attributed by the UID precondition of the DELETE that made them.
 //

@@ -38,7 +38,7 @@ type Observed struct {
 	// Owners are the Cluster ownerReferences of the lock, as name/uid.
 	Owners []string
 
-	// Grant is the Machine's grant annotation, "" when it has none.
+	// Grant is the Cluster's grant register, "" when it is empty.
 	Grant string
 
 	// Initialized, Paused and Deleting describe a Cluster.

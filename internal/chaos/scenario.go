@@ -56,7 +56,7 @@ type ClusterPlan struct {
 	// API's own finalizer does.
 	Finalizer bool
 	// UpstreamLock starts the Cluster with a lock written by an upstream
-	// provider (no grant record) held by its first Machine.
+	// provider (no grant) held by its first Machine.
 	UpstreamLock bool
 	// Initialised starts the Cluster initialised, its upstream lock still
 	// held: the single-node case.

@@ -23,20 +23,19 @@ import (
 )
 
 // Watcher watches the ConfigMaps, Machines and Clusters of a namespace
-// from a revision on, records every lock write, every change of a Machine's
-// grant record and every change of a Cluster in the History, and feeds the
-// Checker.
+// from a revision on, records every lock write, every Machine created or
+// deleted and every change of a Cluster (its grant register included) in
+// the History, and feeds the Checker.
 type Watcher struct {
 	h       *History
 	checker *Checker
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 
-	mu    sync.Mutex
-	err   error
-	seen  map[string]bool // barrier names seen
-	grant map[string]string
-	cond  *sync.Cond
+	mu   sync.Mutex
+	err  error
+	seen map[string]bool // barrier names seen
+	cond *sync.Cond
 }
 
 // GVRs of the watched kinds.
@@ -51,7 +50,7 @@ var (
 // to learn a revision, then watches from there.
 func StartWatcher(ctx context.Context, dc dynamic.Interface, namespace string, h *History, c *Checker) (*Watcher, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	w := &Watcher{h: h, checker: c, cancel: cancel, seen: map[string]bool{}, grant: map[string]string{}}
+	w := &Watcher{h: h, checker: c, cancel: cancel, seen: map[string]bool{}}
 	w.cond = sync.NewCond(&w.mu)
 	for kind, gvr := range watchedGVRs {
 		ri := dc.Resource(gvr).Namespace(namespace)
@@ -216,27 +215,16 @@ func (w *Watcher) observe(kind int, typ watch.EventType, u *unstructured.Unstruc
 		}
 		w.h.Add("watch", "lock "+ev, o.Name, u.GetResourceVersion(), detail)
 	case KindMachine:
-		o.Grant = u.GetAnnotations()[initlock.GrantAnnotation]
-		w.mu.Lock()
-		prev, had := w.grant[o.Name]
-		if typ == watch.Deleted {
-			delete(w.grant, o.Name)
-		} else {
-			w.grant[o.Name] = o.Grant
-		}
-		w.mu.Unlock()
-		switch {
-		case typ != watch.Modified:
-			w.h.Add("watch", "machine "+ev, o.Name, u.GetResourceVersion(), grantDetail(o.Grant)+" uid="+shortUID(string(o.UID)))
-		case !had || prev != o.Grant:
-			w.h.Add("watch", "machine grant", o.Name, u.GetResourceVersion(), grantDetail(o.Grant))
+		if typ != watch.Modified {
+			w.h.Add("watch", "machine "+ev, o.Name, u.GetResourceVersion(), "uid="+shortUID(string(o.UID)))
 		}
 	case KindCluster:
 		o.Initialized = capi.IsControlPlaneInitialized(u)
 		o.Paused = capi.IsPaused(u)
 		o.Deleting = u.GetDeletionTimestamp() != nil
+		o.Grant = u.GetAnnotations()[initlock.GrantAnnotation]
 		w.h.Add("watch", "cluster "+ev, o.Name, u.GetResourceVersion(),
-			fmt.Sprintf("initialised=%t paused=%t deleting=%t uid=%s", o.Initialized, o.Paused, o.Deleting, shortUID(string(o.UID))))
+			fmt.Sprintf("initialised=%t paused=%t deleting=%t %s uid=%s", o.Initialized, o.Paused, o.Deleting, grantDetail(o.Grant), shortUID(string(o.UID))))
 	}
 	return o, nil
 }

@@ -21,8 +21,8 @@
 //   - release refuses while the holder exists and the control plane is not
 //     initialised unless --force, and never touches a ConfigMap that is not
 //     a lock. It releases through initlock.Locker.Unlock given the holder it
-//     checked, so that the holder's grant record is withdrawn (else the lock
-//     would be recreated for it) and a lock that changed hands in between is
+//     checked, so that the holder's grant is emptied from the Cluster's
+//     grant register (else the lock would be recreated for it) and a lock that changed hands in between is
 //     not released (initlock.ErrNotHolder). A corrupt lock, which names no
 //     holder, is released with initlock.AnyHolder.
 //   - The JSON and YAML output of list is a LockList of apiVersion

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/initlock/initlock/internal/kubeenv"
@@ -45,10 +46,10 @@ func fleet(t *testing.T, ns string) {
 	newMachine(t, ns, "c-init", "m-init", nil)
 	newLock(t, ns, "c-init", "m-init", initialised)
 
-	newCluster(t, ns, "c-lost", false)
-	newMachine(t, ns, "c-lost", "m-lost", map[string]string{
-		initlock.GrantAnnotation: `{"cluster":"c-lost","acquiredAt":"2026-01-01T00:00:00Z"}`,
+	newCluster(t, ns, "c-lost", false, func(u *unstructured.Unstructured) {
+		u.SetAnnotations(map[string]string{initlock.GrantAnnotation: `{"machineName":"m-lost","acquiredAt":"2026-01-01T00:00:00Z"}`})
 	})
+	newMachine(t, ns, "c-lost", "m-lost", nil)
 
 	newLock(t, ns, "c-orphan", "m-orphan", nil)
 

@@ -109,7 +109,7 @@ func TestRepairAndReleaseWithoutWritePermission(t *testing.T) {
 	}
 	r = inv.run(t, "release", "c2", "-n", ns)
 	r.expectCode(t, cli.ExitError)
-	if !strings.Contains(r.err, `kubectl-initlock needs "patch" on "machines.cluster.x-k8s.io" (to withdraw the grant record) and "delete" on "configmaps"`) {
+	if !strings.Contains(r.err, `kubectl-initlock needs "get" and "patch" on "clusters.cluster.x-k8s.io" (to empty the grant register) and "delete" on "configmaps"`) {
 		t.Errorf("release stderr:\n%s", r.err)
 	}
 }

@@ -25,8 +25,8 @@ func (a *app) newReleaseCommand() *cobra.Command {
 		Use:   "release CLUSTER [-n NAMESPACE] [--force]",
 		Short: "Release one cluster's init lock",
 		Long: `Release deletes the init lock of one cluster, with its UID and resourceVersion as
-preconditions, after withdrawing the grant record from the holder Machine, so
-that the lock is not recreated for it.
+preconditions, after emptying the Cluster's grant register of the holder's
+grant, so that the lock is not recreated for it.
 
 It refuses while the holder Machine exists and the Cluster's control plane is
 not initialised (or the Cluster does not exist), because kubeadm init may be
@@ -128,7 +128,7 @@ func (a *app) runRelease(cmd *cobra.Command, o *releaseOptions, cluster string) 
 	}
 	if err := locker.Unlock(ctx, cl, machine, opts...); err != nil {
 		if apierrors.IsForbidden(err) {
-			return fmt.Errorf("%w; kubectl-initlock needs \"patch\" on \"machines.cluster.x-k8s.io\" (to withdraw the grant record) and \"delete\" on \"configmaps\" in namespace %q: ask an administrator to grant them", err, ns)
+			return fmt.Errorf("%w; kubectl-initlock needs \"get\" and \"patch\" on \"clusters.cluster.x-k8s.io\" (to empty the grant register) and \"delete\" on \"configmaps\" in namespace %q: ask an administrator to grant them", err, ns)
 		}
 		if apierrors.IsConflict(err) {
 			return fmt.Errorf("namespace %q: configmap %q changed while releasing it: %w; run 'kubectl initlock list -n %s' and try again", ns, e.LockName, err, ns)

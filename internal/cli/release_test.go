@@ -13,14 +13,19 @@ import (
 	"github.com/initlock/initlock/pkg/initlock"
 )
 
-func grantOf(t *testing.T, m *unstructured.Unstructured) string {
+// grantOf reads the grant register of cluster live: the machine it names,
+// "" when it is empty.
+func grantOf(t *testing.T, cluster *unstructured.Unstructured) string {
 	t.Helper()
 	got := &metav1.PartialObjectMetadata{}
-	got.SetGroupVersionKind(m.GroupVersionKind())
-	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(m), got); err != nil {
+	got.SetGroupVersionKind(cluster.GroupVersionKind())
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(cluster), got); err != nil {
 		t.Fatal(err)
 	}
-	return got.Annotations[initlock.GrantAnnotation]
+	if g := initlock.GrantFrom(got.Annotations); g != nil {
+		return g.MachineName
+	}
+	return ""
 }
 
 func TestReleaseRefusesWhileInitMayRunThenForce(t *testing.T) {
@@ -31,8 +36,8 @@ func TestReleaseRefusesWhileInitMayRunThenForce(t *testing.T) {
 	if res, err := initlock.New(env.Client).Lock(ctx, cluster, machine); err != nil || !res.Acquired {
 		t.Fatalf("Lock: %+v, %v", res, err)
 	}
-	if grantOf(t, machine) == "" {
-		t.Fatal("no grant recorded")
+	if grantOf(t, cluster) != "m1" {
+		t.Fatal("no grant recorded for m1")
 	}
 
 	var c kubeenv.Counter
@@ -59,11 +64,11 @@ func TestReleaseRefusesWhileInitMayRunThenForce(t *testing.T) {
 	if getLock(t, ns, "c1-lock") != nil {
 		t.Fatal("lock still exists")
 	}
-	if g := grantOf(t, machine); g != "" {
+	if g := grantOf(t, cluster); g != "" {
 		t.Fatalf("grant not withdrawn: %s", g)
 	}
 	if got := c.Writes(); got != 2 {
-		t.Errorf("writes = %d, want 2 (withdraw the grant, delete the lock)", got)
+		t.Errorf("writes = %d, want 2 (empty the grant register, delete the lock)", got)
 	}
 	// Nothing left to release.
 	r = run(t, "release", "c1", "-n", ns)

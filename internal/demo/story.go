@@ -117,7 +117,7 @@ func (d *demo) seedScenario() {
 		lockUID = cm.UID
 		n("restored %d ConfigMap and %d Machine; Cluster %s is not back yet", len(cms), len(machines), seedCluster)
 		n("lock %s", describeLock(cm))
-		n("Machine %s is back with a new UID and its grant record %s", seedMachine, initlock.GrantAnnotation)
+		n("Machine %s is back with a new UID", seedMachine)
 		return nil
 	})
 
@@ -138,6 +138,7 @@ func (d *demo) seedScenario() {
 			return fmt.Errorf("the restored Cluster kept its UID %s", oldUID)
 		}
 		n("Cluster %s uid %s (was %s), spec.paused kept from the backup", seedCluster, short(cluster.GetUID()), short(oldUID))
+		n("its grant register %s is back too: %s", initlock.GrantAnnotation, cluster.GetAnnotations()[initlock.GrantAnnotation])
 		return nil
 	})
 
@@ -225,7 +226,7 @@ func (d *demo) seedScenario() {
 }
 
 // takeLock acquires cluster's lock for machine with the library, as a
-// bootstrap provider does, and shows the lock and the grant record.
+// bootstrap provider does, and shows the lock and the grant it recorded.
 func (d *demo) takeLock(n note, cluster, machine *unstructured.Unstructured) error {
 	res, err := d.locker.Lock(d.ctx, cluster, machine)
 	if err != nil {
@@ -243,7 +244,7 @@ func (d *demo) takeLock(n note, cluster, machine *unstructured.Unstructured) err
 	}
 	n("acquired (action %s): lock %s", res.Action, describeLock(cm))
 	n("%s: %s", initlock.DataKey, cm.Data[initlock.DataKey])
-	n("grant record on Machine %s: %s", machine.GetName(), machine.GetAnnotations()[initlock.GrantAnnotation])
+	n("grant register on Cluster %s: %s", cluster.GetName(), cluster.GetAnnotations()[initlock.GrantAnnotation])
 	return nil
 }
 

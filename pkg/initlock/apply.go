@@ -37,7 +37,7 @@ func Apply(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, o Observa
 		if o.Holder != nil && o.Holder.UID != "" {
 			uid = o.Holder.UID
 		}
-		_, err := adopt(ctx, c, cm, *o.Cluster, uid)
+		_, err := adopt(ctx, c, cm, *o.Cluster, uid, false)
 		return err
 	case ActionRelease, ActionCollect:
 		return c.Delete(ctx, cm, client.Preconditions{UID: &cm.UID, ResourceVersion: &cm.ResourceVersion})

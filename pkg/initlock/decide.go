@@ -3,7 +3,6 @@ package initlock
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/initlock/initlock/internal/capi"
@@ -27,12 +26,12 @@ const (
 	VerdictStaleHolder Verdict = "stale-holder"
 	// VerdictUnowned: the lock is not owned by its Cluster's current UID.
 	VerdictUnowned Verdict = "unowned"
-	// VerdictLost: there is no lock, but a Machine of the uninitialised
-	// cluster holds a grant record: the lock was deleted while held.
+	// VerdictLost: there is no lock, but the uninitialised Cluster's grant
+	// register names an existing Machine: the lock was deleted while held.
 	VerdictLost Verdict = "lost"
 	// VerdictHealthy: held by an existing Machine, owned by its Cluster.
 	VerdictHealthy Verdict = "healthy"
-	// VerdictFree: there is no lock and no grant.
+	// VerdictFree: there is no lock and no grant that counts.
 	VerdictFree Verdict = "free"
 )
 
@@ -67,18 +66,19 @@ const (
 	ActionNone Action = "none"
 	// ActionCreate: create the lock for the caller.
 	ActionCreate Action = "create"
-	// ActionRecreate: create the lost lock for the Machine that holds the
-	// grant, not for the caller.
+	// ActionRecreate: create the lost lock for the Machine the grant
+	// register names, not for the caller.
 	ActionRecreate Action = "recreate"
 	// ActionAdopt: point the Cluster ownerReference at the current UID,
 	// refresh the holder's UID and drop a cluster-absent mark, in one
 	// update.
 	ActionAdopt Action = "adopt"
-	// ActionTakeOver: the holder no longer exists; rewrite the lock for the
-	// caller, conditional on the resourceVersion read.
+	// ActionTakeOver: the holder no longer exists, or the caller holds the
+	// grant; rewrite the lock for the caller, conditional on the
+	// resourceVersion read.
 	ActionTakeOver Action = "take-over"
-	// ActionYield: the caller just wrote the lock but another Machine holds
-	// a grant; hand the lock to it and withdraw the caller's grant.
+	// ActionYield: the lock names the caller or a stale holder, but the
+	// grant register names another existing Machine; hand the lock to it.
 	ActionYield Action = "yield"
 	// ActionRelease: delete the lock, conditional on UID and
 	// resourceVersion.
@@ -105,18 +105,18 @@ type Observation struct {
 	ClusterName string
 	// Lock is the ConfigMap with the lock's name, or nil when there is none.
 	Lock *Lock
-	// Cluster is the Cluster, or nil when it does not exist.
+	// Cluster is the Cluster, or nil when it does not exist. Its Grant is
+	// the grant register.
 	Cluster *Cluster
 	// Holder is the Machine the lock names, or nil when it does not exist.
 	// Only meaningful when Lock holds a valid record.
 	Holder *Machine
-	// Grants are the existing Machines of the cluster that carry a grant
-	// record for it, when they were listed; nil when they were not.
-	Grants []Machine
+	// Granted is the Machine the Cluster's grant register names, when that
+	// Machine exists; nil when the register is empty, damaged or names a
+	// Machine that does not exist.
+	Granted *Machine
 	// Caller is the Machine asking for the lock, or nil when the decision is
-	// made for the manager or the CLI. Its Grant is the grant it held when
-	// the Lock call began, read live, or nil when it held none: a grant
-	// recorded during the call is only in Grants.
+	// made for the manager or the CLI.
 	Caller *Machine
 }
 
@@ -143,6 +143,10 @@ type Decision struct {
 	Holder string
 	// Acquired tells the caller that it holds the lock after Action.
 	Acquired bool
+	// Claim tells the caller to write its grant into the Cluster's grant
+	// register (a compare-and-swap against the value observed) before
+	// Action; Acquired holds only if that write succeeds.
+	Claim bool
 	// Reason is a fixed word for releases and collections (Reason*).
 	Reason string
 	// RequeueAfter is when to look again, for waits with a deadline.
@@ -177,9 +181,9 @@ func Decide(o Observation, p Policy, now time.Time) Decision {
 
 func decideMissing(o Observation) Decision {
 	d := Decision{Verdict: VerdictFree, Action: ActionNone}
-	uninitialised := o.Cluster != nil && !o.Cluster.Initialized
-	if uninitialised && len(o.Grants) > 0 {
-		d.Verdict, d.Holder = VerdictLost, earliestGrant(o.Grants).Name
+	g, name := grantOf(o)
+	if g != grantNone {
+		d.Verdict, d.Holder = VerdictLost, name
 	}
 	if o.Caller == nil {
 		return d
@@ -188,57 +192,121 @@ func decideMissing(o Observation) Decision {
 		d.Err = ErrClusterPaused
 		return d
 	}
-	if w, ok := yieldTo(o); ok {
-		d.Action, d.Holder = ActionRecreate, w
-		return d
+	switch g {
+	case grantDamaged:
+		d.Err = errDamagedGrant
+	case grantOther:
+		d.Action = ActionRecreate
+	case grantCaller:
+		d.Action, d.Acquired = ActionCreate, true
+	default:
+		d.Action, d.Holder, d.Acquired, d.Claim = ActionCreate, o.Caller.Name, true, claimable(o)
 	}
-	d.Action, d.Holder, d.Acquired = ActionCreate, o.Caller.Name, true
 	return d
 }
 
-// decideCaller decides for a Machine calling Lock.
+// decideCaller decides for a Machine calling Lock on a valid lock.
+//
+// A lock the register does not arbitrate (one an upstream provider wrote,
+// or any lock once the control plane is initialised) is held by the
+// Machine it names while that Machine exists, whatever the register says:
+// another caller is refused, and the holder keeps it and claims the
+// register. Otherwise the register decides: a grant of another existing
+// Machine keeps the lock for it (a lock naming anyone else is handed to
+// it); the caller's own grant lets it take the lock over; with the
+// register empty, or naming a Machine that is gone, the caller claims it
+// and takes the lock.
 func decideCaller(o Observation, d Decision) Decision {
 	caller := o.Caller
-	if d.Holder != caller.Name && o.Holder != nil {
-		d.Action = ActionNone // held by another existing Machine
+	g, name := grantOf(o)
+	if g == grantDamaged {
+		d.Action, d.Err = ActionNone, errDamagedGrant
 		return d
 	}
-	if w, ok := yieldTo(o); ok {
-		d.Action, d.Holder = ActionYield, w
+	upstream := !arbitrated(o)
+	mine := d.Holder == caller.Name
+	switch {
+	case !mine && o.Holder != nil && upstream:
+		d.Action = ActionNone
 		return d
+	case mine && upstream:
+		d.Claim = claimable(o) && g != grantCaller
+	case g == grantOther && d.Holder == name:
+		d.Action = ActionNone
+		return d
+	case g == grantOther:
+		d.Action, d.Holder = ActionYield, name
+		return d
+	default:
+		d.Claim = g == grantNone && claimable(o)
 	}
 	d.Acquired = true
-	if d.Holder != caller.Name {
+	switch {
+	case !mine:
 		d.Action, d.Holder = ActionTakeOver, caller.Name
-		return d
-	}
-	if needsAdoption(o.Lock, d.Owner) || (caller.UID != "" && o.Lock.Record.MachineUID != caller.UID) {
+	case needsAdoption(o.Lock, d.Owner) || o.Lock.Record.HandedOverBy != "" ||
+		(caller.UID != "" && o.Lock.Record.MachineUID != caller.UID):
 		d.Action = ActionAdopt
-		return d
+	default:
+		d.Action = ActionNone
 	}
-	d.Action = ActionNone
 	return d
 }
 
-// yieldTo tells whether the caller must give the lock to another Machine's
-// grant, and to which. A grant recorded in this call gives way to any
-// other. A grant the caller already held gives way only to an earlier one:
-// it may be in use by a running init, and a later grant is a competitor's
-// that will give way to it, or one a failed call left behind. Grants do not
-// count once the control plane is initialised.
-func yieldTo(o Observation) (string, bool) {
-	caller := o.Caller
-	if o.Cluster == nil || o.Cluster.Initialized {
-		return "", false
+// grantKind is what the Cluster's grant register says to a decision.
+type grantKind int
+
+const (
+	// grantNone: no grant counts: the register is empty, names a Machine
+	// that is gone (or was created again under its name), or the control
+	// plane is initialised.
+	grantNone grantKind = iota
+	// grantCaller: the register names the caller.
+	grantCaller
+	// grantOther: the register names another Machine, which exists.
+	grantOther
+	// grantDamaged: the register holds something that is not a grant.
+	grantDamaged
+)
+
+// errDamagedGrant is the decision error for a damaged grant register.
+var errDamagedGrant = fmt.Errorf("%w: the Cluster's grant register (annotation %s) is not a grant record", ErrCorruptLock, GrantAnnotation)
+
+// grantOf reads the grant register as it stands for the decision, and the
+// Machine it names.
+func grantOf(o Observation) (grantKind, string) {
+	if o.Cluster == nil || o.Cluster.Initialized || o.Cluster.Grant == nil {
+		return grantNone, ""
 	}
-	others := otherGrants(o.Grants, caller.Name)
-	if len(others) == 0 {
-		return "", false
+	g := o.Cluster.Grant
+	switch {
+	case g.Damaged():
+		return grantDamaged, ""
+	case o.Caller != nil && g.Names(*o.Cluster, *o.Caller):
+		return grantCaller, g.MachineName
+	case o.Granted != nil && g.Names(*o.Cluster, *o.Granted):
+		return grantOther, g.MachineName
 	}
-	if heldGrant(o, caller) && earliestGrant(o.Grants).Name == caller.Name {
-		return "", false
-	}
-	return earliestGrant(others).Name, true
+	return grantNone, ""
+}
+
+// arbitrated tells whether the grant register decides who holds the lock:
+// the lock was written by initlock's Lock (it carries the acquisition time),
+// so its holder was granted it through the register, and the control plane
+// is not initialised. A Machine named in such a lock but not in the
+// register holds no grant: it lost the register to another caller, or is
+// releasing the lock. A register may name a Machine that was never granted
+// the lock (a call that claimed it failed, and so did its withdrawal), so
+// it never overrides a lock it does not arbitrate.
+func arbitrated(o Observation) bool {
+	return claimable(o) && o.Lock != nil && o.Lock.Record.AcquiredAt != nil
+}
+
+// claimable tells whether a caller acquiring the lock records its grant:
+// grants do not count, and are not written, once the control plane is
+// initialised.
+func claimable(o Observation) bool {
+	return o.Cluster != nil && !o.Cluster.Initialized
 }
 
 // decideKeeper decides for the manager and the CLI, which keep locks owned,
@@ -338,43 +406,6 @@ func trimSuffix(lockName string) string {
 		return lockName[:len(lockName)-len(LockSuffix)]
 	}
 	return lockName
-}
-
-func otherGrants(grants []Machine, caller string) []Machine {
-	var out []Machine
-	for _, g := range grants {
-		if g.Name != caller {
-			out = append(out, g)
-		}
-	}
-	return out
-}
-
-// heldGrant tells whether the caller came into the call holding a grant for
-// the cluster that the live list still shows.
-func heldGrant(o Observation, caller *Machine) bool {
-	return caller.Grant.For(o.Cluster.Name) && hasMachine(o.Grants, caller.Name)
-}
-
-// earliestGrant picks the grant that wins when several Machines carry one:
-// the earliest recorded, then a grant of unknown time, then by name.
-func earliestGrant(grants []Machine) Machine {
-	gs := append([]Machine(nil), grants...)
-	sort.SliceStable(gs, func(i, j int) bool {
-		ti, tj := grantTime(gs[i]), grantTime(gs[j])
-		if !ti.Equal(tj) {
-			return ti.Before(tj)
-		}
-		return gs[i].Name < gs[j].Name
-	})
-	return gs[0]
-}
-
-func grantTime(m Machine) time.Time {
-	if m.Grant == nil || m.Grant.AcquiredAt == nil {
-		return time.Time{} // unknown: treated as the oldest, the safe side
-	}
-	return *m.Grant.AcquiredAt
 }
 
 func isNotALock(err error) bool { return errors.Is(err, ErrNotALock) }

@@ -38,10 +38,24 @@ func machine(name string) *initlock.Machine {
 	return &initlock.Machine{Namespace: "ns", Name: name, UID: types.UID(name + "-uid"), APIVersion: "cluster.x-k8s.io/v1beta2"}
 }
 
-func granted(name string, at time.Time) initlock.Machine {
-	m := machine(name)
-	m.Grant = &initlock.Grant{Cluster: "c1", AcquiredAt: &at}
-	return *m
+// grantTo fills the Cluster's grant register with a grant to machine.
+func grantTo(name string) func(*initlock.Cluster) {
+	return func(c *initlock.Cluster) {
+		c.Grant = initlock.GrantFrom(map[string]string{initlock.GrantAnnotation: `{"machineName":"` + name + `"}`})
+	}
+}
+
+// grantToUID fills the register with a grant to machine name of UID uid,
+// recorded while the Cluster had UID clusterUID.
+func grantToUID(name, uid, clusterUID string) func(*initlock.Cluster) {
+	return func(c *initlock.Cluster) {
+		c.Grant = initlock.GrantFrom(map[string]string{initlock.GrantAnnotation: `{"machineName":"` + name + `","machineUID":"` + uid + `","clusterUID":"` + clusterUID + `"}`})
+	}
+}
+
+// damagedGrant fills the register with something that is not a grant.
+func damagedGrant(c *initlock.Cluster) {
+	c.Grant = initlock.GrantFrom(map[string]string{initlock.GrantAnnotation: "not json"})
 }
 
 var (
@@ -49,6 +63,18 @@ var (
 	initialized = func(c *initlock.Cluster) { c.Initialized = true }
 	deleting    = func(c *initlock.Cluster) { c.Deleting = true }
 )
+
+// byInitlock marks a lock as written by initlock's Lock, which records
+// the acquisition time.
+func byInitlock(l *initlock.Lock) *initlock.Lock {
+	l.Record.AcquiredAt = &t0
+	return l
+}
+
+func handedOver(l *initlock.Lock, by string) *initlock.Lock {
+	l.Record.HandedOverBy = by
+	return l
+}
 
 func withMark(l *initlock.Lock, since time.Time) *initlock.Lock {
 	l.ClusterAbsentSince = &since
@@ -67,64 +93,99 @@ func TestDecide(t *testing.T) {
 		action  initlock.Action
 		holder  string
 		granted bool
+		claim   bool
 		err     error
 		requeue time.Duration
 	}{
 		// Callers (Lock).
-		{name: "free lock is created for the caller",
+		{name: "free lock is created for the caller, which claims the register",
 			obs:     initlock.Observation{Cluster: cluster(), Caller: machine("m1")},
-			verdict: initlock.VerdictFree, action: initlock.ActionCreate, holder: "m1", granted: true},
+			verdict: initlock.VerdictFree, action: initlock.ActionCreate, holder: "m1", granted: true, claim: true},
 		{name: "paused cluster: nothing, even when free",
 			obs:     initlock.Observation{Cluster: cluster(paused), Caller: machine("m1")},
 			verdict: initlock.VerdictFree, action: initlock.ActionNone, err: initlock.ErrClusterPaused},
 		{name: "lost lock is recreated for the granted holder, caller refused",
-			obs:     initlock.Observation{Cluster: cluster(), Caller: machine("m2"), Grants: []initlock.Machine{granted("m1", t0)}},
+			obs:     initlock.Observation{Cluster: cluster(grantTo("m1")), Granted: machine("m1"), Caller: machine("m2")},
 			verdict: initlock.VerdictLost, action: initlock.ActionRecreate, holder: "m1"},
-		{name: "lost lock of the caller itself is created for it",
-			obs:     initlock.Observation{Cluster: cluster(), Caller: machine("m1"), Grants: []initlock.Machine{granted("m1", t0)}},
+		{name: "lost lock of the caller itself is created for it, no claim needed",
+			obs:     initlock.Observation{Cluster: cluster(grantTo("m1")), Caller: machine("m1")},
 			verdict: initlock.VerdictLost, action: initlock.ActionCreate, holder: "m1", granted: true},
-		{name: "grants do not count once the cluster is initialised",
-			obs:     initlock.Observation{Cluster: cluster(initialized), Caller: machine("m2"), Grants: []initlock.Machine{granted("m1", t0)}},
+		{name: "no lock and a grant to a machine that is gone: free, the caller claims over it",
+			obs:     initlock.Observation{Cluster: cluster(grantTo("m1")), Caller: machine("m2")},
+			verdict: initlock.VerdictFree, action: initlock.ActionCreate, holder: "m2", granted: true, claim: true},
+		{name: "a machine created again under the holder's name does not inherit its grant",
+			obs:     initlock.Observation{Cluster: cluster(grantToUID("m1", "old-m1-uid", "c1-uid")), Caller: machine("m1")},
+			verdict: initlock.VerdictFree, action: initlock.ActionCreate, holder: "m1", granted: true, claim: true},
+		{name: "another machine created again under the holder's name: the grant does not count",
+			obs:     initlock.Observation{Cluster: cluster(grantToUID("m1", "old-m1-uid", "c1-uid")), Granted: machine("m1"), Caller: machine("m2")},
+			verdict: initlock.VerdictFree, action: initlock.ActionCreate, holder: "m2", granted: true, claim: true},
+		{name: "after a restore (new Cluster UID) the grant names its machine by name",
+			obs:     initlock.Observation{Cluster: cluster(grantToUID("m1", "old-m1-uid", "old-c1-uid")), Granted: machine("m1"), Caller: machine("m2")},
+			verdict: initlock.VerdictLost, action: initlock.ActionRecreate, holder: "m1"},
+		{name: "grants do not count once the cluster is initialised, and none is recorded",
+			obs:     initlock.Observation{Cluster: cluster(initialized, grantTo("m1")), Granted: machine("m1"), Caller: machine("m2")},
 			verdict: initlock.VerdictFree, action: initlock.ActionCreate, holder: "m2", granted: true},
+		{name: "damaged register, no lock: refused with ErrCorruptLock",
+			obs:     initlock.Observation{Cluster: cluster(damagedGrant), Caller: machine("m1")},
+			verdict: initlock.VerdictLost, action: initlock.ActionNone, err: initlock.ErrCorruptLock},
+		{name: "damaged register, held lock: refused with ErrCorruptLock, even for the holder",
+			obs:     initlock.Observation{Lock: lockOf("m1", owned), Cluster: cluster(damagedGrant), Holder: machine("m1"), Caller: machine("m1")},
+			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionNone, holder: "m1", err: initlock.ErrCorruptLock},
 		{name: "healthy re-lock by the holder: no write",
-			obs:     initlock.Observation{Lock: lockOf("m1", owned), Cluster: cluster(), Holder: machine("m1"), Caller: machine("m1")},
+			obs:     initlock.Observation{Lock: lockOf("m1", owned), Cluster: cluster(grantTo("m1")), Holder: machine("m1"), Caller: machine("m1")},
 			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionNone, holder: "m1", granted: true},
+		{name: "re-lock of a lock written before the register existed: the holder claims it",
+			obs:     initlock.Observation{Lock: lockOf("m1", owned), Cluster: cluster(), Holder: machine("m1"), Caller: machine("m1")},
+			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionNone, holder: "m1", granted: true, claim: true},
 		{name: "re-lock after restore: stale owner UID is re-adopted",
-			obs:     initlock.Observation{Lock: lockOf("m1", ownerRef("c1", "old-uid")), Cluster: cluster(), Holder: machine("m1"), Caller: machine("m1")},
+			obs:     initlock.Observation{Lock: lockOf("m1", ownerRef("c1", "old-uid")), Cluster: cluster(grantTo("m1")), Holder: machine("m1"), Caller: machine("m1")},
 			verdict: initlock.VerdictUnowned, owner: initlock.OwnerStaleUID, action: initlock.ActionAdopt, holder: "m1", granted: true},
 		{name: "re-lock with no owner is re-adopted",
-			obs:     initlock.Observation{Lock: lockOf("m1"), Cluster: cluster(), Holder: machine("m1"), Caller: machine("m1")},
+			obs:     initlock.Observation{Lock: lockOf("m1"), Cluster: cluster(grantTo("m1")), Holder: machine("m1"), Caller: machine("m1")},
 			verdict: initlock.VerdictUnowned, owner: initlock.OwnerMissing, action: initlock.ActionAdopt, holder: "m1", granted: true},
 		{name: "re-lock refreshes a stale machine UID",
-			obs: initlock.Observation{Lock: lockOf("m1", owned), Cluster: cluster(), Holder: machine("m1"),
+			obs: initlock.Observation{Lock: lockOf("m1", owned), Cluster: cluster(grantTo("m1")), Holder: machine("m1"),
 				Caller: &initlock.Machine{Namespace: "ns", Name: "m1", UID: "new-uid"}},
 			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionAdopt, holder: "m1", granted: true},
-		{name: "held by another existing machine: refused",
+		{name: "re-lock of a lock handed over by another caller makes it the holder's own",
+			obs:     initlock.Observation{Lock: handedOver(lockOf("m1", owned), "m2"), Cluster: cluster(grantTo("m1")), Holder: machine("m1"), Caller: machine("m1")},
+			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionAdopt, holder: "m1", granted: true},
+		{name: "held by another existing machine without a grant (upstream lock): refused",
 			obs:     initlock.Observation{Lock: lockOf("m1", owned), Cluster: cluster(), Holder: machine("m1"), Caller: machine("m2")},
 			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionNone, holder: "m1"},
-		{name: "held by a machine that is gone: taken over",
-			obs:     initlock.Observation{Lock: lockOf("m1", owned), Cluster: cluster(), Caller: machine("m2")},
-			verdict: initlock.VerdictStaleHolder, owner: initlock.OwnerOK, action: initlock.ActionTakeOver, holder: "m2", granted: true},
-		{name: "caller just wrote the lock but another machine holds a grant: yield",
-			obs: initlock.Observation{Lock: lockOf("m2", owned), Cluster: cluster(), Holder: machine("m2"), Caller: machine("m2"),
-				Grants: []initlock.Machine{granted("m1", t0), granted("m2", t0.Add(time.Second))}},
+		{name: "held by the granted machine: refused",
+			obs:     initlock.Observation{Lock: lockOf("m1", owned), Cluster: cluster(grantTo("m1")), Holder: machine("m1"), Granted: machine("m1"), Caller: machine("m2")},
+			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionNone, holder: "m1"},
+		{name: "held by a machine that is gone: taken over, register claimed",
+			obs:     initlock.Observation{Lock: lockOf("m1", owned), Cluster: cluster(grantTo("m1")), Caller: machine("m2")},
+			verdict: initlock.VerdictStaleHolder, owner: initlock.OwnerOK, action: initlock.ActionTakeOver, holder: "m2", granted: true, claim: true},
+		{name: "caller wrote the lock but the register names another machine: yield to it",
+			obs:     initlock.Observation{Lock: byInitlock(lockOf("m2", owned)), Cluster: cluster(grantTo("m1")), Holder: machine("m2"), Granted: machine("m1"), Caller: machine("m2")},
 			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionYield, holder: "m1"},
-		{name: "holder that already held its grant keeps the lock against a later grant",
-			obs: initlock.Observation{Lock: lockOf("m1", owned), Cluster: cluster(), Holder: machine("m1"), Caller: ptr(granted("m1", t0)),
-				Grants: []initlock.Machine{granted("m1", t0), granted("m2", t0.Add(time.Millisecond))}},
-			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionNone, holder: "m1", granted: true},
-		{name: "caller that already held its grant yields to an earlier grant",
-			obs: initlock.Observation{Lock: lockOf("m2", owned), Cluster: cluster(), Holder: machine("m2"), Caller: ptr(granted("m2", t0.Add(time.Millisecond))),
-				Grants: []initlock.Machine{granted("m1", t0), granted("m2", t0.Add(time.Millisecond))}},
+		{name: "lock of a third machine while the register names another: handed to the granted one",
+			obs:     initlock.Observation{Lock: byInitlock(lockOf("m3", owned)), Cluster: cluster(grantTo("m1")), Holder: machine("m3"), Granted: machine("m1"), Caller: machine("m2")},
 			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionYield, holder: "m1"},
-		{name: "held grants of the same time: the first by name keeps the lock",
-			obs: initlock.Observation{Lock: lockOf("m2", owned), Cluster: cluster(), Holder: machine("m2"), Caller: ptr(granted("m2", t0)),
-				Grants: []initlock.Machine{granted("m1", t0), granted("m2", t0)}},
-			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionYield, holder: "m1"},
-		{name: "caller's held grant withdrawn meanwhile: it yields like a new one",
-			obs: initlock.Observation{Lock: lockOf("m1", owned), Cluster: cluster(), Holder: machine("m1"), Caller: ptr(granted("m1", t0)),
-				Grants: []initlock.Machine{granted("m2", t0.Add(time.Millisecond))}},
-			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionYield, holder: "m2"},
+		{name: "the register names the caller, but an upstream lock of another existing machine stands: refused",
+			obs:     initlock.Observation{Lock: lockOf("m2", owned), Cluster: cluster(grantTo("m1")), Holder: machine("m2"), Caller: machine("m1")},
+			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionNone, holder: "m2"},
+		{name: "the register names a third machine, but an upstream lock of another existing machine stands: refused",
+			obs:     initlock.Observation{Lock: lockOf("m2", owned), Cluster: cluster(grantTo("m3")), Holder: machine("m2"), Granted: machine("m3"), Caller: machine("m1")},
+			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionNone, holder: "m2"},
+		{name: "holder of an upstream lock keeps it whatever the register says, and claims the register",
+			obs:     initlock.Observation{Lock: lockOf("m1", owned), Cluster: cluster(grantTo("m2")), Holder: machine("m1"), Granted: machine("m2"), Caller: machine("m1")},
+			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionNone, holder: "m1", granted: true, claim: true},
+		{name: "the register names the caller: it takes over a lock of a racer that lost the register",
+			obs:     initlock.Observation{Lock: byInitlock(lockOf("m2", owned)), Cluster: cluster(grantTo("m1")), Holder: machine("m2"), Caller: machine("m1")},
+			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionTakeOver, holder: "m1", granted: true},
+		{name: "register empty, lock written by initlock for an existing machine: claimed and taken over",
+			obs:     initlock.Observation{Lock: byInitlock(lockOf("m2", owned)), Cluster: cluster(), Holder: machine("m2"), Caller: machine("m1")},
+			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionTakeOver, holder: "m1", granted: true, claim: true},
+		{name: "initialised cluster, lock written by initlock for an existing machine: refused",
+			obs:     initlock.Observation{Lock: byInitlock(lockOf("m2", owned)), Cluster: cluster(initialized), Holder: machine("m2"), Caller: machine("m1")},
+			verdict: initlock.VerdictHeldAfterInit, owner: initlock.OwnerOK, action: initlock.ActionNone, holder: "m2"},
+		{name: "the register names the caller and the lock's holder is gone: taken over",
+			obs:     initlock.Observation{Lock: lockOf("m2", owned), Cluster: cluster(grantTo("m1")), Caller: machine("m1")},
+			verdict: initlock.VerdictStaleHolder, owner: initlock.OwnerOK, action: initlock.ActionTakeOver, holder: "m1", granted: true},
 		{name: "foreign configmap: refused with ErrNotALock",
 			obs:     initlock.Observation{Lock: &initlock.Lock{Name: "c1-lock", Problem: initlock.ErrNotALock}, Cluster: cluster(), Caller: machine("m1")},
 			verdict: initlock.VerdictForeign, action: initlock.ActionNone, err: initlock.ErrNotALock},
@@ -196,8 +257,11 @@ func TestDecide(t *testing.T) {
 			obs:     initlock.Observation{Cluster: cluster()},
 			verdict: initlock.VerdictFree, action: initlock.ActionNone},
 		{name: "keeper: no lock but a grant is lost; keepers do not recreate",
-			obs:     initlock.Observation{Cluster: cluster(), Grants: []initlock.Machine{granted("m1", t0)}},
+			obs:     initlock.Observation{Cluster: cluster(grantTo("m1")), Granted: machine("m1")},
 			verdict: initlock.VerdictLost, action: initlock.ActionNone, holder: "m1"},
+		{name: "keeper: no lock and a grant to a machine that is gone is free",
+			obs:     initlock.Observation{Cluster: cluster(grantTo("m1"))},
+			verdict: initlock.VerdictFree, action: initlock.ActionNone},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -207,8 +271,8 @@ func TestDecide(t *testing.T) {
 			}
 			tt.obs.ClusterName = "c1"
 			d := initlock.Decide(tt.obs, p, t0)
-			if d.Verdict != tt.verdict || d.Owner != tt.owner || d.Action != tt.action || d.Holder != tt.holder || d.Acquired != tt.granted {
-				t.Errorf("Decide() = %+v\nwant verdict=%s owner=%s action=%s holder=%s acquired=%v", d, tt.verdict, tt.owner, tt.action, tt.holder, tt.granted)
+			if d.Verdict != tt.verdict || d.Owner != tt.owner || d.Action != tt.action || d.Holder != tt.holder || d.Acquired != tt.granted || d.Claim != tt.claim {
+				t.Errorf("Decide() = %+v\nwant verdict=%s owner=%s action=%s holder=%s acquired=%v claim=%v", d, tt.verdict, tt.owner, tt.action, tt.holder, tt.granted, tt.claim)
 			}
 			if (tt.err == nil) != (d.Err == nil) || (tt.err != nil && !errors.Is(d.Err, tt.err)) {
 				t.Errorf("Decide().Err = %v, want %v", d.Err, tt.err)

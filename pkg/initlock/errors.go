@@ -24,6 +24,9 @@ var (
 	// ErrNotHolder means Unlock was asked to release a lock on behalf of a
 	// machine that does not hold it.
 	ErrNotHolder = errors.New("machine does not hold the lock")
+	// ErrClusterGone means Lock was called for a Cluster that no longer
+	// exists; nothing was changed.
+	ErrClusterGone = errors.New("cluster does not exist")
 	// ErrContended means Lock gave up after too many optimistic-concurrency
 	// conflicts in one call; calling again is safe.
 	ErrContended = errors.New("lock is contended")

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -51,8 +52,8 @@ type Locker struct {
 // Option configures a Locker.
 type Option func(*Locker)
 
-// WithAPIReader makes the Locker read the lock, the holder Machine and the
-// grant records through r, which must read the API server directly (a
+// WithAPIReader makes the Locker read the lock, the Cluster and the
+// Machines through r, which must read the API server directly (a
 // manager's GetAPIReader), never a possibly stale cache. Without it the
 // client passed to New must itself be uncached.
 func WithAPIReader(r client.Reader) Option { return func(l *Locker) { l.reader = r } }
@@ -88,11 +89,13 @@ type Result struct {
 	Recreated bool
 }
 
-// Lock tries to acquire cluster's init lock for machine. cluster is a Cluster
-// API Cluster and machine a Machine of it, each typed (registered in the
-// client's scheme), unstructured or, for machine, metadata-only. When Lock
-// records a grant on machine it also sets the annotation on the object
-// passed, so that a later call with the same object makes no write.
+// Lock tries to acquire cluster's init lock for machine. cluster is a
+// Cluster API Cluster and machine a Machine of it, each typed (registered in
+// the client's scheme), unstructured or, for machine, metadata-only. Lock
+// takes the grant register from the cluster object passed, which may come
+// from a cache, and writes what it records there back into that object, so
+// that a later call with the same object makes no write; concurrent calls
+// must not share one object.
 //
 // A lock held by another existing Machine is not an error: the Result says
 // who holds it. Errors wrap ErrClusterPaused, ErrNotALock, ErrCorruptLock,
@@ -107,11 +110,10 @@ func (l *Locker) Lock(ctx context.Context, cluster, machine client.Object) (Resu
 		return Result{}, &Error{Namespace: cl.Namespace, Name: cl.Name, Kind: "cluster", Err: ErrClusterPaused,
 			Detail: "the lock is left as it is; unpause the cluster (spec.paused, annotation " + capi.PausedAnnotation + ") and try again"}
 	}
-	a := &acquisition{l: l, clusterObj: cluster, machineObj: machine, cl: cl, m: m, lockName: lockName, log: log,
-		hadGrant: m.Grant != nil && m.Grant.Cluster == cl.Name}
+	a := &acquisition{l: l, clusterObj: cluster, cl: cl, m: m, lockName: lockName, log: log}
 	res, err := a.run(ctx)
-	if a.wrote && !res.Acquired {
-		// A grant recorded in this call must not outlive it unconfirmed.
+	if a.claimed != "" && !res.Acquired {
+		// A grant recorded in this call must not outlive it unused.
 		err = errors.Join(err, a.withdraw(ctx))
 	}
 	return res, err
@@ -119,27 +121,105 @@ func (l *Locker) Lock(ctx context.Context, cluster, machine client.Object) (Resu
 
 // acquisition is one Lock call.
 type acquisition struct {
-	l                      *Locker
-	clusterObj, machineObj client.Object
-	cl                     Cluster
-	m                      Machine
-	lockName               string
-	log                    logr.Logger
-	// hadGrant: the machine object passed in carried a grant for the
-	// cluster. wrote: this call recorded the grant (or tried to), so it is
-	// not one the caller held before.
-	hadGrant, wrote bool
+	l          *Locker
+	clusterObj client.Object
+	// cl is the Cluster as passed, then as last read live.
+	cl       Cluster
+	m        Machine
+	lockName string
+	log      logr.Logger
+	// claimed is the grant this call wrote into the register, "" when none;
+	// created tells that this call created the lock ConfigMap.
+	claimed string
+	created bool
 }
 
-// run decides on the lock as read and, when the caller may acquire it,
-// writes the lock, then records the grant and lists the grants live. A
-// caller that carries no grant reads the grants along with the lock, so
-// that it never writes a lock for itself while another Machine's grant
-// stands: a lock that names a Machine which carries a grant is a confirmed
-// acquisition or a hand-over to the earliest grant, which is what lets a
-// healthy re-Lock trust it with one read.
+// run takes the fastest path the caller's view of the grant register
+// allows, and falls back to reading everything live and deciding on that.
 func (a *acquisition) run(ctx context.Context) (Result, error) {
-	l, cl, m := a.l, a.cl, a.m
+	g := a.cl.Grant
+	switch {
+	case a.cl.Initialized:
+	case g.Names(a.cl, a.m):
+		if res, ok, err := a.relock(ctx); ok || err != nil {
+			return res, err
+		}
+	case g == nil:
+		if res, ok, err := a.race(ctx); ok || err != nil {
+			return res, err
+		}
+	}
+	return a.settle(ctx)
+}
+
+// relock is the holder's Lock: the register names the caller, so a lock
+// that names it, written by itself, is its own. One read; one write when
+// the lock needs re-adopting. ok is false when the lock is anything else:
+// the caller then decides on a live read of everything.
+func (a *acquisition) relock(ctx context.Context) (Result, bool, error) {
+	cm, err := a.l.getLock(ctx, a.cl.Namespace, a.lockName)
+	if err != nil || cm == nil {
+		return Result{}, false, err
+	}
+	lk := ObserveLock(cm, a.cl.Name)
+	if lk.Problem != nil || lk.Record.MachineName != a.m.Name || lk.Record.HandedOverBy != "" {
+		return Result{}, false, nil
+	}
+	d := Decide(Observation{ClusterName: a.cl.Name, Lock: lk, Cluster: &a.cl, Holder: &a.m, Caller: &a.m}, Policy{}, a.l.clock.Now())
+	switch {
+	case !d.Acquired || d.Claim:
+		return Result{}, false, nil
+	case d.Action == ActionNone:
+		return Result{Acquired: true, Holder: a.m.Name, Verdict: d.Verdict, Action: ActionNone}, true, nil
+	case d.Action != ActionAdopt:
+		return Result{}, false, nil
+	}
+	if _, err := a.l.adopt(ctx, cm, a.cl, a.m.UID); retry(err) {
+		return Result{}, false, nil
+	} else if err != nil {
+		return Result{}, false, fmt.Errorf("lock %s/%s: %s for machine %s: %w", a.cl.Namespace, a.lockName, d.Action, a.m.Name, err)
+	}
+	a.acquired(ActionAdopt)
+	return Result{Acquired: true, Holder: a.m.Name, Verdict: d.Verdict, Action: ActionAdopt}, true, nil
+}
+
+// race is the free path: the register was empty as the caller saw it, so
+// the caller creates the lock and claims the register at once, in parallel.
+// Both succeed only if the lock was free: Create is atomic, and the
+// register's compare-and-swap lets one Machine in. ok is false when either
+// lost: the caller then decides on a live read of everything, and hands the
+// lock to the register's Machine if it created it.
+func (a *acquisition) race(ctx context.Context) (Result, bool, error) {
+	var (
+		value      string
+		cerr, gerr error
+		wg         sync.WaitGroup
+	)
+	wg.Go(func() {
+		_, cerr = a.l.create(ctx, a.cl, Record{MachineName: a.m.Name, MachineUID: a.m.UID}, a.lockName)
+	})
+	wg.Go(func() { value, gerr = a.l.claim(ctx, a.cl, nil, a.m) })
+	wg.Wait()
+	a.noteClaim(value, gerr)
+	a.created = cerr == nil
+	switch {
+	case cerr == nil && gerr == nil:
+		a.acquired(ActionCreate)
+		return Result{Acquired: true, Holder: a.m.Name, Verdict: VerdictFree, Action: ActionCreate}, true, nil
+	case cerr != nil && !apierrors.IsAlreadyExists(cerr):
+		return Result{}, false, fmt.Errorf("lock %s/%s: create for machine %s: %w", a.cl.Namespace, a.lockName, a.m.Name, cerr)
+	case gerr != nil && !casFailed(gerr):
+		return Result{}, false, gerr
+	}
+	return Result{}, false, nil
+}
+
+// settle reads the lock, the Cluster and the Machines they name live,
+// decides, and writes: the register first when the decision claims it,
+// then the lock. A write that loses a race starts it again.
+func (a *acquisition) settle(ctx context.Context) (Result, error) {
+	l, m := a.l, a.m
+	var last error
 	for range maxAttempts {
 		obs, cm, err := a.observe(ctx)
 		if err != nil {
@@ -147,133 +227,129 @@ func (a *acquisition) run(ctx context.Context) (Result, error) {
 		}
 		d := Decide(obs, Policy{}, l.clock.Now())
 		switch {
+		case errors.Is(d.Err, errDamagedGrant):
+			return Result{Verdict: d.Verdict}, &Error{Namespace: a.cl.Namespace, Name: a.cl.Name, Kind: "cluster", Err: d.Err,
+				Detail: "no machine can be granted the lock until it is repaired: once no machine of the cluster is running kubeadm init, remove the annotation " + GrantAnnotation + " from the Cluster"}
 		case d.Err != nil:
-			return Result{Verdict: d.Verdict, Holder: d.Holder}, lockError(cl.Namespace, a.lockName, d.Err)
+			return Result{Verdict: d.Verdict, Holder: d.Holder}, lockError(a.cl.Namespace, a.lockName, d.Err)
 		case d.Action == ActionRecreate || d.Action == ActionYield:
-			return a.handOver(ctx, cm, obs.Grants, d)
+			return a.handOver(ctx, cm, obs, d)
 		case !d.Acquired:
 			return Result{Holder: d.Holder, Verdict: d.Verdict, Action: d.Action}, nil
-		case a.held() && d.Action == ActionNone:
-			return Result{Acquired: true, Holder: m.Name, Verdict: d.Verdict, Action: ActionNone}, nil // a healthy re-Lock: one read
+		}
+		if d.Claim {
+			value, err := l.claim(ctx, a.cl, a.cl.Grant, m)
+			if casFailed(err) {
+				last = err
+				continue
+			}
+			a.noteClaim(value, err)
+			if err != nil {
+				return Result{}, err
+			}
 		}
 		switch d.Action {
 		case ActionNone:
 		case ActionCreate:
-			cm, err = l.create(ctx, cl, Record{MachineName: m.Name, MachineUID: m.UID}, a.lockName)
+			_, err = l.create(ctx, a.cl, Record{MachineName: m.Name, MachineUID: m.UID}, a.lockName)
+			a.created = a.created || err == nil
 		case ActionAdopt:
-			cm, err = l.adopt(ctx, cm, cl, m.UID)
+			_, err = l.adopt(ctx, cm, a.cl, m.UID)
 		case ActionTakeOver:
-			cm, err = l.rewrite(ctx, cm, cl, Record{MachineName: m.Name, MachineUID: m.UID})
+			_, err = l.rewrite(ctx, cm, a.cl, Record{MachineName: m.Name, MachineUID: m.UID})
 		default:
-			return Result{}, fmt.Errorf("lock %s/%s: unexpected action %q for a caller", cl.Namespace, a.lockName, d.Action)
+			return Result{}, fmt.Errorf("lock %s/%s: unexpected action %q for a caller", a.cl.Namespace, a.lockName, d.Action)
 		}
 		if retry(err) {
 			a.log.V(4).Info("Lock changed under us, retrying", "action", d.Action)
+			last = err
 			continue
 		}
 		if err != nil {
-			return Result{}, fmt.Errorf("lock %s/%s: %s for machine %s: %w", cl.Namespace, a.lockName, d.Action, m.Name, err)
+			return Result{}, fmt.Errorf("lock %s/%s: %s for machine %s: %w", a.cl.Namespace, a.lockName, d.Action, m.Name, err)
 		}
-		return a.confirm(ctx, cm, Result{Acquired: true, Holder: m.Name, Verdict: d.Verdict, Action: d.Action,
-			Recreated: d.Action == ActionCreate && d.Verdict == VerdictLost})
+		a.acquired(d.Action)
+		return Result{Acquired: true, Holder: m.Name, Verdict: d.Verdict, Action: d.Action,
+			Recreated: d.Action == ActionCreate && d.Verdict == VerdictLost}, nil
 	}
-	return Result{}, lockError(cl.Namespace, a.lockName, fmt.Errorf("%w: %d conflicting writes in a row", ErrContended, maxAttempts))
+	return Result{}, lockError(a.cl.Namespace, a.lockName, fmt.Errorf("%w: %d conflicting writes in a row (last: %w)", ErrContended, maxAttempts, last))
 }
 
-// held tells whether the caller came in with a grant, as far as the object
-// passed shows, and has not recorded one in this call.
-func (a *acquisition) held() bool { return a.hadGrant && !a.wrote }
-
-// observe reads the lock and, when another Machine holds it, that Machine,
-// live. A caller without a grant also lists the grants, in parallel with
-// reading the lock; a holder that carries a grant is then known to exist.
+// observe reads the lock and the Cluster live, in parallel, then the
+// Machines they name (the lock's holder and the register's), in parallel.
 func (a *acquisition) observe(ctx context.Context) (Observation, *corev1.ConfigMap, error) {
-	l, cl, m := a.l, a.cl, a.m
-	if a.held() {
-		return l.observe(ctx, cl, m, a.lockName, nil)
-	}
+	l := a.l
 	var (
-		grants []Machine
-		lerr   error
-		wg     sync.WaitGroup
+		cm          *corev1.ConfigMap
+		cl          *Cluster
+		cmErr, cErr error
+		wg          sync.WaitGroup
 	)
-	// This list only keeps the caller from writing the lock over a grant
-	// that has stood for a while, so it may come from the API server's watch
-	// cache ("0": any version); the list that decides is the one after the
-	// caller's grant write, which is at least as recent as that write.
-	wg.Go(func() { grants, lerr = l.listGrants(ctx, cl, m.APIVersion, "0") })
-	obs, cm, err := l.observe(ctx, cl, m, a.lockName, func() ([]Machine, error) {
-		wg.Wait()
-		return grants, lerr
-	})
+	wg.Go(func() { cm, cmErr = l.getLock(ctx, a.cl.Namespace, a.lockName) })
+	wg.Go(func() { cl, cErr = l.getCluster(ctx, a.cl) })
 	wg.Wait()
-	if err = errors.Join(err, lerr); err != nil {
+	if err := errors.Join(cmErr, cErr); err != nil {
 		return Observation{}, nil, err
 	}
-	obs.Grants = grants
-	caller := m
-	caller.Grant = nil
-	obs.Caller = &caller
+	if cl == nil {
+		return Observation{}, nil, &Error{Namespace: a.cl.Namespace, Name: a.cl.Name, Kind: "cluster", Err: ErrClusterGone,
+			Detail: "a lock is only granted for an existing Cluster; nothing was changed"}
+	}
+	if cl.Paused {
+		return Observation{}, nil, &Error{Namespace: cl.Namespace, Name: cl.Name, Kind: "cluster", Err: ErrClusterPaused,
+			Detail: "the lock is left as it is; unpause the cluster (spec.paused, annotation " + capi.PausedAnnotation + ") and try again"}
+	}
+	a.cl = *cl
+	obs := Observation{ClusterName: cl.Name, Cluster: cl, Caller: &a.m}
+	if cm != nil {
+		obs.Lock = ObserveLock(cm, cl.Name)
+	}
+	var holder, granted string
+	if obs.Lock != nil && obs.Lock.Problem == nil {
+		holder = obs.Lock.Record.MachineName
+	}
+	if g := cl.Grant; g != nil && !g.Damaged() && !cl.Initialized {
+		granted = g.MachineName
+	}
+	var (
+		hm, gm     *Machine
+		hErr, gErr error
+	)
+	switch {
+	case holder == a.m.Name:
+		hm = &a.m
+	case holder != "":
+		wg.Go(func() { hm, hErr = l.getMachine(ctx, cl.Namespace, holder, a.m.APIVersion) })
+	}
+	switch {
+	case granted == a.m.Name:
+	case granted != "" && granted == holder:
+	case granted != "":
+		wg.Go(func() { gm, gErr = l.getMachine(ctx, cl.Namespace, granted, a.m.APIVersion) })
+	}
+	wg.Wait()
+	if err := errors.Join(hErr, gErr); err != nil {
+		return Observation{}, nil, err
+	}
+	obs.Holder = hm
+	if granted != "" && granted == holder && holder != a.m.Name {
+		gm = hm
+	}
+	obs.Granted = gm
 	return obs, cm, nil
 }
 
-// confirm makes an acquisition durable: it records the grant on the caller,
-// then lists the cluster's grants live. If another Machine's grant stands
-// in the way, the lock goes to that Machine and the caller is refused.
-func (a *acquisition) confirm(ctx context.Context, cm *corev1.ConfigMap, res Result) (Result, error) {
-	grants, err := a.grantAndList(ctx)
-	if err != nil {
-		return Result{}, err
-	}
-	caller := a.m
-	if a.wrote {
-		caller.Grant = nil // recorded now, not held before
-	}
-	obs := Observation{ClusterName: a.cl.Name, Lock: ObserveLock(cm, a.cl.Name), Cluster: &a.cl, Holder: &a.m, Caller: &caller, Grants: grants}
-	if d := Decide(obs, Policy{}, a.l.clock.Now()); d.Action == ActionYield {
-		return a.handOver(ctx, cm, grants, d)
-	}
-	a.acquired(res.Action)
-	return res, nil
-}
-
-// grantAndList records the grant on the caller unless it carries one, then
-// lists the cluster's grants live. The grant is always written before the
-// list, never after: that order is what lets two racing callers never both
-// succeed.
-func (a *acquisition) grantAndList(ctx context.Context) ([]Machine, error) {
-	// After a grant write, the list need only be as recent as that write:
-	// of two callers, the one that wrote second then sees the first's grant.
-	// The API server answers it from its watch cache without waiting for a
-	// consistent read.
-	var rv string
-	if !a.hadGrant && !a.wrote {
-		a.wrote = true
-		var err error
-		if rv, err = a.l.writeGrant(ctx, a.machineObj, a.m, a.cl.Name); err != nil {
-			return nil, err
-		}
-	}
-	grants, err := a.l.listGrants(ctx, a.cl, a.m.APIVersion, rv)
-	if err != nil || hasMachine(grants, a.m.Name) {
-		return grants, err
-	}
-	// The object we were given was stale: its grant is gone.
-	a.wrote = true
-	if rv, err = a.l.writeGrant(ctx, a.machineObj, a.m, a.cl.Name); err != nil {
-		return nil, err
-	}
-	return a.l.listGrants(ctx, a.cl, a.m.APIVersion, rv)
-}
-
-// handOver gives the lock to the Machine with the earliest other grant:
-// it writes the lock for it (creating it when it was lost) and withdraws
-// the caller's grant. A lock changed meanwhile is left as it is: the grants
-// decide.
-func (a *acquisition) handOver(ctx context.Context, cm *corev1.ConfigMap, grants []Machine, d Decision) (Result, error) {
+// handOver writes the lock for the Machine the grant register names (it
+// creates it when it was lost), marked as handed over by the caller, and
+// refuses the caller. A lock changed meanwhile is left as it is: the
+// register decides.
+func (a *acquisition) handOver(ctx context.Context, cm *corev1.ConfigMap, obs Observation, d Decision) (Result, error) {
 	l, cl := a.l, a.cl
-	a.log.Info("Another machine holds a grant for this cluster, handing the lock to it", "holder", d.Holder)
-	rec := Record{MachineName: d.Holder, MachineUID: holderUID(grants, d.Holder)}
+	a.log.Info("The grant register names another machine, handing the lock to it", "holder", d.Holder)
+	rec := Record{MachineName: d.Holder, HandedOverBy: a.m.Name}
+	if obs.Granted != nil {
+		rec.MachineUID = obs.Granted.UID
+	}
 	var werr error
 	if cm == nil {
 		_, werr = l.create(ctx, cl, rec, a.lockName)
@@ -283,15 +359,11 @@ func (a *acquisition) handOver(ctx context.Context, cm *corev1.ConfigMap, grants
 	if retry(werr) {
 		werr = nil
 	}
-	if a.wrote || a.hadGrant {
-		a.wrote = false // withdrawn here
-		werr = errors.Join(werr, a.withdraw(ctx))
-	}
 	if werr != nil {
-		return Result{}, werr
+		return Result{}, fmt.Errorf("lock %s/%s: handing it to machine %s: %w", cl.Namespace, a.lockName, d.Holder, werr)
 	}
-	res := Result{Holder: d.Holder, Verdict: d.Verdict, Action: ActionYield}
-	if cm == nil {
+	res := Result{Holder: d.Holder, Verdict: d.Verdict, Action: d.Action}
+	if cm == nil || a.created {
 		res.Verdict, res.Action, res.Recreated = VerdictLost, ActionRecreate, true
 		l.event(a.clusterObj, corev1.EventTypeWarning, EventLockRecreated, "Recreated lost init lock %s for its granted holder %s; %s was refused", a.lockName, d.Holder, a.m.Name)
 	} else {
@@ -300,10 +372,27 @@ func (a *acquisition) handOver(ctx context.Context, cm *corev1.ConfigMap, grants
 	return res, nil
 }
 
-// withdraw removes the caller's grant record.
+// noteClaim records the outcome of a claim. A claim whose answer was lost
+// may have been applied: it is withdrawn like one that was, should the
+// call not acquire the lock.
+func (a *acquisition) noteClaim(value string, err error) {
+	switch {
+	case err == nil:
+		a.claimed = value
+		setGrant(a.clusterObj, value)
+	case !casFailed(err):
+		a.claimed = value
+	}
+}
+
+// withdraw empties the register of the grant this call wrote.
 func (a *acquisition) withdraw(ctx context.Context) error {
-	dropGrant(a.machineObj)
-	return a.l.clearGrant(ctx, a.m, a.cl.Name)
+	value := a.claimed
+	a.claimed = ""
+	if g := GrantFrom(a.clusterObj.GetAnnotations()); g != nil && g.raw == value {
+		setGrant(a.clusterObj, "")
+	}
+	return a.l.withdraw(ctx, a.cl, value)
 }
 
 func (a *acquisition) acquired(action Action) {
@@ -312,7 +401,7 @@ func (a *acquisition) acquired(action Action) {
 	case ActionCreate:
 		l.event(a.clusterObj, corev1.EventTypeNormal, EventLockAcquired, "Machine %s acquired the init lock", m.Name)
 	case ActionTakeOver:
-		l.event(a.clusterObj, corev1.EventTypeNormal, EventLockTakenOver, "Machine %s took over the init lock from a machine that no longer exists", m.Name)
+		l.event(a.clusterObj, corev1.EventTypeNormal, EventLockTakenOver, "Machine %s took over the init lock", m.Name)
 	case ActionAdopt:
 		l.event(a.clusterObj, corev1.EventTypeNormal, EventLockAdopted, "Init lock re-adopted by cluster UID %s", a.cl.UID)
 	}
@@ -340,12 +429,14 @@ func IfUnchanged(uid types.UID, resourceVersion string) UnlockOption {
 	return func(o *unlockOptions) { o.uid, o.resourceVersion = uid, resourceVersion }
 }
 
-// Unlock releases cluster's lock held by machine: it withdraws machine's
-// grant record, then deletes the lock with the UID and resourceVersion it
-// read as preconditions. A missing lock is success. Unlock never deletes a
-// ConfigMap that is not a lock (ErrNotALock), a lock it cannot read
+// Unlock releases cluster's lock held by machine: it empties the Cluster's
+// grant register if it names the holder, then deletes the lock with the UID
+// and resourceVersion it read as preconditions. A missing lock is success
+// (the register is still emptied of machine's grant). Unlock never deletes
+// a ConfigMap that is not a lock (ErrNotALock), a lock it cannot read
 // (ErrCorruptLock, unless AnyHolder) or a lock another Machine holds
-// (ErrNotHolder, unless AnyHolder).
+// (ErrNotHolder, unless AnyHolder). With AnyHolder it also empties a
+// register that names another Machine or is damaged.
 func (l *Locker) Unlock(ctx context.Context, cluster, machine client.Object, opts ...UnlockOption) error {
 	var o unlockOptions
 	for _, opt := range opts {
@@ -370,43 +461,54 @@ func (l *Locker) Unlock(ctx context.Context, cluster, machine client.Object, opt
 		return fmt.Errorf("unlocking %s/%s: no machine given; pass one or use AnyHolder", cl.Namespace, lockName)
 	}
 	for range maxAttempts {
-		cm, err := l.getLock(ctx, cl.Namespace, lockName)
-		if err != nil {
+		var (
+			cm          *corev1.ConfigMap
+			live        *Cluster
+			cmErr, cErr error
+			wg          sync.WaitGroup
+		)
+		wg.Go(func() { cm, cmErr = l.getLock(ctx, cl.Namespace, lockName) })
+		wg.Go(func() { live, cErr = l.getCluster(ctx, cl) })
+		wg.Wait()
+		if err := errors.Join(cmErr, cErr); err != nil {
 			return err
 		}
-		if cm == nil {
-			if m == nil {
-				return nil
+		holder := ""
+		if m != nil {
+			holder = m.Name
+		}
+		if cm != nil {
+			if o.uid != "" && (cm.UID != o.uid || cm.ResourceVersion != o.resourceVersion) {
+				return apierrors.NewConflict(corev1.Resource("configmaps"), lockName,
+					fmt.Errorf("lock %s/%s changed since it was inspected; look at it again", cl.Namespace, lockName))
 			}
-			dropGrant(machine)
-			return l.clearGrant(ctx, *m, cl.Name)
+			lk := ObserveLock(cm, cl.Name)
+			switch {
+			case lk.Problem != nil && (errors.Is(lk.Problem, ErrNotALock) || !o.anyHolder):
+				return lockError(cl.Namespace, lockName, lk.Problem)
+			case lk.Problem == nil && !o.anyHolder && lk.Record.MachineName != m.Name:
+				return &Error{Namespace: cl.Namespace, Name: lockName, Kind: "configmap", Err: ErrNotHolder,
+					Detail: fmt.Sprintf("it is held by %s, not %s; use AnyHolder to release it anyway", lk.Record.MachineName, m.Name)}
+			case lk.Problem == nil:
+				holder = lk.Record.MachineName
+			}
 		}
-		if o.uid != "" && (cm.UID != o.uid || cm.ResourceVersion != o.resourceVersion) {
-			return apierrors.NewConflict(corev1.Resource("configmaps"), lockName,
-				fmt.Errorf("lock %s/%s changed since it was inspected; look at it again", cl.Namespace, lockName))
-		}
-		lk := ObserveLock(cm, cl.Name)
-		holder := lk.Record.MachineName
-		switch {
-		case lk.Problem != nil && (errors.Is(lk.Problem, ErrNotALock) || !o.anyHolder):
-			return lockError(cl.Namespace, lockName, lk.Problem)
-		case lk.Problem == nil && !o.anyHolder && holder != m.Name:
-			return &Error{Namespace: cl.Namespace, Name: lockName, Kind: "configmap", Err: ErrNotHolder,
-				Detail: fmt.Sprintf("it is held by %s, not %s; use AnyHolder to release it anyway", holder, m.Name)}
-		}
-		// Withdraw the grant first: should the delete then fail, the lock
+		// Empty the register first: should the delete then fail, the lock
 		// still names its holder, and nothing is granted twice.
-		if holder != "" {
-			target := Machine{Namespace: cl.Namespace, Name: holder, APIVersion: cl.APIVersion}
-			if m != nil && m.Name == holder {
-				target = *m
+		if live != nil && live.Grant != nil && (o.anyHolder || live.Grant.MachineName == holder) {
+			err := l.patchCluster(ctx, *live, withdrawPatch(live.Grant.raw))
+			if casFailed(err) {
+				continue
 			}
-			if err := l.clearGrant(ctx, target, cl.Name); err != nil {
-				return err
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("withdrawing the init-lock grant from cluster %s/%s: %w", cl.Namespace, cl.Name, err)
 			}
-			if m != nil && m.Name == holder {
-				dropGrant(machine)
+			if o.anyHolder || (m != nil && live.Grant.MachineName == m.Name) {
+				setGrant(cluster, "")
 			}
+		}
+		if cm == nil {
+			return nil
 		}
 		err = l.client.Delete(ctx, cm, client.Preconditions{UID: &cm.UID, ResourceVersion: &cm.ResourceVersion})
 		if retry(err) {
@@ -445,44 +547,6 @@ func (l *Locker) prepare(cluster, machine client.Object) (Cluster, Machine, stri
 	return cl, m, lockName, nil
 }
 
-// observe reads the lock and, when another Machine holds it, that Machine,
-// both live. When grants is given and the holder carries a grant, the
-// holder is taken from the grants rather than read again.
-func (l *Locker) observe(ctx context.Context, cl Cluster, m Machine, lockName string, grants func() ([]Machine, error)) (Observation, *corev1.ConfigMap, error) {
-	obs := Observation{ClusterName: cl.Name, Cluster: &cl, Caller: &m}
-	cm, err := l.getLock(ctx, cl.Namespace, lockName)
-	if err != nil || cm == nil {
-		return obs, nil, err
-	}
-	obs.Lock = ObserveLock(cm, cl.Name)
-	if obs.Lock.Problem != nil {
-		return obs, cm, nil
-	}
-	holder := obs.Lock.Record.MachineName
-	if holder == m.Name {
-		obs.Holder = &m
-		return obs, cm, nil
-	}
-	if grants != nil {
-		gs, err := grants()
-		if err != nil {
-			return obs, nil, err
-		}
-		for i := range gs {
-			if gs[i].Name == holder {
-				obs.Holder = &gs[i]
-				return obs, cm, nil
-			}
-		}
-	}
-	h, err := l.getMachine(ctx, cl.Namespace, holder, m.APIVersion)
-	if err != nil {
-		return obs, nil, err
-	}
-	obs.Holder = h
-	return obs, cm, nil
-}
-
 func (l *Locker) getLock(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error) {
 	cm := &corev1.ConfigMap{}
 	err := l.reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cm)
@@ -493,6 +557,25 @@ func (l *Locker) getLock(ctx context.Context, namespace, name string) (*corev1.C
 		return nil, fmt.Errorf("reading lock %s/%s: %w", namespace, name, err)
 	}
 	return cm, nil
+}
+
+// getCluster reads the Cluster cl names live; nil when it does not exist.
+func (l *Locker) getCluster(ctx context.Context, cl Cluster) (*Cluster, error) {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(cl.APIVersion)
+	u.SetKind(capi.ClusterKind)
+	err := l.reader.Get(ctx, client.ObjectKey{Namespace: cl.Namespace, Name: cl.Name}, u)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading cluster %s/%s: %w", cl.Namespace, cl.Name, err)
+	}
+	live, err := ClusterFrom(u, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &live, nil
 }
 
 // getMachine reads a Machine's metadata live; nil when it does not exist.
@@ -513,69 +596,12 @@ func (l *Locker) getMachine(ctx context.Context, namespace, name, apiVersion str
 	return &m, nil
 }
 
-// listGrants lists, live, the Machines of the cluster that carry a grant
-// record for it.
-// With notOlderThan, a resourceVersion, the list reflects at least the
-// state at that version ("0": any state the API server has); without it, it
-// is a consistent read.
-func (l *Locker) listGrants(ctx context.Context, cl Cluster, apiVersion, notOlderThan string) ([]Machine, error) {
-	list := &metav1.PartialObjectMetadataList{}
-	gvk := machineGVK(apiVersion)
-	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	opts := []client.ListOption{client.InNamespace(cl.Namespace), client.MatchingLabels{capi.ClusterNameLabel: cl.Name}}
-	switch notOlderThan {
-	case "":
-	case "0":
-		opts = append(opts, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}})
-	default:
-		opts = append(opts, &client.ListOptions{Raw: &metav1.ListOptions{
-			ResourceVersion: notOlderThan, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan}})
-	}
-	if err := l.reader.List(ctx, list, opts...); err != nil {
-		return nil, fmt.Errorf("listing machines of cluster %s/%s for grant records: %w", cl.Namespace, cl.Name, err)
-	}
-	return GrantsIn(list.Items, cl.Name), nil
-}
-
-// GrantsIn returns the Machines among items that carry a grant record for
-// cluster.
-func GrantsIn(items []metav1.PartialObjectMetadata, cluster string) []Machine {
-	var out []Machine
-	for i := range items {
-		g := grantFrom(items[i].Annotations)
-		if !g.For(cluster) {
-			continue
-		}
-		out = append(out, Machine{Namespace: items[i].Namespace, Name: items[i].Name, UID: items[i].UID, Grant: g,
-			APIVersion: items[i].APIVersion})
-	}
-	return out
-}
-
 func machineGVK(apiVersion string) schema.GroupVersionKind {
 	gv, err := schema.ParseGroupVersion(apiVersion)
 	if err != nil || gv.Version == "" {
 		return capi.MachineGVK(capi.V1Beta2)
 	}
 	return gv.WithKind(capi.MachineKind)
-}
-
-func hasMachine(ms []Machine, name string) bool {
-	for _, m := range ms {
-		if m.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
-func holderUID(grants []Machine, name string) types.UID {
-	for _, g := range grants {
-		if g.Name == name {
-			return g.UID
-		}
-	}
-	return ""
 }
 
 // retry tells whether err means the lock changed between read and write.

@@ -19,6 +19,12 @@ import (
 
 // TestLock covers every case of Lock on the real API server, with the exact
 // number of reads and writes each makes.
+//
+// foreignCounts: a caller that sees the register empty creates the lock and
+// claims the register in parallel. Against a ConfigMap that is not a usable
+// lock, the Create fails (AlreadyExists, counted as a write) and the claim
+// succeeds; Lock then reads the lock and the Cluster, refuses, and
+// withdraws the claim: 2 reads, 3 writes, none of them to the ConfigMap.
 func TestLock(t *testing.T) {
 	type want struct {
 		acquired bool
@@ -37,9 +43,8 @@ func TestLock(t *testing.T) {
 	}{{
 		name:  "free lock is created and the grant recorded",
 		setup: func(f *fixture) *unstructured.Unstructured { return f.machine("m1") },
-		// GET lock (404) and LIST grants in parallel, CREATE lock, PATCH
-		// grant, LIST grants.
-		want: want{acquired: true, holder: "m1", action: initlock.ActionCreate, reads: 3, writes: 2},
+		// CREATE lock and PATCH the Cluster's grant register, in parallel.
+		want: want{acquired: true, holder: "m1", action: initlock.ActionCreate, reads: 0, writes: 2},
 		check: func(t *testing.T, f *fixture) {
 			cm := f.lockCM()
 			if cm.Labels[capi.ClusterNameLabel] != "c1" {
@@ -48,9 +53,7 @@ func TestLock(t *testing.T) {
 			if len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0] != f.clusterRef() {
 				t.Errorf("lock ownerReferences = %+v, want one to the cluster", cm.OwnerReferences)
 			}
-			if _, ok := f.get(kubeenv.NewMachine(capi.V1Beta2, f.ns, "c1", "m1")).GetAnnotations()[initlock.GrantAnnotation]; !ok {
-				t.Error("holder machine carries no grant record")
-			}
+			f.expectGrant(t, "m1")
 		},
 	}, {
 		name: "healthy re-lock by the holder makes no write",
@@ -72,8 +75,8 @@ func TestLock(t *testing.T) {
 			}
 			return m
 		},
-		// GET lock, PATCH lock, LIST grants.
-		want: want{acquired: true, holder: "m1", action: initlock.ActionAdopt, reads: 2, writes: 1},
+		// GET lock, PATCH lock.
+		want: want{acquired: true, holder: "m1", action: initlock.ActionAdopt, reads: 1, writes: 1},
 		check: func(t *testing.T, f *fixture) {
 			if refs := f.lockCM().OwnerReferences; len(refs) != 1 || refs[0] != f.clusterRef() {
 				t.Errorf("lock ownerReferences = %+v, want one to the cluster", refs)
@@ -100,7 +103,7 @@ func TestLock(t *testing.T) {
 			}
 			return m
 		},
-		want: want{acquired: true, holder: "m1", action: initlock.ActionAdopt, reads: 2, writes: 1},
+		want: want{acquired: true, holder: "m1", action: initlock.ActionAdopt, reads: 1, writes: 1},
 		check: func(t *testing.T, f *fixture) {
 			refs := f.lockCM().OwnerReferences
 			if len(refs) != 2 || refs[0].Name != "keep-me" || refs[1] != f.clusterRef() {
@@ -114,9 +117,10 @@ func TestLock(t *testing.T) {
 			f.upstreamLock("m1", f.clusterRef())
 			return m
 		},
-		// GET lock and LIST grants in parallel, PATCH lock (machine UID),
-		// PATCH grant, LIST grants.
-		want: want{acquired: true, holder: "m1", action: initlock.ActionAdopt, reads: 3, writes: 2},
+		// CREATE lock (AlreadyExists) and PATCH grant register in
+		// parallel, GET lock and GET Cluster in parallel, PATCH lock
+		// (machine UID).
+		want: want{acquired: true, holder: "m1", action: initlock.ActionAdopt, reads: 2, writes: 3},
 		check: func(t *testing.T, f *fixture) {
 			r, err := initlock.DecodeRecord(f.lockCM().Data[initlock.DataKey])
 			if err != nil || r.MachineUID == "" {
@@ -129,58 +133,98 @@ func TestLock(t *testing.T) {
 			f.mustLock(f.machine("m1"))
 			return f.machine("m2")
 		},
-		// GET lock and LIST grants in parallel; the holder's grant shows
-		// that it exists.
-		want: want{acquired: false, holder: "m1", action: initlock.ActionNone, reads: 2, writes: 0},
+		// The caller's view shows the register taken: GET lock and GET
+		// Cluster in parallel, GET holder.
+		want: want{acquired: false, holder: "m1", action: initlock.ActionNone, reads: 3, writes: 0},
+	}, {
+		name: "held by an upstream lock of a machine that exists: refused, the claim withdrawn",
+		setup: func(f *fixture) *unstructured.Unstructured {
+			f.machine("m1")
+			f.upstreamLock("m1", f.clusterRef())
+			return f.machine("m2")
+		},
+		// CREATE lock (AlreadyExists) and PATCH register in parallel, GET
+		// lock and GET Cluster in parallel, GET holder, PATCH register
+		// (withdraw).
+		want: want{acquired: false, holder: "m1", action: initlock.ActionNone, reads: 3, writes: 3},
 	}, {
 		name: "held by a machine that no longer exists: taken over in place",
 		setup: func(f *fixture) *unstructured.Unstructured {
 			f.upstreamLock("gone", f.clusterRef())
 			return f.machine("m2")
 		},
-		// GET lock and LIST grants in parallel, GET holder (404), PATCH
-		// lock, PATCH grant, LIST grants.
-		want: want{acquired: true, holder: "m2", action: initlock.ActionTakeOver, reads: 4, writes: 2},
+		// CREATE lock (AlreadyExists) and PATCH register in parallel, GET
+		// lock and GET Cluster in parallel, GET holder (404), PATCH lock.
+		want: want{acquired: true, holder: "m2", action: initlock.ActionTakeOver, reads: 3, writes: 3},
 		check: func(t *testing.T, f *fixture) {
 			if h := f.lockHolder(); h != "m2" {
 				t.Errorf("lock holder = %s, want m2", h)
 			}
+			f.expectGrant(t, "m2")
 		},
+	}, {
+		name: "granted machine is gone: the register is claimed over it",
+		setup: func(f *fixture) *unstructured.Unstructured {
+			gone := f.machine("gone")
+			f.mustLock(gone)
+			kubeenv.DeleteAndWait(f.t, env.Client, gone)
+			f.cluster = f.get(f.cluster)
+			return f.machine("m2")
+		},
+		// GET lock and GET Cluster in parallel, GET holder (404), PATCH
+		// register (compare-and-swap over the stale grant), PATCH lock.
+		want: want{acquired: true, holder: "m2", action: initlock.ActionTakeOver, reads: 3, writes: 2},
+		check: func(t *testing.T, f *fixture) {
+			f.expectGrant(t, "m2")
+		},
+	}, {
+		name: "damaged grant register: refused, nothing written",
+		setup: func(f *fixture) *unstructured.Unstructured {
+			c := f.get(f.cluster)
+			c.SetAnnotations(map[string]string{initlock.GrantAnnotation: "{oops"})
+			if err := env.Client.Update(f.ctx(), c); err != nil {
+				f.t.Fatal(err)
+			}
+			f.cluster = c
+			return f.machine("m1")
+		},
+		// GET lock and GET Cluster in parallel.
+		want: want{err: initlock.ErrCorruptLock, reads: 2},
 	}, {
 		name: "foreign configmap without the label is refused and untouched",
 		setup: func(f *fixture) *unstructured.Unstructured {
 			f.foreign(map[string]string{"lock-information": `{"machineName":"x"}`}, nil)
 			return f.machine("m1")
 		},
-		want: want{err: initlock.ErrNotALock, reads: 2}, // GET lock and LIST grants in parallel
+		want: want{err: initlock.ErrNotALock, reads: 2, writes: 3}, // see foreignCounts
 	}, {
 		name: "foreign configmap without the data key is refused and untouched",
 		setup: func(f *fixture) *unstructured.Unstructured {
 			f.foreign(map[string]string{"user-data": "precious"}, map[string]string{capi.ClusterNameLabel: "c1"})
 			return f.machine("m1")
 		},
-		want: want{err: initlock.ErrNotALock, reads: 2}, // GET lock and LIST grants in parallel
+		want: want{err: initlock.ErrNotALock, reads: 2, writes: 3}, // see foreignCounts
 	}, {
 		name: "configmap labelled for another cluster is refused",
 		setup: func(f *fixture) *unstructured.Unstructured {
 			f.foreign(map[string]string{"lock-information": `{"machineName":"x"}`}, map[string]string{capi.ClusterNameLabel: "c2"})
 			return f.machine("m1")
 		},
-		want: want{err: initlock.ErrNotALock, reads: 2}, // GET lock and LIST grants in parallel
+		want: want{err: initlock.ErrNotALock, reads: 2, writes: 3}, // see foreignCounts
 	}, {
 		name: "corrupt lock is not taken over",
 		setup: func(f *fixture) *unstructured.Unstructured {
 			f.foreign(map[string]string{"lock-information": `{"machineName":`}, map[string]string{capi.ClusterNameLabel: "c1"})
 			return f.machine("m1")
 		},
-		want: want{err: initlock.ErrCorruptLock, reads: 2}, // GET lock and LIST grants in parallel
+		want: want{err: initlock.ErrCorruptLock, reads: 2, writes: 3}, // see foreignCounts
 	}, {
 		name: "lock naming no machine is corrupt",
 		setup: func(f *fixture) *unstructured.Unstructured {
 			f.foreign(map[string]string{"lock-information": `{"machineName":""}`}, map[string]string{capi.ClusterNameLabel: "c1"})
 			return f.machine("m1")
 		},
-		want: want{err: initlock.ErrCorruptLock, reads: 2}, // GET lock and LIST grants in parallel
+		want: want{err: initlock.ErrCorruptLock, reads: 2, writes: 3}, // see foreignCounts
 	}, {
 		name: "paused cluster: no request at all",
 		setup: func(f *fixture) *unstructured.Unstructured {
@@ -222,6 +266,9 @@ func TestLock(t *testing.T) {
 			}
 			if r, wr := f.counter.Reads(), f.counter.Writes(); r != w.reads || wr != w.writes {
 				t.Errorf("Lock() made %d reads and %d writes, want %d and %d", r, wr, w.reads, w.writes)
+			}
+			if g := f.grant(); !res.Acquired && g != nil && g.MachineName == m.GetName() {
+				t.Errorf("refused caller %s left its grant in the register", m.GetName())
 			}
 			if tt.check != nil {
 				tt.check(t, f)
@@ -269,15 +316,17 @@ func TestUnlock(t *testing.T) {
 		if err := f.locker.Unlock(t.Context(), f.cluster, m); err != nil {
 			t.Fatal(err)
 		}
-		// GET lock, PATCH grant away, DELETE lock.
-		if r, w := f.counter.Reads(), f.counter.Writes(); r != 1 || w != 2 {
-			t.Errorf("Unlock made %d reads and %d writes, want 1 and 2", r, w)
+		// GET lock and GET Cluster in parallel, PATCH register empty,
+		// DELETE lock.
+		if r, w := f.counter.Reads(), f.counter.Writes(); r != 2 || w != 2 {
+			t.Errorf("Unlock made %d reads and %d writes, want 2 and 2", r, w)
 		}
 		if cm := f.tryLockCM(); cm != nil {
 			t.Error("lock still exists")
 		}
-		if _, ok := f.get(m).GetAnnotations()[initlock.GrantAnnotation]; ok {
-			t.Error("grant record still on the machine")
+		f.expectGrant(t, "")
+		if _, ok := f.cluster.GetAnnotations()[initlock.GrantAnnotation]; ok {
+			t.Error("the caller's cluster object still shows the grant")
 		}
 	})
 	t.Run("missing lock is success", func(t *testing.T) {
@@ -307,9 +356,7 @@ func TestUnlock(t *testing.T) {
 		if f.tryLockCM() != nil {
 			t.Error("lock still exists")
 		}
-		if _, ok := f.get(m1).GetAnnotations()[initlock.GrantAnnotation]; ok {
-			t.Error("grant record still on the holder")
-		}
+		f.expectGrant(t, "")
 	})
 	t.Run("a foreign configmap is never deleted", func(t *testing.T) {
 		f := newFixture(t)
@@ -352,9 +399,7 @@ func TestUnlock(t *testing.T) {
 		if f.tryLockCM() == nil {
 			t.Fatal("lock was deleted")
 		}
-		if _, ok := f.get(m).GetAnnotations()[initlock.GrantAnnotation]; !ok {
-			t.Error("grant withdrawn although nothing was released")
-		}
+		f.expectGrant(t, "m1")
 	})
 	t.Run("a lock changed since it was read is not deleted", func(t *testing.T) {
 		f := newFixture(t)
@@ -383,6 +428,25 @@ func (f *fixture) tryLockCM() *corev1.ConfigMap {
 		f.t.Fatal(err)
 	}
 	return cm
+}
+
+// grant reads the Cluster's grant register live.
+func (f *fixture) grant() *initlock.Grant {
+	f.t.Helper()
+	return initlock.GrantFrom(f.get(f.cluster).GetAnnotations())
+}
+
+// expectGrant checks that the Cluster's grant register names machine, or
+// is empty when machine is "".
+func (f *fixture) expectGrant(t *testing.T, machine string) {
+	t.Helper()
+	g := f.grant()
+	switch {
+	case machine == "" && g != nil:
+		t.Errorf("grant register = %+v, want it empty", g)
+	case machine != "" && (g == nil || g.MachineName != machine):
+		t.Errorf("grant register = %+v, want a grant to %s", g, machine)
+	}
 }
 
 func (f *fixture) foreign(data, labels map[string]string) {

@@ -25,6 +25,12 @@ type Cluster struct {
 	Paused      bool
 	Initialized bool
 	Deleting    bool
+	// Grant is the Cluster's grant register (GrantAnnotation), nil when
+	// empty.
+	Grant *Grant
+	// HasAnnotations tells whether the Cluster had any annotation when
+	// read; the register's compare-and-swap is written differently without.
+	HasAnnotations bool
 }
 
 // ClusterFrom reads a Cluster of any served version. obj is an unstructured
@@ -46,6 +52,9 @@ func ClusterFrom(obj client.Object, scheme *runtime.Scheme) (Cluster, error) {
 		Paused:      capi.IsPaused(u),
 		Initialized: capi.IsControlPlaneInitialized(u),
 		Deleting:    u.GetDeletionTimestamp() != nil,
+		Grant:       GrantFrom(u.GetAnnotations()),
+
+		HasAnnotations: len(u.GetAnnotations()) > 0,
 	}, nil
 }
 
@@ -68,21 +77,17 @@ func toUnstructured(obj client.Object, scheme *runtime.Scheme) (*unstructured.Un
 	return u, nil
 }
 
-// Machine is what the lock needs to know of a Cluster API Machine: who it is
-// and the grant record it carries.
+// Machine is what the lock needs to know of a Cluster API Machine: who it
+// is.
 type Machine struct {
 	Namespace, Name string
 	UID             types.UID
 	// APIVersion is the Machine's group/version.
 	APIVersion string
-	// Grant is the grant record the Machine carries, if any.
-	Grant *Grant
 }
 
-// MachineFrom reads the identity and grant record of a Machine given as any
-// object, typed, unstructured or metadata-only. A grant annotation that
-// cannot be parsed is treated as a grant recorded at an unknown time, so that
-// damage to it never weakens the protection it gives.
+// MachineFrom reads the identity of a Machine given as any object, typed,
+// unstructured or metadata-only.
 func MachineFrom(obj client.Object, scheme *runtime.Scheme) (Machine, error) {
 	gvk := obj.GetObjectKind().GroupVersionKind()
 	if gvk.Kind == "" && scheme != nil {
@@ -99,7 +104,6 @@ func MachineFrom(obj client.Object, scheme *runtime.Scheme) (Machine, error) {
 		Name:       obj.GetName(),
 		UID:        obj.GetUID(),
 		APIVersion: gvk.GroupVersion().String(),
-		Grant:      grantFrom(obj.GetAnnotations()),
 	}, nil
 }
 

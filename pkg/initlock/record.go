@@ -38,6 +38,12 @@ type Record struct {
 	MachineUID types.UID `json:"machineUID,omitempty"`
 	// AcquiredAt is when the current holder acquired the lock.
 	AcquiredAt *time.Time `json:"acquiredAt,omitempty"`
+	// HandedOverBy names the Machine whose Lock call wrote this record for
+	// the holder named in the Cluster's grant register (the lock had been
+	// lost or written by a refused caller). The holder does not trust such
+	// a record with a single read: its next Lock confirms the register and
+	// rewrites the record as its own.
+	HandedOverBy string `json:"handedOverBy,omitempty"`
 }
 
 // LockName returns the name of cluster's lock, or an error wrapping

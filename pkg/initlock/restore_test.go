@@ -2,7 +2,6 @@ package initlock_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"sync"
@@ -173,71 +172,57 @@ func TestLostLock(t *testing.T) {
 		}
 		f.checkRefusedThenHolderRecreates(t, m1, m2)
 	})
-	t.Run("lock lost while another machine's abandoned grant stands: the holder keeps it", func(t *testing.T) {
+	t.Run("lock lost and the caller's view of the register stale: the lock it created goes to the holder", func(t *testing.T) {
 		f := newFixture(t)
 		m1, m2 := f.machine("m1"), f.machine("m2")
+		stale := f.cluster.DeepCopy() // read before m1 was granted the lock
 		f.mustLock(m1)
-		// A Lock call of m2 that failed after recording its grant, and then
-		// failed to withdraw it, leaves a grant later than m1's.
-		later := time.Now().UTC().Add(time.Second)
-		abandoned, err := json.Marshal(initlock.Grant{Cluster: "c1", AcquiredAt: &later})
-		if err != nil {
-			t.Fatal(err)
-		}
-		patch := client.MergeFrom(m2.DeepCopy())
-		m2.SetAnnotations(map[string]string{initlock.GrantAnnotation: string(abandoned)})
-		if err := env.Client.Patch(t.Context(), m2, patch); err != nil {
-			t.Fatal(err)
-		}
 		if err := env.Client.Delete(t.Context(), f.lockCM()); err != nil {
 			t.Fatal(err)
 		}
 		f.counter.Reset()
-		if res := f.mustLock(f.get(m1)); !res.Acquired || res.Holder != "m1" || res.Action != initlock.ActionCreate {
-			t.Fatalf("holder's Lock(m1) with the lock lost = %+v, want acquired by create", res)
+		res, err := f.locker.Lock(t.Context(), stale, m2)
+		if err != nil || res.Acquired || res.Holder != "m1" || !res.Recreated {
+			t.Fatalf("Lock(m2) = %+v, %v; want refused and the lock recreated for m1", res, err)
 		}
-		// GET lock (404), CREATE lock, LIST grants: m1's grant stands.
-		if r, w := f.counter.Reads(), f.counter.Writes(); r != 2 || w != 1 {
-			t.Errorf("holder's Lock made %d reads and %d writes, want 2 and 1", r, w)
+		// CREATE lock (succeeds: it was lost) and PATCH register (fails its
+		// test: m1's grant) in parallel, GET lock and GET Cluster in
+		// parallel, GET m1, PATCH lock for m1.
+		if r, w := f.counter.Reads(), f.counter.Writes(); r != 3 || w != 3 {
+			t.Errorf("refused Lock made %d reads and %d writes, want 3 and 3", r, w)
 		}
-		if _, ok := f.get(m1).GetAnnotations()[initlock.GrantAnnotation]; !ok {
-			t.Error("the holder's grant record was withdrawn")
+		if h := f.lockHolder(); h != "m1" {
+			t.Errorf("lock holder = %s, want m1", h)
 		}
-		if res := f.mustLock(f.get(m2)); res.Acquired || res.Holder != "m1" {
-			t.Fatalf("Lock(m2) = %+v, want refused, held by m1", res)
+		f.expectGrant(t, "m1")
+		if res := f.mustLock(m1); !res.Acquired || res.Holder != "m1" {
+			t.Fatalf("Lock(m1) = %+v, want acquired", res)
 		}
 	})
-	t.Run("lock lost while held: a caller whose grant writes fail leaves no lock for itself", func(t *testing.T) {
+	t.Run("a claim answered with an error after it was applied leaves no grant behind", func(t *testing.T) {
 		f := newFixture(t)
-		m1, m2 := f.machine("m1"), f.machine("m2")
-		f.mustLock(m2)
-		if err := env.Client.Delete(t.Context(), f.lockCM()); err != nil {
-			t.Fatal(err)
-		}
-		// Every Machine patch of m1 is applied and then answered with a 503,
-		// and so is its withdrawal: a call that wrote anything for m1 would
-		// leave it behind.
+		m1 := f.machine("m1")
+		// Every Cluster patch is applied and then answered with a 503, the
+		// withdrawal included.
 		wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: kubeenv.Scheme()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		faulty := interceptor.NewClient(wc, interceptor.Funcs{
 			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
-				if err := c.Patch(ctx, obj, p, opts...); err != nil || obj.GetName() != "m1" {
+				if err := c.Patch(ctx, obj, p, opts...); err != nil || obj.GetObjectKind().GroupVersionKind().Kind != "Cluster" {
 					return err
 				}
 				return apierrors.NewServiceUnavailable("injected after the write")
 			},
 		})
-		res, err := initlock.New(faulty).Lock(t.Context(), f.cluster, f.get(m1))
-		if err != nil || res.Acquired || res.Holder != "m2" || !res.Recreated {
-			t.Fatalf("Lock(m1) with the lock lost = %+v, %v; want refused, recreated for m2", res, err)
+		res, err := initlock.New(faulty).Lock(t.Context(), f.cluster, m1)
+		if err == nil || res.Acquired {
+			t.Fatalf("Lock(m1) with its claim answered 503 = %+v, %v; want an error, not acquired", res, err)
 		}
-		if h := f.lockHolder(); h != "m2" {
-			t.Errorf("lock holder = %s, want m2", h)
-		}
-		if _, ok := f.get(m1).GetAnnotations()[initlock.GrantAnnotation]; ok {
-			t.Error("m1 carries a grant record")
+		f.expectGrant(t, "")
+		if res := f.mustLock(f.get(m1)); !res.Acquired || res.Holder != "m1" {
+			t.Fatalf("Lock(m1) again = %+v, want acquired", res)
 		}
 	})
 	t.Run("init failed and the holder unlocked: another machine acquires", func(t *testing.T) {
@@ -289,10 +274,10 @@ func (f *fixture) checkRefusedThenHolderRecreates(t *testing.T, m1, m2 *unstruct
 	if res.Acquired || res.Holder != "m1" || !res.Recreated {
 		t.Fatalf("Lock(m2) with the lock lost = %+v, want refused and recreated for m1", res)
 	}
-	// GET lock (404) and LIST grants (m1's) in parallel, CREATE lock for
-	// m1. m2 records no grant.
-	if r, w := f.counter.Reads(), f.counter.Writes(); r != 2 || w != 1 {
-		t.Errorf("refused Lock made %d reads and %d writes, want 2 and 1", r, w)
+	// m2's view of the Cluster shows m1's grant: GET lock (404) and GET
+	// Cluster in parallel, GET m1, CREATE lock for m1. m2 records no grant.
+	if r, w := f.counter.Reads(), f.counter.Writes(); r != 3 || w != 1 {
+		t.Errorf("refused Lock made %d reads and %d writes, want 3 and 1", r, w)
 	}
 	if h := f.lockHolder(); h != "m1" {
 		t.Fatalf("lock holder = %s, want m1", h)
@@ -300,15 +285,23 @@ func (f *fixture) checkRefusedThenHolderRecreates(t *testing.T, m1, m2 *unstruct
 	if refs := f.lockCM().OwnerReferences; len(refs) != 1 || refs[0] != f.clusterRef() {
 		t.Errorf("recreated lock ownerReferences = %+v, want the cluster", refs)
 	}
-	if _, ok := f.get(m2).GetAnnotations()[initlock.GrantAnnotation]; ok {
-		t.Error("refused machine kept a grant record")
+	f.expectGrant(t, "m1")
+	// The recreated record was written by m2: m1's next Lock confirms the
+	// register live and makes the record its own (GET lock, then GET lock
+	// and GET Cluster in parallel, PATCH lock); the one after trusts it.
+	f.counter.Reset()
+	if res := f.mustLock(m1); !res.Acquired || res.Holder != "m1" || res.Action != initlock.ActionAdopt {
+		t.Fatalf("Lock(m1) = %+v, want acquired, the record adopted", res)
+	}
+	if r, w := f.counter.Reads(), f.counter.Writes(); r != 3 || w != 1 {
+		t.Errorf("holder's Lock after recreation made %d reads and %d writes, want 3 and 1", r, w)
 	}
 	f.counter.Reset()
-	if res := f.mustLock(m1); !res.Acquired || res.Holder != "m1" {
-		t.Fatalf("Lock(m1) = %+v, want acquired", res)
+	if res := f.mustLock(m1); !res.Acquired || res.Action != initlock.ActionNone {
+		t.Fatalf("Lock(m1) again = %+v, want acquired with no action", res)
 	}
-	if w := f.counter.Writes(); w != 0 {
-		t.Errorf("holder's Lock after recreation made %d writes, want 0", w)
+	if r, w := f.counter.Reads(), f.counter.Writes(); r != 1 || w != 0 {
+		t.Errorf("holder's next Lock made %d reads and %d writes, want 1 and 0", r, w)
 	}
 }
 
@@ -362,7 +355,9 @@ func TestConcurrentLock(t *testing.T) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						res, err := f.locker.Lock(t.Context(), c, m)
+						// Each call has its own copy of the Cluster, as
+						// each reconcile of a controller has.
+						res, err := f.locker.Lock(t.Context(), c.DeepCopy(), m)
 						if err != nil && !errors.Is(err, initlock.ErrContended) {
 							t.Errorf("Lock(%s): %v", m.GetName(), err)
 							return
@@ -382,7 +377,7 @@ func TestConcurrentLock(t *testing.T) {
 				// Settle: every machine asks once more, sequentially. The
 				// set of machines ever granted the lock must be one.
 				for _, m := range ms {
-					res, err := f.locker.Lock(t.Context(), c, m)
+					res, err := f.locker.Lock(t.Context(), f.get(c), m)
 					if err != nil {
 						t.Fatalf("round %d: settling Lock(%s): %v", round, m.GetName(), err)
 					}

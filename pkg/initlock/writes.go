@@ -2,13 +2,13 @@ package initlock
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -55,19 +55,25 @@ func (l *Locker) create(ctx context.Context, cl Cluster, rec Record, lockName st
 // adopt re-points the lock at the Cluster's current UID, refreshes the
 // holder's UID when known and drops a cluster-absent mark, in one patch
 // conditional on the resourceVersion read.
+// The holder's own adoption also makes a handed-over record its own.
 func (l *Locker) adopt(ctx context.Context, cm *corev1.ConfigMap, cl Cluster, holderUID types.UID) (*corev1.ConfigMap, error) {
-	return adopt(ctx, l.client, cm, cl, holderUID)
+	return adopt(ctx, l.client, cm, cl, holderUID, true)
 }
 
-func adopt(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, cl Cluster, holderUID types.UID) (*corev1.ConfigMap, error) {
+func adopt(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, cl Cluster, holderUID types.UID, own bool) (*corev1.ConfigMap, error) {
 	rec, err := classify(cm, cl.Name)
 	if err != nil {
 		return nil, lockError(cm.Namespace, cm.Name, err)
 	}
 	next := cm.DeepCopy()
 	next.OwnerReferences = ownedBy(cm.OwnerReferences, cl)
-	if holderUID != "" && rec.MachineUID != holderUID {
-		rec.MachineUID = holderUID
+	if (holderUID != "" && rec.MachineUID != holderUID) || (own && rec.HandedOverBy != "") {
+		if holderUID != "" {
+			rec.MachineUID = holderUID
+		}
+		if own {
+			rec.HandedOverBy = ""
+		}
 		next.Data[DataKey] = rec.Encode()
 	}
 	delete(next.Annotations, ClusterAbsentAnnotation)
@@ -95,72 +101,64 @@ func (l *Locker) rewrite(ctx context.Context, cm *corev1.ConfigMap, cl Cluster, 
 	return next, nil
 }
 
-// writeGrant records the grant on the Machine, conditional on its UID so a
-// Machine recreated under the same name never inherits it, and sets the
-// annotation on obj too.
-// It returns the Machine's resourceVersion after the write.
-func (l *Locker) writeGrant(ctx context.Context, obj client.Object, m Machine, cluster string) (string, error) {
-	// Microseconds: grants are ordered by their time, and two grants within
-	// one second must not tie.
+// claim writes a new grant for m into the Cluster's grant register, if the
+// register still holds prev (nil: empty). It returns the value it wrote, or
+// tried to write: an error other than a failed test (casFailed) may come
+// after the write was applied. A register that changed meanwhile fails the
+// patch's test: the API server answers 422 Invalid and writes nothing.
+func (l *Locker) claim(ctx context.Context, cl Cluster, prev *Grant, m Machine) (string, error) {
+	// Microseconds keep two grants of one Machine apart, so that a
+	// withdrawal never removes a later grant.
 	now := l.clock.Now().UTC().Truncate(time.Microsecond)
-	value := Grant{Cluster: cluster, AcquiredAt: &now}.encode()
-	meta := map[string]any{"annotations": map[string]any{GrantAnnotation: value}}
-	if m.UID != "" {
-		meta["uid"] = m.UID
+	value := Grant{MachineName: m.Name, MachineUID: m.UID, ClusterUID: cl.UID, AcquiredAt: &now}.encode()
+	if err := l.patchCluster(ctx, cl, claimPatch(prev, cl.HasAnnotations, value)); err != nil {
+		return value, fmt.Errorf("recording the init-lock grant of machine %s on cluster %s/%s: %w", m.Name, cl.Namespace, cl.Name, err)
 	}
-	rv, err := l.patchMachine(ctx, m, meta)
-	if err != nil {
-		return "", fmt.Errorf("recording the init-lock grant on machine %s/%s: %w", m.Namespace, m.Name, err)
+	return value, nil
+}
+
+// withdraw empties the Cluster's grant register if it still holds value.
+// A register that holds anything else, or a Cluster that is gone, is left
+// as it is: the grant is not there to withdraw.
+func (l *Locker) withdraw(ctx context.Context, cl Cluster, value string) error {
+	err := l.patchCluster(ctx, cl, withdrawPatch(value))
+	if err == nil || apierrors.IsInvalid(err) || apierrors.IsNotFound(err) {
+		return nil
+	}
+	return fmt.Errorf("withdrawing the init-lock grant from cluster %s/%s: %w", cl.Namespace, cl.Name, err)
+}
+
+func (l *Locker) patchCluster(ctx context.Context, cl Cluster, body []byte) error {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(cl.APIVersion)
+	u.SetKind(capi.ClusterKind)
+	u.SetNamespace(cl.Namespace)
+	u.SetName(cl.Name)
+	return l.client.Patch(ctx, u, client.RawPatch(types.JSONPatchType, body))
+}
+
+// casFailed tells whether a write to the grant register failed because the
+// register, or the Cluster's annotations, changed since they were read.
+func casFailed(err error) bool { return apierrors.IsInvalid(err) || apierrors.IsConflict(err) }
+
+// setGrant records value as the grant register of obj, the caller's copy of
+// the Cluster ("" empties it), so that a later call with the same object
+// sees what this call wrote.
+func setGrant(obj client.Object, value string) {
+	if obj == nil {
+		return
 	}
 	a := obj.GetAnnotations()
+	if value == "" {
+		if _, ok := a[GrantAnnotation]; ok {
+			delete(a, GrantAnnotation)
+			obj.SetAnnotations(a)
+		}
+		return
+	}
 	if a == nil {
 		a = map[string]string{}
 	}
 	a[GrantAnnotation] = value
 	obj.SetAnnotations(a)
-	return rv, nil
-}
-
-// clearGrant removes the grant record from the Machine, if it carries one
-// for cluster. A missing Machine has no grant.
-func (l *Locker) clearGrant(ctx context.Context, m Machine, cluster string) error {
-	if m.Grant != nil && !m.Grant.For(cluster) {
-		return nil
-	}
-	meta := map[string]any{"annotations": map[string]any{GrantAnnotation: nil}}
-	_, err := l.patchMachine(ctx, m, meta)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("withdrawing the init-lock grant from machine %s/%s: %w", m.Namespace, m.Name, err)
-	}
-	return nil
-}
-
-func (l *Locker) patchMachine(ctx context.Context, m Machine, meta map[string]any) (string, error) {
-	body, err := json.Marshal(map[string]any{"metadata": meta})
-	if err != nil {
-		return "", err
-	}
-	pom := &metav1.PartialObjectMetadata{}
-	pom.SetGroupVersionKind(machineGVK(m.APIVersion))
-	pom.SetNamespace(m.Namespace)
-	pom.SetName(m.Name)
-	if err := l.client.Patch(ctx, pom, client.RawPatch(types.MergePatchType, body)); err != nil {
-		return "", err
-	}
-	return pom.ResourceVersion, nil
-}
-
-// dropGrant removes the grant annotation from obj, the caller's copy.
-func dropGrant(obj client.Object) {
-	if obj == nil {
-		return
-	}
-	a := obj.GetAnnotations()
-	if _, ok := a[GrantAnnotation]; ok {
-		delete(a, GrantAnnotation)
-		obj.SetAnnotations(a)
-	}
 }

@@ -16,9 +16,10 @@
 //
 // What they show: an init lock that lost its ownerReference (as a Velero
 // restore leaves it) stays behind in the source on move unless
-// initlock-manager re-adopted it first; without that, the grant record the
-// holder Machine carries still stops a second Machine from being granted the
-// lock in the target. An intact lock moves as it should.
+// initlock-manager re-adopted it first; without that, the grant the
+// Cluster's grant register records for the holder still stops a second
+// Machine from being granted the lock in the target. An intact lock moves as
+// it should.
 //
 // They do not run Cluster API's controllers: what those would do (re-adding
 // a Machine's Cluster ownerReference after a restore, reporting the

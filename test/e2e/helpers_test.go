@@ -112,8 +112,9 @@ func markProvisioned(t *testing.T, e *kubeenv.Env, cluster *unstructured.Unstruc
 // plane Machine cp-0 initialised and still holds the init lock, as a
 // single-node cluster leaves it: the upstream provider releases the lock
 // only when another Machine joins. With grant, cp-0 acquired the lock
-// through initlock's Locker and carries the grant record; without it, the
-// lock is written as the upstream provider writes it, with no grant record.
+// through initlock's Locker, which records the grant in the Cluster's grant
+// register; without it, the lock is written as the upstream provider
+// writes it, with no grant.
 func heldLock(t *testing.T, ns string, grant bool) {
 	t.Helper()
 	ctx := t.Context()
@@ -136,6 +137,9 @@ func heldLock(t *testing.T, ns string, grant bool) {
 			Data: map[string]string{initlock.DataKey: fmt.Sprintf(`{"machineName":%q}`, holderName)},
 		})
 	}
+	// Lock wrote the grant register: read the Cluster again before its
+	// status is written.
+	cluster = get(t, source, capi.ClusterKind, ns, clusterName)
 	holder = get(t, source, capi.MachineKind, ns, holderName)
 	markProvisioned(t, source, cluster, holder)
 }

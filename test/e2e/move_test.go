@@ -56,13 +56,14 @@ func TestMoveAfterRestoreReadoptedByManager(t *testing.T) {
 // the lock (it does not run at all here). The unowned lock is not part of
 // the Cluster's object graph, so move leaves it behind in the source, as it
 // does upstream. In the target the lock is missing while its holder cp-0
-// exists; the grant record cp-0 carries, which move does carry, keeps a new
-// control-plane Machine from being granted it.
+// exists; the grant to cp-0 in the Cluster's grant register, which move
+// does carry, keeps a new control-plane Machine from being granted it.
 func TestMoveAfterRestoreBeforeHealing(t *testing.T) {
 	cases := []struct {
 		name string
-		// grant: cp-0 acquired through initlock and carries a grant
-		// record; else it acquired the upstream lock, which records none.
+		// grant: cp-0 acquired through initlock, and the Cluster's grant
+		// register names it; else it acquired the upstream lock, which
+		// records no grant.
 		grant bool
 		steps []lockStep
 		// holder is who holds the lock in the target at the end.
@@ -72,10 +73,11 @@ func TestMoveAfterRestoreBeforeHealing(t *testing.T) {
 			name:  "new machine first: refused, lock recreated for the holder",
 			grant: true,
 			steps: []lockStep{
-				// cp-0's grant is listed with the missing lock: the lock is
-				// created for cp-0, and nothing is recorded for cp-1.
+				// The register names cp-0 and the lock is missing: the lock
+				// is created for cp-0, and nothing is recorded for cp-1.
 				{machine: secondName, holder: holderName, action: initlock.ActionRecreate, recreated: true, writes: 1},
-				{machine: holderName, acquired: true, holder: holderName, action: initlock.ActionNone},
+				// cp-0 makes the record cp-1 wrote for it its own.
+				{machine: holderName, acquired: true, holder: holderName, action: initlock.ActionAdopt, writes: 1},
 			},
 			holder: holderName,
 		},
@@ -83,15 +85,15 @@ func TestMoveAfterRestoreBeforeHealing(t *testing.T) {
 			name:  "holder first: it recreates and holds the lock",
 			grant: true,
 			steps: []lockStep{
-				{machine: holderName, acquired: true, holder: holderName, action: initlock.ActionCreate, writes: 1},
+				{machine: holderName, acquired: true, holder: holderName, action: initlock.ActionCreate, recreated: true, writes: 1},
 				{machine: secondName, holder: holderName, action: initlock.ActionNone},
 			},
 			holder: holderName,
 		},
 		{
-			// What happens upstream: without a grant record nothing
-			// remembers cp-0, and a second kubeadm init is granted.
-			name:  "holder without grant record: a second init is granted",
+			// What happens upstream: without a grant nothing remembers
+			// cp-0, and a second kubeadm init is granted.
+			name:  "holder without a grant: a second init is granted",
 			grant: false,
 			steps: []lockStep{
 				{machine: secondName, acquired: true, holder: secondName, action: initlock.ActionCreate, writes: 2},
@@ -119,9 +121,9 @@ func TestMoveAfterRestoreBeforeHealing(t *testing.T) {
 			if cm := getLock(t, target, ns); cm != nil {
 				t.Fatalf("lock %s/%s reached the target: %v", ns, lockName, cm)
 			}
-			holder := get(t, target, capi.MachineKind, ns, holderName)
-			if _, ok := holder.GetAnnotations()[initlock.GrantAnnotation]; ok != tc.grant {
-				t.Fatalf("machine %s/%s in the target carries a grant record: %t, want %t", ns, holderName, ok, tc.grant)
+			g := initlock.GrantFrom(get(t, target, capi.ClusterKind, ns, clusterName).GetAnnotations())
+			if (g != nil && g.MachineName == holderName) != tc.grant {
+				t.Fatalf("grant register of cluster %s/%s in the target: %+v; want a grant to %s: %t", ns, clusterName, g, holderName, tc.grant)
 			}
 
 			clearInitialized(t, ns)
@@ -176,7 +178,7 @@ func expectMovedLock(t *testing.T, ns, holder string) {
 // API recomputes it there. Until it reports the control plane initialised
 // again, the Cluster reads as not initialised: the window in which a
 // bootstrap provider would grant a second kubeadm init, and the only one in
-// which grant records count. Should a later clusterctl carry the status
+// which grants count. Should a later clusterctl carry the status
 // across, clearing it stands for the time before Cluster API recomputes it.
 func clearInitialized(t *testing.T, ns string) {
 	t.Helper()

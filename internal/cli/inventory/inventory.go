@@ -142,28 +142,26 @@ func entry(k key, cm *corev1.ConfigMap, cl *initlock.Cluster, machines machineIn
 		}
 	}
 	obs := initlock.Observe(k.name, cm, cl, holder)
-	obs.Grants = grantsOf(machines, k, version)
+	obs.Granted = grantedOf(machines, k, cl)
 	lockName, _ := initlock.LockName(k.name)
 	return Entry{Namespace: k.namespace, ClusterName: k.name, LockName: lockName, ConfigMap: cm, Observation: obs}
 }
 
-func grantsOf(machines machineIndex, cluster key, version string) []initlock.Machine {
-	var items []metav1.PartialObjectMetadata
-	for k, m := range machines {
-		if k.namespace == cluster.namespace {
-			if _, ok := m.Annotations[initlock.GrantAnnotation]; ok {
-				items = append(items, *m)
-			}
-		}
+// grantedOf returns the Machine the Cluster's grant register names, when it
+// exists.
+func grantedOf(machines machineIndex, cluster key, cl *initlock.Cluster) *initlock.Machine {
+	if cl == nil || cl.Grant == nil || cl.Grant.Damaged() {
+		return nil
 	}
-	sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
-	grants := initlock.GrantsIn(items, cluster.name)
-	for i := range grants {
-		if grants[i].APIVersion == "" {
-			grants[i].APIVersion = capi.MachineGVK(version).GroupVersion().String()
-		}
+	pom, ok := machines[key{cluster.namespace, cl.Grant.MachineName}]
+	if !ok {
+		return nil
 	}
-	return grants
+	m, err := initlock.MachineFrom(pom, nil)
+	if err != nil {
+		return nil
+	}
+	return &m
 }
 
 func listClusters(ctx context.Context, c Reader, opts Options) (map[key]*initlock.Cluster, error) {

@@ -59,17 +59,10 @@ func Observe(ctx context.Context, c Reader, version, namespace, clusterName stri
 	}
 	e.ConfigMap = cm
 	e.Observation = initlock.Observe(clusterName, cm, cl, holder)
-	if cm == nil && cl != nil && !cl.Initialized {
-		gvk := capi.MachineGVK(version)
-		list := &metav1.PartialObjectMetadataList{}
-		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := c.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{capi.ClusterNameLabel: clusterName}); err != nil {
-			return Entry{}, ListError(err, "machines", capi.Group, namespace)
+	if cl != nil && cl.Grant != nil && !cl.Grant.Damaged() && !cl.Initialized {
+		if e.Observation.Granted, err = getMachine(ctx, c, version, namespace, cl.Grant.MachineName); err != nil {
+			return Entry{}, err
 		}
-		for i := range list.Items {
-			list.Items[i].SetGroupVersionKind(gvk)
-		}
-		e.Observation.Grants = initlock.GrantsIn(list.Items, clusterName)
 	}
 	return e, nil
 }
