@@ -19,7 +19,7 @@
 //     found is then read in full with a GET, so that it is classified by
 //     initlock exactly as the manager would classify it;
 //  4. the Machines, as metadata only, for the holder of each lock and for the
-//     grant records of clusters whose lock is missing.
+//     Machine each Cluster's grant register names.
 //
 // The metadata-only list of step 3 was chosen over a GET per Cluster without
 // a labelled lock because, once locks are released after init, that is most

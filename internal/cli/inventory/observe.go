@@ -14,8 +14,8 @@ import (
 )
 
 // Observe reads one cluster's lock live: the ConfigMap with its lock name,
-// the Cluster, the holder Machine when the lock names one and, when the lock
-// is missing and the Cluster is not initialised, the cluster's grant records.
+// the Cluster, the holder Machine when the lock names one and, when the
+// Cluster is not initialised, the Machine its grant register names.
 // It is what a caller does after a conflict. The Cluster and the ConfigMap
 // may each be missing; clusterName must be a valid cluster name.
 func Observe(ctx context.Context, c Reader, version, namespace, clusterName string) (Entry, error) {
