@@ -51,9 +51,6 @@ func (g *Grant) Names(cl Cluster, m Machine) bool {
 	return g.ClusterUID == "" || g.ClusterUID != cl.UID || g.MachineUID == "" || m.UID == "" || g.MachineUID == m.UID
 }
 
-// Raw returns the register's value exactly as read.
-func (g *Grant) Raw() string { return g.raw }
-
 // GrantFrom reads the grant register from a Cluster's annotations; nil when
 // the register is empty.
 func GrantFrom(annotations map[string]string) *Grant {

@@ -107,8 +107,7 @@ func (l *Locker) Lock(ctx context.Context, cluster, machine client.Object) (Resu
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("cluster", klog.KRef(cl.Namespace, cl.Name), "machine", m.Name)
 	if cl.Paused {
-		return Result{}, &Error{Namespace: cl.Namespace, Name: cl.Name, Kind: "cluster", Err: ErrClusterPaused,
-			Detail: "the lock is left as it is; unpause the cluster (spec.paused, annotation " + capi.PausedAnnotation + ") and try again"}
+		return Result{}, pausedError(cl)
 	}
 	a := &acquisition{l: l, clusterObj: cluster, cl: cl, m: m, lockName: lockName, log: log}
 	res, err := a.run(ctx)
@@ -279,16 +278,8 @@ func (a *acquisition) settle(ctx context.Context) (Result, error) {
 // Machines they name (the lock's holder and the register's), in parallel.
 func (a *acquisition) observe(ctx context.Context) (Observation, *corev1.ConfigMap, error) {
 	l := a.l
-	var (
-		cm          *corev1.ConfigMap
-		cl          *Cluster
-		cmErr, cErr error
-		wg          sync.WaitGroup
-	)
-	wg.Go(func() { cm, cmErr = l.getLock(ctx, a.cl.Namespace, a.lockName) })
-	wg.Go(func() { cl, cErr = l.getCluster(ctx, a.cl) })
-	wg.Wait()
-	if err := errors.Join(cmErr, cErr); err != nil {
+	cm, cl, err := l.readLockAndCluster(ctx, a.cl, a.lockName)
+	if err != nil {
 		return Observation{}, nil, err
 	}
 	if cl == nil {
@@ -296,8 +287,7 @@ func (a *acquisition) observe(ctx context.Context) (Observation, *corev1.ConfigM
 			Detail: "a lock is only granted for an existing Cluster; nothing was changed"}
 	}
 	if cl.Paused {
-		return Observation{}, nil, &Error{Namespace: cl.Namespace, Name: cl.Name, Kind: "cluster", Err: ErrClusterPaused,
-			Detail: "the lock is left as it is; unpause the cluster (spec.paused, annotation " + capi.PausedAnnotation + ") and try again"}
+		return Observation{}, nil, pausedError(*cl)
 	}
 	a.cl = *cl
 	obs := Observation{ClusterName: cl.Name, Cluster: cl, Caller: &a.m}
@@ -314,6 +304,7 @@ func (a *acquisition) observe(ctx context.Context) (Observation, *corev1.ConfigM
 	var (
 		hm, gm     *Machine
 		hErr, gErr error
+		wg         sync.WaitGroup
 	)
 	switch {
 	case holder == a.m.Name:
@@ -461,16 +452,8 @@ func (l *Locker) Unlock(ctx context.Context, cluster, machine client.Object, opt
 		return fmt.Errorf("unlocking %s/%s: no machine given; pass one or use AnyHolder", cl.Namespace, lockName)
 	}
 	for range maxAttempts {
-		var (
-			cm          *corev1.ConfigMap
-			live        *Cluster
-			cmErr, cErr error
-			wg          sync.WaitGroup
-		)
-		wg.Go(func() { cm, cmErr = l.getLock(ctx, cl.Namespace, lockName) })
-		wg.Go(func() { live, cErr = l.getCluster(ctx, cl) })
-		wg.Wait()
-		if err := errors.Join(cmErr, cErr); err != nil {
+		cm, live, err := l.readLockAndCluster(ctx, cl, lockName)
+		if err != nil {
 			return err
 		}
 		holder := ""
@@ -545,6 +528,26 @@ func (l *Locker) prepare(cluster, machine client.Object) (Cluster, Machine, stri
 			Detail: fmt.Sprintf("the machine must be named and live in the cluster's namespace (it is in %q)", m.Namespace)}
 	}
 	return cl, m, lockName, nil
+}
+
+// readLockAndCluster reads the lock and the Cluster live, in parallel;
+// each is nil when it does not exist.
+func (l *Locker) readLockAndCluster(ctx context.Context, cl Cluster, lockName string) (*corev1.ConfigMap, *Cluster, error) {
+	var (
+		cm          *corev1.ConfigMap
+		live        *Cluster
+		cmErr, cErr error
+		wg          sync.WaitGroup
+	)
+	wg.Go(func() { cm, cmErr = l.getLock(ctx, cl.Namespace, lockName) })
+	wg.Go(func() { live, cErr = l.getCluster(ctx, cl) })
+	wg.Wait()
+	return cm, live, errors.Join(cmErr, cErr)
+}
+
+func pausedError(cl Cluster) error {
+	return &Error{Namespace: cl.Namespace, Name: cl.Name, Kind: "cluster", Err: ErrClusterPaused,
+		Detail: "the lock is left as it is; unpause the cluster (spec.paused, annotation " + capi.PausedAnnotation + ") and try again"}
 }
 
 func (l *Locker) getLock(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error) {
