@@ -34,8 +34,10 @@ running on that Machine: releasing then lets a second Machine run kubeadm init.
 --force releases anyway; use it only when you know no init is running (the
 holder's init failed, or its infrastructure is gone). A corrupt lock names no
 holder, so it is released without --force only once the control plane is
-initialised. A ConfigMap that takes the lock's name without being a lock is
-never touched.`,
+initialised. When the lock is missing but the grant register still names a
+machine (the next Lock would recreate the lock for it), release empties the
+register, under the same rule. A ConfigMap that takes the lock's name without
+being a lock is never touched.`,
 		Example: `  kubectl initlock release my-cluster -n capi-clusters
   kubectl initlock release my-cluster -n capi-clusters --force`,
 		Args: cobra.ExactArgs(1),
@@ -45,6 +47,35 @@ never touched.`,
 	}
 	cmd.Flags().BoolVar(&o.force, "force", false, "Release even though the holder Machine exists and the control plane is not initialised.")
 	return cmd
+}
+
+// releaseGrant handles a cluster whose lock is missing while its grant
+// register is not empty: Lock would recreate the lock for the Machine the
+// register names. It empties the register, refusing while that Machine
+// exists and the control plane is not initialised unless --force.
+func (a *app) releaseGrant(cmd *cobra.Command, o *releaseOptions, conn *connection, ns, cluster string, obs initlock.Observation) error {
+	g := obs.Cluster.Grant
+	name := g.MachineName
+	if g.Damaged() {
+		name = "an unknown machine (the register is damaged)"
+	}
+	if d := initlock.Decide(obs, initlock.Policy{}, a.clock.Now()); d.Verdict == initlock.VerdictLost && !o.force {
+		return fmt.Errorf("namespace %q: cluster %q: %w: its init lock is missing, but its grant register (annotation %s) names %s and the control plane is not initialised, so kubeadm init may be running there and the lock is recreated for it. Wait for the control plane to initialise, delete that machine if its init failed, or pass --force if you are sure no init is running",
+			ns, cluster, errRefused, initlock.GrantAnnotation, name)
+	}
+	cl := &unstructured.Unstructured{}
+	cl.SetGroupVersionKind(capi.ClusterGVK(conn.capiVersion))
+	cl.SetNamespace(ns)
+	cl.SetName(cluster)
+	cl.SetUID(obs.Cluster.UID)
+	if err := initlock.New(conn.client, initlock.WithClock(a.clock)).Unlock(cmd.Context(), cl, nil, initlock.AnyHolder()); err != nil {
+		if apierrors.IsForbidden(err) {
+			return fmt.Errorf("%w; kubectl-initlock needs \"get\" and \"patch\" on \"clusters.cluster.x-k8s.io\" in namespace %q to empty the grant register: ask an administrator to grant them", err, ns)
+		}
+		return err
+	}
+	_, err := fmt.Fprintf(cmd.OutOrStdout(), "namespace %q: cluster %q has no init lock; emptied its grant register, which named %s.\n", ns, cluster, name)
+	return err
 }
 
 // errRefused marks a release refused for safety.
@@ -70,6 +101,9 @@ func (a *app) runRelease(cmd *cobra.Command, o *releaseOptions, cluster string) 
 	out := cmd.OutOrStdout()
 	obs := e.Observation
 	if obs.Lock == nil {
+		if obs.Cluster != nil && obs.Cluster.Grant != nil {
+			return a.releaseGrant(cmd, o, conn, ns, cluster, obs)
+		}
 		_, err := fmt.Fprintf(out, "namespace %q: cluster %q has no init lock (no configmap %q); nothing to release.\n", ns, cluster, e.LockName)
 		return err
 	}

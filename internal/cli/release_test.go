@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -17,25 +16,38 @@ import (
 // "" when it is empty.
 func grantOf(t *testing.T, cluster *unstructured.Unstructured) string {
 	t.Helper()
-	got := &metav1.PartialObjectMetadata{}
-	got.SetGroupVersionKind(cluster.GroupVersionKind())
-	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(cluster), got); err != nil {
-		t.Fatal(err)
-	}
-	if g := initlock.GrantFrom(got.Annotations); g != nil {
+	if g := initlock.GrantFrom(getCluster(t, cluster).GetAnnotations()); g != nil {
 		return g.MachineName
 	}
 	return ""
 }
 
-func TestReleaseRefusesWhileInitMayRunThenForce(t *testing.T) {
-	ctx := t.Context()
+// getCluster reads cluster again, live.
+func getCluster(t *testing.T, cluster *unstructured.Unstructured) *unstructured.Unstructured {
+	t.Helper()
+	got := &unstructured.Unstructured{}
+	got.SetGroupVersionKind(cluster.GroupVersionKind())
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(cluster), got); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// lockedCluster makes, in a namespace of its own, Cluster c1 whose Machine
+// m1 acquired the init lock with the library.
+func lockedCluster(t *testing.T) (string, *unstructured.Unstructured) {
+	t.Helper()
 	ns := env.Namespace(t)
 	cluster := newCluster(t, ns, "c1", false)
-	machine := newMachine(t, ns, "c1", "m1", nil)
-	if res, err := initlock.New(env.Client).Lock(ctx, cluster, machine); err != nil || !res.Acquired {
-		t.Fatalf("Lock: %+v, %v", res, err)
+	m1 := newMachine(t, ns, "c1", "m1", nil)
+	if res, err := initlock.New(env.Client).Lock(t.Context(), cluster, m1); err != nil || !res.Acquired {
+		t.Fatalf("Lock(m1): %+v, %v", res, err)
 	}
+	return ns, cluster
+}
+
+func TestReleaseRefusesWhileInitMayRunThenForce(t *testing.T) {
+	ns, cluster := lockedCluster(t)
 	if grantOf(t, cluster) != "m1" {
 		t.Fatal("no grant recorded for m1")
 	}
@@ -87,6 +99,44 @@ func TestReleaseAfterInitNeedsNoForce(t *testing.T) {
 	r.expectCode(t, cli.ExitOK)
 	if getLock(t, ns, "c1-lock") != nil {
 		t.Fatal("lock still exists")
+	}
+}
+
+// A lock lost while its grant stands is recreated for the holder by the
+// next Lock; release empties the grant register, with --force while the
+// holder exists and the control plane is not initialised.
+func TestReleaseLostLockEmptiesTheGrantRegister(t *testing.T) {
+	ctx := t.Context()
+	ns, cluster := lockedCluster(t)
+	if err := env.Client.Delete(ctx, getLock(t, ns, "c1-lock")); err != nil {
+		t.Fatal(err)
+	}
+
+	var c kubeenv.Counter
+	r := invocation{wrap: counting(&c)}.run(t, "release", "c1", "-n", ns)
+	r.expectCode(t, cli.ExitError)
+	if want := `cluster "c1": refusing to release: its init lock is missing, but its grant register (annotation ` + initlock.GrantAnnotation + `) names m1`; !strings.Contains(r.err, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, r.err)
+	}
+	if c.Writes() != 0 || grantOf(t, cluster) != "m1" {
+		t.Fatalf("refused release wrote %d times; register names %q", c.Writes(), grantOf(t, cluster))
+	}
+
+	c.Reset()
+	r = invocation{wrap: counting(&c)}.run(t, "release", "c1", "-n", ns, "--force")
+	r.expectCode(t, cli.ExitOK)
+	if !strings.Contains(r.out, `cluster "c1" has no init lock; emptied its grant register, which named m1`) {
+		t.Errorf("stdout: %s", r.out)
+	}
+	if g := grantOf(t, cluster); g != "" {
+		t.Fatalf("grant register still names %s", g)
+	}
+	if got := c.Writes(); got != 1 {
+		t.Errorf("writes = %d, want 1 (empty the grant register)", got)
+	}
+	m2 := newMachine(t, ns, "c1", "m2", nil)
+	if res, err := initlock.New(env.Client).Lock(ctx, getCluster(t, cluster), m2); err != nil || !res.Acquired {
+		t.Fatalf("Lock(m2) after the release: %+v, %v; want acquired", res, err)
 	}
 }
 
