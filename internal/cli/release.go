@@ -63,11 +63,7 @@ func (a *app) releaseGrant(cmd *cobra.Command, o *releaseOptions, conn *connecti
 		return fmt.Errorf("namespace %q: cluster %q: %w: its init lock is missing, but its grant register (annotation %s) names %s and the control plane is not initialised, so kubeadm init may be running there and the lock is recreated for it. Wait for the control plane to initialise, delete that machine if its init failed, or pass --force if you are sure no init is running",
 			ns, cluster, errRefused, initlock.GrantAnnotation, name)
 	}
-	cl := &unstructured.Unstructured{}
-	cl.SetGroupVersionKind(capi.ClusterGVK(conn.capiVersion))
-	cl.SetNamespace(ns)
-	cl.SetName(cluster)
-	cl.SetUID(obs.Cluster.UID)
+	cl := clusterIdentity(conn, ns, cluster, obs.Cluster)
 	if err := initlock.New(conn.client, initlock.WithClock(a.clock)).Unlock(cmd.Context(), cl, nil, initlock.AnyHolder()); err != nil {
 		if apierrors.IsForbidden(err) {
 			return fmt.Errorf("%w; kubectl-initlock needs \"get\" and \"patch\" on \"clusters.cluster.x-k8s.io\" in namespace %q to empty the grant register: ask an administrator to grant them", err, ns)
@@ -76,6 +72,19 @@ func (a *app) releaseGrant(cmd *cobra.Command, o *releaseOptions, conn *connecti
 	}
 	_, err := fmt.Fprintf(cmd.OutOrStdout(), "namespace %q: cluster %q has no init lock; emptied its grant register, which named %s.\n", ns, cluster, name)
 	return err
+}
+
+// clusterIdentity is the Cluster Unlock is given: its version, namespace,
+// name and, when it exists, UID.
+func clusterIdentity(conn *connection, ns, cluster string, observed *initlock.Cluster) *unstructured.Unstructured {
+	cl := &unstructured.Unstructured{}
+	cl.SetGroupVersionKind(capi.ClusterGVK(conn.capiVersion))
+	cl.SetNamespace(ns)
+	cl.SetName(cluster)
+	if observed != nil {
+		cl.SetUID(observed.UID)
+	}
+	return cl
 }
 
 // errRefused marks a release refused for safety.
@@ -147,13 +156,7 @@ func (a *app) runRelease(cmd *cobra.Command, o *releaseOptions, cluster string) 
 
 	// The Cluster may be gone (an orphan lock): Unlock only needs its
 	// identity.
-	cl := &unstructured.Unstructured{}
-	cl.SetGroupVersionKind(capi.ClusterGVK(conn.capiVersion))
-	cl.SetNamespace(ns)
-	cl.SetName(cluster)
-	if obs.Cluster != nil {
-		cl.SetUID(obs.Cluster.UID)
-	}
+	cl := clusterIdentity(conn, ns, cluster, obs.Cluster)
 	locker := initlock.New(conn.client, initlock.WithClock(a.clock))
 	// Release exactly the lock that was checked above.
 	opts := []initlock.UnlockOption{initlock.IfUnchanged(obs.Lock.UID, obs.Lock.ResourceVersion)}

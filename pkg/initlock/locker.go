@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -301,32 +301,11 @@ func (a *acquisition) observe(ctx context.Context) (Observation, *corev1.ConfigM
 	if g := cl.Grant; g != nil && !g.Damaged() && !cl.Initialized {
 		granted = g.MachineName
 	}
-	var (
-		hm, gm     *Machine
-		hErr, gErr error
-		wg         sync.WaitGroup
-	)
-	switch {
-	case holder == a.m.Name:
-		hm = &a.m
-	case holder != "":
-		wg.Go(func() { hm, hErr = l.getMachine(ctx, cl.Namespace, holder, a.m.APIVersion) })
-	}
-	switch {
-	case granted == a.m.Name:
-	case granted != "" && granted == holder:
-	case granted != "":
-		wg.Go(func() { gm, gErr = l.getMachine(ctx, cl.Namespace, granted, a.m.APIVersion) })
-	}
-	wg.Wait()
-	if err := errors.Join(hErr, gErr); err != nil {
+	machines, err := l.getMachines(ctx, cl.Namespace, a.m, holder, granted)
+	if err != nil {
 		return Observation{}, nil, err
 	}
-	obs.Holder = hm
-	if granted != "" && granted == holder && holder != a.m.Name {
-		gm = hm
-	}
-	obs.Granted = gm
+	obs.Holder, obs.Granted = machines[holder], machines[granted]
 	return obs, cm, nil
 }
 
@@ -383,7 +362,10 @@ func (a *acquisition) withdraw(ctx context.Context) error {
 	if g := GrantFrom(a.clusterObj.GetAnnotations()); g != nil && g.raw == value {
 		setGrant(a.clusterObj, "")
 	}
-	return a.l.withdraw(ctx, a.cl, value)
+	if err := a.l.withdraw(ctx, a.cl, value); !casFailed(err) {
+		return err
+	}
+	return nil // the register holds another value: the grant is not there
 }
 
 func (a *acquisition) acquired(action Action) {
@@ -479,12 +461,12 @@ func (l *Locker) Unlock(ctx context.Context, cluster, machine client.Object, opt
 		// Empty the register first: should the delete then fail, the lock
 		// still names its holder, and nothing is granted twice.
 		if live != nil && live.Grant != nil && (o.anyHolder || live.Grant.MachineName == holder) {
-			err := l.patchCluster(ctx, *live, withdrawPatch(live.Grant.raw))
+			err := l.withdraw(ctx, *live, live.Grant.raw)
 			if casFailed(err) {
 				continue
 			}
-			if err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("withdrawing the init-lock grant from cluster %s/%s: %w", cl.Namespace, cl.Name, err)
+			if err != nil {
+				return err
 			}
 			if o.anyHolder || (m != nil && live.Grant.MachineName == m.Name) {
 				setGrant(cluster, "")
@@ -564,10 +546,8 @@ func (l *Locker) getLock(ctx context.Context, namespace, name string) (*corev1.C
 
 // getCluster reads the Cluster cl names live; nil when it does not exist.
 func (l *Locker) getCluster(ctx context.Context, cl Cluster) (*Cluster, error) {
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion(cl.APIVersion)
-	u.SetKind(capi.ClusterKind)
-	err := l.reader.Get(ctx, client.ObjectKey{Namespace: cl.Namespace, Name: cl.Name}, u)
+	u := clusterObject(cl)
+	err := l.reader.Get(ctx, client.ObjectKeyFromObject(u), u)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -579,6 +559,32 @@ func (l *Locker) getCluster(ctx context.Context, cl Cluster) (*Cluster, error) {
 		return nil, err
 	}
 	return &live, nil
+}
+
+// getMachines reads live, in parallel and once each, the Machines named
+// other than the caller. It returns the ones that exist, by name; the
+// caller is among them.
+func (l *Locker) getMachines(ctx context.Context, namespace string, caller Machine, names ...string) (map[string]*Machine, error) {
+	var others []string
+	for _, name := range names {
+		if name != "" && name != caller.Name && !slices.Contains(others, name) {
+			others = append(others, name)
+		}
+	}
+	read := make([]*Machine, len(others))
+	errs := make([]error, len(others))
+	var wg sync.WaitGroup
+	for i, name := range others {
+		wg.Go(func() { read[i], errs[i] = l.getMachine(ctx, namespace, name, caller.APIVersion) })
+	}
+	wg.Wait()
+	found := map[string]*Machine{caller.Name: &caller}
+	for i, m := range read {
+		if m != nil {
+			found[others[i]] = m
+		}
+	}
+	return found, errors.Join(errs...)
 }
 
 // getMachine reads a Machine's metadata live; nil when it does not exist.

@@ -118,23 +118,31 @@ func (l *Locker) claim(ctx context.Context, cl Cluster, prev *Grant, m Machine) 
 }
 
 // withdraw empties the Cluster's grant register if it still holds value.
-// A register that holds anything else, or a Cluster that is gone, is left
-// as it is: the grant is not there to withdraw.
+// A Cluster that is gone has no grant to withdraw. A register that holds
+// anything else fails the patch's test (casFailed): the error says so, and
+// nothing was written.
 func (l *Locker) withdraw(ctx context.Context, cl Cluster, value string) error {
 	err := l.patchCluster(ctx, cl, withdrawPatch(value))
-	if err == nil || apierrors.IsInvalid(err) || apierrors.IsNotFound(err) {
+	if err == nil || apierrors.IsNotFound(err) {
 		return nil
 	}
 	return fmt.Errorf("withdrawing the init-lock grant from cluster %s/%s: %w", cl.Namespace, cl.Name, err)
 }
 
 func (l *Locker) patchCluster(ctx context.Context, cl Cluster, body []byte) error {
+	u := clusterObject(cl)
+	return l.client.Patch(ctx, u, client.RawPatch(types.JSONPatchType, body))
+}
+
+// clusterObject is an empty unstructured Cluster of cl's version, namespace
+// and name, to read or patch it.
+func clusterObject(cl Cluster) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion(cl.APIVersion)
 	u.SetKind(capi.ClusterKind)
 	u.SetNamespace(cl.Namespace)
 	u.SetName(cl.Name)
-	return l.client.Patch(ctx, u, client.RawPatch(types.JSONPatchType, body))
+	return u
 }
 
 // casFailed tells whether a write to the grant register failed because the
