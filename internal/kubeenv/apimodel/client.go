@@ -1,0 +1,302 @@
+package apimodel
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/internal/kubeenv"
+)
+
+// Request is one API request of a Client, as the Gate sees it.
+type Request struct {
+	// Actor is the Client's name.
+	Actor string
+	// Verb is get, create, patch, update or delete.
+	Verb string
+	Key  Key
+	// Body is the patch, or the object created or updated, as JSON; for a
+	// delete, its preconditions.
+	Body string
+
+	exec func() (map[string]any, error)
+	// Result and Err are what the request answers.
+	Result map[string]any
+	Err    error
+}
+
+// Write tells whether the request changes the store when it is applied.
+func (r *Request) Write() bool { return r.Verb != "get" }
+
+// Exec applies the request to the store, as the API server would now, and
+// returns what it answers.
+func (r *Request) Exec() (map[string]any, error) { return r.exec() }
+
+// Serve applies the request now and answers with what the store answered.
+func (r *Request) Serve() { r.Result, r.Err = r.exec() }
+
+// Gate decides when each request of a Client reaches the store and what
+// its caller gets back: the explorer implements it to schedule requests and
+// inject faults. Serve returns once the request's Result and Err are set.
+type Gate interface {
+	Serve(ctx context.Context, r *Request)
+}
+
+// Client is a controller-runtime client of the model API server, for one
+// actor. It reads and writes ConfigMaps (typed), Clusters (unstructured)
+// and Machines (unstructured or metadata-only) of the Cluster API v1beta2
+// group. Every request goes through the Gate, or straight to the store
+// without one.
+type Client struct {
+	Store *Store
+	Gate  Gate
+	Actor string
+}
+
+var _ client.Client = (*Client)(nil)
+
+var scheme = kubeenv.Scheme()
+
+func kindOf(obj runtime.Object) (string, error) {
+	switch o := obj.(type) {
+	case *corev1.ConfigMap:
+		return "ConfigMap", nil
+	case *unstructured.Unstructured:
+		return o.GetKind(), nil
+	case *metav1.PartialObjectMetadata:
+		return o.GetObjectKind().GroupVersionKind().Kind, nil
+	}
+	return "", fmt.Errorf("apimodel: %T is not served", obj)
+}
+
+func keyOf(obj client.Object) (Key, error) {
+	kind, err := kindOf(obj)
+	if err != nil {
+		return Key{}, err
+	}
+	return Key{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}, nil
+}
+
+func (c *Client) do(ctx context.Context, verb string, k Key, body string, exec func() (map[string]any, error)) (map[string]any, error) {
+	r := &Request{Actor: c.Actor, Verb: verb, Key: k, Body: body, exec: exec}
+	if c.Gate == nil {
+		r.Serve()
+	} else {
+		c.Gate.Serve(ctx, r)
+	}
+	return r.Result, r.Err
+}
+
+// Get reads the object live.
+func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	kind, err := kindOf(obj)
+	if err != nil {
+		return err
+	}
+	k := Key{Kind: kind, Namespace: key.Namespace, Name: key.Name}
+	res, err := c.do(ctx, "get", k, "", func() (map[string]any, error) { return c.Store.Get(k) })
+	if err != nil {
+		return err
+	}
+	return Fill(obj, res)
+}
+
+// Fill sets obj from a stored object, in obj's form.
+func Fill(obj client.Object, stored map[string]any) error {
+	switch o := obj.(type) {
+	case *unstructured.Unstructured:
+		gvk := o.GroupVersionKind()
+		o.Object = deepCopy(stored)
+		if gvk.Kind != "" {
+			o.SetGroupVersionKind(gvk)
+		}
+		return nil
+	case *metav1.PartialObjectMetadata:
+		gvk := o.GroupVersionKind()
+		u := &unstructured.Unstructured{Object: deepCopy(stored)}
+		o.ObjectMeta = metav1.ObjectMeta{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object["metadata"].(map[string]any), &o.ObjectMeta); err != nil {
+			return err
+		}
+		o.SetGroupVersionKind(gvk)
+		return nil
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(deepCopy(stored), obj); err != nil {
+		return err
+	}
+	if gvks, _, err := scheme.ObjectKinds(obj); err == nil && len(gvks) > 0 {
+		obj.GetObjectKind().SetGroupVersionKind(gvks[0])
+	}
+	return nil
+}
+
+func toMap(obj client.Object) (map[string]any, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	return normalize(m), nil
+}
+
+// Create creates obj.
+func (c *Client) Create(ctx context.Context, obj client.Object, _ ...client.CreateOption) error {
+	k, err := keyOf(obj)
+	if err != nil {
+		return err
+	}
+	m, err := toMap(obj)
+	if err != nil {
+		return err
+	}
+	body, _ := json.Marshal(m)
+	res, err := c.do(ctx, "create", k, string(body), func() (map[string]any, error) { return c.Store.Create(k, m) })
+	if err != nil {
+		return err
+	}
+	return Fill(obj, res)
+}
+
+// Update replaces obj.
+func (c *Client) Update(ctx context.Context, obj client.Object, _ ...client.UpdateOption) error {
+	k, err := keyOf(obj)
+	if err != nil {
+		return err
+	}
+	m, err := toMap(obj)
+	if err != nil {
+		return err
+	}
+	body, _ := json.Marshal(m)
+	res, err := c.do(ctx, "update", k, string(body), func() (map[string]any, error) { return c.Store.Update(k, m) })
+	if err != nil {
+		return err
+	}
+	return Fill(obj, res)
+}
+
+// Patch patches obj with a JSON patch or a merge patch.
+func (c *Client) Patch(ctx context.Context, obj client.Object, patch client.Patch, _ ...client.PatchOption) error {
+	k, err := keyOf(obj)
+	if err != nil {
+		return err
+	}
+	data, err := patch.Data(obj)
+	if err != nil {
+		return err
+	}
+	pt := patch.Type()
+	res, err := c.do(ctx, "patch", k, string(data), func() (map[string]any, error) { return c.Store.Patch(k, pt, data) })
+	if err != nil {
+		return err
+	}
+	return Fill(obj, res)
+}
+
+// Delete deletes obj, with the UID and resourceVersion preconditions of
+// opts.
+func (c *Client) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	k, err := keyOf(obj)
+	if err != nil {
+		return err
+	}
+	do := (&client.DeleteOptions{}).ApplyOptions(opts)
+	var uid *types.UID
+	var rv *string
+	if do.Preconditions != nil {
+		uid, rv = do.Preconditions.UID, do.Preconditions.ResourceVersion
+	}
+	body := ""
+	if uid != nil || rv != nil {
+		body = fmt.Sprintf("preconditions uid=%v rv=%v", deref(uid), deref(rv))
+	}
+	_, err = c.do(ctx, "delete", k, body, func() (map[string]any, error) { return nil, c.Store.Delete(k, uid, rv) })
+	return err
+}
+
+func deref[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// List is not served: the code the model runs reads single objects.
+func (c *Client) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return apierrors.NewMethodNotSupported(schema.GroupResource{}, "list")
+}
+
+// DeleteAllOf is not served.
+func (c *Client) DeleteAllOf(context.Context, client.Object, ...client.DeleteAllOfOption) error {
+	return apierrors.NewMethodNotSupported(schema.GroupResource{}, "deletecollection")
+}
+
+// Apply is not served.
+func (c *Client) Apply(context.Context, runtime.ApplyConfiguration, ...client.ApplyOption) error {
+	return apierrors.NewMethodNotSupported(schema.GroupResource{}, "apply")
+}
+
+// Status is not served: status is changed by the model's events.
+func (c *Client) Status() client.SubResourceWriter { return noSubResource{} }
+
+// SubResource is not served.
+func (c *Client) SubResource(string) client.SubResourceClient { return noSubResource{} }
+
+// Scheme has the built-in types; Cluster API objects are unstructured.
+func (c *Client) Scheme() *runtime.Scheme { return scheme }
+
+// RESTMapper is not served.
+func (c *Client) RESTMapper() meta.RESTMapper { return nil }
+
+// GroupVersionKindFor returns obj's kind.
+func (c *Client) GroupVersionKindFor(obj runtime.Object) (schema.GroupVersionKind, error) {
+	if k := obj.GetObjectKind().GroupVersionKind(); k.Kind != "" {
+		return k, nil
+	}
+	gvks, _, err := scheme.ObjectKinds(obj)
+	if err != nil {
+		return schema.GroupVersionKind{}, err
+	}
+	return gvks[0], nil
+}
+
+// IsObjectNamespaced tells that every kind served is namespaced.
+func (c *Client) IsObjectNamespaced(runtime.Object) (bool, error) { return true, nil }
+
+type noSubResource struct{}
+
+func (noSubResource) Create(context.Context, client.Object, client.Object, ...client.SubResourceCreateOption) error {
+	return apierrors.NewMethodNotSupported(schema.GroupResource{}, "subresource")
+}
+
+func (noSubResource) Update(context.Context, client.Object, ...client.SubResourceUpdateOption) error {
+	return apierrors.NewMethodNotSupported(schema.GroupResource{}, "subresource")
+}
+
+func (noSubResource) Patch(context.Context, client.Object, client.Patch, ...client.SubResourcePatchOption) error {
+	return apierrors.NewMethodNotSupported(schema.GroupResource{}, "subresource")
+}
+
+func (noSubResource) Apply(context.Context, runtime.ApplyConfiguration, ...client.SubResourceApplyOption) error {
+	return apierrors.NewMethodNotSupported(schema.GroupResource{}, "subresource")
+}
+
+func (noSubResource) Get(context.Context, client.Object, client.Object, ...client.SubResourceGetOption) error {
+	return apierrors.NewMethodNotSupported(schema.GroupResource{}, "subresource")
+}
+
+// ClusterGVK and MachineGVK are the kinds the model serves for Cluster API.
+var (
+	ClusterGVK = capi.ClusterGVK(capi.V1Beta2)
+	MachineGVK = capi.MachineGVK(capi.V1Beta2)
+)

@@ -1,0 +1,234 @@
+package apimodel_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/apimodel"
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+var env *kubeenv.Env
+
+func TestMain(m *testing.M) { kubeenv.Main(m, kubeenv.Options{}, &env) }
+
+// backend is one side of the comparison: the model or the API server.
+type backend struct {
+	c  client.Client
+	ns string
+	// uid and rv remember what earlier steps read, per object.
+	uid map[string]types.UID
+	rv  map[string]string
+	// changed tells whether the last patch of the lock gave it a new
+	// resourceVersion.
+	changed bool
+}
+
+// step is one request of a script, made the same way against both backends.
+type step struct {
+	name string
+	do   func(ctx context.Context, b *backend) error
+}
+
+const register = "/metadata/annotations/" + "initlock.dev~1init-lock-grant"
+
+// scripts are the requests the lock protocol makes, with the outcomes that
+// matter: writes that apply, and writes that a test, a precondition or a
+// taken name refuses.
+var scripts = map[string][]step{
+	"grant register": {
+		{"create the cluster", func(ctx context.Context, b *backend) error {
+			return b.create(ctx, kubeenv.NewCluster(capi.V1Beta2, b.ns, "c1"))
+		}},
+		{"claim with no annotations map", b(jsonPatch(`[{"op":"test","path":"/metadata/uid","value":"$uid"},{"op":"test","path":"/spec/paused","value":null},{"op":"test","path":"/metadata/annotations","value":null},{"op":"add","path":"/metadata/annotations","value":{"initlock.dev/init-lock-grant":"g1"}}]`))},
+		{"the same claim again fails its test", b(jsonPatch(`[{"op":"test","path":"/metadata/annotations","value":null},{"op":"add","path":"/metadata/annotations","value":{"initlock.dev/init-lock-grant":"g1"}}]`))},
+		{"compare-and-swap from the value read", b(jsonPatch(`[{"op":"test","path":"/metadata/uid","value":"$uid"},{"op":"test","path":"/spec/paused","value":null},{"op":"test","path":"/metadata/annotations/cluster.x-k8s.io~1paused","value":null},{"op":"test","path":"` + register + `","value":"g1"},{"op":"replace","path":"` + register + `","value":"g2"}]`))},
+		{"compare-and-swap from a stale value fails", b(jsonPatch(`[{"op":"test","path":"` + register + `","value":"g1"},{"op":"replace","path":"` + register + `","value":"g3"}]`))},
+		{"a test of another uid fails", b(jsonPatch(`[{"op":"test","path":"/metadata/uid","value":"not-the-uid"},{"op":"replace","path":"` + register + `","value":"g3"}]`))},
+		{"remove the register", b(jsonPatch(`[{"op":"test","path":"` + register + `","value":"g2"},{"op":"remove","path":"` + register + `"}]`))},
+		{"another tool's annotation", b(mergePatch(`{"metadata":{"annotations":{"example.com/x":"y"}}}`))},
+		{"add when the key is absent", b(jsonPatch(`[{"op":"test","path":"` + register + `","value":null},{"op":"add","path":"` + register + `","value":"g4"}]`))},
+		{"pause", b(mergePatch(`{"spec":{"paused":true}}`))},
+		{"a claim testing spec.paused absent fails", b(jsonPatch(`[{"op":"test","path":"/spec/paused","value":null},{"op":"replace","path":"` + register + `","value":"g5"}]`))},
+		{"a claim testing spec.paused false fails", b(jsonPatch(`[{"op":"test","path":"/spec/paused","value":false},{"op":"replace","path":"` + register + `","value":"g5"}]`))},
+		{"unpause", b(mergePatch(`{"spec":{"paused":false}}`))},
+		{"a claim testing spec.paused false applies", b(jsonPatch(`[{"op":"test","path":"/spec/paused","value":false},{"op":"replace","path":"` + register + `","value":"g5"}]`))},
+		{"pause by annotation", b(mergePatch(`{"metadata":{"annotations":{"cluster.x-k8s.io/paused":""}}}`))},
+		{"a claim testing the paused annotation absent fails", b(jsonPatch(`[{"op":"test","path":"/metadata/annotations/cluster.x-k8s.io~1paused","value":null},{"op":"replace","path":"` + register + `","value":"g6"}]`))},
+		{"a status patched through the object is ignored", b(mergePatch(`{"status":{"initialization":{"controlPlaneInitialized":true}}}`))},
+	},
+	"lock": {
+		{"read a missing lock", func(ctx context.Context, b *backend) error {
+			return b.c.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: "c1-lock"}, &corev1.ConfigMap{})
+		}},
+		{"create the lock", func(ctx context.Context, b *backend) error { return b.createLock(ctx) }},
+		{"create it again", func(ctx context.Context, b *backend) error { return b.createLock(ctx) }},
+		{"patch with the resourceVersion read", func(ctx context.Context, b *backend) error { return b.patchLock(ctx, "a", b.rv["c1-lock"]) }},
+		{"patch with a stale resourceVersion", func(ctx context.Context, b *backend) error { return b.patchLock(ctx, "b", "1") }},
+		{"a patch that changes nothing", func(ctx context.Context, b *backend) error { return b.patchLock(ctx, "a", b.rv["c1-lock"]) }},
+		{"delete with another UID", func(ctx context.Context, b *backend) error {
+			uid := types.UID("not-the-uid")
+			rv := b.rv["c1-lock"]
+			return b.deleteLock(ctx, &uid, &rv)
+		}},
+		{"delete with a stale resourceVersion", func(ctx context.Context, b *backend) error {
+			uid, rv := b.uid["c1-lock"], "1"
+			return b.deleteLock(ctx, &uid, &rv)
+		}},
+		{"delete with the UID and resourceVersion read", func(ctx context.Context, b *backend) error {
+			uid, rv := b.uid["c1-lock"], b.rv["c1-lock"]
+			return b.deleteLock(ctx, &uid, &rv)
+		}},
+		{"delete a missing lock", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
+	},
+}
+
+// TestConformance runs each script against the model and the API server
+// and compares, step by step, the errors (status code and reason) and the
+// objects as they are then (the fields the lock protocol reads or writes,
+// and the generation).
+func TestConformance(t *testing.T) {
+	for name, steps := range scripts {
+		t.Run(name, func(t *testing.T) {
+			ns := env.Namespace(t)
+			real := &backend{c: env.Client, ns: ns, uid: map[string]types.UID{}, rv: map[string]string{}}
+			model := &backend{c: &apimodel.Client{Store: apimodel.NewStore()}, ns: ns, uid: map[string]types.UID{}, rv: map[string]string{}}
+			for _, s := range steps {
+				realErr, modelErr := s.do(t.Context(), real), s.do(t.Context(), model)
+				if a, b := describe(realErr), describe(modelErr); a != b {
+					t.Errorf("%s: the API server answers %s, the model %s", s.name, a, b)
+				}
+				a, b := real.state(t), model.state(t)
+				if !reflect.DeepEqual(a, b) {
+					ja, _ := json.Marshal(a)
+					jb, _ := json.Marshal(b)
+					t.Errorf("%s: objects differ\nAPI server: %s\nmodel:      %s", s.name, ja, jb)
+				}
+			}
+		})
+	}
+}
+
+func describe(err error) string {
+	if err == nil {
+		return "success"
+	}
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		return fmt.Sprintf("%d %s", st.Status().Code, st.Status().Reason)
+	}
+	return "error " + err.Error()
+}
+
+func b(f func(context.Context, *backend) error) func(context.Context, *backend) error { return f }
+
+func jsonPatch(body string) func(context.Context, *backend) error {
+	return func(ctx context.Context, b *backend) error {
+		return b.patchCluster(ctx, types.JSONPatchType, replaceUID(body, b.uid["c1"]))
+	}
+}
+
+func mergePatch(body string) func(context.Context, *backend) error {
+	return func(ctx context.Context, b *backend) error {
+		return b.patchCluster(ctx, types.MergePatchType, body)
+	}
+}
+
+func replaceUID(s string, uid types.UID) string {
+	out := []byte{}
+	for i := 0; i < len(s); i++ {
+		if i+4 <= len(s) && s[i:i+4] == "$uid" {
+			out = append(out, uid...)
+			i += 3
+			continue
+		}
+		out = append(out, s[i])
+	}
+	return string(out)
+}
+
+func (b *backend) create(ctx context.Context, u *unstructured.Unstructured) error {
+	if err := b.c.Create(ctx, u); err != nil {
+		return err
+	}
+	b.uid[u.GetName()], b.rv[u.GetName()] = u.GetUID(), u.GetResourceVersion()
+	return nil
+}
+
+func (b *backend) patchCluster(ctx context.Context, pt types.PatchType, body string) error {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(capi.ClusterGVK(capi.V1Beta2))
+	u.SetNamespace(b.ns)
+	u.SetName("c1")
+	return b.c.Patch(ctx, u, client.RawPatch(pt, []byte(body)))
+}
+
+func (b *backend) createLock(ctx context.Context) error {
+	cm := kubeenv.NewLock(b.ns, "c1", "m1", nil)
+	if err := b.c.Create(ctx, cm); err != nil {
+		return err
+	}
+	b.uid["c1-lock"], b.rv["c1-lock"] = cm.UID, cm.ResourceVersion
+	return nil
+}
+
+// patchLock writes annotation note on the lock, as a merge patch carrying
+// resourceVersion rv (initlock's optimistic lock).
+func (b *backend) patchLock(ctx context.Context, note, rv string) error {
+	cm := &corev1.ConfigMap{}
+	cm.Namespace, cm.Name = b.ns, "c1-lock"
+	body := fmt.Sprintf(`{"metadata":{"annotations":{"note":%q},"resourceVersion":%q}}`, note, rv)
+	if err := b.c.Patch(ctx, cm, client.RawPatch(types.MergePatchType, []byte(body))); err != nil {
+		return err
+	}
+	b.changed = cm.ResourceVersion != b.rv["c1-lock"]
+	b.rv["c1-lock"] = cm.ResourceVersion
+	return nil
+}
+
+func (b *backend) deleteLock(ctx context.Context, uid *types.UID, rv *string) error {
+	cm := &corev1.ConfigMap{}
+	cm.Namespace, cm.Name = b.ns, "c1-lock"
+	return b.c.Delete(ctx, cm, client.Preconditions{UID: uid, ResourceVersion: rv})
+}
+
+// state reads the Cluster and the lock as the protocol sees them, with
+// whether the last patch of the lock changed its resourceVersion.
+func (b *backend) state(t *testing.T) map[string]any {
+	t.Helper()
+	out := map[string]any{}
+	cl := &unstructured.Unstructured{}
+	cl.SetGroupVersionKind(capi.ClusterGVK(capi.V1Beta2))
+	switch err := b.c.Get(t.Context(), client.ObjectKey{Namespace: b.ns, Name: "c1"}, cl); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		t.Fatal(err)
+	default:
+		paused, _, _ := unstructured.NestedFieldNoCopy(cl.Object, "spec", "paused")
+		status, _, _ := unstructured.NestedFieldNoCopy(cl.Object, "status", "initialization")
+		out["cluster"] = map[string]any{"annotations": cl.GetAnnotations(), "paused": paused, "generation": cl.GetGeneration(),
+			"initialization": status, "register": initlock.GrantFrom(cl.GetAnnotations()).Raw()}
+	}
+	cm := &corev1.ConfigMap{}
+	switch err := b.c.Get(t.Context(), client.ObjectKey{Namespace: b.ns, Name: "c1-lock"}, cm); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		t.Fatal(err)
+	default:
+		out["lock"] = map[string]any{"labels": cm.Labels, "annotations": cm.Annotations, "data": cm.Data,
+			"owners": cm.OwnerReferences, "lastPatchChangedIt": b.changed}
+	}
+	return out
+}

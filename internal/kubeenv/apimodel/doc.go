@@ -1,0 +1,33 @@
+// Package apimodel is a model of kube-apiserver for the objects the init
+// lock touches (ConfigMaps, Cluster API Clusters and Machines), for the
+// exhaustive explorer in internal/explore. Its Client implements
+// controller-runtime's client.Client, so the real code (the Locker, the
+// lock reconciler) runs against it unchanged, and every request goes
+// through a Gate that decides when it reaches the Store and what its caller
+// gets back.
+//
+// # What it models
+//
+//   - A linearizable store with UIDs and resourceVersions (one revision
+//     counter, as etcd's), keeping every version of every object, so that a
+//     cache may show any of them.
+//   - Create fails with AlreadyExists on a taken name. Patch applies JSON
+//     patches (with their test operations) and merge patches with the same
+//     library the API server uses (gopkg.in/evanphx/json-patch.v4); a failed
+//     JSON patch answers 422 Invalid, a resourceVersion in the patched object
+//     other than the current one 409 Conflict. Delete honours UID and
+//     resourceVersion preconditions (409 Conflict). A write that changes
+//     nothing writes nothing. Writes of a Cluster or Machine keep its status
+//     (a status subresource) and bump its generation when the spec changes.
+//
+// TestConformance runs the same scripted requests against the model and the
+// real API server and compares status codes, reasons and objects.
+//
+// # What it does not model
+//
+//   - Lists, watches, label selectors, field selectors, server-side apply,
+//     subresources, admission (webhooks, validation of the CRD schemas),
+//     finalizers, the garbage collector and namespaces: the explorer plays
+//     the garbage collector's and people's deletions as events.
+//   - The exact wording of error messages, and UIDs in UUID form.
+package apimodel

@@ -1,0 +1,445 @@
+package apimodel
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"reflect"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"crypto/sha256"
+	"encoding/hex"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Key names a stored object: its kind ("ConfigMap", "Cluster",
+// "Machine"), namespace and name.
+type Key struct {
+	Kind, Namespace, Name string
+}
+
+func (k Key) String() string { return k.Kind + "/" + k.Namespace + "/" + k.Name }
+
+// Version is one version of an object, as a JSON document; Object is nil
+// for the deletion of the object. Digest identifies its content, but for
+// its resourceVersion.
+type Version struct {
+	RV     int64
+	Object map[string]any
+	Digest string
+}
+
+// Store is the model's linearizable storage: objects with UIDs and
+// resourceVersions (one global revision counter, as etcd's), and every
+// version each object went through, for cache views. Its write operations
+// answer as kube-apiserver does, with the same API errors: Create fails if
+// the name is taken, Patch applies JSON patches and merge patches with the
+// library the API server uses and honours a resourceVersion in the patched
+// object, Delete honours UID and resourceVersion preconditions. The status
+// of a Cluster (a status subresource) is not changed by patches of the
+// object. A write that changes nothing does not bump the revision.
+type Store struct {
+	mu       sync.Mutex
+	rev      int64
+	created  map[Key]int
+	objects  map[Key]map[string]any
+	history  map[Key][]Version
+	resource map[string]schema.GroupResource
+	// now stamps creationTimestamps.
+	now time.Time
+}
+
+// NewStore returns an empty store.
+func NewStore() *Store {
+	return &Store{
+		objects: map[Key]map[string]any{},
+		created: map[Key]int{},
+		history: map[Key][]Version{},
+		resource: map[string]schema.GroupResource{
+			"ConfigMap": {Resource: "configmaps"},
+			"Cluster":   {Group: "cluster.x-k8s.io", Resource: "clusters"},
+			"Machine":   {Group: "cluster.x-k8s.io", Resource: "machines"},
+		},
+		now: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC),
+	}
+}
+
+// Clone returns a copy of the store, which shares nothing with it.
+func (s *Store) Clone() *Store {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := NewStore()
+	c.rev, c.now = s.rev, s.now
+	for k, n := range s.created {
+		c.created[k] = n
+	}
+	for k, o := range s.objects {
+		c.objects[k] = o // stored objects are never changed in place
+	}
+	for k, h := range s.history {
+		c.history[k] = append([]Version(nil), h...)
+	}
+	return c
+}
+
+// statusSubresource tells which kinds keep their status out of writes of
+// the object.
+var statusSubresource = map[string]bool{"Cluster": true, "Machine": true}
+
+func (s *Store) gr(kind string) schema.GroupResource { return s.resource[kind] }
+
+// Get returns a copy of the object, or NotFound.
+func (s *Store) Get(k Key) (map[string]any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	obj, ok := s.objects[k]
+	if !ok {
+		return nil, apierrors.NewNotFound(s.gr(k.Kind), k.Name)
+	}
+	return deepCopy(obj), nil
+}
+
+// Peek returns the stored object itself, nil when it does not exist: the
+// caller must not change it.
+func (s *Store) Peek(k Key) map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.objects[k]
+}
+
+// Create stores obj under k with a new UID and revision; AlreadyExists if
+// the name is taken.
+func (s *Store) Create(k Key, obj map[string]any) (map[string]any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.objects[k]; ok {
+		return nil, apierrors.NewAlreadyExists(s.gr(k.Kind), k.Name)
+	}
+	obj = normalize(obj)
+	meta := metadata(obj)
+	meta["namespace"], meta["name"] = k.Namespace, k.Name
+	s.created[k]++
+	meta["uid"] = fmt.Sprintf("%s-%s-%d", lower(k.Kind), k.Name, s.created[k])
+	meta["creationTimestamp"] = s.now.Format(time.RFC3339)
+	delete(meta, "resourceVersion")
+	if statusSubresource[k.Kind] {
+		meta["generation"] = int64(1)
+	}
+	return s.commit(k, obj), nil
+}
+
+// Patch applies a JSON patch or a merge patch to the object, as the API
+// server does: NotFound when it does not exist, 422 Invalid when a JSON
+// patch does not apply (a failed test among them), Conflict when the
+// patched object carries a resourceVersion other than the current one.
+func (s *Store) Patch(k Key, pt types.PatchType, patch []byte) (map[string]any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.objects[k]
+	if !ok {
+		return nil, apierrors.NewNotFound(s.gr(k.Kind), k.Name)
+	}
+	curJS, err := json.Marshal(cur)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	var patched []byte
+	switch pt {
+	case types.JSONPatchType:
+		p, err := jsonpatch.DecodePatch(patch)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		if patched, err = p.Apply(curJS); err != nil {
+			return nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", err.Error(), 0, false)
+		}
+	case types.MergePatchType:
+		if patched, err = jsonpatch.MergePatch(curJS, patch); err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+	default:
+		return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", s.gr(k.Kind), k.Name, "unsupported patch type "+string(pt), 0, false)
+	}
+	next, err := decode(patched)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	return s.update(k, cur, next)
+}
+
+// Update replaces the object with obj, as a PUT: Conflict when obj carries
+// a resourceVersion other than the current one (an empty one is refused as
+// the API server refuses it).
+func (s *Store) Update(k Key, obj map[string]any) (map[string]any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.objects[k]
+	if !ok {
+		return nil, apierrors.NewNotFound(s.gr(k.Kind), k.Name)
+	}
+	if _, ok := metadata(obj)["resourceVersion"]; !ok {
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: s.gr(k.Kind).Group, Kind: k.Kind}, k.Name, nil)
+	}
+	return s.update(k, cur, normalize(obj))
+}
+
+// update makes next the object, keeping what a write of the object may not
+// change.
+func (s *Store) update(k Key, cur, next map[string]any) (map[string]any, error) {
+	curMeta, meta := metadata(cur), metadata(next)
+	if rv, ok := meta["resourceVersion"]; ok && rv != curMeta["resourceVersion"] {
+		return nil, apierrors.NewConflict(s.gr(k.Kind), k.Name,
+			fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
+	}
+	if uid, ok := meta["uid"]; ok && uid != curMeta["uid"] {
+		return nil, apierrors.NewConflict(s.gr(k.Kind), k.Name,
+			fmt.Errorf("precondition failed: UID in precondition: %v, UID in object meta: %v", uid, curMeta["uid"]))
+	}
+	for _, f := range []string{"uid", "creationTimestamp", "namespace", "name", "generation", "resourceVersion"} {
+		if v, ok := curMeta[f]; ok {
+			meta[f] = v
+		} else {
+			delete(meta, f)
+		}
+	}
+	if statusSubresource[k.Kind] {
+		if st, ok := cur["status"]; ok {
+			next["status"] = st
+		} else {
+			delete(next, "status")
+		}
+		if !reflect.DeepEqual(cur["spec"], next["spec"]) {
+			meta["generation"] = curMeta["generation"].(int64) + 1
+		}
+	}
+	if reflect.DeepEqual(normalize(cur), normalize(next)) {
+		return deepCopy(cur), nil // no change: no new revision
+	}
+	return s.commit(k, next), nil
+}
+
+// Delete deletes the object, honouring UID and resourceVersion
+// preconditions (Conflict when they do not hold).
+func (s *Store) Delete(k Key, uid *types.UID, rv *string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.objects[k]
+	if !ok {
+		return apierrors.NewNotFound(s.gr(k.Kind), k.Name)
+	}
+	meta := metadata(cur)
+	if uid != nil && string(*uid) != meta["uid"] {
+		return apierrors.NewConflict(s.gr(k.Kind), k.Name,
+			fmt.Errorf("precondition failed: UID in precondition: %v, UID in object meta: %v", *uid, meta["uid"]))
+	}
+	if rv != nil && *rv != meta["resourceVersion"] {
+		return apierrors.NewConflict(s.gr(k.Kind), k.Name,
+			fmt.Errorf("precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *rv, meta["resourceVersion"]))
+	}
+	s.rev++
+	delete(s.objects, k)
+	s.history[k] = append(s.history[k], Version{RV: s.rev, Digest: "deleted"})
+	return nil
+}
+
+// Mutate changes the object directly, as another client (a person, a
+// controller, the status subresource) would, with a new revision. It
+// returns false when the object does not exist.
+func (s *Store) Mutate(k Key, change func(obj map[string]any)) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.objects[k]
+	if !ok {
+		return false
+	}
+	next := deepCopy(cur)
+	change(next)
+	if !reflect.DeepEqual(normalize(cur), normalize(next)) {
+		s.commit(k, next)
+	}
+	return true
+}
+
+// commit stores obj as the next revision of k and returns a copy.
+func (s *Store) commit(k Key, obj map[string]any) map[string]any {
+	s.rev++
+	obj = normalize(obj)
+	delete(metadata(obj), "resourceVersion")
+	js, _ := json.Marshal(obj)
+	sum := sha256.Sum256(js)
+	metadata(obj)["resourceVersion"] = strconv.FormatInt(s.rev, 10)
+	s.objects[k] = obj
+	s.history[k] = append(s.history[k], Version{RV: s.rev, Object: obj, Digest: hex.EncodeToString(sum[:12])})
+	return deepCopy(obj)
+}
+
+// Rank is the place of revision rv in k's versions (0 for the first), or
+// -1: revisions are compared only for equality and, per object, for order,
+// so ranks name them independently of what else was written between.
+func (s *Store) Rank(k Key, rv int64) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, v := range s.history[k] {
+		if v.RV == rv {
+			return i
+		}
+	}
+	return -1
+}
+
+// History returns the versions of k, oldest first.
+func (s *Store) History(k Key) []Version {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Version(nil), s.history[k]...)
+}
+
+// Revision is the last revision written.
+func (s *Store) Revision() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rev
+}
+
+// Keys lists the objects that exist, sorted.
+func (s *Store) Keys() []Key {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := make([]Key, 0, len(s.objects))
+	for k := range s.objects {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	return keys
+}
+
+// Fingerprint digests every object's versions, with revisions named by
+// their ranks: two stores with the same fingerprint answer every read
+// alike, up to the names of revisions. Only the last depth versions of each
+// object are digested (all of them when depth is 0).
+func (s *Store) Fingerprint(depth int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := make([]Key, 0, len(s.history))
+	for k := range s.history {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	var b bytes.Buffer
+	for _, k := range keys {
+		h := s.history[k]
+		from := 0
+		if depth > 0 && len(h) > depth {
+			from = len(h) - depth
+		}
+		fmt.Fprintf(&b, "%s %d:", k, len(h))
+		for _, v := range h[from:] {
+			b.WriteString(v.Digest)
+			b.WriteByte(' ')
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func metadata(obj map[string]any) map[string]any {
+	m, ok := obj["metadata"].(map[string]any)
+	if !ok {
+		m = map[string]any{}
+		obj["metadata"] = m
+	}
+	return m
+}
+
+// normalize makes obj a plain JSON document (numbers as int64 or float64,
+// no empty metadata maps), as it would come back from the API server.
+func normalize(obj map[string]any) map[string]any {
+	js, err := json.Marshal(obj)
+	if err != nil {
+		panic(fmt.Sprintf("apimodel: object is not JSON: %v", err))
+	}
+	out, err := decode(js)
+	if err != nil {
+		panic(err)
+	}
+	meta := metadata(out)
+	for _, f := range []string{"annotations", "labels", "ownerReferences", "finalizers"} {
+		switch v := meta[f].(type) {
+		case map[string]any:
+			if len(v) == 0 {
+				delete(meta, f)
+			}
+		case []any:
+			if len(v) == 0 {
+				delete(meta, f)
+			}
+		}
+	}
+	return out
+}
+
+// decode reads a JSON document as the API machinery does: integers as
+// int64, other numbers as float64.
+func decode(js []byte) (map[string]any, error) {
+	out := map[string]any{}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.UseNumber()
+	if err := dec.Decode(&out); err != nil {
+		return nil, err
+	}
+	fixNumbers(out)
+	return out, nil
+}
+
+// fixNumbers turns json.Numbers into int64 or float64, as the API
+// machinery's JSON decoding does.
+func fixNumbers(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = fixNumbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = fixNumbers(e)
+		}
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return i
+		}
+		f, _ := x.Float64()
+		return f
+	}
+	return v
+}
+
+// deepCopy copies a stored (normalized) object.
+func deepCopy(obj map[string]any) map[string]any {
+	if obj == nil {
+		return nil
+	}
+	return runtime.DeepCopyJSON(obj)
+}
+
+func lower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// Time formats a time as metav1 does in JSON.
+func Time(t time.Time) string { return metav1.NewTime(t).UTC().Format(time.RFC3339) }
