@@ -6,8 +6,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/capi"
 )
+
+var clusterResource = schema.GroupResource{Group: capi.Group, Resource: "clusters"}
 
 // Apply carries out a keeper's decision (the manager's or the CLI's) on the
 // lock cm that o was observed from: ActionAdopt, ActionRelease,
@@ -17,7 +22,9 @@ import (
 // API's Conflict error: the lock changed, observe it again.
 //
 // Apply refuses to write to a ConfigMap that is not a usable lock, whatever
-// the decision says.
+// the decision says. The lock's preconditions bind the write to the lock
+// read, not to the Cluster: a decision made from a cache goes through
+// Confirm first.
 func Apply(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, o Observation, d Decision, now time.Time) error {
 	if d.Action == ActionNone {
 		return nil
@@ -33,14 +40,10 @@ func Apply(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, o Observa
 		if o.Cluster == nil {
 			return fmt.Errorf("adopting lock %s/%s: its cluster does not exist", cm.Namespace, cm.Name)
 		}
-		var uid = o.Lock.Record.MachineUID
-		if o.Holder != nil && o.Holder.UID != "" {
-			uid = o.Holder.UID
-		}
-		_, err := adopt(ctx, c, cm, *o.Cluster, uid, false)
+		_, err := adoptLock(ctx, c, cm, *o.Cluster)
 		return err
 	case ActionRelease, ActionCollect:
-		return c.Delete(ctx, cm, client.Preconditions{UID: &cm.UID, ResourceVersion: &cm.ResourceVersion})
+		return deleteLock(ctx, c, cm)
 	case ActionMarkOrphan:
 		next := cm.DeepCopy()
 		if next.Annotations == nil {
@@ -52,13 +55,34 @@ func Apply(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, o Observa
 	return fmt.Errorf("applying %s to lock %s/%s: not a keeper action", d.Action, cm.Namespace, cm.Name)
 }
 
-// Observe builds the Observation of a lock for a keeper from what it read:
-// the ConfigMap (nil when missing), the Cluster (nil when missing) and
-// whether the holder it names exists (holder nil when not).
-func Observe(clusterName string, cm *corev1.ConfigMap, cluster *Cluster, holder *Machine) Observation {
-	o := Observation{ClusterName: clusterName, Cluster: cluster, Holder: holder}
-	if cm != nil {
-		o.Lock = ObserveLock(cm, clusterName)
+// Confirm checks a keeper's decision against the API server before it is
+// applied: a decision taken from a cache may rest on a Cluster that has
+// been deleted, created again under its name, paused or unpaused since.
+// For a decision that writes, it reads the Cluster live and, before
+// collecting an orphan, the holder Machine, and decides again on what it
+// read, with the lock as observed (its write's preconditions cover it). It
+// returns the observation and decision to apply; a decision that writes
+// nothing is returned as it is, without reading.
+func Confirm(ctx context.Context, live client.Reader, o Observation, d Decision, p Policy, now time.Time) (Observation, Decision, error) {
+	if d.Action == ActionNone || o.Lock == nil || o.Lock.Problem != nil {
+		return o, d, nil
 	}
-	return o
+	gv := capi.Group + "/" + capi.V1Beta2
+	if o.Cluster != nil {
+		gv = o.Cluster.APIVersion
+	}
+	cl, err := getCluster(ctx, live, gv, o.Lock.Namespace, o.ClusterName)
+	if err != nil {
+		return o, d, err
+	}
+	o.Cluster = cl
+	if cl != nil && cl.Initialized {
+		o.Granted = nil
+	}
+	if d.Action == ActionCollect {
+		if o.Holder, err = getMachine(ctx, live, gv, o.Lock.Namespace, o.Lock.Record.MachineName); err != nil {
+			return o, d, err
+		}
+	}
+	return o, Decide(o, p, now), nil
 }

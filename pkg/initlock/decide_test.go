@@ -13,18 +13,38 @@ import (
 
 var t0 = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 
-// lockOf builds an observed, valid lock of cluster c1 held by holder.
-func lockOf(holder string, owners ...metav1.OwnerReference) *initlock.Lock {
+// lockOf builds an observed lock of cluster c1 (UID c1-uid) written by
+// initlock for holder with token, owned by owners. An empty token is a lock
+// written without one (handed over, or by an older initlock).
+func lockOf(holder, token string, owners ...metav1.OwnerReference) *initlock.Lock {
 	return &initlock.Lock{
 		Namespace: "ns", Name: "c1-lock", UID: "lock-uid", ResourceVersion: "7",
-		Record:          initlock.Record{MachineName: holder, MachineUID: types.UID(holder + "-uid")},
+		Record: initlock.Record{Ref: initlock.Ref{MachineName: holder, MachineUID: types.UID(holder + "-uid"), ClusterUID: "c1-uid"},
+			Token: token, AcquiredAt: &t0},
 		OwnerReferences: owners,
 	}
+}
+
+// upstreamLock builds a lock as the upstream providers write it: the
+// holder's name only.
+func upstreamLock(holder string, owners ...metav1.OwnerReference) *initlock.Lock {
+	return &initlock.Lock{Namespace: "ns", Name: "c1-lock", UID: "lock-uid", ResourceVersion: "7",
+		Record: initlock.Record{Ref: initlock.Ref{MachineName: holder}}, OwnerReferences: owners}
+}
+
+// restoredLock is lockOf written before a restore: the Cluster and the
+// holder had other UIDs.
+func restoredLock(holder, token string) *initlock.Lock {
+	l := lockOf(holder, token)
+	l.Record.MachineUID, l.Record.ClusterUID = "old-"+l.Record.MachineUID, "old-c1-uid"
+	return l
 }
 
 func ownerRef(name string, uid types.UID) metav1.OwnerReference {
 	return metav1.OwnerReference{APIVersion: "cluster.x-k8s.io/v1beta2", Kind: "Cluster", Name: name, UID: uid}
 }
+
+var owned = ownerRef("c1", "c1-uid")
 
 func cluster(mods ...func(*initlock.Cluster)) *initlock.Cluster {
 	c := &initlock.Cluster{Namespace: "ns", Name: "c1", UID: "c1-uid", APIVersion: "cluster.x-k8s.io/v1beta2"}
@@ -38,273 +58,344 @@ func machine(name string) *initlock.Machine {
 	return &initlock.Machine{Namespace: "ns", Name: name, UID: types.UID(name + "-uid"), APIVersion: "cluster.x-k8s.io/v1beta2"}
 }
 
-// grantTo fills the Cluster's grant register with a grant to machine.
-func grantTo(name string) func(*initlock.Cluster) {
+// recreated is machine name created again: same name, another UID.
+func recreated(name string) *initlock.Machine {
+	m := machine(name)
+	m.UID = "new-" + m.UID
+	return m
+}
+
+func register(value string) func(*initlock.Cluster) {
 	return func(c *initlock.Cluster) {
-		c.Grant = initlock.GrantFrom(map[string]string{initlock.GrantAnnotation: `{"machineName":"` + name + `"}`})
+		c.Grant = initlock.GrantFrom(map[string]string{initlock.GrantAnnotation: value})
 	}
 }
 
-// grantToUID fills the register with a grant to machine name of UID uid,
-// recorded while the Cluster had UID clusterUID.
-func grantToUID(name, uid, clusterUID string) func(*initlock.Cluster) {
-	return func(c *initlock.Cluster) {
-		c.Grant = initlock.GrantFrom(map[string]string{initlock.GrantAnnotation: `{"machineName":"` + name + `","machineUID":"` + uid + `","clusterUID":"` + clusterUID + `"}`})
-	}
+// grantTo records a grant to name (UID name-uid, Cluster UID c1-uid) with
+// token.
+func grantTo(name, token string) func(*initlock.Cluster) {
+	return register(`{"machineName":"` + name + `","machineUID":"` + name + `-uid","clusterUID":"c1-uid","token":"` + token + `"}`)
 }
 
-// damagedGrant fills the register with something that is not a grant.
-func damagedGrant(c *initlock.Cluster) {
-	c.Grant = initlock.GrantFrom(map[string]string{initlock.GrantAnnotation: "not json"})
+// restoredGrant is grantTo recorded before a restore.
+func restoredGrant(name, token string) func(*initlock.Cluster) {
+	return register(`{"machineName":"` + name + `","machineUID":"old-` + name + `-uid","clusterUID":"old-c1-uid","token":"` + token + `"}`)
 }
 
 var (
-	paused      = func(c *initlock.Cluster) { c.Paused = true }
-	initialized = func(c *initlock.Cluster) { c.Initialized = true }
-	deleting    = func(c *initlock.Cluster) { c.Deleting = true }
+	released     = register(`{"machineName":"","token":"t0","releasedAt":"2026-12-02T11:00:00Z"}`)
+	damagedGrant = register("not json")
+	paused       = func(c *initlock.Cluster) { c.Paused = true }
+	initialized  = func(c *initlock.Cluster) { c.Initialized = true }
+	deleting     = func(c *initlock.Cluster) { c.Deleting = true }
 )
-
-// byInitlock marks a lock as written by initlock's Lock, which records
-// the acquisition time.
-func byInitlock(l *initlock.Lock) *initlock.Lock {
-	l.Record.AcquiredAt = &t0
-	return l
-}
-
-func handedOver(l *initlock.Lock, by string) *initlock.Lock {
-	l.Record.HandedOverBy = by
-	return l
-}
 
 func withMark(l *initlock.Lock, since time.Time) *initlock.Lock {
 	l.ClusterAbsentSince = &since
 	return l
 }
 
-func TestDecide(t *testing.T) {
-	policy := initlock.DefaultPolicy
-	owned := ownerRef("c1", "c1-uid")
-	tests := []struct {
-		name    string
-		obs     initlock.Observation
-		policy  *initlock.Policy
-		verdict initlock.Verdict
-		owner   initlock.OwnerState
-		action  initlock.Action
-		holder  string
-		granted bool
-		claim   bool
-		err     error
-		requeue time.Duration
-	}{
-		// Callers (Lock).
-		{name: "free lock is created for the caller, which claims the register",
-			obs:     initlock.Observation{Cluster: cluster(), Caller: machine("m1")},
-			verdict: initlock.VerdictFree, action: initlock.ActionCreate, holder: "m1", granted: true, claim: true},
-		{name: "paused cluster: nothing, even when free",
-			obs:     initlock.Observation{Cluster: cluster(paused), Caller: machine("m1")},
-			verdict: initlock.VerdictFree, action: initlock.ActionNone, err: initlock.ErrClusterPaused},
-		{name: "lost lock is recreated for the granted holder, caller refused",
-			obs:     initlock.Observation{Cluster: cluster(grantTo("m1")), Granted: machine("m1"), Caller: machine("m2")},
-			verdict: initlock.VerdictLost, action: initlock.ActionRecreate, holder: "m1"},
-		{name: "lost lock of the caller itself is created for it, no claim needed",
-			obs:     initlock.Observation{Cluster: cluster(grantTo("m1")), Caller: machine("m1")},
-			verdict: initlock.VerdictLost, action: initlock.ActionCreate, holder: "m1", granted: true},
-		{name: "no lock and a grant to a machine that is gone: free, the caller claims over it",
-			obs:     initlock.Observation{Cluster: cluster(grantTo("m1")), Caller: machine("m2")},
-			verdict: initlock.VerdictFree, action: initlock.ActionCreate, holder: "m2", granted: true, claim: true},
-		{name: "a machine created again under the holder's name does not inherit its grant",
-			obs:     initlock.Observation{Cluster: cluster(grantToUID("m1", "old-m1-uid", "c1-uid")), Caller: machine("m1")},
-			verdict: initlock.VerdictFree, action: initlock.ActionCreate, holder: "m1", granted: true, claim: true},
-		{name: "another machine created again under the holder's name: the grant does not count",
-			obs:     initlock.Observation{Cluster: cluster(grantToUID("m1", "old-m1-uid", "c1-uid")), Granted: machine("m1"), Caller: machine("m2")},
-			verdict: initlock.VerdictFree, action: initlock.ActionCreate, holder: "m2", granted: true, claim: true},
-		{name: "after a restore (new Cluster UID) the grant names its machine by name",
-			obs:     initlock.Observation{Cluster: cluster(grantToUID("m1", "old-m1-uid", "old-c1-uid")), Granted: machine("m1"), Caller: machine("m2")},
-			verdict: initlock.VerdictLost, action: initlock.ActionRecreate, holder: "m1"},
-		{name: "grants do not count once the cluster is initialised, and none is recorded",
-			obs:     initlock.Observation{Cluster: cluster(initialized, grantTo("m1")), Granted: machine("m1"), Caller: machine("m2")},
-			verdict: initlock.VerdictFree, action: initlock.ActionCreate, holder: "m2", granted: true},
-		{name: "damaged register, no lock: refused with ErrCorruptLock",
-			obs:     initlock.Observation{Cluster: cluster(damagedGrant), Caller: machine("m1")},
-			verdict: initlock.VerdictLost, action: initlock.ActionNone, err: initlock.ErrCorruptLock},
-		{name: "damaged register, held lock: refused with ErrCorruptLock, even for the holder",
-			obs:     initlock.Observation{Lock: lockOf("m1", owned), Cluster: cluster(damagedGrant), Holder: machine("m1"), Caller: machine("m1")},
-			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionNone, holder: "m1", err: initlock.ErrCorruptLock},
-		{name: "healthy re-lock by the holder: no write",
-			obs:     initlock.Observation{Lock: lockOf("m1", owned), Cluster: cluster(grantTo("m1")), Holder: machine("m1"), Caller: machine("m1")},
-			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionNone, holder: "m1", granted: true},
-		{name: "re-lock of a lock written before the register existed: the holder claims it",
-			obs:     initlock.Observation{Lock: lockOf("m1", owned), Cluster: cluster(), Holder: machine("m1"), Caller: machine("m1")},
-			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionNone, holder: "m1", granted: true, claim: true},
-		{name: "re-lock after restore: stale owner UID is re-adopted",
-			obs:     initlock.Observation{Lock: lockOf("m1", ownerRef("c1", "old-uid")), Cluster: cluster(grantTo("m1")), Holder: machine("m1"), Caller: machine("m1")},
-			verdict: initlock.VerdictUnowned, owner: initlock.OwnerStaleUID, action: initlock.ActionAdopt, holder: "m1", granted: true},
-		{name: "re-lock with no owner is re-adopted",
-			obs:     initlock.Observation{Lock: lockOf("m1"), Cluster: cluster(grantTo("m1")), Holder: machine("m1"), Caller: machine("m1")},
-			verdict: initlock.VerdictUnowned, owner: initlock.OwnerMissing, action: initlock.ActionAdopt, holder: "m1", granted: true},
-		{name: "re-lock refreshes a stale machine UID",
-			obs: initlock.Observation{Lock: lockOf("m1", owned), Cluster: cluster(grantTo("m1")), Holder: machine("m1"),
-				Caller: &initlock.Machine{Namespace: "ns", Name: "m1", UID: "new-uid"}},
-			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionAdopt, holder: "m1", granted: true},
-		{name: "re-lock of a lock handed over by another caller makes it the holder's own",
-			obs:     initlock.Observation{Lock: handedOver(lockOf("m1", owned), "m2"), Cluster: cluster(grantTo("m1")), Holder: machine("m1"), Caller: machine("m1")},
-			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionAdopt, holder: "m1", granted: true},
-		{name: "held by another existing machine without a grant (upstream lock): refused",
-			obs:     initlock.Observation{Lock: lockOf("m1", owned), Cluster: cluster(), Holder: machine("m1"), Caller: machine("m2")},
-			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionNone, holder: "m1"},
-		{name: "held by the granted machine: refused",
-			obs:     initlock.Observation{Lock: lockOf("m1", owned), Cluster: cluster(grantTo("m1")), Holder: machine("m1"), Granted: machine("m1"), Caller: machine("m2")},
-			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionNone, holder: "m1"},
-		{name: "held by a machine that is gone: taken over, register claimed",
-			obs:     initlock.Observation{Lock: lockOf("m1", owned), Cluster: cluster(grantTo("m1")), Caller: machine("m2")},
-			verdict: initlock.VerdictStaleHolder, owner: initlock.OwnerOK, action: initlock.ActionTakeOver, holder: "m2", granted: true, claim: true},
-		{name: "caller wrote the lock but the register names another machine: yield to it",
-			obs:     initlock.Observation{Lock: byInitlock(lockOf("m2", owned)), Cluster: cluster(grantTo("m1")), Holder: machine("m2"), Granted: machine("m1"), Caller: machine("m2")},
-			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionYield, holder: "m1"},
-		{name: "lock of a third machine while the register names another: handed to the granted one",
-			obs:     initlock.Observation{Lock: byInitlock(lockOf("m3", owned)), Cluster: cluster(grantTo("m1")), Holder: machine("m3"), Granted: machine("m1"), Caller: machine("m2")},
-			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionYield, holder: "m1"},
-		{name: "the register names the caller, but an upstream lock of another existing machine stands: refused",
-			obs:     initlock.Observation{Lock: lockOf("m2", owned), Cluster: cluster(grantTo("m1")), Holder: machine("m2"), Caller: machine("m1")},
-			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionNone, holder: "m2"},
-		{name: "the register names a third machine, but an upstream lock of another existing machine stands: refused",
-			obs:     initlock.Observation{Lock: lockOf("m2", owned), Cluster: cluster(grantTo("m3")), Holder: machine("m2"), Granted: machine("m3"), Caller: machine("m1")},
-			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionNone, holder: "m2"},
-		{name: "holder of an upstream lock keeps it whatever the register says, and claims the register",
-			obs:     initlock.Observation{Lock: lockOf("m1", owned), Cluster: cluster(grantTo("m2")), Holder: machine("m1"), Granted: machine("m2"), Caller: machine("m1")},
-			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionNone, holder: "m1", granted: true, claim: true},
-		{name: "the register names the caller: it takes over a lock of a racer that lost the register",
-			obs:     initlock.Observation{Lock: byInitlock(lockOf("m2", owned)), Cluster: cluster(grantTo("m1")), Holder: machine("m2"), Caller: machine("m1")},
-			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionTakeOver, holder: "m1", granted: true},
-		{name: "register empty, lock written by initlock for an existing machine: claimed and taken over",
-			obs:     initlock.Observation{Lock: byInitlock(lockOf("m2", owned)), Cluster: cluster(), Holder: machine("m2"), Caller: machine("m1")},
-			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionTakeOver, holder: "m1", granted: true, claim: true},
-		{name: "initialised cluster, lock written by initlock for an existing machine: refused",
-			obs:     initlock.Observation{Lock: byInitlock(lockOf("m2", owned)), Cluster: cluster(initialized), Holder: machine("m2"), Caller: machine("m1")},
-			verdict: initlock.VerdictHeldAfterInit, owner: initlock.OwnerOK, action: initlock.ActionNone, holder: "m2"},
-		{name: "the register names the caller and the lock's holder is gone: taken over",
-			obs:     initlock.Observation{Lock: lockOf("m2", owned), Cluster: cluster(grantTo("m1")), Caller: machine("m1")},
-			verdict: initlock.VerdictStaleHolder, owner: initlock.OwnerOK, action: initlock.ActionTakeOver, holder: "m1", granted: true},
-		{name: "foreign configmap: refused with ErrNotALock",
-			obs:     initlock.Observation{Lock: &initlock.Lock{Name: "c1-lock", Problem: initlock.ErrNotALock}, Cluster: cluster(), Caller: machine("m1")},
-			verdict: initlock.VerdictForeign, action: initlock.ActionNone, err: initlock.ErrNotALock},
-		{name: "corrupt lock: refused with ErrCorruptLock",
-			obs:     initlock.Observation{Lock: &initlock.Lock{Name: "c1-lock", Problem: initlock.ErrCorruptLock}, Cluster: cluster(), Caller: machine("m1")},
-			verdict: initlock.VerdictCorrupt, action: initlock.ActionNone, err: initlock.ErrCorruptLock},
-		{name: "paused cluster with a stale holder: nothing",
-			obs:     initlock.Observation{Lock: lockOf("m1"), Cluster: cluster(paused), Caller: machine("m2")},
-			verdict: initlock.VerdictStaleHolder, owner: initlock.OwnerMissing, action: initlock.ActionNone, holder: "m1", err: initlock.ErrClusterPaused},
-
-		// Keepers (manager and CLI).
-		{name: "keeper: healthy lock, nothing to do",
-			obs:     initlock.Observation{Lock: lockOf("m1", owned), Cluster: cluster(), Holder: machine("m1")},
-			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionNone, holder: "m1"},
-		{name: "keeper: restored lock without owner is adopted",
-			obs:     initlock.Observation{Lock: lockOf("m1"), Cluster: cluster(), Holder: machine("m1")},
-			verdict: initlock.VerdictUnowned, owner: initlock.OwnerMissing, action: initlock.ActionAdopt, holder: "m1"},
-		{name: "keeper: owner pointing at another cluster is replaced",
-			obs:     initlock.Observation{Lock: lockOf("m1", ownerRef("c9", "c9-uid")), Cluster: cluster(), Holder: machine("m1")},
-			verdict: initlock.VerdictUnowned, owner: initlock.OwnerWrongCluster, action: initlock.ActionAdopt, holder: "m1"},
-		{name: "keeper: two owner refs to the cluster are reduced to one",
-			obs:     initlock.Observation{Lock: lockOf("m1", owned, owned), Cluster: cluster(), Holder: machine("m1")},
-			verdict: initlock.VerdictUnowned, owner: initlock.OwnerStaleUID, action: initlock.ActionAdopt, holder: "m1"},
-		{name: "keeper: paused cluster is left alone",
-			obs:     initlock.Observation{Lock: lockOf("m1"), Cluster: cluster(paused), Holder: machine("m1")},
-			verdict: initlock.VerdictUnowned, owner: initlock.OwnerMissing, action: initlock.ActionNone, holder: "m1", err: initlock.ErrClusterPaused},
-		{name: "keeper: initialised cluster, lock released",
-			obs:     initlock.Observation{Lock: lockOf("m1", owned), Cluster: cluster(initialized), Holder: machine("m1")},
-			verdict: initlock.VerdictHeldAfterInit, owner: initlock.OwnerOK, action: initlock.ActionRelease, holder: "m1"},
-		{name: "keeper: initialised cluster, release disabled, unowned lock adopted",
-			obs:    initlock.Observation{Lock: lockOf("m1"), Cluster: cluster(initialized), Holder: machine("m1")},
-			policy: &initlock.Policy{OrphanGrace: time.Minute}, verdict: initlock.VerdictHeldAfterInit, owner: initlock.OwnerMissing,
-			action: initlock.ActionAdopt, holder: "m1"},
-		{name: "keeper: initialised cluster, release disabled, healthy",
-			obs:    initlock.Observation{Lock: lockOf("m1", owned), Cluster: cluster(initialized), Holder: machine("m1")},
-			policy: &initlock.Policy{OrphanGrace: time.Minute}, verdict: initlock.VerdictHeldAfterInit, owner: initlock.OwnerOK,
-			action: initlock.ActionNone, holder: "m1"},
-		{name: "keeper: stale holder is left for the next Lock to take over",
-			obs:     initlock.Observation{Lock: lockOf("m1", owned), Cluster: cluster()},
-			verdict: initlock.VerdictStaleHolder, owner: initlock.OwnerOK, action: initlock.ActionNone, holder: "m1"},
-		{name: "keeper: deleting cluster with unowned lock: released",
-			obs:     initlock.Observation{Lock: lockOf("m1"), Cluster: cluster(deleting), Holder: machine("m1")},
-			verdict: initlock.VerdictUnowned, owner: initlock.OwnerMissing, action: initlock.ActionRelease, holder: "m1"},
-		{name: "keeper: deleting cluster with owned lock: left to the garbage collector",
-			obs:     initlock.Observation{Lock: lockOf("m1", owned), Cluster: cluster(deleting), Holder: machine("m1")},
-			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionNone, holder: "m1"},
-		{name: "keeper: orphan without mark is marked",
-			obs:     initlock.Observation{Lock: lockOf("m1", ownerRef("c1", "old-uid"))},
-			verdict: initlock.VerdictOrphan, owner: initlock.OwnerStaleUID, action: initlock.ActionMarkOrphan, holder: "m1", requeue: 10 * time.Minute},
-		{name: "keeper: orphan within grace waits",
-			obs:     initlock.Observation{Lock: withMark(lockOf("m1"), t0.Add(-4*time.Minute))},
-			verdict: initlock.VerdictOrphan, owner: initlock.OwnerMissing, action: initlock.ActionNone, holder: "m1", requeue: 6 * time.Minute},
-		{name: "keeper: orphan past grace with holder gone is collected",
-			obs:     initlock.Observation{Lock: withMark(lockOf("m1"), t0.Add(-10*time.Minute))},
-			verdict: initlock.VerdictOrphan, owner: initlock.OwnerMissing, action: initlock.ActionCollect, holder: "m1"},
-		{name: "keeper: orphan past grace whose holder exists is kept",
-			obs:     initlock.Observation{Lock: withMark(lockOf("m1"), t0.Add(-time.Hour)), Holder: machine("m1")},
-			verdict: initlock.VerdictOrphan, owner: initlock.OwnerMissing, action: initlock.ActionNone, holder: "m1", requeue: 10 * time.Minute},
-		{name: "keeper: cluster back after a mark: adopted, which drops the mark",
-			obs:     initlock.Observation{Lock: withMark(lockOf("m1", owned), t0), Cluster: cluster(), Holder: machine("m1")},
-			verdict: initlock.VerdictHealthy, owner: initlock.OwnerOK, action: initlock.ActionAdopt, holder: "m1"},
-		{name: "keeper: foreign configmap is never touched",
-			obs:     initlock.Observation{Lock: &initlock.Lock{Name: "c1-lock", Problem: initlock.ErrNotALock}, Cluster: cluster(initialized)},
-			verdict: initlock.VerdictForeign, action: initlock.ActionNone, err: initlock.ErrNotALock},
-		{name: "keeper: corrupt lock is left for a human",
-			obs:     initlock.Observation{Lock: &initlock.Lock{Name: "c1-lock", Problem: initlock.ErrCorruptLock}, Cluster: cluster(initialized)},
-			verdict: initlock.VerdictCorrupt, action: initlock.ActionNone, err: initlock.ErrCorruptLock},
-		{name: "keeper: no lock and no grant is free",
-			obs:     initlock.Observation{Cluster: cluster()},
-			verdict: initlock.VerdictFree, action: initlock.ActionNone},
-		{name: "keeper: no lock but a grant is lost; keepers do not recreate",
-			obs:     initlock.Observation{Cluster: cluster(grantTo("m1")), Granted: machine("m1")},
-			verdict: initlock.VerdictLost, action: initlock.ActionNone, holder: "m1"},
-		{name: "keeper: no lock and a grant to a machine that is gone is free",
-			obs:     initlock.Observation{Cluster: cluster(grantTo("m1"))},
-			verdict: initlock.VerdictFree, action: initlock.ActionNone},
+// lockCall is an Observation of m1 calling Lock.
+func lockCall(o initlock.Observation) initlock.Observation {
+	o.Intent = initlock.IntentLock
+	if o.Caller == nil {
+		o.Caller = machine("m1")
 	}
-	for _, tt := range tests {
+	if o.CallerLive == nil {
+		o.CallerLive = o.Caller
+	}
+	return o
+}
+
+// unlockCall is an Observation of m1 calling Unlock (nil machine: any
+// holder).
+func unlockCall(caller *initlock.Machine, o initlock.Observation) initlock.Observation {
+	o.Intent, o.Caller = initlock.IntentUnlock, caller
+	return o
+}
+
+func operator(o initlock.Observation) initlock.Observation {
+	o.Intent = initlock.IntentRelease
+	return o
+}
+
+type want struct {
+	verdict  initlock.Verdict
+	action   initlock.Action
+	register initlock.RegisterOp
+	holder   string
+	acquired bool
+	err      error
+	wait     initlock.Wait
+	force    bool
+	requeue  time.Duration
+}
+
+// decideRows is the decision table: one row per rule. Every row is also
+// checked against the properties of TestDecideProperties.
+var decideRows = []struct {
+	name   string
+	obs    initlock.Observation
+	policy *initlock.Policy
+	want   want
+}{
+	// Lock: the free path and its variants.
+	{"free: claim the register and create the lock",
+		lockCall(initlock.Observation{Cluster: cluster()}),
+		nil, want{verdict: initlock.VerdictFree, action: initlock.ActionCreate, register: initlock.RegisterClaim, holder: "m1", acquired: true}},
+	{"free after a release: the released register is empty",
+		lockCall(initlock.Observation{Cluster: cluster(released)}),
+		nil, want{verdict: initlock.VerdictFree, action: initlock.ActionCreate, register: initlock.RegisterClaim, holder: "m1", acquired: true}},
+	{"paused: nothing, even when free",
+		lockCall(initlock.Observation{Cluster: cluster(paused)}),
+		nil, want{verdict: initlock.VerdictFree, action: initlock.ActionNone, err: initlock.ErrClusterPaused, wait: initlock.WaitPaused}},
+	{"cluster gone",
+		lockCall(initlock.Observation{}),
+		nil, want{verdict: initlock.VerdictFree, action: initlock.ActionNone, err: initlock.ErrClusterGone}},
+	{"the caller's object is a deleted Machine's (the live one has another UID): refused",
+		lockCall(initlock.Observation{Cluster: cluster(), CallerLive: recreated("m1")}),
+		nil, want{verdict: initlock.VerdictFree, action: initlock.ActionNone, err: initlock.ErrStaleMachine}},
+	{"the caller's Machine is gone: refused",
+		initlock.Observation{Intent: initlock.IntentLock, Caller: machine("m1"), Cluster: cluster()},
+		nil, want{verdict: initlock.VerdictFree, action: initlock.ActionNone, err: initlock.ErrStaleMachine}},
+	{"damaged register: refused, even with no lock",
+		lockCall(initlock.Observation{Cluster: cluster(damagedGrant)}),
+		nil, want{verdict: initlock.VerdictCorrupt, action: initlock.ActionNone, err: initlock.ErrCorruptLock, wait: initlock.WaitPerson}},
+
+	// Lock: the register protects another Machine.
+	{"lost lock: recreated for the granted Machine, caller refused",
+		lockCall(initlock.Observation{Cluster: cluster(grantTo("m2", "t2")), Granted: machine("m2")}),
+		nil, want{verdict: initlock.VerdictLost, action: initlock.ActionRecreate, holder: "m2"}},
+	{"after a restore (new Cluster UID) the grant names its Machine by name",
+		lockCall(initlock.Observation{Cluster: cluster(restoredGrant("m2", "t2")), Granted: machine("m2")}),
+		nil, want{verdict: initlock.VerdictLost, action: initlock.ActionRecreate, holder: "m2"}},
+	{"held by the granted Machine through both: refused",
+		lockCall(initlock.Observation{Lock: lockOf("m2", "t2", owned), Cluster: cluster(grantTo("m2", "t2")), Holder: machine("m2"), Granted: machine("m2")}),
+		nil, want{verdict: initlock.VerdictHealthy, action: initlock.ActionNone, holder: "m2"}},
+	{"a lock this call wrote while another Machine is granted: handed to it",
+		lockCall(initlock.Observation{Lock: lockOf("m1", "mine", owned), Cluster: cluster(grantTo("m2", "t2")), Granted: machine("m2"), Tokens: []string{"mine"}}),
+		nil, want{verdict: initlock.VerdictConflict, action: initlock.ActionYield, holder: "m2"}},
+	{"a lock naming a gone Machine while another is granted: handed to the granted one",
+		lockCall(initlock.Observation{Lock: lockOf("m3", "t3", owned), Cluster: cluster(grantTo("m2", "t2")), Granted: machine("m2")}),
+		nil, want{verdict: initlock.VerdictStaleHolder, action: initlock.ActionYield, holder: "m2"}},
+	{"the caller's lock from an earlier grant while the register names another: a conflict, nothing written",
+		lockCall(initlock.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m2", "t2")), Granted: machine("m2")}),
+		nil, want{verdict: initlock.VerdictConflict, action: initlock.ActionNone, holder: "m2"}},
+	{"the lock names a third existing Machine while the register names another: a conflict, nothing written",
+		lockCall(initlock.Observation{Lock: lockOf("m3", "t3", owned), Cluster: cluster(grantTo("m2", "t2")), Holder: machine("m3"), Granted: machine("m2")}),
+		nil, want{verdict: initlock.VerdictConflict, action: initlock.ActionNone, holder: "m2"}},
+
+	// Lock: the lock protects another Machine.
+	{"upstream lock of an existing Machine, register empty: refused",
+		lockCall(initlock.Observation{Lock: upstreamLock("m2", owned), Cluster: cluster(), Holder: machine("m2")}),
+		nil, want{verdict: initlock.VerdictHealthy, action: initlock.ActionNone, holder: "m2"}},
+	{"register lost, the lock still names an existing Machine: refused (defence in depth)",
+		lockCall(initlock.Observation{Lock: lockOf("m2", "t2", owned), Cluster: cluster(), Holder: machine("m2")}),
+		nil, want{verdict: initlock.VerdictHealthy, action: initlock.ActionNone, holder: "m2"}},
+	{"register released, the lock still names an existing Machine: refused",
+		lockCall(initlock.Observation{Lock: lockOf("m2", "t2", owned), Cluster: cluster(released), Holder: machine("m2")}),
+		nil, want{verdict: initlock.VerdictHealthy, action: initlock.ActionNone, holder: "m2"}},
+	{"the register names the caller from an earlier call, the lock another Machine: refused, grant kept",
+		lockCall(initlock.Observation{Lock: upstreamLock("m2", owned), Cluster: cluster(grantTo("m1", "t1")), Holder: machine("m2")}),
+		nil, want{verdict: initlock.VerdictConflict, action: initlock.ActionNone, holder: "m2"}},
+	{"a grant this call recorded, the lock another Machine's: refused, the grant withdrawn",
+		lockCall(initlock.Observation{Lock: upstreamLock("m2", owned), Cluster: cluster(grantTo("m1", "mine")), Holder: machine("m2"), Tokens: []string{"mine"}}),
+		nil, want{verdict: initlock.VerdictConflict, action: initlock.ActionNone, register: initlock.RegisterWithdraw, holder: "m2"}},
+	{"a grant this call recorded, while a lock write of it may still land: kept",
+		lockCall(initlock.Observation{Lock: upstreamLock("m2", owned), Cluster: cluster(grantTo("m1", "mine")), Holder: machine("m2"), Tokens: []string{"mine"}, Uncertain: true}),
+		nil, want{verdict: initlock.VerdictConflict, action: initlock.ActionNone, holder: "m2"}},
+
+	// Lock: the caller's own lock.
+	{"healthy re-lock: both name the caller exactly with one token: no write",
+		lockCall(initlock.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1"))}),
+		nil, want{verdict: initlock.VerdictHealthy, action: initlock.ActionNone, holder: "m1", acquired: true}},
+	{"re-lock of an owned lock whose owner was stripped: adopted",
+		lockCall(initlock.Observation{Lock: lockOf("m1", "t1"), Cluster: cluster(grantTo("m1", "t1"))}),
+		nil, want{verdict: initlock.VerdictUnowned, action: initlock.ActionAdopt, holder: "m1", acquired: true}},
+	{"re-lock with different tokens (a release under way, a late write): both written again",
+		lockCall(initlock.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t2"))}),
+		nil, want{verdict: initlock.VerdictHealthy, action: initlock.ActionTakeOver, register: initlock.RegisterClaim, holder: "m1", acquired: true}},
+	{"re-lock of a lock without a token (handed over to the caller): both written again",
+		lockCall(initlock.Observation{Lock: lockOf("m1", "", owned), Cluster: cluster(grantTo("m1", "t1"))}),
+		nil, want{verdict: initlock.VerdictHealthy, action: initlock.ActionTakeOver, register: initlock.RegisterClaim, holder: "m1", acquired: true}},
+	{"re-lock with the register emptied: claimed again with the lock",
+		lockCall(initlock.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster()}),
+		nil, want{verdict: initlock.VerdictHealthy, action: initlock.ActionTakeOver, register: initlock.RegisterClaim, holder: "m1", acquired: true}},
+	{"lock lost while the caller is granted: claimed again and created",
+		lockCall(initlock.Observation{Cluster: cluster(grantTo("m1", "t1"))}),
+		nil, want{verdict: initlock.VerdictLost, action: initlock.ActionCreate, register: initlock.RegisterClaim, holder: "m1", acquired: true}},
+	{"re-lock after a restore (records by name only): both written again, exactly",
+		lockCall(initlock.Observation{Lock: restoredLock("m1", "t1"), Cluster: cluster(restoredGrant("m1", "t1"))}),
+		nil, want{verdict: initlock.VerdictUnowned, action: initlock.ActionTakeOver, register: initlock.RegisterClaim, holder: "m1", acquired: true}},
+	{"the caller's upstream lock: claimed and rewritten",
+		lockCall(initlock.Observation{Lock: upstreamLock("m1", owned), Cluster: cluster()}),
+		nil, want{verdict: initlock.VerdictHealthy, action: initlock.ActionTakeOver, register: initlock.RegisterClaim, holder: "m1", acquired: true}},
+	{"a Machine created again under the holder's name does not inherit its grant",
+		lockCall(initlock.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1")), Caller: recreated("m1")}),
+		nil, want{verdict: initlock.VerdictStaleHolder, action: initlock.ActionTakeOver, register: initlock.RegisterClaim, holder: "m1", acquired: true}},
+
+	// Lock: nobody holds it.
+	{"the lock's holder is gone: taken over",
+		lockCall(initlock.Observation{Lock: lockOf("m2", "t2", owned), Cluster: cluster(grantTo("m2", "t2"))}),
+		nil, want{verdict: initlock.VerdictStaleHolder, action: initlock.ActionTakeOver, register: initlock.RegisterClaim, holder: "m1", acquired: true}},
+	{"the granted Machine was created again: its grant does not count",
+		lockCall(initlock.Observation{Cluster: cluster(grantTo("m2", "t2")), Granted: recreated("m2")}),
+		nil, want{verdict: initlock.VerdictFree, action: initlock.ActionCreate, register: initlock.RegisterClaim, holder: "m1", acquired: true}},
+	{"initialised: grants no longer count and none is written",
+		lockCall(initlock.Observation{Cluster: cluster(initialized, grantTo("m2", "t2")), Granted: machine("m2")}),
+		nil, want{verdict: initlock.VerdictFree, action: initlock.ActionCreate, holder: "m1", acquired: true}},
+	{"initialised, held by another existing Machine: refused",
+		lockCall(initlock.Observation{Lock: lockOf("m2", "t2", owned), Cluster: cluster(initialized), Holder: machine("m2")}),
+		nil, want{verdict: initlock.VerdictHeldAfterInit, action: initlock.ActionNone, holder: "m2"}},
+	{"foreign ConfigMap: refused",
+		lockCall(initlock.Observation{Lock: &initlock.Lock{Name: "c1-lock", Problem: initlock.ErrNotALock}, Cluster: cluster()}),
+		nil, want{verdict: initlock.VerdictForeign, action: initlock.ActionNone, err: initlock.ErrNotALock, wait: initlock.WaitPerson}},
+	{"corrupt lock: refused, and a grant this call recorded withdrawn",
+		lockCall(initlock.Observation{Lock: &initlock.Lock{Name: "c1-lock", Problem: initlock.ErrCorruptLock}, Cluster: cluster(grantTo("m1", "mine")), Tokens: []string{"mine"}}),
+		nil, want{verdict: initlock.VerdictCorrupt, action: initlock.ActionNone, register: initlock.RegisterWithdraw, err: initlock.ErrCorruptLock, wait: initlock.WaitPerson}},
+
+	// Unlock.
+	{"unlock: the grant is retired first",
+		unlockCall(machine("m1"), initlock.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1"))}),
+		nil, want{verdict: initlock.VerdictStaleHolder, action: initlock.ActionNone, register: initlock.RegisterRetire, holder: "m1"}},
+	{"unlock: once retired by this call, withdrawn and the lock deleted",
+		unlockCall(machine("m1"), initlock.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "u1")), Tokens: []string{"u1"}}),
+		nil, want{verdict: initlock.VerdictStaleHolder, action: initlock.ActionRelease, register: initlock.RegisterWithdraw, holder: "m1"}},
+	{"unlock: a lock alone is deleted",
+		unlockCall(machine("m1"), initlock.Observation{Lock: upstreamLock("m1", owned), Cluster: cluster()}),
+		nil, want{verdict: initlock.VerdictStaleHolder, action: initlock.ActionRelease, holder: "m1"}},
+	{"unlock by a deleted Machine's object does not release its successor",
+		unlockCall(recreated("m1"), initlock.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1"))}),
+		nil, want{verdict: initlock.VerdictStaleHolder, action: initlock.ActionNone, holder: "m1", err: initlock.ErrNotHolder}},
+	{"unlock of another Machine's lock: refused",
+		unlockCall(machine("m1"), initlock.Observation{Lock: lockOf("m2", "t2", owned), Cluster: cluster(grantTo("m2", "t2")), Holder: machine("m2"), Granted: machine("m2")}),
+		nil, want{verdict: initlock.VerdictHealthy, action: initlock.ActionNone, holder: "m2", err: initlock.ErrNotHolder}},
+	{"unlock after a restore matches by name",
+		unlockCall(machine("m1"), initlock.Observation{Lock: restoredLock("m1", "t1"), Cluster: cluster()}),
+		nil, want{verdict: initlock.VerdictStaleHolder, action: initlock.ActionRelease, holder: "m1"}},
+	{"unlock after init leaves the register, which no longer counts",
+		unlockCall(nil, initlock.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(initialized, grantTo("m1", "t1"))}),
+		nil, want{verdict: initlock.VerdictHeldAfterInit, action: initlock.ActionRelease, holder: "m1"}},
+	{"unlock of any holder: a corrupt lock and a damaged register go together",
+		unlockCall(nil, initlock.Observation{Lock: &initlock.Lock{Name: "c1-lock", Problem: initlock.ErrCorruptLock}, Cluster: cluster(damagedGrant)}),
+		nil, want{verdict: initlock.VerdictCorrupt, action: initlock.ActionRelease, register: initlock.RegisterWithdraw}},
+	{"unlock never touches a foreign ConfigMap",
+		unlockCall(nil, initlock.Observation{Lock: &initlock.Lock{Name: "c1-lock", Problem: initlock.ErrNotALock}, Cluster: cluster()}),
+		nil, want{verdict: initlock.VerdictForeign, action: initlock.ActionNone, err: initlock.ErrNotALock}},
+	{"unlock while paused: nothing",
+		unlockCall(machine("m1"), initlock.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(paused, grantTo("m1", "t1"))}),
+		nil, want{verdict: initlock.VerdictStaleHolder, action: initlock.ActionNone, holder: "m1", err: initlock.ErrClusterPaused, wait: initlock.WaitPaused}},
+	{"unlock with nothing held: nothing",
+		unlockCall(machine("m1"), initlock.Observation{Cluster: cluster(released)}),
+		nil, want{verdict: initlock.VerdictFree, action: initlock.ActionNone}},
+
+	// An operator's release.
+	{"release: the holder exists and the cluster is not initialised: needs --force",
+		operator(initlock.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1")), Holder: machine("m1"), Granted: machine("m1")}),
+		nil, want{verdict: initlock.VerdictHealthy, action: initlock.ActionNone, register: initlock.RegisterRetire, holder: "m1", force: true}},
+	{"release: the holder is gone: no --force",
+		operator(initlock.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1"))}),
+		nil, want{verdict: initlock.VerdictStaleHolder, action: initlock.ActionNone, register: initlock.RegisterRetire, holder: "m1"}},
+	{"release: initialised: no --force, the register is left",
+		operator(initlock.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(initialized, grantTo("m1", "t1")), Holder: machine("m1")}),
+		nil, want{verdict: initlock.VerdictHeldAfterInit, action: initlock.ActionRelease, holder: "m1"}},
+	{"release: lost lock of an existing granted Machine: needs --force",
+		operator(initlock.Observation{Cluster: cluster(grantTo("m1", "t1")), Granted: machine("m1")}),
+		nil, want{verdict: initlock.VerdictLost, action: initlock.ActionNone, register: initlock.RegisterRetire, holder: "m1", force: true}},
+	{"release: corrupt lock of an uninitialised cluster: needs --force",
+		operator(initlock.Observation{Lock: &initlock.Lock{Name: "c1-lock", Problem: initlock.ErrCorruptLock}, Cluster: cluster()}),
+		nil, want{verdict: initlock.VerdictCorrupt, action: initlock.ActionRelease, force: true}},
+	{"release: cluster missing while the holder exists: needs --force",
+		operator(initlock.Observation{Lock: lockOf("m1", "t1"), Holder: machine("m1")}),
+		nil, want{verdict: initlock.VerdictOrphan, action: initlock.ActionRelease, holder: "m1", force: true}},
+
+	// Keepers (the manager and kubectl initlock repair).
+	{"keeper: healthy lock, nothing to do",
+		initlock.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1")), Holder: machine("m1"), Granted: machine("m1")},
+		nil, want{verdict: initlock.VerdictHealthy, action: initlock.ActionNone, holder: "m1"}},
+	{"keeper: restored lock without owner is adopted",
+		initlock.Observation{Lock: upstreamLock("m1"), Cluster: cluster(), Holder: machine("m1")},
+		nil, want{verdict: initlock.VerdictUnowned, action: initlock.ActionAdopt, holder: "m1"}},
+	{"keeper: owner pointing at another cluster is replaced",
+		initlock.Observation{Lock: upstreamLock("m1", ownerRef("c9", "c9-uid")), Cluster: cluster(), Holder: machine("m1")},
+		nil, want{verdict: initlock.VerdictUnowned, action: initlock.ActionAdopt, holder: "m1"}},
+	{"keeper: two owner refs to the cluster are reduced to one",
+		initlock.Observation{Lock: upstreamLock("m1", owned, owned), Cluster: cluster(), Holder: machine("m1")},
+		nil, want{verdict: initlock.VerdictUnowned, action: initlock.ActionAdopt, holder: "m1"}},
+	{"keeper: paused cluster is left alone",
+		initlock.Observation{Lock: upstreamLock("m1"), Cluster: cluster(paused), Holder: machine("m1")},
+		nil, want{verdict: initlock.VerdictUnowned, action: initlock.ActionNone, holder: "m1", err: initlock.ErrClusterPaused, wait: initlock.WaitPaused}},
+	{"keeper: initialised cluster, lock released",
+		initlock.Observation{Lock: upstreamLock("m1", owned), Cluster: cluster(initialized), Holder: machine("m1")},
+		nil, want{verdict: initlock.VerdictHeldAfterInit, action: initlock.ActionRelease, holder: "m1"}},
+	{"keeper: initialised cluster, release disabled, unowned lock adopted",
+		initlock.Observation{Lock: upstreamLock("m1"), Cluster: cluster(initialized), Holder: machine("m1")},
+		&initlock.Policy{OrphanGrace: time.Minute}, want{verdict: initlock.VerdictHeldAfterInit, action: initlock.ActionAdopt, holder: "m1"}},
+	{"keeper: stale holder is left for the next Lock to take over",
+		initlock.Observation{Lock: upstreamLock("m1", owned), Cluster: cluster()},
+		nil, want{verdict: initlock.VerdictStaleHolder, action: initlock.ActionNone, holder: "m1", wait: initlock.WaitTakeOver}},
+	{"keeper: a conflict is left to a person",
+		initlock.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m2", "t2")), Holder: machine("m1"), Granted: machine("m2")},
+		nil, want{verdict: initlock.VerdictConflict, action: initlock.ActionNone, holder: "m2", wait: initlock.WaitPerson}},
+	{"keeper: a damaged register is left to a person",
+		initlock.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(damagedGrant), Holder: machine("m1")},
+		nil, want{verdict: initlock.VerdictCorrupt, action: initlock.ActionNone, holder: "m1", err: initlock.ErrCorruptLock, wait: initlock.WaitPerson}},
+	{"keeper: deleting cluster with unowned lock: released",
+		initlock.Observation{Lock: upstreamLock("m1"), Cluster: cluster(deleting), Holder: machine("m1")},
+		nil, want{verdict: initlock.VerdictUnowned, action: initlock.ActionRelease, holder: "m1"}},
+	{"keeper: deleting cluster with owned lock: left to the garbage collector",
+		initlock.Observation{Lock: upstreamLock("m1", owned), Cluster: cluster(deleting), Holder: machine("m1")},
+		nil, want{verdict: initlock.VerdictHealthy, action: initlock.ActionNone, holder: "m1"}},
+	{"keeper: orphan without mark is marked",
+		initlock.Observation{Lock: upstreamLock("m1", ownerRef("c1", "old-uid"))},
+		nil, want{verdict: initlock.VerdictOrphan, action: initlock.ActionMarkOrphan, holder: "m1", requeue: 10 * time.Minute}},
+	{"keeper: orphan within grace waits",
+		initlock.Observation{Lock: withMark(upstreamLock("m1"), t0.Add(-4*time.Minute))},
+		nil, want{verdict: initlock.VerdictOrphan, action: initlock.ActionNone, holder: "m1", requeue: 6 * time.Minute, wait: initlock.WaitGrace}},
+	{"keeper: orphan past grace with holder gone is collected",
+		initlock.Observation{Lock: withMark(upstreamLock("m1"), t0.Add(-10*time.Minute))},
+		nil, want{verdict: initlock.VerdictOrphan, action: initlock.ActionCollect, holder: "m1"}},
+	{"keeper: orphan past grace whose holder exists is kept",
+		initlock.Observation{Lock: withMark(upstreamLock("m1"), t0.Add(-time.Hour)), Holder: machine("m1")},
+		nil, want{verdict: initlock.VerdictOrphan, action: initlock.ActionNone, holder: "m1", requeue: 10 * time.Minute, wait: initlock.WaitHolder}},
+	{"keeper: cluster back after a mark: adopted, which drops the mark",
+		initlock.Observation{Lock: withMark(upstreamLock("m1", owned), t0), Cluster: cluster(), Holder: machine("m1")},
+		nil, want{verdict: initlock.VerdictHealthy, action: initlock.ActionAdopt, holder: "m1"}},
+	{"keeper: foreign ConfigMap is never touched",
+		initlock.Observation{Lock: &initlock.Lock{Name: "c1-lock", Problem: initlock.ErrNotALock}, Cluster: cluster(initialized)},
+		nil, want{verdict: initlock.VerdictForeign, action: initlock.ActionNone, err: initlock.ErrNotALock, wait: initlock.WaitPerson}},
+	{"keeper: corrupt lock is left for a person",
+		initlock.Observation{Lock: &initlock.Lock{Name: "c1-lock", Problem: initlock.ErrCorruptLock}, Cluster: cluster(initialized)},
+		nil, want{verdict: initlock.VerdictCorrupt, action: initlock.ActionNone, err: initlock.ErrCorruptLock, wait: initlock.WaitPerson}},
+	{"keeper: no lock and no grant is free",
+		initlock.Observation{Cluster: cluster()},
+		nil, want{verdict: initlock.VerdictFree, action: initlock.ActionNone}},
+	{"keeper: no lock but a grant is lost; keepers do not recreate",
+		initlock.Observation{Cluster: cluster(grantTo("m1", "t1")), Granted: machine("m1")},
+		nil, want{verdict: initlock.VerdictLost, action: initlock.ActionNone, holder: "m1", wait: initlock.WaitLockRecreated}},
+	{"keeper: no lock and a grant to a Machine that is gone is free",
+		initlock.Observation{Cluster: cluster(grantTo("m1", "t1"))},
+		nil, want{verdict: initlock.VerdictFree, action: initlock.ActionNone}},
+}
+
+func TestDecide(t *testing.T) {
+	for _, tt := range decideRows {
 		t.Run(tt.name, func(t *testing.T) {
-			p := policy
+			p := initlock.DefaultPolicy
 			if tt.policy != nil {
 				p = *tt.policy
 			}
 			tt.obs.ClusterName = "c1"
 			d := initlock.Decide(tt.obs, p, t0)
-			if d.Verdict != tt.verdict || d.Owner != tt.owner || d.Action != tt.action || d.Holder != tt.holder || d.Acquired != tt.granted || d.Claim != tt.claim {
-				t.Errorf("Decide() = %+v\nwant verdict=%s owner=%s action=%s holder=%s acquired=%v claim=%v", d, tt.verdict, tt.owner, tt.action, tt.holder, tt.granted, tt.claim)
+			w := tt.want
+			if d.Verdict != w.verdict || d.Action != w.action || d.Register != w.register || d.Holder != w.holder ||
+				d.Acquired != w.acquired || d.Wait != w.wait || d.NeedsForce != w.force || d.RequeueAfter != w.requeue {
+				t.Errorf("Decide() = %+v\nwant %+v", d, w)
 			}
-			if (tt.err == nil) != (d.Err == nil) || (tt.err != nil && !errors.Is(d.Err, tt.err)) {
-				t.Errorf("Decide().Err = %v, want %v", d.Err, tt.err)
-			}
-			if d.RequeueAfter != tt.requeue {
-				t.Errorf("Decide().RequeueAfter = %s, want %s", d.RequeueAfter, tt.requeue)
+			if (w.err == nil) != (d.Err == nil) || (w.err != nil && !errors.Is(d.Err, w.err)) {
+				t.Errorf("Decide().Err = %v, want %v", d.Err, w.err)
 			}
 		})
-	}
-}
-
-// TestDecideNeverDeletesAHeldLockOfAnUninitialisedCluster walks every
-// combination of facts and checks the central safety property of keepers: a
-// lock whose holder exists on an uninitialised, undeleted cluster is never
-// released or collected.
-func TestDecideNeverDeletesAHeldLockOfAnUninitialisedCluster(t *testing.T) {
-	owners := [][]metav1.OwnerReference{nil, {ownerRef("c1", "c1-uid")}, {ownerRef("c1", "old")}, {ownerRef("c2", "x")}}
-	marks := []*time.Time{nil, ptr(t0.Add(-time.Hour)), ptr(t0)}
-	for _, owner := range owners {
-		for _, mark := range marks {
-			for _, c := range []*initlock.Cluster{nil, cluster(), cluster(paused)} {
-				for _, grace := range []time.Duration{0, time.Minute} {
-					l := lockOf("m1", owner...)
-					l.ClusterAbsentSince = mark
-					obs := initlock.Observation{ClusterName: "c1", Lock: l, Cluster: c, Holder: machine("m1")}
-					d := initlock.Decide(obs, initlock.Policy{ReleaseAfterInit: true, OrphanGrace: grace}, t0)
-					if d.Action == initlock.ActionRelease || d.Action == initlock.ActionCollect {
-						t.Errorf("owner=%v mark=%v cluster=%+v grace=%s: %s deletes a held lock", owner, mark, c, grace, d)
-					}
-				}
-			}
-		}
 	}
 }
 

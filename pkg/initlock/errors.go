@@ -3,6 +3,8 @@ package initlock
 import (
 	"errors"
 	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // Sentinel errors. Test for them with errors.Is; the errors Lock and Unlock
@@ -27,6 +29,11 @@ var (
 	// ErrClusterGone means Lock was called for a Cluster that no longer
 	// exists; nothing was changed.
 	ErrClusterGone = errors.New("cluster does not exist")
+	// ErrStaleMachine means Lock was called with a Machine object that is
+	// not the live Machine of that name: the Machine was deleted, or
+	// deleted and created again (a new UID), since the caller read it.
+	// Nothing was granted; call again with the live object.
+	ErrStaleMachine = errors.New("machine object is stale")
 	// ErrContended means Lock gave up after too many optimistic-concurrency
 	// conflicts in one call; calling again is safe.
 	ErrContended = errors.New("lock is contended")
@@ -52,3 +59,8 @@ func (e *Error) Error() string {
 
 // Unwrap returns the sentinel or the underlying error.
 func (e *Error) Unwrap() error { return e.Err }
+
+// asStatus finds the API status in err's chain.
+func asStatus(err error, target *apierrors.APIStatus) bool {
+	return errors.As(err, target)
+}

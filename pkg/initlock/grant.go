@@ -1,58 +1,64 @@
 package initlock
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
+	"github.com/initlock/initlock/internal/capi"
 )
 
 // GrantAnnotation on a Cluster is the cluster's grant register: it names
-// the Machine that was granted the cluster's init lock. It is written with
-// a compare-and-swap (a JSON patch that tests the value read), so that at
-// most one Machine is ever named in it, and it travels with the Cluster
-// through backup, restore and move. Its value is JSON:
-// {"machineName":"<machine>","machineUID":"<uid>","clusterUID":"<uid>",
-// "acquiredAt":"<RFC 3339>"}.
+// the Machine that was granted the cluster's init lock, or records that the
+// last grant was released. Every write to it is a compare-and-swap (a JSON
+// patch that tests the exact value read), and every value written is unique
+// (it carries a fresh token), so that a write the API server applies late,
+// or twice, fails once the register has moved on. It travels with the
+// Cluster through backup, restore and move. Its value is JSON: a grant
+// {"machineName","machineUID","clusterUID","token","acquiredAt"}, or, once
+// released, {"machineName":"","token","releasedAt"}.
 const GrantAnnotation = AnnotationPrefix + "init-lock-grant"
 
 // Grant is the content of a Cluster's grant register.
 type Grant struct {
-	// MachineName is the Machine the lock was granted to. The grant counts
-	// while that Machine exists (see Names).
-	MachineName string `json:"machineName"`
-	// MachineUID is the holder's UID when the grant was recorded.
-	MachineUID types.UID `json:"machineUID,omitempty"`
-	// ClusterUID is the Cluster's UID when the grant was recorded. While
-	// the Cluster keeps it, the grant names its Machine by UID too, so that
-	// a Machine created again under the holder's name does not inherit it;
-	// after a restore or a move (a new Cluster UID, and new Machine UIDs)
-	// it names its Machine by name.
-	ClusterUID types.UID `json:"clusterUID,omitempty"`
+	Ref
+	// Token is unique to the write that recorded this value. While the
+	// grant stands, the lock's record carries the same token.
+	Token string `json:"token,omitempty"`
 	// AcquiredAt is when the grant was recorded.
 	AcquiredAt *time.Time `json:"acquiredAt,omitempty"`
+	// ReleasedAt, on a value that names no Machine, is when the last grant
+	// was released: the register is empty.
+	ReleasedAt *time.Time `json:"releasedAt,omitempty"`
 
 	// raw is the annotation's value as read: writes test against it.
 	raw string
 }
 
-// Damaged tells that the register holds a value that is not a grant record.
-// A damaged register protects the lock like a grant of an unknown Machine:
-// Lock refuses every caller (ErrCorruptLock) until an operator releases it.
-func (g *Grant) Damaged() bool { return g != nil && g.MachineName == "" }
+// Damaged tells that the register holds a value that is neither a grant nor
+// a release. A damaged register protects the lock like a grant of an
+// unknown Machine: Lock refuses every caller (ErrCorruptLock) until an
+// operator releases it.
+func (g *Grant) Damaged() bool { return g != nil && g.MachineName == "" && g.Token == "" }
 
-// Names tells whether the grant is for Machine m of Cluster cl: by name and,
-// while the Cluster has the UID recorded, by the Machine's UID too.
-func (g *Grant) Names(cl Cluster, m Machine) bool {
-	if g == nil || g.Damaged() || g.MachineName != m.Name {
-		return false
+// Released tells that the register records a release: it names no Machine.
+func (g *Grant) Released() bool { return g != nil && g.MachineName == "" && g.Token != "" }
+
+// Held tells that the register names a Machine.
+func (g *Grant) Held() bool { return g != nil && g.MachineName != "" }
+
+// Raw is the annotation's value as read.
+func (g *Grant) Raw() string {
+	if g == nil {
+		return ""
 	}
-	return g.ClusterUID == "" || g.ClusterUID != cl.UID || g.MachineUID == "" || m.UID == "" || g.MachineUID == m.UID
+	return g.raw
 }
 
 // GrantFrom reads the grant register from a Cluster's annotations; nil when
-// the register is empty.
+// the annotation is absent.
 func GrantFrom(annotations map[string]string) *Grant {
 	v, ok := annotations[GrantAnnotation]
 	if !ok {
@@ -68,50 +74,65 @@ func GrantFrom(annotations map[string]string) *Grant {
 
 func (g Grant) encode() string {
 	b, err := json.Marshal(g)
-	if err != nil { // strings and a time cannot fail to marshal
+	if err != nil { // strings and times cannot fail to marshal
 		panic(err)
 	}
 	return string(b)
 }
 
-// grantPointer is the JSON pointer of the register in a Cluster.
-var grantPointer = "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(GrantAnnotation)
-
-// claimPatch is the JSON patch that writes value into the register if, and
-// only if, the register still holds prev (nil: empty). hasAnnotations tells
-// whether the Cluster had annotations when read: a JSON patch cannot add a
-// key to a map that does not exist, nor test a key in it. Should the
-// Cluster have changed in that respect, the test fails and nothing is
-// written.
-func claimPatch(prev *Grant, hasAnnotations bool, value string) []byte {
-	var ops []map[string]any
-	switch {
-	case prev != nil:
-		ops = []map[string]any{
-			{"op": "test", "path": grantPointer, "value": prev.raw},
-			{"op": "replace", "path": grantPointer, "value": value},
-		}
-	case hasAnnotations:
-		ops = []map[string]any{
-			{"op": "test", "path": grantPointer, "value": nil},
-			{"op": "add", "path": grantPointer, "value": value},
-		}
-	default:
-		ops = []map[string]any{
-			{"op": "test", "path": "/metadata/annotations", "value": nil},
-			{"op": "add", "path": "/metadata/annotations", "value": map[string]string{GrantAnnotation: value}},
-		}
+// newToken returns 128 random bits in hex.
+func newToken() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil { // crypto/rand does not fail on Linux
+		panic(err)
 	}
-	return mustJSON(ops)
+	return hex.EncodeToString(b[:])
 }
 
-// withdrawPatch is the JSON patch that empties the register if, and only
-// if, it still holds value.
-func withdrawPatch(value string) []byte {
-	return mustJSON([]map[string]any{
-		{"op": "test", "path": grantPointer, "value": value},
-		{"op": "remove", "path": grantPointer},
-	})
+// jsonPointer escapes one key of a JSON pointer.
+func jsonPointer(key string) string {
+	return strings.NewReplacer("~", "~0", "/", "~1").Replace(key)
+}
+
+var (
+	annotationsPointer = "/metadata/annotations"
+	grantPointer       = annotationsPointer + "/" + jsonPointer(GrantAnnotation)
+	pausedPointer      = annotationsPointer + "/" + jsonPointer(capi.PausedAnnotation)
+)
+
+// registerPatch is the JSON patch that writes value into cl's grant
+// register if, and only if, the Cluster is still the one read (its UID),
+// is not paused, and its register still holds exactly what was read
+// (cl.Grant, nil: absent). Should anything of that have changed, a test
+// fails, the API server answers 422 Invalid and writes nothing.
+//
+// A JSON patch can neither test nor add a key of a map that does not
+// exist: a Cluster read without annotations gets a patch that tests that
+// it still has none and adds the map.
+func registerPatch(cl Cluster, value string) []byte {
+	ops := []map[string]any{{"op": "test", "path": "/metadata/uid", "value": string(cl.UID)}}
+	switch cl.pausedSpec {
+	case specMissing:
+		ops = append(ops, map[string]any{"op": "test", "path": "/spec", "value": nil})
+	case specPausedFalse:
+		ops = append(ops, map[string]any{"op": "test", "path": "/spec/paused", "value": false})
+	default:
+		ops = append(ops, map[string]any{"op": "test", "path": "/spec/paused", "value": nil})
+	}
+	if !cl.HasAnnotations {
+		return mustJSON(append(ops,
+			map[string]any{"op": "test", "path": annotationsPointer, "value": nil},
+			map[string]any{"op": "add", "path": annotationsPointer, "value": map[string]string{GrantAnnotation: value}}))
+	}
+	ops = append(ops, map[string]any{"op": "test", "path": pausedPointer, "value": nil})
+	if cl.Grant == nil {
+		return mustJSON(append(ops,
+			map[string]any{"op": "test", "path": grantPointer, "value": nil},
+			map[string]any{"op": "add", "path": grantPointer, "value": value}))
+	}
+	return mustJSON(append(ops,
+		map[string]any{"op": "test", "path": grantPointer, "value": cl.Grant.raw},
+		map[string]any{"op": "replace", "path": grantPointer, "value": value}))
 }
 
 func mustJSON(v any) []byte {

@@ -4,16 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -37,8 +34,13 @@ const (
 	EventLockReleased  = "LockReleased"
 )
 
-// maxAttempts bounds the optimistic-concurrency retries of one call.
-const maxAttempts = 8
+// maxAttempts bounds the read-decide-write rounds of one call, and
+// maxRacingWaits how many of them wait for a racing caller to hand the
+// lock over (10, 20, 40 and 80 ms).
+const (
+	maxAttempts    = 8
+	maxRacingWaits = 4
+)
 
 // Locker acquires and releases clusters' init locks. It is safe for
 // concurrent use.
@@ -47,6 +49,7 @@ type Locker struct {
 	reader   client.Reader
 	clock    clock.PassiveClock
 	recorder EventRecorder
+	tokens   func() string
 }
 
 // Option configures a Locker.
@@ -58,15 +61,24 @@ type Option func(*Locker)
 // client passed to New must itself be uncached.
 func WithAPIReader(r client.Reader) Option { return func(l *Locker) { l.reader = r } }
 
-// WithClock sets the clock that stamps records; the default is the real one.
+// WithClock sets the clock that stamps records and, when it also has a
+// Sleep method (a k8s.io/utils/clock.Clock), times the short waits of a
+// call that raced another; the default is the real one.
 func WithClock(c clock.PassiveClock) Option { return func(l *Locker) { l.clock = c } }
 
 // WithEventRecorder makes the Locker emit events on the Cluster.
 func WithEventRecorder(r EventRecorder) Option { return func(l *Locker) { l.recorder = r } }
 
+// WithTokens sets the source of the tokens that make each value written
+// into a grant register and a lock record unique. The default draws 128
+// random bits. The source must never return the same value twice, across
+// every Locker of every process; tests that replay runs pass a
+// deterministic one.
+func WithTokens(next func() string) Option { return func(l *Locker) { l.tokens = next } }
+
 // New returns a Locker that writes through c.
 func New(c client.Client, opts ...Option) *Locker {
-	l := &Locker{client: c, reader: c, clock: clock.RealClock{}}
+	l := &Locker{client: c, reader: c, clock: clock.RealClock{}, tokens: newToken}
 	for _, o := range opts {
 		o(l)
 	}
@@ -91,31 +103,35 @@ type Result struct {
 
 // Lock tries to acquire cluster's init lock for machine. cluster is a
 // Cluster API Cluster and machine a Machine of it, each typed (registered in
-// the client's scheme), unstructured or, for machine, metadata-only. Lock
-// takes the grant register from the cluster object passed, which may come
-// from a cache, and writes what it records there back into that object, so
-// that a later call with the same object makes no write; concurrent calls
-// must not share one object.
+// the client's scheme), unstructured or, for machine, metadata-only. Both
+// may come from a cache: Lock grants the lock only on what it reads live
+// or on writes whose preconditions cover what it relies on (see the
+// package documentation). When Lock writes the grant register and the
+// cluster object passed was the Cluster as it stood before that write,
+// Lock updates its annotations and resourceVersion to what the API server
+// returned; otherwise it leaves the object untouched. Concurrent calls must
+// not share one cluster object.
 //
 // A lock held by another existing Machine is not an error: the Result says
-// who holds it. Errors wrap ErrClusterPaused, ErrNotALock, ErrCorruptLock,
-// ErrInvalidName, ErrContended or an API error.
+// who holds it. Errors wrap ErrClusterPaused, ErrClusterGone,
+// ErrStaleMachine, ErrNotALock, ErrCorruptLock, ErrInvalidName,
+// ErrContended or an API error.
 func (l *Locker) Lock(ctx context.Context, cluster, machine client.Object) (Result, error) {
 	cl, m, lockName, err := l.prepare(cluster, machine)
 	if err != nil {
 		return Result{}, err
 	}
-	log := ctrl.LoggerFrom(ctx).WithValues("cluster", klog.KRef(cl.Namespace, cl.Name), "machine", m.Name)
 	if cl.Paused {
 		return Result{}, pausedError(cl)
 	}
+	log := ctrl.LoggerFrom(ctx).WithValues("cluster", klog.KRef(cl.Namespace, cl.Name), "machine", m.Name)
 	a := &acquisition{l: l, clusterObj: cluster, cl: cl, m: m, lockName: lockName, log: log}
-	res, err := a.run(ctx)
-	if a.claimed != "" && !res.Acquired {
-		// A grant recorded in this call must not outlive it unused.
-		err = errors.Join(err, a.withdraw(ctx))
+	if !cl.Initialized && !cl.Grant.Held() && !cl.Grant.Damaged() {
+		if res, ok, err := a.free(ctx); ok || err != nil {
+			return res, err
+		}
 	}
-	return res, err
+	return a.settle(ctx)
 }
 
 // acquisition is one Lock call.
@@ -127,245 +143,294 @@ type acquisition struct {
 	m        Machine
 	lockName string
 	log      logr.Logger
-	// claimed is the grant this call wrote into the register, "" when none;
-	// created tells that this call created the lock ConfigMap.
-	claimed string
-	created bool
+	// tokens are the tokens this call wrote or tried to write; uncertain
+	// tells that a write of the lock may have been applied unseen, or may
+	// still be applied.
+	tokens    []string
+	uncertain bool
 }
 
-// run takes the fastest path the caller's view of the grant register
-// allows, and falls back to reading everything live and deciding on that.
-func (a *acquisition) run(ctx context.Context) (Result, error) {
-	g := a.cl.Grant
-	switch {
-	case a.cl.Initialized:
-	case g.Names(a.cl, a.m):
-		if res, ok, err := a.relock(ctx); ok || err != nil {
-			return res, err
-		}
-	case g == nil:
-		if res, ok, err := a.race(ctx); ok || err != nil {
-			return res, err
-		}
-	}
-	return a.settle(ctx)
-}
-
-// relock is the holder's Lock: the register names the caller, so a lock
-// that names it, written by itself, is its own. One read; one write when
-// the lock needs re-adopting. ok is false when the lock is anything else:
-// the caller then decides on a live read of everything.
-func (a *acquisition) relock(ctx context.Context) (Result, bool, error) {
-	cm, err := a.l.getLock(ctx, a.cl.Namespace, a.lockName)
-	if err != nil || cm == nil {
-		return Result{}, false, err
-	}
-	lk := ObserveLock(cm, a.cl.Name)
-	if lk.Problem != nil || lk.Record.MachineName != a.m.Name || lk.Record.HandedOverBy != "" {
-		return Result{}, false, nil
-	}
-	d := Decide(Observation{ClusterName: a.cl.Name, Lock: lk, Cluster: &a.cl, Holder: &a.m, Caller: &a.m}, Policy{}, a.l.clock.Now())
-	switch {
-	case !d.Acquired || d.Claim:
-		return Result{}, false, nil
-	case d.Action == ActionNone:
-		return Result{Acquired: true, Holder: a.m.Name, Verdict: d.Verdict, Action: ActionNone}, true, nil
-	case d.Action != ActionAdopt:
-		return Result{}, false, nil
-	}
-	if _, err := a.l.adopt(ctx, cm, a.cl, a.m.UID); retry(err) {
-		return Result{}, false, nil
-	} else if err != nil {
-		return Result{}, false, fmt.Errorf("lock %s/%s: %s for machine %s: %w", a.cl.Namespace, a.lockName, d.Action, a.m.Name, err)
-	}
-	a.acquired(ActionAdopt)
-	return Result{Acquired: true, Holder: a.m.Name, Verdict: d.Verdict, Action: ActionAdopt}, true, nil
-}
-
-// race is the free path: the register was empty as the caller saw it, so
-// the caller creates the lock and claims the register at once, in parallel.
-// Both succeed only if the lock was free: Create is atomic, and the
-// register's compare-and-swap lets one Machine in. ok is false when either
-// lost: the caller then decides on a live read of everything, and hands the
-// lock to the register's Machine if it created it.
-func (a *acquisition) race(ctx context.Context) (Result, bool, error) {
+// free is the free path: the register was empty as the caller saw it, so
+// the caller creates the lock and claims the register with one token, and
+// reads its own Machine, all in parallel. The lock is acquired when all
+// three succeed: the Create proves there was no lock, the claim's
+// compare-and-swap that the register named no one (and that the Cluster is
+// the one seen and not paused), and the read that the caller is the live
+// Machine. ok is false when any of them did not settle it: the caller then
+// reads everything live and decides.
+func (a *acquisition) free(ctx context.Context) (Result, bool, error) {
+	token := a.token()
 	var (
-		value      string
-		cerr, gerr error
-		wg         sync.WaitGroup
+		cerr, gerr, merr error
+		live             *Machine
+		wg               sync.WaitGroup
 	)
 	wg.Go(func() {
-		_, cerr = a.l.create(ctx, a.cl, Record{MachineName: a.m.Name, MachineUID: a.m.UID}, a.lockName)
+		_, cerr = createLock(ctx, a.l.client, a.cl, a.lockName, a.record(a.m, token))
 	})
-	wg.Go(func() { value, gerr = a.l.claim(ctx, a.cl, nil, a.m) })
+	wg.Go(func() { gerr = a.claim(ctx, a.cl, token) })
+	wg.Go(func() { live, merr = getMachine(ctx, a.l.reader, a.cl.APIVersion, a.cl.Namespace, a.m.Name) })
 	wg.Wait()
-	a.noteClaim(value, gerr)
-	a.created = cerr == nil
+	a.noteLockWrite(cerr)
 	switch {
-	case cerr == nil && gerr == nil:
+	case cerr == nil && gerr == nil && merr == nil && live != nil && (a.m.UID == "" || live.UID == a.m.UID):
 		a.acquired(ActionCreate)
 		return Result{Acquired: true, Holder: a.m.Name, Verdict: VerdictFree, Action: ActionCreate}, true, nil
-	case cerr != nil && !apierrors.IsAlreadyExists(cerr):
+	case cerr != nil && definite(cerr) && !lostRace(cerr):
 		return Result{}, false, fmt.Errorf("lock %s/%s: create for machine %s: %w", a.cl.Namespace, a.lockName, a.m.Name, cerr)
-	case gerr != nil && !casFailed(gerr):
-		return Result{}, false, gerr
+	case gerr != nil && definite(gerr) && !lostRace(gerr):
+		return Result{}, false, a.registerError(gerr)
 	}
 	return Result{}, false, nil
 }
 
-// settle reads the lock, the Cluster and the Machines they name live,
-// decides, and writes: the register first when the decision claims it,
-// then the lock. A write that loses a race starts it again.
+// settle reads everything live, decides, and writes what the decision
+// says, the register and the lock in parallel; a write that lost a race,
+// or failed without telling whether it was applied, starts it again.
 func (a *acquisition) settle(ctx context.Context) (Result, error) {
-	l, m := a.l, a.m
 	var last error
+	waits := 0
 	for range maxAttempts {
-		obs, cm, err := a.observe(ctx)
+		obs, cm, err := Read(ctx, From(a.l.reader), Query{Namespace: a.cl.Namespace, ClusterName: a.cl.Name,
+			APIVersion: a.cl.APIVersion, Intent: IntentLock, Caller: &a.m})
 		if err != nil {
-			return Result{}, err
+			return Result{}, fmt.Errorf("lock %s/%s: %w", a.cl.Namespace, a.lockName, err)
 		}
-		d := Decide(obs, Policy{}, l.clock.Now())
-		switch {
-		case errors.Is(d.Err, errDamagedGrant):
-			return Result{Verdict: d.Verdict}, &Error{Namespace: a.cl.Namespace, Name: a.cl.Name, Kind: "cluster", Err: d.Err,
-				Detail: "no machine can be granted the lock until it is repaired: once no machine of the cluster is running kubeadm init, remove the annotation " + GrantAnnotation + " from the Cluster"}
-		case d.Err != nil:
-			return Result{Verdict: d.Verdict, Holder: d.Holder}, lockError(a.cl.Namespace, a.lockName, d.Err)
-		case d.Action == ActionRecreate || d.Action == ActionYield:
-			return a.handOver(ctx, cm, obs, d)
-		case !d.Acquired:
-			return Result{Holder: d.Holder, Verdict: d.Verdict, Action: d.Action}, nil
+		obs.Tokens, obs.Uncertain = a.tokens, a.uncertain
+		d := Decide(obs, Policy{}, a.l.clock.Now())
+		if obs.Cluster != nil {
+			a.cl = *obs.Cluster
 		}
-		if d.Claim {
-			value, err := l.claim(ctx, a.cl, a.cl.Grant, m)
-			if casFailed(err) {
-				last = err
-				continue
-			}
-			a.noteClaim(value, err)
-			if err != nil {
+		if d.Err != nil {
+			return Result{Verdict: d.Verdict, Holder: d.Holder}, errors.Join(a.decisionError(d), a.refuse(ctx, cm, obs, d))
+		}
+		if !d.Acquired && a.racing(obs, d) && waits < maxRacingWaits {
+			waits++
+			// Another caller wrote the lock in the same moment as this
+			// call claimed the register: it hands the lock over as soon as
+			// it sees the claim. Wait for that, rather than take a lock
+			// that names an existing Machine.
+			a.log.V(4).Info("Lock written by a racing caller, waiting for it to hand it over", "holder", d.Holder)
+			if err := a.l.sleep(ctx, backoff(waits)); err != nil {
 				return Result{}, err
 			}
-		}
-		switch d.Action {
-		case ActionNone:
-		case ActionCreate:
-			_, err = l.create(ctx, a.cl, Record{MachineName: m.Name, MachineUID: m.UID}, a.lockName)
-			a.created = a.created || err == nil
-		case ActionAdopt:
-			_, err = l.adopt(ctx, cm, a.cl, m.UID)
-		case ActionTakeOver:
-			_, err = l.rewrite(ctx, cm, a.cl, Record{MachineName: m.Name, MachineUID: m.UID})
-		default:
-			return Result{}, fmt.Errorf("lock %s/%s: unexpected action %q for a caller", a.cl.Namespace, a.lockName, d.Action)
-		}
-		if retry(err) {
-			a.log.V(4).Info("Lock changed under us, retrying", "action", d.Action)
-			last = err
 			continue
 		}
-		if err != nil {
-			return Result{}, fmt.Errorf("lock %s/%s: %s for machine %s: %w", a.cl.Namespace, a.lockName, d.Action, m.Name, err)
+		if !d.Acquired {
+			return a.refused(ctx, cm, obs, d)
 		}
-		a.acquired(d.Action)
-		return Result{Acquired: true, Holder: m.Name, Verdict: d.Verdict, Action: d.Action,
-			Recreated: d.Action == ActionCreate && d.Verdict == VerdictLost}, nil
+		err = a.write(ctx, cm, d)
+		if err == nil {
+			a.acquired(d.Action)
+			return Result{Acquired: true, Holder: a.m.Name, Verdict: d.Verdict, Action: d.Action,
+				Recreated: d.Action == ActionCreate && d.Verdict == VerdictLost}, nil
+		}
+		if fatal(err) {
+			return Result{}, err
+		}
+		a.log.V(4).Info("Lock changed under us, retrying", "action", d.Action, "register", d.Register, "reason", err.Error())
+		last = err
 	}
-	return Result{}, lockError(a.cl.Namespace, a.lockName, fmt.Errorf("%w: %d conflicting writes in a row (last: %w)", ErrContended, maxAttempts, last))
+	return Result{}, lockError(a.cl.Namespace, a.lockName, fmt.Errorf("%w: %d rounds in a row did not settle (last: %w)", ErrContended, maxAttempts, last))
 }
 
-// observe reads the lock and the Cluster live, in parallel, then the
-// Machines they name (the lock's holder and the register's), in parallel.
-func (a *acquisition) observe(ctx context.Context) (Observation, *corev1.ConfigMap, error) {
-	l := a.l
-	cm, cl, err := l.readLockAndCluster(ctx, a.cl, a.lockName)
-	if err != nil {
-		return Observation{}, nil, err
+// racing tells whether the caller is refused only because another caller
+// wrote the lock while this call claimed the register: the register holds
+// this call's grant, and the lock, naming another existing Machine, was
+// written by initlock's Lock (it carries a token) after this call began.
+func (a *acquisition) racing(obs Observation, d Decision) bool {
+	g := obs.Cluster
+	if d.Verdict != VerdictConflict || g == nil || !g.Grant.Held() || !obs.mine(g.Grant.Token) || obs.Lock == nil {
+		return false
 	}
-	if cl == nil {
-		return Observation{}, nil, &Error{Namespace: a.cl.Namespace, Name: a.cl.Name, Kind: "cluster", Err: ErrClusterGone,
-			Detail: "a lock is only granted for an existing Cluster; nothing was changed"}
-	}
-	if cl.Paused {
-		return Observation{}, nil, pausedError(*cl)
-	}
-	a.cl = *cl
-	obs := Observation{ClusterName: cl.Name, Cluster: cl, Caller: &a.m}
-	if cm != nil {
-		obs.Lock = ObserveLock(cm, cl.Name)
-	}
-	var holder, granted string
-	if obs.Lock != nil && obs.Lock.Problem == nil {
-		holder = obs.Lock.Record.MachineName
-	}
-	if g := cl.Grant; g != nil && !g.Damaged() && !cl.Initialized {
-		granted = g.MachineName
-	}
-	machines, err := l.getMachines(ctx, cl.Namespace, a.m, holder, granted)
-	if err != nil {
-		return Observation{}, nil, err
-	}
-	obs.Holder, obs.Granted = machines[holder], machines[granted]
-	return obs, cm, nil
+	return obs.Lock.Record.Token != "" && !obs.mine(obs.Lock.Record.Token)
 }
 
-// handOver writes the lock for the Machine the grant register names (it
-// creates it when it was lost), marked as handed over by the caller, and
-// refuses the caller. A lock changed meanwhile is left as it is: the
-// register decides.
-func (a *acquisition) handOver(ctx context.Context, cm *corev1.ConfigMap, obs Observation, d Decision) (Result, error) {
-	l, cl := a.l, a.cl
-	a.log.Info("The grant register names another machine, handing the lock to it", "holder", d.Holder)
-	rec := Record{MachineName: d.Holder, HandedOverBy: a.m.Name}
-	if obs.Granted != nil {
-		rec.MachineUID = obs.Granted.UID
+// backoff is how long a racing call waits before it reads again, the nth
+// time.
+func backoff(n int) time.Duration { return time.Duration(10<<(n-1)) * time.Millisecond }
+
+// sleep waits d, with the clock's Sleep when it has one (a clock.Clock, as
+// tests inject).
+func (l *Locker) sleep(ctx context.Context, d time.Duration) error {
+	if c, ok := l.clock.(interface{ Sleep(time.Duration) }); ok {
+		c.Sleep(d)
+		return ctx.Err()
 	}
-	var werr error
-	if cm == nil {
-		_, werr = l.create(ctx, cl, rec, a.lockName)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// write carries out an acquiring decision: the claim of the register and
+// the write of the lock, with one fresh token, in parallel.
+func (a *acquisition) write(ctx context.Context, cm *corev1.ConfigMap, d Decision) error {
+	token := ""
+	if d.Register == RegisterClaim {
+		token = a.token()
+	}
+	var gerr, lerr error
+	var wg sync.WaitGroup
+	if d.Register == RegisterClaim {
+		cl := a.cl
+		wg.Go(func() { gerr = a.claim(ctx, cl, token) })
+	}
+	wg.Go(func() {
+		switch d.Action {
+		case ActionCreate:
+			_, lerr = createLock(ctx, a.l.client, a.cl, a.lockName, a.record(a.m, token))
+			a.noteLockWrite(lerr)
+		case ActionTakeOver:
+			_, lerr = rewriteLock(ctx, a.l.client, cm, a.cl, a.record(a.m, token))
+			a.noteLockWrite(lerr)
+		case ActionAdopt:
+			_, lerr = adoptLock(ctx, a.l.client, cm, a.cl)
+		}
+	})
+	wg.Wait()
+	if gerr != nil {
+		gerr = a.registerError(gerr)
+	}
+	if lerr != nil {
+		lerr = fmt.Errorf("lock %s/%s: %s for machine %s: %w", a.cl.Namespace, a.lockName, d.Action, a.m.Name, lerr)
+	}
+	return errors.Join(gerr, lerr)
+}
+
+// fatal tells whether one of the errors of a round of writes is a refusal
+// that trying again will not change (a permission, say), rather than a
+// race lost or a failure whose outcome is unknown.
+func fatal(err error) bool {
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
 	} else {
-		_, werr = l.rewrite(ctx, cm, cl, rec)
+		errs = []error{err}
 	}
-	if retry(werr) {
-		werr = nil
+	for _, e := range errs {
+		if definite(e) && !lostRace(e) {
+			return true
+		}
 	}
-	if werr != nil {
-		return Result{}, fmt.Errorf("lock %s/%s: handing it to machine %s: %w", cl.Namespace, a.lockName, d.Holder, werr)
+	return false
+}
+
+// refused carries out a decision that does not grant the caller the lock:
+// the lock is given back to the Machine the register names when it was
+// lost, names a gone Machine or was written by this call, and a grant this
+// call recorded is withdrawn when that is safe. A write that fails is left:
+// the register decides, and the next call looks again.
+func (a *acquisition) refused(ctx context.Context, cm *corev1.ConfigMap, obs Observation, d Decision) (Result, error) {
+	// The lock was lost when it is missing, or when this call created it
+	// (the caller's view was stale) and now hands it to the granted one.
+	recreated := d.Action == ActionRecreate || (d.Action == ActionYield && obs.Lock != nil && obs.mine(obs.Lock.Record.Token))
+	res := Result{Holder: d.Holder, Verdict: d.Verdict, Action: d.Action, Recreated: recreated}
+	if err := a.refuse(ctx, cm, obs, d); err != nil {
+		return res, err
 	}
-	res := Result{Holder: d.Holder, Verdict: d.Verdict, Action: d.Action}
-	if cm == nil || a.created {
-		res.Verdict, res.Action, res.Recreated = VerdictLost, ActionRecreate, true
-		l.event(a.clusterObj, corev1.EventTypeWarning, EventLockRecreated, "Recreated lost init lock %s for its granted holder %s; %s was refused", a.lockName, d.Holder, a.m.Name)
-	} else {
-		l.event(a.clusterObj, corev1.EventTypeWarning, EventLockRecreated, "Init lock handed to its granted holder %s; %s was refused", d.Holder, a.m.Name)
+	switch {
+	case recreated:
+		a.l.event(a.clusterObj, corev1.EventTypeWarning, EventLockRecreated, "Recreated lost init lock %s for its granted holder %s; %s was refused", a.lockName, d.Holder, a.m.Name)
+	case d.Action == ActionYield:
+		a.l.event(a.clusterObj, corev1.EventTypeWarning, EventLockRecreated, "Init lock handed to its granted holder %s; %s was refused", d.Holder, a.m.Name)
 	}
 	return res, nil
 }
 
-// noteClaim records the outcome of a claim. A claim whose answer was lost
-// may have been applied: it is withdrawn like one that was, should the
-// call not acquire the lock.
-func (a *acquisition) noteClaim(value string, err error) {
-	switch {
-	case err == nil:
-		a.claimed = value
-		setGrant(a.clusterObj, value)
-	case !casFailed(err):
-		a.claimed = value
+// refuse makes the writes of a refusal, in parallel.
+func (a *acquisition) refuse(ctx context.Context, cm *corev1.ConfigMap, obs Observation, d Decision) error {
+	var gerr, lerr error
+	var wg sync.WaitGroup
+	if d.Register == RegisterWithdraw {
+		cl, value := a.cl, releasedGrant(a.token(), a.l.clock.Now())
+		wg.Go(func() { _, gerr = writeRegister(ctx, a.l.client, cl, value) })
+	}
+	if d.Action == ActionRecreate || d.Action == ActionYield {
+		a.log.Info("The grant register names another machine, handing the lock to it", "holder", d.Holder)
+		rec := Record{Ref: Ref{MachineName: d.Holder, ClusterUID: a.cl.UID}, HandedOverBy: a.m.Name}
+		if obs.Granted != nil {
+			rec.MachineUID = obs.Granted.UID
+		}
+		wg.Go(func() {
+			if d.Action == ActionRecreate {
+				_, lerr = createLock(ctx, a.l.client, a.cl, a.lockName, rec)
+			} else {
+				_, lerr = rewriteLock(ctx, a.l.client, cm, a.cl, rec)
+			}
+		})
+	}
+	wg.Wait()
+	if gerr != nil && !lostRace(gerr) {
+		gerr = fmt.Errorf("withdrawing the init-lock grant of machine %s from cluster %s/%s: %w", a.m.Name, a.cl.Namespace, a.cl.Name, gerr)
+	} else {
+		gerr = nil
+	}
+	if lerr != nil && !lostRace(lerr) {
+		lerr = fmt.Errorf("lock %s/%s: handing it to machine %s: %w", a.cl.Namespace, a.lockName, d.Holder, lerr)
+	} else {
+		lerr = nil
+	}
+	return errors.Join(gerr, lerr)
+}
+
+// claim writes a grant for the caller with token into the register of cl,
+// as cl was read, and keeps the caller's Cluster object in step.
+func (a *acquisition) claim(ctx context.Context, cl Cluster, token string) error {
+	u, err := writeRegister(ctx, a.l.client, cl, newGrant(cl, a.m, token, a.l.clock.Now()))
+	if err == nil {
+		syncCaller(a.clusterObj, u)
+	}
+	return err
+}
+
+func (a *acquisition) record(m Machine, token string) Record {
+	at := a.l.clock.Now().UTC().Truncate(time.Second)
+	return Record{Ref: refTo(a.cl, m), Token: token, AcquiredAt: &at}
+}
+
+// token returns a fresh token and remembers it as this call's.
+func (a *acquisition) token() string {
+	t := a.l.tokens()
+	a.tokens = append(a.tokens, t)
+	return t
+}
+
+// noteLockWrite remembers a write of the lock that may have been applied
+// unseen.
+func (a *acquisition) noteLockWrite(err error) {
+	if err != nil && !definite(err) {
+		a.uncertain = true
 	}
 }
 
-// withdraw empties the register of the grant this call wrote.
-func (a *acquisition) withdraw(ctx context.Context) error {
-	value := a.claimed
-	a.claimed = ""
-	if g := GrantFrom(a.clusterObj.GetAnnotations()); g != nil && g.raw == value {
-		setGrant(a.clusterObj, "")
+func (a *acquisition) registerError(err error) error {
+	if apierrors.IsForbidden(err) {
+		return fmt.Errorf("recording the init-lock grant of machine %s on cluster %s/%s: %w; the bootstrap provider needs \"get\" and \"patch\" on \"clusters.cluster.x-k8s.io\"", a.m.Name, a.cl.Namespace, a.cl.Name, err)
 	}
-	if err := a.l.withdraw(ctx, a.cl, value); !casFailed(err) {
-		return err
+	return fmt.Errorf("recording the init-lock grant of machine %s on cluster %s/%s: %w", a.m.Name, a.cl.Namespace, a.cl.Name, err)
+}
+
+func (a *acquisition) decisionError(d Decision) error {
+	cl := a.cl
+	switch {
+	case IsDamagedGrant(d.Err):
+		return &Error{Namespace: cl.Namespace, Name: cl.Name, Kind: "cluster", Err: d.Err,
+			Detail: "no machine can be granted the lock until it is repaired: once no machine of the cluster is running kubeadm init, run 'kubectl initlock release " + cl.Name + " -n " + cl.Namespace + " --force'"}
+	case errors.Is(d.Err, ErrClusterGone):
+		return &Error{Namespace: cl.Namespace, Name: cl.Name, Kind: "cluster", Err: d.Err,
+			Detail: "a lock is only granted for an existing Cluster; nothing was changed"}
+	case errors.Is(d.Err, ErrClusterPaused):
+		return pausedError(cl)
+	case errors.Is(d.Err, ErrStaleMachine):
+		return &Error{Namespace: cl.Namespace, Name: a.m.Name, Kind: "machine", Err: d.Err,
+			Detail: fmt.Sprintf("the object passed has UID %s, which is not the live Machine of that name (deleted, or created again); nothing was granted: call again with the live Machine", a.m.UID)}
 	}
-	return nil // the register holds another value: the grant is not there
+	return lockError(cl.Namespace, a.lockName, d.Err)
 }
 
 func (a *acquisition) acquired(action Action) {
@@ -379,113 +444,6 @@ func (a *acquisition) acquired(action Action) {
 		l.event(a.clusterObj, corev1.EventTypeNormal, EventLockAdopted, "Init lock re-adopted by cluster UID %s", a.cl.UID)
 	}
 	a.log.V(2).Info("Init lock acquired", "action", action)
-}
-
-// UnlockOption configures Unlock.
-type UnlockOption func(*unlockOptions)
-
-type unlockOptions struct {
-	anyHolder bool
-	// uid and resourceVersion, when set, are what the lock must still be.
-	uid             types.UID
-	resourceVersion string
-}
-
-// AnyHolder makes Unlock release the lock whoever holds it, and release a
-// corrupt lock too. machine may then be nil.
-func AnyHolder() UnlockOption { return func(o *unlockOptions) { o.anyHolder = true } }
-
-// IfUnchanged makes Unlock release the lock only if it is still the object
-// the caller inspected: same UID and resourceVersion. Otherwise Unlock
-// returns a Conflict error and changes nothing.
-func IfUnchanged(uid types.UID, resourceVersion string) UnlockOption {
-	return func(o *unlockOptions) { o.uid, o.resourceVersion = uid, resourceVersion }
-}
-
-// Unlock releases cluster's lock held by machine: it empties the Cluster's
-// grant register if it names the holder, then deletes the lock with the UID
-// and resourceVersion it read as preconditions. A missing lock is success
-// (the register is still emptied of machine's grant). Unlock never deletes
-// a ConfigMap that is not a lock (ErrNotALock), a lock it cannot read
-// (ErrCorruptLock, unless AnyHolder) or a lock another Machine holds
-// (ErrNotHolder, unless AnyHolder). With AnyHolder it also empties a
-// register that names another Machine or is damaged.
-func (l *Locker) Unlock(ctx context.Context, cluster, machine client.Object, opts ...UnlockOption) error {
-	var o unlockOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	cl, err := ClusterFrom(cluster, l.client.Scheme())
-	if err != nil {
-		return err
-	}
-	lockName, err := LockName(cl.Name)
-	if err != nil {
-		return err
-	}
-	var m *Machine
-	if machine != nil {
-		mm, err := MachineFrom(machine, l.client.Scheme())
-		if err != nil {
-			return err
-		}
-		m = &mm
-	} else if !o.anyHolder {
-		return fmt.Errorf("unlocking %s/%s: no machine given; pass one or use AnyHolder", cl.Namespace, lockName)
-	}
-	for range maxAttempts {
-		cm, live, err := l.readLockAndCluster(ctx, cl, lockName)
-		if err != nil {
-			return err
-		}
-		holder := ""
-		if m != nil {
-			holder = m.Name
-		}
-		if cm != nil {
-			if o.uid != "" && (cm.UID != o.uid || cm.ResourceVersion != o.resourceVersion) {
-				return apierrors.NewConflict(corev1.Resource("configmaps"), lockName,
-					fmt.Errorf("lock %s/%s changed since it was inspected; look at it again", cl.Namespace, lockName))
-			}
-			lk := ObserveLock(cm, cl.Name)
-			switch {
-			case lk.Problem != nil && (errors.Is(lk.Problem, ErrNotALock) || !o.anyHolder):
-				return lockError(cl.Namespace, lockName, lk.Problem)
-			case lk.Problem == nil && !o.anyHolder && lk.Record.MachineName != m.Name:
-				return &Error{Namespace: cl.Namespace, Name: lockName, Kind: "configmap", Err: ErrNotHolder,
-					Detail: fmt.Sprintf("it is held by %s, not %s; use AnyHolder to release it anyway", lk.Record.MachineName, m.Name)}
-			case lk.Problem == nil:
-				holder = lk.Record.MachineName
-			}
-		}
-		// Empty the register first: should the delete then fail, the lock
-		// still names its holder, and nothing is granted twice.
-		if live != nil && live.Grant != nil && (o.anyHolder || live.Grant.MachineName == holder) {
-			err := l.withdraw(ctx, *live, live.Grant.raw)
-			if casFailed(err) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			if o.anyHolder || (m != nil && live.Grant.MachineName == m.Name) {
-				setGrant(cluster, "")
-			}
-		}
-		if cm == nil {
-			return nil
-		}
-		err = l.client.Delete(ctx, cm, client.Preconditions{UID: &cm.UID, ResourceVersion: &cm.ResourceVersion})
-		if retry(err) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("releasing lock %s/%s: %w", cl.Namespace, lockName, err)
-		}
-		l.event(cluster, corev1.EventTypeNormal, EventLockReleased, "Init lock held by %s released", holder)
-		return nil
-	}
-	return lockError(cl.Namespace, lockName, fmt.Errorf("%w: %d conflicting writes in a row", ErrContended, maxAttempts))
 }
 
 func (l *Locker) prepare(cluster, machine client.Object) (Cluster, Machine, string, error) {
@@ -512,110 +470,9 @@ func (l *Locker) prepare(cluster, machine client.Object) (Cluster, Machine, stri
 	return cl, m, lockName, nil
 }
 
-// readLockAndCluster reads the lock and the Cluster live, in parallel;
-// each is nil when it does not exist.
-func (l *Locker) readLockAndCluster(ctx context.Context, cl Cluster, lockName string) (*corev1.ConfigMap, *Cluster, error) {
-	var (
-		cm          *corev1.ConfigMap
-		live        *Cluster
-		cmErr, cErr error
-		wg          sync.WaitGroup
-	)
-	wg.Go(func() { cm, cmErr = l.getLock(ctx, cl.Namespace, lockName) })
-	wg.Go(func() { live, cErr = l.getCluster(ctx, cl) })
-	wg.Wait()
-	return cm, live, errors.Join(cmErr, cErr)
-}
-
 func pausedError(cl Cluster) error {
 	return &Error{Namespace: cl.Namespace, Name: cl.Name, Kind: "cluster", Err: ErrClusterPaused,
 		Detail: "the lock is left as it is; unpause the cluster (spec.paused, annotation " + capi.PausedAnnotation + ") and try again"}
-}
-
-func (l *Locker) getLock(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error) {
-	cm := &corev1.ConfigMap{}
-	err := l.reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cm)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading lock %s/%s: %w", namespace, name, err)
-	}
-	return cm, nil
-}
-
-// getCluster reads the Cluster cl names live; nil when it does not exist.
-func (l *Locker) getCluster(ctx context.Context, cl Cluster) (*Cluster, error) {
-	u := clusterObject(cl)
-	err := l.reader.Get(ctx, client.ObjectKeyFromObject(u), u)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading cluster %s/%s: %w", cl.Namespace, cl.Name, err)
-	}
-	live, err := ClusterFrom(u, nil)
-	if err != nil {
-		return nil, err
-	}
-	return &live, nil
-}
-
-// getMachines reads live, in parallel and once each, the Machines named
-// other than the caller. It returns the ones that exist, by name; the
-// caller is among them.
-func (l *Locker) getMachines(ctx context.Context, namespace string, caller Machine, names ...string) (map[string]*Machine, error) {
-	var others []string
-	for _, name := range names {
-		if name != "" && name != caller.Name && !slices.Contains(others, name) {
-			others = append(others, name)
-		}
-	}
-	read := make([]*Machine, len(others))
-	errs := make([]error, len(others))
-	var wg sync.WaitGroup
-	for i, name := range others {
-		wg.Go(func() { read[i], errs[i] = l.getMachine(ctx, namespace, name, caller.APIVersion) })
-	}
-	wg.Wait()
-	found := map[string]*Machine{caller.Name: &caller}
-	for i, m := range read {
-		if m != nil {
-			found[others[i]] = m
-		}
-	}
-	return found, errors.Join(errs...)
-}
-
-// getMachine reads a Machine's metadata live; nil when it does not exist.
-func (l *Locker) getMachine(ctx context.Context, namespace, name, apiVersion string) (*Machine, error) {
-	pom := &metav1.PartialObjectMetadata{}
-	pom.SetGroupVersionKind(machineGVK(apiVersion))
-	err := l.reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pom)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading holder machine %s/%s: %w", namespace, name, err)
-	}
-	m, err := MachineFrom(pom, nil)
-	if err != nil {
-		return nil, err
-	}
-	return &m, nil
-}
-
-func machineGVK(apiVersion string) schema.GroupVersionKind {
-	gv, err := schema.ParseGroupVersion(apiVersion)
-	if err != nil || gv.Version == "" {
-		return capi.MachineGVK(capi.V1Beta2)
-	}
-	return gv.WithKind(capi.MachineKind)
-}
-
-// retry tells whether err means the lock changed between read and write.
-func retry(err error) bool {
-	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)
 }
 
 func lockError(namespace, name string, err error) error {

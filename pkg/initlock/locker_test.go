@@ -17,14 +17,9 @@ import (
 	"github.com/initlock/initlock/pkg/initlock"
 )
 
-// TestLock covers every case of Lock on the real API server, with the exact
-// number of reads and writes each makes.
-//
-// foreignCounts: a caller that sees the register empty creates the lock and
-// claims the register in parallel. Against a ConfigMap that is not a usable
-// lock, the Create fails (AlreadyExists, counted as a write) and the claim
-// succeeds; Lock then reads the lock and the Cluster, refuses, and
-// withdraws the claim: 2 reads, 3 writes, none of them to the ConfigMap.
+// TestLock covers every path of Lock on the real API server, with the exact
+// number of reads (GET) and writes (create, patch, delete, a failed one
+// included) each makes. "∥" are requests made in parallel.
 func TestLock(t *testing.T) {
 	type want struct {
 		acquired bool
@@ -41,10 +36,10 @@ func TestLock(t *testing.T) {
 		want  want
 		check func(t *testing.T, f *fixture)
 	}{{
-		name:  "free lock is created and the grant recorded",
+		name:  "free: the lock is created and the register claimed, in one round",
 		setup: func(f *fixture) *unstructured.Unstructured { return f.machine("m1") },
-		// CREATE lock and PATCH the Cluster's grant register, in parallel.
-		want: want{acquired: true, holder: "m1", action: initlock.ActionCreate, reads: 0, writes: 2},
+		// CREATE lock ∥ PATCH register ∥ GET caller.
+		want: want{acquired: true, holder: "m1", action: initlock.ActionCreate, reads: 1, writes: 2},
 		check: func(t *testing.T, f *fixture) {
 			cm := f.lockCM()
 			if cm.Labels[capi.ClusterNameLabel] != "c1" {
@@ -53,18 +48,19 @@ func TestLock(t *testing.T) {
 			if len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0] != f.clusterRef() {
 				t.Errorf("lock ownerReferences = %+v, want one to the cluster", cm.OwnerReferences)
 			}
-			f.expectGrant(t, "m1")
+			f.expectHeld(t, "m1")
 		},
 	}, {
-		name: "healthy re-lock by the holder makes no write",
+		name: "healthy re-lock by the holder: read live, no write",
 		setup: func(f *fixture) *unstructured.Unstructured {
 			m := f.machine("m1")
 			f.mustLock(m)
 			return m
 		},
-		want: want{acquired: true, holder: "m1", action: initlock.ActionNone, reads: 1, writes: 0},
+		// GET lock ∥ GET Cluster ∥ GET caller.
+		want: want{acquired: true, holder: "m1", action: initlock.ActionNone, reads: 3, writes: 0},
 	}, {
-		name: "re-lock after the owner reference was stripped re-adopts in one write",
+		name: "re-lock after the owner reference was stripped: re-adopted in one write",
 		setup: func(f *fixture) *unstructured.Unstructured {
 			m := f.machine("m1")
 			f.mustLock(m)
@@ -75,12 +71,13 @@ func TestLock(t *testing.T) {
 			}
 			return m
 		},
-		// GET lock, PATCH lock.
-		want: want{acquired: true, holder: "m1", action: initlock.ActionAdopt, reads: 1, writes: 1},
+		// GET lock ∥ GET Cluster ∥ GET caller, PATCH lock.
+		want: want{acquired: true, holder: "m1", action: initlock.ActionAdopt, reads: 3, writes: 1},
 		check: func(t *testing.T, f *fixture) {
 			if refs := f.lockCM().OwnerReferences; len(refs) != 1 || refs[0] != f.clusterRef() {
 				t.Errorf("lock ownerReferences = %+v, want one to the cluster", refs)
 			}
+			f.expectHeld(t, "m1")
 		},
 	}, {
 		name: "stale owner UID is replaced and other owners are kept",
@@ -103,7 +100,7 @@ func TestLock(t *testing.T) {
 			}
 			return m
 		},
-		want: want{acquired: true, holder: "m1", action: initlock.ActionAdopt, reads: 1, writes: 1},
+		want: want{acquired: true, holder: "m1", action: initlock.ActionAdopt, reads: 3, writes: 1},
 		check: func(t *testing.T, f *fixture) {
 			refs := f.lockCM().OwnerReferences
 			if len(refs) != 2 || refs[0].Name != "keep-me" || refs[1] != f.clusterRef() {
@@ -111,31 +108,27 @@ func TestLock(t *testing.T) {
 			}
 		},
 	}, {
-		name: "lock written by the upstream provider is read and healed",
+		name: "the caller's own upstream lock is taken under the register",
 		setup: func(f *fixture) *unstructured.Unstructured {
 			m := f.machine("m1")
 			f.upstreamLock("m1", f.clusterRef())
 			return m
 		},
-		// CREATE lock (AlreadyExists) and PATCH grant register in
-		// parallel, GET lock and GET Cluster in parallel, PATCH lock
-		// (machine UID).
-		want: want{acquired: true, holder: "m1", action: initlock.ActionAdopt, reads: 2, writes: 3},
-		check: func(t *testing.T, f *fixture) {
-			r, err := initlock.DecodeRecord(f.lockCM().Data[initlock.DataKey])
-			if err != nil || r.MachineUID == "" {
-				t.Errorf("record after heal = %+v, %v; want the machine UID filled in", r, err)
-			}
-		},
+		// CREATE lock (AlreadyExists) ∥ PATCH register ∥ GET caller; GET
+		// lock ∥ GET Cluster ∥ GET caller; PATCH register ∥ PATCH lock,
+		// with a new token in both.
+		want:  want{acquired: true, holder: "m1", action: initlock.ActionTakeOver, reads: 4, writes: 4},
+		check: func(t *testing.T, f *fixture) { f.expectHeld(t, "m1") },
 	}, {
 		name: "held by another machine that exists: refused, nothing written",
 		setup: func(f *fixture) *unstructured.Unstructured {
 			f.mustLock(f.machine("m1"))
 			return f.machine("m2")
 		},
-		// The caller's view shows the register taken: GET lock and GET
-		// Cluster in parallel, GET holder.
-		want: want{acquired: false, holder: "m1", action: initlock.ActionNone, reads: 3, writes: 0},
+		// The caller's view shows the register taken: GET lock ∥ GET
+		// Cluster ∥ GET caller; GET holder.
+		want:  want{acquired: false, holder: "m1", action: initlock.ActionNone, reads: 4, writes: 0},
+		check: func(t *testing.T, f *fixture) { f.expectHeld(t, "m1") },
 	}, {
 		name: "held by an upstream lock of a machine that exists: refused, the claim withdrawn",
 		setup: func(f *fixture) *unstructured.Unstructured {
@@ -143,27 +136,25 @@ func TestLock(t *testing.T) {
 			f.upstreamLock("m1", f.clusterRef())
 			return f.machine("m2")
 		},
-		// CREATE lock (AlreadyExists) and PATCH register in parallel, GET
-		// lock and GET Cluster in parallel, GET holder, PATCH register
-		// (withdraw).
-		want: want{acquired: false, holder: "m1", action: initlock.ActionNone, reads: 3, writes: 3},
+		// CREATE lock (AlreadyExists) ∥ PATCH register ∥ GET caller; GET
+		// lock ∥ GET Cluster ∥ GET caller; GET holder; PATCH register
+		// (withdrawn: the create failed, so no lock with the claim's
+		// token can land later).
+		want:  want{acquired: false, holder: "m1", action: initlock.ActionNone, reads: 5, writes: 3},
+		check: func(t *testing.T, f *fixture) { f.expectGrant(t, "") },
 	}, {
 		name: "held by a machine that no longer exists: taken over in place",
 		setup: func(f *fixture) *unstructured.Unstructured {
 			f.upstreamLock("gone", f.clusterRef())
 			return f.machine("m2")
 		},
-		// CREATE lock (AlreadyExists) and PATCH register in parallel, GET
-		// lock and GET Cluster in parallel, GET holder (404), PATCH lock.
-		want: want{acquired: true, holder: "m2", action: initlock.ActionTakeOver, reads: 3, writes: 3},
-		check: func(t *testing.T, f *fixture) {
-			if h := f.lockHolder(); h != "m2" {
-				t.Errorf("lock holder = %s, want m2", h)
-			}
-			f.expectGrant(t, "m2")
-		},
+		// CREATE lock (AlreadyExists) ∥ PATCH register ∥ GET caller; GET
+		// lock ∥ GET Cluster ∥ GET caller; GET holder (404); PATCH
+		// register ∥ PATCH lock.
+		want:  want{acquired: true, holder: "m2", action: initlock.ActionTakeOver, reads: 5, writes: 4},
+		check: func(t *testing.T, f *fixture) { f.expectHeld(t, "m2") },
 	}, {
-		name: "granted machine is gone: the register is claimed over it",
+		name: "the granted machine is gone: the register is claimed over it",
 		setup: func(f *fixture) *unstructured.Unstructured {
 			gone := f.machine("gone")
 			f.mustLock(gone)
@@ -171,71 +162,68 @@ func TestLock(t *testing.T) {
 			f.cluster = f.get(f.cluster)
 			return f.machine("m2")
 		},
-		// GET lock and GET Cluster in parallel, GET holder (404), PATCH
-		// register (compare-and-swap over the stale grant), PATCH lock.
-		want: want{acquired: true, holder: "m2", action: initlock.ActionTakeOver, reads: 3, writes: 2},
-		check: func(t *testing.T, f *fixture) {
-			f.expectGrant(t, "m2")
-		},
+		// GET lock ∥ GET Cluster ∥ GET caller; GET holder (404); PATCH
+		// register (compare-and-swap over the stale grant) ∥ PATCH lock.
+		want:  want{acquired: true, holder: "m2", action: initlock.ActionTakeOver, reads: 4, writes: 2},
+		check: func(t *testing.T, f *fixture) { f.expectHeld(t, "m2") },
 	}, {
 		name: "damaged grant register: refused, nothing written",
 		setup: func(f *fixture) *unstructured.Unstructured {
-			c := f.get(f.cluster)
-			c.SetAnnotations(map[string]string{initlock.GrantAnnotation: "{oops"})
-			if err := env.Client.Update(f.ctx(), c); err != nil {
-				f.t.Fatal(err)
-			}
-			f.cluster = c
+			f.cluster = f.update(func(c *unstructured.Unstructured) {
+				c.SetAnnotations(map[string]string{initlock.GrantAnnotation: "{oops"})
+			})
 			return f.machine("m1")
 		},
-		// GET lock and GET Cluster in parallel.
-		want: want{err: initlock.ErrCorruptLock, reads: 2},
+		// GET lock ∥ GET Cluster ∥ GET caller.
+		want: want{err: initlock.ErrCorruptLock, reads: 3},
 	}, {
 		name: "foreign configmap without the label is refused and untouched",
 		setup: func(f *fixture) *unstructured.Unstructured {
 			f.foreign(map[string]string{"lock-information": `{"machineName":"x"}`}, nil)
 			return f.machine("m1")
 		},
-		want: want{err: initlock.ErrNotALock, reads: 2, writes: 3}, // see foreignCounts
+		// CREATE lock (AlreadyExists) ∥ PATCH register ∥ GET caller; GET
+		// lock ∥ GET Cluster ∥ GET caller; PATCH register (withdrawn).
+		want: want{err: initlock.ErrNotALock, reads: 4, writes: 3},
 	}, {
 		name: "foreign configmap without the data key is refused and untouched",
 		setup: func(f *fixture) *unstructured.Unstructured {
 			f.foreign(map[string]string{"user-data": "precious"}, map[string]string{capi.ClusterNameLabel: "c1"})
 			return f.machine("m1")
 		},
-		want: want{err: initlock.ErrNotALock, reads: 2, writes: 3}, // see foreignCounts
+		want: want{err: initlock.ErrNotALock, reads: 4, writes: 3},
 	}, {
 		name: "configmap labelled for another cluster is refused",
 		setup: func(f *fixture) *unstructured.Unstructured {
 			f.foreign(map[string]string{"lock-information": `{"machineName":"x"}`}, map[string]string{capi.ClusterNameLabel: "c2"})
 			return f.machine("m1")
 		},
-		want: want{err: initlock.ErrNotALock, reads: 2, writes: 3}, // see foreignCounts
+		want: want{err: initlock.ErrNotALock, reads: 4, writes: 3},
 	}, {
 		name: "corrupt lock is not taken over",
 		setup: func(f *fixture) *unstructured.Unstructured {
 			f.foreign(map[string]string{"lock-information": `{"machineName":`}, map[string]string{capi.ClusterNameLabel: "c1"})
 			return f.machine("m1")
 		},
-		want: want{err: initlock.ErrCorruptLock, reads: 2, writes: 3}, // see foreignCounts
+		want: want{err: initlock.ErrCorruptLock, reads: 4, writes: 3},
 	}, {
 		name: "lock naming no machine is corrupt",
 		setup: func(f *fixture) *unstructured.Unstructured {
 			f.foreign(map[string]string{"lock-information": `{"machineName":""}`}, map[string]string{capi.ClusterNameLabel: "c1"})
 			return f.machine("m1")
 		},
-		want: want{err: initlock.ErrCorruptLock, reads: 2, writes: 3}, // see foreignCounts
+		want: want{err: initlock.ErrCorruptLock, reads: 4, writes: 3},
 	}, {
 		name: "paused cluster: no request at all",
 		setup: func(f *fixture) *unstructured.Unstructured {
-			f.setPaused(func(u *unstructured.Unstructured) { _ = unstructured.SetNestedField(u.Object, true, "spec", "paused") })
+			f.cluster = f.update(func(u *unstructured.Unstructured) { _ = unstructured.SetNestedField(u.Object, true, "spec", "paused") })
 			return f.machine("m1")
 		},
 		want: want{err: initlock.ErrClusterPaused},
 	}, {
 		name: "cluster paused by annotation: no request at all",
 		setup: func(f *fixture) *unstructured.Unstructured {
-			f.setPaused(func(u *unstructured.Unstructured) { u.SetAnnotations(map[string]string{capi.PausedAnnotation: ""}) })
+			f.cluster = f.update(func(u *unstructured.Unstructured) { u.SetAnnotations(map[string]string{capi.PausedAnnotation: ""}) })
 			return f.machine("m1")
 		},
 		want: want{err: initlock.ErrClusterPaused},
@@ -244,9 +232,9 @@ func TestLock(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t)
 			m := tt.setup(f)
-			var before map[string]string
+			before := ""
 			if cm := f.tryLockCM(); cm != nil {
-				before = map[string]string{"rv": cm.ResourceVersion}
+				before = cm.ResourceVersion
 			}
 			f.counter.Reset()
 			res, err := f.locker.Lock(t.Context(), f.cluster, m)
@@ -255,7 +243,7 @@ func TestLock(t *testing.T) {
 				if !errors.Is(err, w.err) {
 					t.Fatalf("Lock() error = %v, want %v", err, w.err)
 				}
-				if cm := f.tryLockCM(); cm != nil && cm.ResourceVersion != before["rv"] {
+				if cm := f.tryLockCM(); cm != nil && cm.ResourceVersion != before {
 					t.Errorf("Lock() changed the configmap it refused")
 				}
 			} else if err != nil {
@@ -267,7 +255,7 @@ func TestLock(t *testing.T) {
 			if r, wr := f.counter.Reads(), f.counter.Writes(); r != w.reads || wr != w.writes {
 				t.Errorf("Lock() made %d reads and %d writes, want %d and %d", r, wr, w.reads, w.writes)
 			}
-			if g := f.grant(); !res.Acquired && g != nil && g.MachineName == m.GetName() {
+			if g := f.grant(); !res.Acquired && g.Held() && g.MachineName == m.GetName() {
 				t.Errorf("refused caller %s left its grant in the register", m.GetName())
 			}
 			if tt.check != nil {
@@ -275,6 +263,46 @@ func TestLock(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLockKeepsTheCallerObjectConsistent: after Lock and Unlock, the
+// caller's Cluster object carries the register and the resourceVersion the
+// API server returned, so that the caller's next update of it succeeds; a
+// stale object is left untouched.
+func TestLockKeepsTheCallerObjectConsistent(t *testing.T) {
+	f := newFixture(t)
+	m := f.machine("m1")
+	f.mustLock(m)
+	if g := initlock.GrantFrom(f.cluster.GetAnnotations()); !g.Held() || g.MachineName != "m1" {
+		t.Fatalf("caller's object register = %s, want the grant to m1", g.Raw())
+	}
+	labels := map[string]string{"user": "edit"}
+	f.cluster.SetLabels(labels)
+	if err := env.Client.Update(t.Context(), f.cluster); err != nil {
+		t.Fatalf("Update of the caller's object after Lock: %v", err)
+	}
+	if err := f.locker.Unlock(t.Context(), f.cluster, m); err != nil {
+		t.Fatal(err)
+	}
+	if g := initlock.GrantFrom(f.cluster.GetAnnotations()); g.Held() {
+		t.Errorf("caller's object register = %s after Unlock, want released", g.Raw())
+	}
+	f.cluster.SetLabels(map[string]string{"user": "edit-again"})
+	if err := env.Client.Update(t.Context(), f.cluster); err != nil {
+		t.Fatalf("Update of the caller's object after Unlock: %v", err)
+	}
+
+	// A stale object: the Cluster changed since it was read.
+	stale := f.get(f.cluster)
+	f.update(func(u *unstructured.Unstructured) { u.SetLabels(map[string]string{"user": "someone-else"}) })
+	rv := stale.GetResourceVersion()
+	if _, err := f.locker.Lock(t.Context(), stale, m); err != nil {
+		t.Fatal(err)
+	}
+	if stale.GetResourceVersion() != rv {
+		t.Errorf("a stale caller object was given resourceVersion %s; it must be left untouched", stale.GetResourceVersion())
+	}
+	f.expectHeld(t, "m1")
 }
 
 func TestLockInvalidNames(t *testing.T) {
@@ -308,7 +336,7 @@ func TestErrorNamesTheObjectAndTheWayOut(t *testing.T) {
 }
 
 func TestUnlock(t *testing.T) {
-	t.Run("holder releases: grant withdrawn, lock deleted with preconditions", func(t *testing.T) {
+	t.Run("holder releases: grant retired, then withdrawn and lock deleted", func(t *testing.T) {
 		f := newFixture(t)
 		m := f.machine("m1")
 		f.mustLock(m)
@@ -316,17 +344,21 @@ func TestUnlock(t *testing.T) {
 		if err := f.locker.Unlock(t.Context(), f.cluster, m); err != nil {
 			t.Fatal(err)
 		}
-		// GET lock and GET Cluster in parallel, PATCH register empty,
-		// DELETE lock.
-		if r, w := f.counter.Reads(), f.counter.Writes(); r != 2 || w != 2 {
-			t.Errorf("Unlock made %d reads and %d writes, want 2 and 2", r, w)
+		// GET lock ∥ GET Cluster; PATCH register (retired); PATCH register
+		// (withdrawn) ∥ DELETE lock, decided on what the retirement
+		// answered.
+		if r, w := f.counter.Reads(), f.counter.Writes(); r != 2 || w != 3 {
+			t.Errorf("Unlock made %d reads and %d writes, want 2 and 3", r, w)
 		}
 		if cm := f.tryLockCM(); cm != nil {
 			t.Error("lock still exists")
 		}
 		f.expectGrant(t, "")
-		if _, ok := f.cluster.GetAnnotations()[initlock.GrantAnnotation]; ok {
+		if g := initlock.GrantFrom(f.cluster.GetAnnotations()); g.Held() {
 			t.Error("the caller's cluster object still shows the grant")
+		}
+		if res := f.mustLock(f.machine("m2")); !res.Acquired {
+			t.Errorf("Lock(m2) after the release: %+v, want acquired", res)
 		}
 	})
 	t.Run("missing lock is success", func(t *testing.T) {
@@ -342,14 +374,11 @@ func TestUnlock(t *testing.T) {
 		if !errors.Is(err, initlock.ErrNotHolder) {
 			t.Fatalf("Unlock error = %v, want ErrNotHolder", err)
 		}
-		if h := f.lockHolder(); h != "m1" {
-			t.Errorf("holder = %s, want m1", h)
-		}
+		f.expectHeld(t, "m1")
 	})
 	t.Run("AnyHolder releases another machine's lock", func(t *testing.T) {
 		f := newFixture(t)
-		m1 := f.machine("m1")
-		f.mustLock(m1)
+		f.mustLock(f.machine("m1"))
 		if err := f.locker.Unlock(t.Context(), f.cluster, nil, initlock.AnyHolder()); err != nil {
 			t.Fatal(err)
 		}
@@ -396,10 +425,21 @@ func TestUnlock(t *testing.T) {
 		if !apierrors.IsConflict(err) {
 			t.Fatalf("Unlock error = %v, want a conflict", err)
 		}
-		if f.tryLockCM() == nil {
-			t.Fatal("lock was deleted")
+		f.expectHeld(t, "m1")
+	})
+	t.Run("while paused, nothing is released", func(t *testing.T) {
+		f := newFixture(t)
+		m := f.machine("m1")
+		f.mustLock(m)
+		f.update(func(u *unstructured.Unstructured) { _ = unstructured.SetNestedField(u.Object, true, "spec", "paused") })
+		f.counter.Reset()
+		if err := f.locker.Unlock(t.Context(), f.cluster, m); !errors.Is(err, initlock.ErrClusterPaused) {
+			t.Fatalf("Unlock error = %v, want ErrClusterPaused", err)
 		}
-		f.expectGrant(t, "m1")
+		if w := f.counter.Writes(); w != 0 {
+			t.Errorf("Unlock made %d writes on a paused cluster", w)
+		}
+		f.expectHeld(t, "m1")
 	})
 	t.Run("a lock changed since it was read is not deleted", func(t *testing.T) {
 		f := newFixture(t)
@@ -416,53 +456,4 @@ func TestUnlock(t *testing.T) {
 			t.Fatalf("delete with a stale resourceVersion precondition: %v, want a conflict", err)
 		}
 	})
-}
-
-func (f *fixture) tryLockCM() *corev1.ConfigMap {
-	cm := &corev1.ConfigMap{}
-	err := env.Client.Get(f.ctx(), client.ObjectKey{Namespace: f.ns, Name: "c1-lock"}, cm)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return cm
-}
-
-// grant reads the Cluster's grant register live.
-func (f *fixture) grant() *initlock.Grant {
-	f.t.Helper()
-	return initlock.GrantFrom(f.get(f.cluster).GetAnnotations())
-}
-
-// expectGrant checks that the Cluster's grant register names machine, or
-// is empty when machine is "".
-func (f *fixture) expectGrant(t *testing.T, machine string) {
-	t.Helper()
-	g := f.grant()
-	switch {
-	case machine == "" && g != nil:
-		t.Errorf("grant register = %+v, want it empty", g)
-	case machine != "" && (g == nil || g.MachineName != machine):
-		t.Errorf("grant register = %+v, want a grant to %s", g, machine)
-	}
-}
-
-func (f *fixture) foreign(data, labels map[string]string) {
-	f.t.Helper()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "c1-lock", Labels: labels}, Data: data}
-	if err := env.Client.Create(f.ctx(), cm); err != nil {
-		f.t.Fatal(err)
-	}
-}
-
-func (f *fixture) setPaused(mutate func(*unstructured.Unstructured)) {
-	f.t.Helper()
-	c := f.get(f.cluster)
-	mutate(c)
-	if err := env.Client.Update(f.ctx(), c); err != nil {
-		f.t.Fatal(err)
-	}
-	f.cluster = c
 }

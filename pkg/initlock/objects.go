@@ -31,6 +31,42 @@ type Cluster struct {
 	// HasAnnotations tells whether the Cluster had any annotation when
 	// read; the register's compare-and-swap is written differently without.
 	HasAnnotations bool
+	// ResourceVersion and Generation are the Cluster's when read.
+	ResourceVersion string
+	Generation      int64
+
+	// pausedSpec is how spec.paused stood when read, for the register's
+	// compare-and-swap to test that the Cluster is still not paused.
+	pausedSpec specPaused
+}
+
+// specPaused is how a Cluster's spec.paused stood when it was read.
+type specPaused int
+
+const (
+	specPausedAbsent specPaused = iota // spec.paused not set
+	specPausedFalse                    // spec.paused: false
+	specMissing                        // no spec at all
+	specPausedOther                    // anything else (the Cluster is paused, or spec.paused is not a boolean)
+)
+
+func pausedSpecOf(u *unstructured.Unstructured) specPaused {
+	spec, ok := u.Object["spec"]
+	if !ok {
+		return specMissing
+	}
+	m, ok := spec.(map[string]any)
+	if !ok {
+		return specPausedOther
+	}
+	v, ok := m["paused"]
+	switch {
+	case !ok:
+		return specPausedAbsent
+	case v == false:
+		return specPausedFalse
+	}
+	return specPausedOther
 }
 
 // ClusterFrom reads a Cluster of any served version. obj is an unstructured
@@ -54,7 +90,10 @@ func ClusterFrom(obj client.Object, scheme *runtime.Scheme) (Cluster, error) {
 		Deleting:    u.GetDeletionTimestamp() != nil,
 		Grant:       GrantFrom(u.GetAnnotations()),
 
-		HasAnnotations: len(u.GetAnnotations()) > 0,
+		HasAnnotations:  len(u.GetAnnotations()) > 0,
+		ResourceVersion: u.GetResourceVersion(),
+		Generation:      u.GetGeneration(),
+		pausedSpec:      pausedSpecOf(u),
 	}, nil
 }
 

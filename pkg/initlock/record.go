@@ -26,23 +26,58 @@ const (
 	ClusterAbsentAnnotation = AnnotationPrefix + "cluster-absent-since"
 )
 
+// Ref is how a record names the Machine it grants the lock to. Records
+// written by initlock carry the Machine's and the Cluster's UIDs, so that a
+// Machine created again under the holder's name is not taken for the
+// holder; upstream records carry the name only.
+type Ref struct {
+	// MachineName is the Machine.
+	MachineName string `json:"machineName"`
+	// MachineUID is the Machine's UID when the record was written.
+	MachineUID types.UID `json:"machineUID,omitempty"`
+	// ClusterUID is the Cluster's UID when the record was written. While
+	// the Cluster keeps it, the record names its Machine by UID; after a
+	// restore or a move (a new Cluster UID, and new Machine UIDs) it names
+	// its Machine by name.
+	ClusterUID types.UID `json:"clusterUID,omitempty"`
+}
+
+// Names tells whether the record names Machine m of Cluster cl: by name
+// and, while cl has the UID the record was written under, by UID too. A
+// record without UIDs (an upstream one) names its Machine by name.
+func (r Ref) Names(cl *Cluster, m *Machine) bool {
+	if m == nil || r.MachineName == "" || r.MachineName != m.Name {
+		return false
+	}
+	if r.MachineUID == "" || m.UID == "" || cl == nil || r.ClusterUID == "" || r.ClusterUID != cl.UID {
+		return true
+	}
+	return r.MachineUID == m.UID
+}
+
+// Exact tells whether the record names Machine m of Cluster cl by both
+// UIDs: it was written for these incarnations of the Cluster and the
+// Machine. Only such a record is relied on without writing it again.
+func (r Ref) Exact(cl *Cluster, m *Machine) bool {
+	return m != nil && cl != nil && r.MachineName == m.Name &&
+		r.MachineUID != "" && r.MachineUID == m.UID && r.ClusterUID != "" && r.ClusterUID == cl.UID
+}
+
 // Record is the JSON held under DataKey. MachineName is the only field the
 // upstream providers write or read; the others are written by initlock and
 // ignored by upstream decoders.
 type Record struct {
-	// MachineName is the holder.
-	MachineName string `json:"machineName"`
-	// MachineUID is the holder's UID when the lock was last written by
-	// initlock. A restore gives the holder a new UID, so the holder is
-	// matched by name and the UID refreshed.
-	MachineUID types.UID `json:"machineUID,omitempty"`
+	Ref
+	// Token is unique to the acquisition that wrote the record; the grant
+	// register carries the same token while that acquisition stands. A
+	// record without a token (upstream, or written for another Machine) is
+	// never relied on without writing it again.
+	Token string `json:"token,omitempty"`
 	// AcquiredAt is when the current holder acquired the lock.
 	AcquiredAt *time.Time `json:"acquiredAt,omitempty"`
 	// HandedOverBy names the Machine whose Lock call wrote this record for
 	// the holder named in the Cluster's grant register (the lock had been
-	// lost or written by a refused caller). The holder does not trust such
-	// a record with a single read: its next Lock confirms the register and
-	// rewrites the record as its own.
+	// lost or written by a refused caller).
 	HandedOverBy string `json:"handedOverBy,omitempty"`
 }
 

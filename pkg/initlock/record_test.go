@@ -73,7 +73,7 @@ func TestRecordIsReadByUpstreamDecoders(t *testing.T) {
 	var upstream struct {
 		MachineName string `json:"machineName"`
 	}
-	rec := initlock.Record{MachineName: "m1", MachineUID: "uid-1", AcquiredAt: ptr(t0)}
+	rec := initlock.Record{Ref: initlock.Ref{MachineName: "m1", MachineUID: "uid-1"}, AcquiredAt: ptr(t0)}
 	if err := json.Unmarshal([]byte(rec.Encode()), &upstream); err != nil {
 		t.Fatal(err)
 	}

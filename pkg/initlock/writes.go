@@ -2,7 +2,7 @@ package initlock
 
 import (
 	"context"
-	"fmt"
+	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,9 +34,14 @@ func ownedBy(refs []metav1.OwnerReference, cl Cluster) []metav1.OwnerReference {
 	return append(out, clusterOwnerRef(cl))
 }
 
-func (l *Locker) create(ctx context.Context, cl Cluster, rec Record, lockName string) (*corev1.ConfigMap, error) {
-	now := l.clock.Now().UTC().Truncate(time.Second)
-	rec.AcquiredAt = &now
+// refTo is how a record written now names Machine m of Cluster cl.
+func refTo(cl Cluster, m Machine) Ref {
+	return Ref{MachineName: m.Name, MachineUID: m.UID, ClusterUID: cl.UID}
+}
+
+// createLock creates cl's lock holding rec. It fails with AlreadyExists if
+// any ConfigMap has the lock's name.
+func createLock(ctx context.Context, c client.Writer, cl Cluster, lockName string, rec Record) (*corev1.ConfigMap, error) {
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:       cl.Namespace,
@@ -46,48 +51,16 @@ func (l *Locker) create(ctx context.Context, cl Cluster, rec Record, lockName st
 		},
 		Data: map[string]string{DataKey: rec.Encode()},
 	}
-	if err := l.client.Create(ctx, cm); err != nil {
+	if err := c.Create(ctx, cm); err != nil {
 		return nil, err
 	}
 	return cm, nil
 }
 
-// adopt re-points the lock at the Cluster's current UID, refreshes the
-// holder's UID when known and drops a cluster-absent mark, in one patch
-// conditional on the resourceVersion read.
-// The holder's own adoption also makes a handed-over record its own.
-func (l *Locker) adopt(ctx context.Context, cm *corev1.ConfigMap, cl Cluster, holderUID types.UID) (*corev1.ConfigMap, error) {
-	return adopt(ctx, l.client, cm, cl, holderUID, true)
-}
-
-func adopt(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, cl Cluster, holderUID types.UID, own bool) (*corev1.ConfigMap, error) {
-	rec, err := classify(cm, cl.Name)
-	if err != nil {
-		return nil, lockError(cm.Namespace, cm.Name, err)
-	}
-	next := cm.DeepCopy()
-	next.OwnerReferences = ownedBy(cm.OwnerReferences, cl)
-	if (holderUID != "" && rec.MachineUID != holderUID) || (own && rec.HandedOverBy != "") {
-		if holderUID != "" {
-			rec.MachineUID = holderUID
-		}
-		if own {
-			rec.HandedOverBy = ""
-		}
-		next.Data[DataKey] = rec.Encode()
-	}
-	delete(next.Annotations, ClusterAbsentAnnotation)
-	if err := c.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{})); err != nil {
-		return nil, err
-	}
-	return next, nil
-}
-
-// rewrite hands the lock to rec's machine, conditional on the
-// resourceVersion read, keeping the lock owned by its Cluster.
-func (l *Locker) rewrite(ctx context.Context, cm *corev1.ConfigMap, cl Cluster, rec Record) (*corev1.ConfigMap, error) {
-	now := l.clock.Now().UTC().Truncate(time.Second)
-	rec.AcquiredAt = &now
+// rewriteLock replaces the record of lock cm with rec, keeps it owned by
+// cl and drops a cluster-absent mark, conditional on the resourceVersion
+// read.
+func rewriteLock(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, cl Cluster, rec Record) (*corev1.ConfigMap, error) {
 	next := cm.DeepCopy()
 	next.OwnerReferences = ownedBy(cm.OwnerReferences, cl)
 	if next.Data == nil {
@@ -95,43 +68,59 @@ func (l *Locker) rewrite(ctx context.Context, cm *corev1.ConfigMap, cl Cluster, 
 	}
 	next.Data[DataKey] = rec.Encode()
 	delete(next.Annotations, ClusterAbsentAnnotation)
-	if err := l.client.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := c.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{})); err != nil {
 		return nil, err
 	}
 	return next, nil
 }
 
-// claim writes a new grant for m into the Cluster's grant register, if the
-// register still holds prev (nil: empty). It returns the value it wrote, or
-// tried to write: an error other than a failed test (casFailed) may come
-// after the write was applied. A register that changed meanwhile fails the
-// patch's test: the API server answers 422 Invalid and writes nothing.
-func (l *Locker) claim(ctx context.Context, cl Cluster, prev *Grant, m Machine) (string, error) {
-	// Microseconds keep two grants of one Machine apart, so that a
-	// withdrawal never removes a later grant.
-	now := l.clock.Now().UTC().Truncate(time.Microsecond)
-	value := Grant{MachineName: m.Name, MachineUID: m.UID, ClusterUID: cl.UID, AcquiredAt: &now}.encode()
-	if err := l.patchCluster(ctx, cl, claimPatch(prev, cl.HasAnnotations, value)); err != nil {
-		return value, fmt.Errorf("recording the init-lock grant of machine %s on cluster %s/%s: %w", m.Name, cl.Namespace, cl.Name, err)
+// adoptLock points lock cm at cl's current UID and drops a cluster-absent
+// mark, conditional on the resourceVersion read. The record is kept.
+func adoptLock(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, cl Cluster) (*corev1.ConfigMap, error) {
+	if _, err := classify(cm, cl.Name); err != nil {
+		return nil, lockError(cm.Namespace, cm.Name, err)
 	}
-	return value, nil
+	next := cm.DeepCopy()
+	next.OwnerReferences = ownedBy(cm.OwnerReferences, cl)
+	delete(next.Annotations, ClusterAbsentAnnotation)
+	if err := c.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{})); err != nil {
+		return nil, err
+	}
+	return next, nil
 }
 
-// withdraw empties the Cluster's grant register if it still holds value.
-// A Cluster that is gone has no grant to withdraw. A register that holds
-// anything else fails the patch's test (casFailed): the error says so, and
-// nothing was written.
-func (l *Locker) withdraw(ctx context.Context, cl Cluster, value string) error {
-	err := l.patchCluster(ctx, cl, withdrawPatch(value))
-	if err == nil || apierrors.IsNotFound(err) {
-		return nil
-	}
-	return fmt.Errorf("withdrawing the init-lock grant from cluster %s/%s: %w", cl.Namespace, cl.Name, err)
+// deleteLock deletes cm, conditional on the UID and resourceVersion read.
+func deleteLock(ctx context.Context, c client.Writer, cm *corev1.ConfigMap) error {
+	return c.Delete(ctx, cm, client.Preconditions{UID: &cm.UID, ResourceVersion: &cm.ResourceVersion})
 }
 
-func (l *Locker) patchCluster(ctx context.Context, cl Cluster, body []byte) error {
+// writeRegister writes value into cl's grant register with a
+// compare-and-swap against the register read into cl (registerPatch), and
+// returns the Cluster as the API server returned it.
+func writeRegister(ctx context.Context, c client.Writer, cl Cluster, value string) (*unstructured.Unstructured, error) {
 	u := clusterObject(cl)
-	return l.client.Patch(ctx, u, client.RawPatch(types.JSONPatchType, body))
+	if err := c.Patch(ctx, u, client.RawPatch(types.JSONPatchType, registerPatch(cl, value))); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// newGrant is the register value that grants the lock to m with token.
+func newGrant(cl Cluster, m Machine, token string, now time.Time) string {
+	at := now.UTC().Truncate(time.Second)
+	return Grant{Ref: refTo(cl, m), Token: token, AcquiredAt: &at}.encode()
+}
+
+// retiredGrant is the register value that keeps g's Machine granted under a
+// new token: the first step of a release.
+func retiredGrant(g *Grant, token string) string {
+	return Grant{Ref: g.Ref, Token: token, AcquiredAt: g.AcquiredAt}.encode()
+}
+
+// releasedGrant is the register value that records a release.
+func releasedGrant(token string, now time.Time) string {
+	at := now.UTC().Truncate(time.Second)
+	return Grant{Token: token, ReleasedAt: &at}.encode()
 }
 
 // clusterObject is an empty unstructured Cluster of cl's version, namespace
@@ -145,28 +134,22 @@ func clusterObject(cl Cluster) *unstructured.Unstructured {
 	return u
 }
 
-// casFailed tells whether a write to the grant register failed because the
-// register, or the Cluster's annotations, changed since they were read.
-func casFailed(err error) bool { return apierrors.IsInvalid(err) || apierrors.IsConflict(err) }
+// lostRace tells whether a write failed because what it tested changed
+// since it was read: the lock or the register moved on, or the lock
+// appeared or went away. Nothing was written.
+func lostRace(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) || apierrors.IsInvalid(err)
+}
 
-// setGrant records value as the grant register of obj, the caller's copy of
-// the Cluster ("" empties it), so that a later call with the same object
-// sees what this call wrote.
-func setGrant(obj client.Object, value string) {
-	if obj == nil {
-		return
+// definite tells whether a failed write is known not to have been applied:
+// the API server refused it (a 4xx status). Any other failure (5xx, a
+// timeout, a broken connection) may come after the write was applied, or
+// before it is applied late.
+func definite(err error) bool {
+	var status apierrors.APIStatus
+	if !asStatus(err, &status) {
+		return false
 	}
-	a := obj.GetAnnotations()
-	if value == "" {
-		if _, ok := a[GrantAnnotation]; ok {
-			delete(a, GrantAnnotation)
-			obj.SetAnnotations(a)
-		}
-		return
-	}
-	if a == nil {
-		a = map[string]string{}
-	}
-	a[GrantAnnotation] = value
-	obj.SetAnnotations(a)
+	code := status.Status().Code
+	return code >= http.StatusBadRequest && code < http.StatusInternalServerError && code != http.StatusRequestTimeout
 }

@@ -1,0 +1,183 @@
+package initlock
+
+// decideLock decides for a Machine calling Lock. A lock is free only when
+// neither protection holds it: the lock's record names no existing Machine
+// other than the caller, and the grant register names no existing Machine
+// other than the caller. The caller holds the lock without writing only
+// when both name it exactly (by UID) with the same token: the token of one
+// acquisition, written into both by that acquisition alone. Otherwise it
+// claims the register (a compare-and-swap against the value read, with a
+// fresh token) and writes the lock with the same token, in parallel, and
+// holds the lock when both writes succeed.
+func decideLock(o Observation, d Decision) Decision {
+	switch {
+	case o.Cluster == nil:
+		d.Err = ErrClusterGone
+		return d
+	case o.Cluster.Paused:
+		d.Err, d.Wait = ErrClusterPaused, WaitPaused
+		return d
+	case o.CallerLive == nil || (o.Caller != nil && o.Caller.UID != "" && o.CallerLive.UID != o.Caller.UID):
+		d.Err = ErrStaleMachine
+		return d
+	case o.Lock != nil && o.Lock.Problem != nil:
+		d.Err, d.Wait = o.Lock.Problem, WaitPerson
+		d.Register = withdrawOwn(o)
+		return d
+	}
+	g, lk, caller := grantOf(o), lockOf(o), o.CallerLive
+	if g == grantDamaged {
+		d.Err, d.Wait = errDamagedGrant, WaitPerson
+		return d
+	}
+	if o.Cluster.Initialized {
+		// Grants no longer count and are not written: the lock alone
+		// decides, as upstream.
+		switch lk {
+		case lockOther:
+			return d
+		case lockMissing:
+			d.Action = ActionCreate
+		case lockGone:
+			d.Action = ActionTakeOver
+		case lockCaller:
+			if needsAdoption(o.Lock, d.Owner) {
+				d.Action = ActionAdopt
+			}
+		}
+		d.Acquired, d.Holder = true, caller.Name
+		return d
+	}
+	switch {
+	case g == grantOther:
+		// The register protects another Machine: give it the lock back
+		// when it is missing, names a gone Machine or was written by this
+		// call. A lock naming the caller from an earlier acquisition, or
+		// another existing Machine, protects that Machine: nobody is
+		// granted the lock until one of them is gone (a conflict).
+		d.Holder = o.Cluster.Grant.MachineName
+		switch {
+		case lk == lockMissing:
+			d.Action = ActionRecreate
+		case lk == lockGone || (lk == lockCaller && o.mine(o.Lock.Record.Token)):
+			d.Action = ActionYield
+		}
+		return d
+	case lk == lockOther:
+		// The lock protects another Machine (an upstream lock, or one whose
+		// grant was lost): the caller is refused.
+		d.Holder = o.Lock.Record.MachineName
+		d.Register = withdrawOwn(o)
+		return d
+	case g == grantCaller && lk == lockCaller && relied(o):
+		d.Acquired, d.Holder = true, caller.Name
+		if needsAdoption(o.Lock, d.Owner) {
+			d.Action = ActionAdopt
+		}
+		return d
+	}
+	// Neither protection holds another existing Machine: claim the register
+	// and write the lock, both with a fresh token.
+	d.Register, d.Action = RegisterClaim, ActionTakeOver
+	if lk == lockMissing {
+		d.Action = ActionCreate
+	}
+	d.Acquired, d.Holder = true, caller.Name
+	return d
+}
+
+// relied tells whether the caller holds the lock as it stands: the register
+// and the lock name it exactly, with the same token.
+func relied(o Observation) bool {
+	g, r := o.Cluster.Grant, o.Lock.Record
+	return g.Token != "" && g.Token == r.Token &&
+		g.Exact(o.Cluster, o.CallerLive) && r.Exact(o.Cluster, o.CallerLive)
+}
+
+// withdrawOwn withdraws a grant this call recorded, when the call is not
+// granted the lock, provided no write of the lock this call made may still
+// be applied: otherwise a later call could find the grant and that lock
+// together and rely on them while the withdrawal is still on its way.
+func withdrawOwn(o Observation) RegisterOp {
+	if o.Cluster == nil || o.Uncertain {
+		return RegisterNone
+	}
+	if g := o.Cluster.Grant; g.Held() && o.mine(g.Token) {
+		return RegisterWithdraw
+	}
+	return RegisterNone
+}
+
+// decideRelease decides for Unlock (IntentUnlock) and for an operator's
+// release (IntentRelease). It releases what the caller holds (or, with no
+// caller or for an operator, whatever is held): first it retires the grant
+// register's value (a new token for the same Machine, so that no earlier
+// acquisition is relied on any more while the release is under way), and
+// once that is written it withdraws the grant and deletes the lock, in
+// parallel. A ConfigMap that is not a lock is never touched; once the
+// control plane is initialised the register no longer counts and is left
+// as it is.
+func decideRelease(o Observation, d Decision) Decision {
+	anyHolder := o.Intent == IntentRelease || o.Caller == nil
+	if o.Intent == IntentRelease {
+		d.NeedsForce, d.ForceReason = needsForce(o)
+	}
+	if o.Lock != nil && o.Lock.Problem != nil && (isNotALock(o.Lock.Problem) || !anyHolder) {
+		d.Err = o.Lock.Problem
+		return d
+	}
+	if o.Cluster != nil && o.Cluster.Paused {
+		d.Err, d.Wait = ErrClusterPaused, WaitPaused
+		return d
+	}
+	lockMine := o.Lock != nil && (anyHolder || o.Lock.Record.Names(o.Cluster, o.Caller))
+	g := (*Grant)(nil)
+	if o.Cluster != nil && !o.Cluster.Initialized && o.Cluster.Grant != nil && !o.Cluster.Grant.Released() {
+		g = o.Cluster.Grant
+	}
+	regMine := g != nil && (anyHolder || (g.Held() && g.Names(o.Cluster, o.Caller)))
+	if !lockMine && !regMine {
+		if o.Lock != nil {
+			d.Err = ErrNotHolder
+		}
+		return d
+	}
+	d.Reason = ReasonUnlock
+	switch {
+	case regMine && g.Held() && !o.mine(g.Token):
+		d.Register = RegisterRetire
+	case regMine:
+		d.Register = RegisterWithdraw
+		if lockMine {
+			d.Action = ActionRelease
+		}
+	default:
+		d.Action = ActionRelease
+	}
+	return d
+}
+
+// needsForce tells whether releasing the lock now may let a second Machine
+// run init, and names the Machine that may be running it.
+func needsForce(o Observation) (bool, string) {
+	cl := o.Cluster
+	if cl != nil && cl.Initialized {
+		return false, ""
+	}
+	if o.Lock != nil && o.Lock.Problem == nil && o.Holder != nil && o.Lock.Record.Names(cl, o.Holder) {
+		return true, o.Holder.Name
+	}
+	if cl == nil {
+		return false, ""
+	}
+	if o.Lock != nil && o.Lock.Problem != nil && !isNotALock(o.Lock.Problem) {
+		return true, ""
+	}
+	if g := cl.Grant; g.Damaged() {
+		return true, ""
+	}
+	if g := cl.Grant; g.Held() && o.Granted != nil && g.Names(cl, o.Granted) {
+		return true, o.Granted.Name
+	}
+	return false, ""
+}

@@ -1,0 +1,202 @@
+package initlock_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+// The choices an Observation is built from, for the property tests: every
+// combination of them (TestDecideProperties) and fuzzed ones (FuzzDecide).
+var (
+	propLocks = []func() *initlock.Lock{
+		func() *initlock.Lock { return nil },
+		func() *initlock.Lock { return upstreamLock("m1", owned) },
+		func() *initlock.Lock { return upstreamLock("m2") },
+		func() *initlock.Lock { return lockOf("m1", "t1", owned) },
+		func() *initlock.Lock { return lockOf("m1", "mine") },
+		func() *initlock.Lock { return lockOf("m2", "t2", owned) },
+		func() *initlock.Lock { return lockOf("m2", "") },
+		func() *initlock.Lock { return restoredLock("m1", "t1") },
+		func() *initlock.Lock { return withMark(lockOf("m2", "t2"), t0.Add(-time.Hour)) },
+		func() *initlock.Lock { return &initlock.Lock{Name: "c1-lock", Problem: initlock.ErrNotALock} },
+		func() *initlock.Lock { return &initlock.Lock{Name: "c1-lock", Problem: initlock.ErrCorruptLock} },
+	}
+	propRegisters = []func(*initlock.Cluster){
+		func(*initlock.Cluster) {}, released, damagedGrant,
+		grantTo("m1", "t1"), grantTo("m1", "mine"), grantTo("m2", "t2"), restoredGrant("m1", "t1"), restoredGrant("m2", "t2"),
+	}
+	propStates   = []func(*initlock.Cluster){func(*initlock.Cluster) {}, paused, initialized, deleting}
+	propMachines = []func(string) *initlock.Machine{
+		func(string) *initlock.Machine { return nil }, machine, recreated,
+	}
+	propIntents = []initlock.Intent{initlock.IntentKeep, initlock.IntentLock, initlock.IntentUnlock, initlock.IntentRelease}
+)
+
+// propObservation builds an Observation from choice indexes.
+func propObservation(c []int) initlock.Observation {
+	pick := func(i, n int) int { return c[i] % n }
+	o := initlock.Observation{ClusterName: "c1", Intent: propIntents[pick(0, len(propIntents))]}
+	o.Lock = propLocks[pick(1, len(propLocks))]()
+	if pick(2, 5) > 0 {
+		o.Cluster = cluster(propRegisters[pick(3, len(propRegisters))], propStates[pick(4, len(propStates))])
+	}
+	if o.Lock != nil && o.Lock.Problem == nil {
+		o.Holder = propMachines[pick(5, len(propMachines))](o.Lock.Record.MachineName)
+	}
+	if o.Cluster != nil && o.Cluster.Grant.Held() && !o.Cluster.Initialized {
+		o.Granted = propMachines[pick(6, len(propMachines))](o.Cluster.Grant.MachineName)
+	}
+	switch o.Intent {
+	case initlock.IntentLock:
+		o.Caller = []*initlock.Machine{machine("m1"), recreated("m1")}[pick(7, 2)]
+		o.CallerLive = propMachines[pick(8, len(propMachines))]("m1")
+		// What Read gives: the caller's live Machine stands for any Machine
+		// of its name.
+		if o.Lock != nil && o.Lock.Problem == nil && o.Lock.Record.MachineName == "m1" {
+			o.Holder = o.CallerLive
+		}
+		if o.Granted != nil && o.Granted.Name == "m1" || o.Cluster != nil && o.Cluster.Grant.Held() && o.Cluster.Grant.MachineName == "m1" && !o.Cluster.Initialized {
+			o.Granted = o.CallerLive
+		}
+	case initlock.IntentUnlock:
+		o.Caller = []*initlock.Machine{nil, machine("m1"), recreated("m1")}[pick(7, 3)]
+	}
+	if pick(9, 2) == 1 {
+		o.Tokens = []string{"mine"}
+	}
+	o.Uncertain = pick(10, 2) == 1
+	return o
+}
+
+const propChoices = 11
+
+// checkProperties checks the rules every decision keeps, whatever it is
+// asked.
+func checkProperties(t *testing.T, o initlock.Observation, d initlock.Decision) {
+	t.Helper()
+	fail := func(rule string) { t.Errorf("%s\nobservation: %+v\ncluster: %+v\ndecision: %s", rule, o, o.Cluster, d) }
+	cl := o.Cluster
+	heldBy := func(m *initlock.Machine, ref initlock.Ref) bool { return m != nil && ref.Names(cl, m) }
+	ownWithdrawal := o.Intent == initlock.IntentLock && d.Register == initlock.RegisterWithdraw
+	if d.Err != nil && (d.Acquired || d.Action != initlock.ActionNone || (d.Register != initlock.RegisterNone && !ownWithdrawal)) {
+		fail("an error writes nothing but the withdrawal of the call's own grant")
+	}
+	if cl != nil && cl.Paused && d.Writes() {
+		fail("nothing is written while the Cluster is paused")
+	}
+	if o.Lock != nil && errors.Is(o.Lock.Problem, initlock.ErrNotALock) && d.Action != initlock.ActionNone {
+		fail("a ConfigMap that is not a lock is never written")
+	}
+	switch o.Intent {
+	case initlock.IntentKeep:
+		if d.Register != initlock.RegisterNone || d.Acquired {
+			fail("keepers never write the register nor acquire")
+		}
+		switch d.Action {
+		case initlock.ActionNone, initlock.ActionAdopt, initlock.ActionRelease, initlock.ActionMarkOrphan, initlock.ActionCollect:
+		default:
+			fail("keepers never create or rewrite a lock")
+		}
+		if (d.Action == initlock.ActionRelease || d.Action == initlock.ActionCollect) && cl != nil && !cl.Initialized && !cl.Deleting &&
+			o.Lock.Problem == nil && heldBy(o.Holder, o.Lock.Record.Ref) {
+			fail("keepers never delete a lock held by an existing Machine of a live, uninitialised Cluster")
+		}
+	case initlock.IntentLock:
+		if !d.Acquired {
+			if d.Register == initlock.RegisterClaim || d.Action == initlock.ActionCreate || d.Action == initlock.ActionTakeOver || d.Action == initlock.ActionAdopt {
+				fail("a refused caller writes nothing for itself")
+			}
+			if d.Register == initlock.RegisterWithdraw && (o.Uncertain || !containsToken(o, cl.Grant.Token)) {
+				fail("a caller withdraws only a grant of its own call, and only when no lock write of it may land later")
+			}
+			return
+		}
+		if cl == nil || o.CallerLive == nil || o.CallerLive.UID != o.Caller.UID {
+			fail("the lock is granted only to the live Machine of an existing Cluster")
+			return
+		}
+		if o.Lock != nil && o.Lock.Problem == nil && heldBy(o.Holder, o.Lock.Record.Ref) && o.Holder.Name != o.Caller.Name {
+			fail("the lock is never granted while the lock names another existing Machine")
+		}
+		if !cl.Initialized && cl.Grant.Held() && heldBy(o.Granted, cl.Grant.Ref) && o.Granted.Name != o.Caller.Name {
+			fail("the lock is never granted while the register names another existing Machine")
+		}
+		if !cl.Initialized && d.Register != initlock.RegisterClaim {
+			g, r := cl.Grant, o.Lock
+			if !g.Held() || r == nil || g.Token == "" || g.Token != r.Record.Token || !g.Exact(cl, o.CallerLive) || !r.Record.Exact(cl, o.CallerLive) {
+				fail("without writing the register, the lock is granted only when the register and the lock name the caller exactly with one token")
+			}
+		}
+		if cl.Initialized && d.Register != initlock.RegisterNone {
+			fail("the register is not written once the control plane is initialised")
+		}
+	case initlock.IntentUnlock, initlock.IntentRelease:
+		if d.Acquired || d.Register == initlock.RegisterClaim {
+			fail("a release acquires nothing")
+		}
+		if d.Action == initlock.ActionRelease && o.Intent == initlock.IntentUnlock && o.Caller != nil &&
+			(o.Lock.Problem != nil || !o.Lock.Record.Names(cl, o.Caller)) {
+			fail("Unlock deletes only the lock of the Machine it is given")
+		}
+		if d.Register == initlock.RegisterWithdraw && cl.Grant.Held() && !containsToken(o, cl.Grant.Token) {
+			fail("a grant is withdrawn only once this call has retired it")
+		}
+	}
+}
+
+func containsToken(o initlock.Observation, token string) bool {
+	for _, t := range o.Tokens {
+		if t == token && t != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// TestDecideProperties checks the properties on every combination of the
+// choices, and on every row of the decision table.
+func TestDecideProperties(t *testing.T) {
+	sizes := []int{len(propIntents), len(propLocks), 5, len(propRegisters), len(propStates), len(propMachines), len(propMachines), 3, len(propMachines), 2, 2}
+	c := make([]int, propChoices)
+	n := 0
+	for {
+		o := propObservation(c)
+		checkProperties(t, o, initlock.Decide(o, initlock.DefaultPolicy, t0))
+		n++
+		i := 0
+		for ; i < len(c); i++ {
+			c[i]++
+			if c[i] < sizes[i] {
+				break
+			}
+			c[i] = 0
+		}
+		if i == len(c) || t.Failed() {
+			break
+		}
+	}
+	for _, row := range decideRows {
+		row.obs.ClusterName = "c1"
+		checkProperties(t, row.obs, initlock.Decide(row.obs, initlock.DefaultPolicy, t0))
+	}
+	t.Logf("%d observations checked", n)
+}
+
+// FuzzDecide checks the properties on fuzzed observations.
+func FuzzDecide(f *testing.F) {
+	f.Add([]byte{1, 3, 1, 3, 0, 1, 1, 0, 1, 0, 0})
+	f.Add([]byte{2, 3, 1, 3, 0, 1, 1, 1, 1, 1, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c := make([]int, propChoices)
+		for i := range c {
+			if i < len(data) {
+				c[i] = int(data[i])
+			}
+		}
+		o := propObservation(c)
+		checkProperties(t, o, initlock.Decide(o, initlock.DefaultPolicy, t0))
+	})
+}

@@ -1,0 +1,232 @@
+package initlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// UnlockOption configures Unlock.
+type UnlockOption func(*unlockOptions)
+
+type unlockOptions struct {
+	anyHolder bool
+	// uid and resourceVersion, when set, are what the lock must still be;
+	// register, when set, what the grant register must still hold.
+	uid             types.UID
+	resourceVersion string
+	register        *string
+	intent          Intent
+}
+
+// AnyHolder makes Unlock release the lock whoever holds it, and release a
+// corrupt lock or a damaged register too. machine may then be nil.
+func AnyHolder() UnlockOption { return func(o *unlockOptions) { o.anyHolder = true } }
+
+// IfUnchanged makes Unlock release the lock only if it is still the object
+// the caller inspected: same UID and resourceVersion. Otherwise Unlock
+// returns a Conflict error and changes nothing.
+func IfUnchanged(uid types.UID, resourceVersion string) UnlockOption {
+	return func(o *unlockOptions) { o.uid, o.resourceVersion = uid, resourceVersion }
+}
+
+// IfRegisterUnchanged makes Unlock release only if the Cluster's grant
+// register still holds raw (Grant.Raw; "" for an absent register) when
+// Unlock first reads it. Otherwise Unlock returns a Conflict error and
+// changes nothing.
+func IfRegisterUnchanged(raw string) UnlockOption {
+	return func(o *unlockOptions) { o.register = &raw }
+}
+
+// AsOperator makes Unlock decide as an operator's release
+// (IntentRelease), as kubectl initlock release does: whoever holds the
+// lock. The caller decides beforehand, with Decide, whether the release
+// needs its --force.
+func AsOperator() UnlockOption {
+	return func(o *unlockOptions) { o.anyHolder, o.intent = true, IntentRelease }
+}
+
+// Unlock releases cluster's lock held by machine. When the Cluster's grant
+// register names the holder, Unlock first retires that grant (a new token
+// for the same Machine, so that no earlier acquisition is relied on while
+// the release is under way) and, once that is written, withdraws it and
+// deletes the lock, in parallel; a lock alone is deleted. Every write is
+// conditional on what was read: the register by compare-and-swap, the lock
+// by its UID and resourceVersion. The holder is matched by UID while the
+// Cluster keeps the UID recorded; records without UIDs (upstream ones, or
+// written before a restore or move) are matched by name.
+//
+// A missing lock and an empty register are success. Unlock never deletes a
+// ConfigMap that is not a lock (ErrNotALock), a lock it cannot read
+// (ErrCorruptLock, unless AnyHolder) or a lock another Machine holds
+// (ErrNotHolder, unless AnyHolder), and writes nothing while the Cluster is
+// paused (ErrClusterPaused). Once the control plane is initialised the
+// register no longer counts and is left as it is.
+func (l *Locker) Unlock(ctx context.Context, cluster, machine client.Object, opts ...UnlockOption) error {
+	o := unlockOptions{intent: IntentUnlock}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	cl, err := ClusterFrom(cluster, l.client.Scheme())
+	if err != nil {
+		return err
+	}
+	lockName, err := LockName(cl.Name)
+	if err != nil {
+		return err
+	}
+	var m *Machine
+	switch {
+	case machine != nil && !o.anyHolder:
+		mm, err := MachineFrom(machine, l.client.Scheme())
+		if err != nil {
+			return err
+		}
+		m = &mm
+	case !o.anyHolder:
+		return fmt.Errorf("unlocking %s/%s: no machine given; pass one or use AnyHolder", cl.Namespace, lockName)
+	}
+	r := &release{l: l, clusterObj: cluster, cl: cl, m: m, lockName: lockName, opts: o}
+	return r.run(ctx)
+}
+
+// release is one Unlock call.
+type release struct {
+	l          *Locker
+	clusterObj client.Object
+	cl         Cluster
+	m          *Machine
+	lockName   string
+	opts       unlockOptions
+	tokens     []string
+}
+
+func (r *release) run(ctx context.Context) error {
+	cl, lockName := r.cl, r.lockName
+	var known *Observation // what the last round's writes left, when known
+	var cm *corev1.ConfigMap
+	for attempt := range maxAttempts {
+		var obs Observation
+		if known != nil {
+			obs, known = *known, nil
+		} else {
+			var err error
+			obs, cm, err = Read(ctx, From(r.l.reader), Query{Namespace: cl.Namespace, ClusterName: cl.Name,
+				APIVersion: cl.APIVersion, Intent: IntentUnlock})
+			if err != nil {
+				return fmt.Errorf("unlocking %s/%s: %w", cl.Namespace, lockName, err)
+			}
+			obs.Intent = r.opts.intent
+		}
+		if attempt == 0 {
+			if err := r.unchanged(cm, obs.Cluster); err != nil {
+				return err
+			}
+		}
+		obs.Caller, obs.Tokens = r.m, r.tokens
+		d := Decide(obs, Policy{}, r.l.clock.Now())
+		if obs.Cluster != nil {
+			r.cl = *obs.Cluster
+		}
+		switch {
+		case errors.Is(d.Err, ErrNotHolder):
+			return &Error{Namespace: cl.Namespace, Name: lockName, Kind: "configmap", Err: ErrNotHolder,
+				Detail: fmt.Sprintf("it is held by %s, not %s; use AnyHolder to release it anyway", d.Holder, r.m.Name)}
+		case errors.Is(d.Err, ErrClusterPaused):
+			return pausedError(r.cl)
+		case d.Err != nil:
+			return lockError(cl.Namespace, lockName, d.Err)
+		case !d.Writes():
+			return nil
+		}
+		after, err := r.write(ctx, cm, obs, d)
+		switch {
+		case err == nil && d.Register == RegisterRetire:
+			// The grant is retired: withdraw it and delete the lock, from
+			// the Cluster the API server answered and the lock as read.
+			obs.Cluster, known = after, &obs
+			continue
+		case err == nil:
+			if cm != nil && d.Action == ActionRelease {
+				r.l.event(r.clusterObj, corev1.EventTypeNormal, EventLockReleased, "Init lock held by %s released", d.Holder)
+			}
+			return nil
+		case fatal(err):
+			return err
+		}
+	}
+	return lockError(cl.Namespace, lockName, fmt.Errorf("%w: %d rounds in a row did not settle", ErrContended, maxAttempts))
+}
+
+// unchanged checks the lock and the register against IfUnchanged and
+// IfRegisterUnchanged.
+func (r *release) unchanged(cm *corev1.ConfigMap, cl *Cluster) error {
+	if r.opts.uid != "" && (cm == nil || cm.UID != r.opts.uid || cm.ResourceVersion != r.opts.resourceVersion) {
+		return apierrors.NewConflict(corev1.Resource("configmaps"), r.lockName,
+			fmt.Errorf("lock %s/%s changed since it was inspected; look at it again", r.cl.Namespace, r.lockName))
+	}
+	if r.opts.register != nil {
+		raw := ""
+		if cl != nil {
+			raw = cl.Grant.Raw()
+		}
+		if raw != *r.opts.register {
+			return apierrors.NewConflict(clusterResource, r.cl.Name,
+				fmt.Errorf("the grant register of cluster %s/%s changed since it was inspected; look at it again", r.cl.Namespace, r.cl.Name))
+		}
+	}
+	return nil
+}
+
+// write makes one round of a release: the register's write and the lock's
+// delete, in parallel. It returns the Cluster as the register's write left
+// it.
+func (r *release) write(ctx context.Context, cm *corev1.ConfigMap, obs Observation, d Decision) (*Cluster, error) {
+	var gerr, lerr error
+	var after *Cluster
+	var wg sync.WaitGroup
+	if d.Register != RegisterNone {
+		value := ""
+		token := r.l.tokens()
+		r.tokens = append(r.tokens, token)
+		if d.Register == RegisterRetire {
+			value = retiredGrant(obs.Cluster.Grant, token)
+		} else {
+			value = releasedGrant(token, r.l.clock.Now())
+		}
+		cl := r.cl
+		wg.Go(func() {
+			u, err := writeRegister(ctx, r.l.client, cl, value)
+			if err == nil {
+				syncCaller(r.clusterObj, u)
+				if c, cerr := ClusterFrom(u, nil); cerr == nil {
+					after = &c
+				}
+			}
+			gerr = err
+		})
+	}
+	if d.Action == ActionRelease && cm != nil {
+		wg.Go(func() { lerr = deleteLock(ctx, r.l.client, cm) })
+	}
+	wg.Wait()
+	if gerr != nil {
+		gerr = fmt.Errorf("releasing the init-lock grant on cluster %s/%s: %w", r.cl.Namespace, r.cl.Name, gerr)
+		if apierrors.IsForbidden(gerr) {
+			gerr = fmt.Errorf("%w; releasing needs \"get\" and \"patch\" on \"clusters.cluster.x-k8s.io\"", gerr)
+		}
+	}
+	if lerr != nil {
+		lerr = fmt.Errorf("releasing lock %s/%s: %w", r.cl.Namespace, r.lockName, lerr)
+	}
+	if gerr == nil && lerr == nil && after == nil && d.Register != RegisterNone {
+		return nil, fmt.Errorf("releasing the init-lock grant on cluster %s/%s: the API server's answer is not a Cluster", r.cl.Namespace, r.cl.Name)
+	}
+	return after, errors.Join(gerr, lerr)
+}
