@@ -6,9 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/capi"
 	"github.com/initlock/initlock/internal/cli/inventory"
@@ -49,31 +47,6 @@ being a lock is never touched.`,
 	return cmd
 }
 
-// releaseGrant handles a cluster whose lock is missing while its grant
-// register is not empty: Lock would recreate the lock for the Machine the
-// register names. It empties the register, refusing while that Machine
-// exists and the control plane is not initialised unless --force.
-func (a *app) releaseGrant(cmd *cobra.Command, o *releaseOptions, conn *connection, ns, cluster string, obs initlock.Observation) error {
-	g := obs.Cluster.Grant
-	name := g.MachineName
-	if g.Damaged() {
-		name = "an unknown machine (the register is damaged)"
-	}
-	if d := initlock.Decide(obs, initlock.Policy{}, a.clock.Now()); d.Verdict == initlock.VerdictLost && !o.force {
-		return fmt.Errorf("namespace %q: cluster %q: %w: its init lock is missing, but its grant register (annotation %s) names %s and the control plane is not initialised, so kubeadm init may be running there and the lock is recreated for it. Wait for the control plane to initialise, delete that machine if its init failed, or pass --force if you are sure no init is running",
-			ns, cluster, errRefused, initlock.GrantAnnotation, name)
-	}
-	cl := clusterIdentity(conn, ns, cluster, obs.Cluster)
-	if err := initlock.New(conn.client, initlock.WithClock(a.clock)).Unlock(cmd.Context(), cl, nil, initlock.AnyHolder()); err != nil {
-		if apierrors.IsForbidden(err) {
-			return fmt.Errorf("%w; kubectl-initlock needs \"get\" and \"patch\" on \"clusters.cluster.x-k8s.io\" in namespace %q to empty the grant register: ask an administrator to grant them", err, ns)
-		}
-		return err
-	}
-	_, err := fmt.Fprintf(cmd.OutOrStdout(), "namespace %q: cluster %q has no init lock; emptied its grant register, which named %s.\n", ns, cluster, name)
-	return err
-}
-
 // clusterIdentity is the Cluster Unlock is given: its version, namespace,
 // name and, when it exists, UID.
 func clusterIdentity(conn *connection, ns, cluster string, observed *initlock.Cluster) *unstructured.Unstructured {
@@ -107,72 +80,37 @@ func (a *app) runRelease(cmd *cobra.Command, o *releaseOptions, cluster string) 
 	if err != nil {
 		return err
 	}
-	out := cmd.OutOrStdout()
 	obs := e.Observation
-	if obs.Lock == nil {
-		if obs.Cluster != nil && obs.Cluster.Grant != nil {
-			return a.releaseGrant(cmd, o, conn, ns, cluster, obs)
-		}
+	obs.Intent = initlock.IntentRelease
+	d := initlock.Decide(obs, initlock.Policy{}, a.clock.Now())
+	if err := releaseRefusal(d, obs, e, ns, cluster, o.force); err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	if !d.Writes() {
 		_, err := fmt.Fprintf(out, "namespace %q: cluster %q has no init lock (no configmap %q); nothing to release.\n", ns, cluster, e.LockName)
 		return err
 	}
-	initialised := obs.Cluster != nil && obs.Cluster.Initialized
-	clusterState := fmt.Sprintf("the control plane of cluster %q is not initialised", cluster)
-	if obs.Cluster == nil {
-		clusterState = fmt.Sprintf("cluster %q does not exist (a restore may still be bringing it back)", cluster)
+	if d.NeedsForce {
+		_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "warning: releasing %s although %s (--force)\n", releasedWhat(obs, e), heldBecause(d, obs, cluster))
 	}
-
-	var machine client.Object
-	switch {
-	case errors.Is(obs.Lock.Problem, initlock.ErrNotALock):
-		return fmt.Errorf("namespace %q: configmap %q is %w; refusing to touch it (with or without --force). Rename or delete it yourself if nothing uses it, or rename the cluster",
-			ns, e.LockName, obs.Lock.Problem)
-	case obs.Lock.Problem != nil:
-		if !initialised && !o.force {
-			return fmt.Errorf("namespace %q: configmap %q: %w: it is a %w, so its holder is unknown, and %s; kubeadm init may be running. Pass --force once you are sure no machine of the cluster is running kubeadm init",
-				ns, e.LockName, errRefused, obs.Lock.Problem, clusterState)
-		}
-		if !initialised {
-			_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "warning: releasing corrupt lock %q although %s (--force)\n", e.LockName, clusterState)
-		}
-	default:
-		holder := obs.Lock.Record.MachineName
-		if obs.Holder != nil && !initialised {
-			if !o.force {
-				return fmt.Errorf("namespace %q: configmap %q: %w: machine %q holds it and %s, so kubeadm init may be running on it and releasing would let a second machine run it. Wait for the control plane to initialise, delete machine %q if its init failed, or pass --force if you are sure no init is running",
-					ns, e.LockName, errRefused, holder, clusterState, holder)
-			}
-			_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "warning: releasing lock %q although machine %q holds it and %s (--force)\n", e.LockName, holder, clusterState)
-		}
-		m := &metav1.PartialObjectMetadata{}
-		m.SetGroupVersionKind(capi.MachineGVK(conn.capiVersion))
-		m.SetNamespace(ns)
-		m.SetName(holder)
-		if obs.Holder != nil {
-			m.SetUID(obs.Holder.UID)
-		}
-		machine = m
+	// Release exactly what was decided on above.
+	opts := []initlock.UnlockOption{initlock.AsOperator(), initlock.IfRegisterUnchanged(grantRaw(obs))}
+	if obs.Lock != nil {
+		opts = append(opts, initlock.IfUnchanged(obs.Lock.UID, obs.Lock.ResourceVersion))
 	}
-
-	// The Cluster may be gone (an orphan lock): Unlock only needs its
-	// identity.
 	cl := clusterIdentity(conn, ns, cluster, obs.Cluster)
-	locker := initlock.New(conn.client, initlock.WithClock(a.clock))
-	// Release exactly the lock that was checked above.
-	opts := []initlock.UnlockOption{initlock.IfUnchanged(obs.Lock.UID, obs.Lock.ResourceVersion)}
-	if machine == nil {
-		opts = append(opts, initlock.AnyHolder())
-	}
-	if err := locker.Unlock(ctx, cl, machine, opts...); err != nil {
-		if apierrors.IsForbidden(err) {
+	if err := initlock.New(conn.client, initlock.WithClock(a.clock)).Unlock(ctx, cl, nil, opts...); err != nil {
+		switch {
+		case apierrors.IsForbidden(err):
 			return fmt.Errorf("%w; kubectl-initlock needs \"get\" and \"patch\" on \"clusters.cluster.x-k8s.io\" (to empty the grant register) and \"delete\" on \"configmaps\" in namespace %q: ask an administrator to grant them", err, ns)
+		case apierrors.IsConflict(err):
+			return fmt.Errorf("namespace %q: cluster %q: its init lock changed while releasing it: %w; run 'kubectl initlock list -n %s' and try again", ns, cluster, err, ns)
 		}
-		if apierrors.IsConflict(err) {
-			return fmt.Errorf("namespace %q: configmap %q changed while releasing it: %w; run 'kubectl initlock list -n %s' and try again", ns, e.LockName, err, ns)
-		}
-		if errors.Is(err, initlock.ErrNotHolder) {
-			return fmt.Errorf("%w; the lock changed hands while releasing it: run 'kubectl initlock list -n %s' and try again", err, ns)
-		}
+		return err
+	}
+	if obs.Lock == nil {
+		_, err = fmt.Fprintf(out, "namespace %q: cluster %q has no init lock; emptied its grant register, which named %s.\n", ns, cluster, grantName(obs))
 		return err
 	}
 	holder := "unknown holder"
@@ -181,4 +119,69 @@ func (a *app) runRelease(cmd *cobra.Command, o *releaseOptions, cluster string) 
 	}
 	_, err = fmt.Fprintf(out, "namespace %q: released init lock %q of cluster %q (%s).\n", ns, e.LockName, cluster, holder)
 	return err
+}
+
+// releaseRefusal renders a release that Decide refuses, or that needs
+// --force and was not given it; nil when the release goes ahead.
+func releaseRefusal(d initlock.Decision, obs initlock.Observation, e inventory.Entry, ns, cluster string, force bool) error {
+	switch {
+	case errors.Is(d.Err, initlock.ErrNotALock):
+		return fmt.Errorf("namespace %q: configmap %q is %w; refusing to touch it (with or without --force). Rename or delete it yourself if nothing uses it, or rename the cluster",
+			ns, e.LockName, d.Err)
+	case errors.Is(d.Err, initlock.ErrClusterPaused):
+		return fmt.Errorf("namespace %q: cluster %q: %w: %w; nothing is released while a move or restore may be in progress: unpause it and try again", ns, cluster, errRefused, d.Err)
+	case d.Err != nil:
+		return fmt.Errorf("namespace %q: cluster %q: %w", ns, cluster, d.Err)
+	case !d.NeedsForce || force:
+		return nil
+	}
+	if obs.Lock == nil {
+		return fmt.Errorf("namespace %q: cluster %q: %w: its init lock is missing, but its grant register (annotation %s) names %s and the control plane is not initialised, so kubeadm init may be running there and the lock is recreated for it. Wait for the control plane to initialise, delete that machine if its init failed, or pass --force if you are sure no init is running",
+			ns, cluster, errRefused, initlock.GrantAnnotation, grantName(obs))
+	}
+	if obs.Lock.Problem != nil {
+		return fmt.Errorf("namespace %q: configmap %q: %w: it is a %w, so its holder is unknown, and %s; kubeadm init may be running. Pass --force once you are sure no machine of the cluster is running kubeadm init",
+			ns, e.LockName, errRefused, obs.Lock.Problem, clusterState(obs, cluster))
+	}
+	return fmt.Errorf("namespace %q: configmap %q: %w: %s, so kubeadm init may be running on it and releasing would let a second machine run it. Wait for the control plane to initialise, delete machine %q if its init failed, or pass --force if you are sure no init is running",
+		ns, e.LockName, errRefused, heldBecause(d, obs, cluster), d.ForceReason)
+}
+
+// heldBecause says why a release needs --force.
+func heldBecause(d initlock.Decision, obs initlock.Observation, cluster string) string {
+	if d.ForceReason == "" {
+		return clusterState(obs, cluster)
+	}
+	return fmt.Sprintf("machine %q holds it and %s", d.ForceReason, clusterState(obs, cluster))
+}
+
+func clusterState(obs initlock.Observation, cluster string) string {
+	if obs.Cluster == nil {
+		return fmt.Sprintf("cluster %q does not exist (a restore may still be bringing it back)", cluster)
+	}
+	return fmt.Sprintf("the control plane of cluster %q is not initialised", cluster)
+}
+
+func releasedWhat(obs initlock.Observation, e inventory.Entry) string {
+	switch {
+	case obs.Lock == nil:
+		return fmt.Sprintf("the grant register of cluster %q", e.ClusterName)
+	case obs.Lock.Problem != nil:
+		return fmt.Sprintf("corrupt lock %q", e.LockName)
+	}
+	return fmt.Sprintf("lock %q", e.LockName)
+}
+
+func grantRaw(obs initlock.Observation) string {
+	if obs.Cluster == nil {
+		return ""
+	}
+	return obs.Cluster.Grant.Raw()
+}
+
+func grantName(obs initlock.Observation) string {
+	if obs.Cluster == nil || !obs.Cluster.Grant.Held() {
+		return "an unknown machine (the register is damaged)"
+	}
+	return obs.Cluster.Grant.MachineName
 }

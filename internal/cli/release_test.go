@@ -79,8 +79,8 @@ func TestReleaseRefusesWhileInitMayRunThenForce(t *testing.T) {
 	if g := grantOf(t, cluster); g != "" {
 		t.Fatalf("grant not withdrawn: %s", g)
 	}
-	if got := c.Writes(); got != 2 {
-		t.Errorf("writes = %d, want 2 (empty the grant register, delete the lock)", got)
+	if got := c.Writes(); got != 3 {
+		t.Errorf("writes = %d, want 3 (retire the grant, then withdraw it and delete the lock)", got)
 	}
 	// Nothing left to release.
 	r = run(t, "release", "c1", "-n", ns)
@@ -131,8 +131,8 @@ func TestReleaseLostLockEmptiesTheGrantRegister(t *testing.T) {
 	if g := grantOf(t, cluster); g != "" {
 		t.Fatalf("grant register still names %s", g)
 	}
-	if got := c.Writes(); got != 1 {
-		t.Errorf("writes = %d, want 1 (empty the grant register)", got)
+	if got := c.Writes(); got != 2 {
+		t.Errorf("writes = %d, want 2 (retire the grant, then withdraw it)", got)
 	}
 	m2 := newMachine(t, ns, "c1", "m2", nil)
 	if res, err := initlock.New(env.Client).Lock(ctx, getCluster(t, cluster), m2); err != nil || !res.Acquired {

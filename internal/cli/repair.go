@@ -88,11 +88,11 @@ func plan(rows []row) planned {
 	for _, r := range rows {
 		d := r.decision
 		switch {
-		case d.Verdict == initlock.VerdictCorrupt || d.Verdict == initlock.VerdictForeign:
+		case d.Wait == initlock.WaitPerson:
 			p.human = append(p.human, r)
 		case d.Err == nil && d.Action != initlock.ActionNone:
 			p.changes = append(p.changes, r)
-		case waitingWhy(r, time.Time{}, 0) != "":
+		case d.Wait != initlock.WaitNone && d.Verdict != initlock.VerdictHealthy:
 			p.waiting = append(p.waiting, r)
 		}
 	}
@@ -201,13 +201,23 @@ type repairResult struct {
 	note   string
 }
 
-// repairOne applies r's decision. When the lock changed since it was
-// observed (a conflict or a missing object), it observes that lock again,
-// decides again and applies the new decision, a bounded number of times.
+// repairOne applies r's decision, once initlock.Confirm has checked it
+// against the Cluster as it is now (the plan may be minutes old). When the
+// lock changed since it was observed (a conflict or a missing object), it
+// observes that lock again, decides again and applies the new decision, a
+// bounded number of times.
 func (a *app) repairOne(ctx context.Context, conn *connection, r row, policy initlock.Policy) (repairResult, error) {
 	first := r.decision.Action
 	for attempt := 1; ; attempt++ {
-		err := initlock.Apply(ctx, conn.client, r.entry.ConfigMap, r.entry.Observation, r.decision, a.clock.Now())
+		now := a.clock.Now()
+		obs, d, err := initlock.Confirm(ctx, conn.client, r.entry.Observation, r.decision, policy, now)
+		if err != nil {
+			return repairResult{}, err
+		}
+		if d.Action != r.decision.Action {
+			return repairResult{action: initlock.ActionNone, note: fmt.Sprintf(" (the Cluster had changed; now %s, nothing to do)", d.Verdict)}, nil
+		}
+		err = initlock.Apply(ctx, conn.client, r.entry.ConfigMap, obs, d, now)
 		if err == nil {
 			res := repairResult{action: r.decision.Action}
 			if res.action != first {
@@ -234,7 +244,7 @@ func (a *app) repairOne(ctx context.Context, conn *connection, r row, policy ini
 		if oerr != nil {
 			return repairResult{}, oerr
 		}
-		d := initlock.Decide(e.Observation, policy, a.clock.Now())
+		d = initlock.Decide(e.Observation, policy, a.clock.Now())
 		if d.Err != nil || d.Action == initlock.ActionNone {
 			return repairResult{action: initlock.ActionNone, note: fmt.Sprintf(" (the lock had changed; now %s, nothing to do)", d.Verdict)}, nil
 		}
@@ -275,44 +285,50 @@ func changeWhy(r row, p initlock.Policy) string {
 	return string(d.Action)
 }
 
-// waitingWhy says why a lock that is not healthy is left as it is for now,
-// or "" when it is healthy or left by policy.
-func waitingWhy(r row, now time.Time, grace time.Duration) string {
+// waitingWhy renders why Decide leaves a lock that is not healthy as it is
+// for now.
+func waitingWhy(r row) string {
 	d, o := r.decision, r.entry.Observation
-	if errors.Is(d.Err, initlock.ErrClusterPaused) && d.Verdict != initlock.VerdictHealthy {
-		return "cluster is paused (a move or restore may be in progress): unpause it and run repair again"
+	since := "-"
+	if o.Lock != nil && o.Lock.ClusterAbsentSince != nil {
+		since = o.Lock.ClusterAbsentSince.UTC().Format(time.RFC3339)
 	}
-	switch d.Verdict {
-	case initlock.VerdictOrphan:
-		if o.Lock == nil || o.Lock.ClusterAbsentSince == nil {
-			return ""
-		}
-		since := *o.Lock.ClusterAbsentSince
-		if o.Holder != nil && !since.Add(grace).After(now) {
-			return fmt.Sprintf("Cluster missing since %s, but holder machine %q exists (a restore may still be bringing the Cluster back): looked at again by later repairs; 'kubectl initlock release' removes it",
-				since.UTC().Format(time.RFC3339), d.Holder)
-		}
-		return fmt.Sprintf("Cluster missing since %s: a repair from %s on collects it", since.UTC().Format(time.RFC3339), since.Add(grace).UTC().Format(time.RFC3339))
-	case initlock.VerdictLost:
+	switch d.Wait {
+	case initlock.WaitPaused:
+		return "cluster is paused (a move or restore may be in progress): unpause it and run repair again"
+	case initlock.WaitHolder:
+		return fmt.Sprintf("Cluster missing since %s, but holder machine %q exists (a restore may still be bringing the Cluster back): looked at again by later repairs; 'kubectl initlock release' removes it", since, d.Holder)
+	case initlock.WaitGrace:
+		return fmt.Sprintf("Cluster missing since %s: a repair from %s on collects it", since, d.WaitUntil.UTC().Format(time.RFC3339))
+	case initlock.WaitLockRecreated:
 		return fmt.Sprintf("lock deleted while machine %q holds the grant: the bootstrap provider recreates it for that machine at its next lock attempt", d.Holder)
-	case initlock.VerdictStaleHolder:
+	case initlock.WaitTakeOver:
 		return fmt.Sprintf("holder machine %q does not exist: the next machine of the cluster to ask for the lock takes it over", d.Holder)
 	}
-	return ""
+	return string(d.Wait)
 }
 
+// humanWhy renders what a person has to do about a lock Decide leaves to
+// one, with the release command and, when Decide says the release needs
+// it, --force.
 func humanWhy(r row) string {
 	d := r.decision
 	ns, cluster, lock := r.entry.Namespace, r.entry.ClusterName, r.entry.LockName
 	if d.Verdict == initlock.VerdictForeign {
 		return fmt.Sprintf("configmap %q is %v; refusing to touch it. Rename or delete it if nothing uses it, or rename the cluster", lock, d.Err)
 	}
-	force := " --force"
-	if o := r.entry.Observation; o.Cluster != nil && o.Cluster.Initialized {
-		force = ""
+	rel := r.entry.Observation
+	rel.Intent = initlock.IntentRelease
+	force := ""
+	if initlock.Decide(rel, initlock.Policy{}, time.Time{}).NeedsForce {
+		force = " --force"
 	}
-	return fmt.Sprintf("%v; it is never taken over silently. Once no machine of the cluster is running kubeadm init: kubectl initlock release %s -n %s%s",
-		d.Err, cluster, ns, force)
+	problem := "the lock and the Cluster's grant register name two different existing machines"
+	if d.Err != nil {
+		problem = d.Err.Error()
+	}
+	return fmt.Sprintf("%s; it is never taken over silently. Once no machine of the cluster is running kubeadm init: kubectl initlock release %s -n %s%s",
+		problem, cluster, ns, force)
 }
 
 func printPlan(w io.Writer, p planned, policy initlock.Policy, now time.Time) error {
@@ -339,7 +355,7 @@ func printPlan(w io.Writer, p planned, policy initlock.Policy, now time.Time) er
 		t := newTable(w, false)
 		t.row("NAMESPACE", "CLUSTER", "LOCK", "VERDICT", "WHY")
 		for _, r := range p.waiting {
-			t.row(r.entry.Namespace, r.entry.ClusterName, r.entry.LockName, string(r.decision.Verdict), waitingWhy(r, now, policy.OrphanGrace))
+			t.row(r.entry.Namespace, r.entry.ClusterName, r.entry.LockName, string(r.decision.Verdict), waitingWhy(r))
 		}
 		if err := t.flush(); err != nil {
 			return err

@@ -201,40 +201,13 @@ func (d *demo) getLock(ns, cluster string) (*corev1.ConfigMap, error) {
 	return cm, nil
 }
 
-// observe reads the lock, the Cluster and the holder live and decides as
-// the manager does.
+// observe reads the lock, the Cluster and the Machines they name live, with
+// initlock.Read, and decides as the manager does.
 func (d *demo) observe(ns, cluster string) (*corev1.ConfigMap, initlock.Decision, error) {
-	cm, err := d.getLock(ns, cluster)
+	obs, cm, err := initlock.Read(d.ctx, initlock.From(d.c), initlock.Query{Namespace: ns, ClusterName: cluster,
+		APIVersion: capi.Group + "/" + d.capiVersion})
 	if err != nil {
 		return nil, initlock.Decision{}, err
-	}
-	u, err := d.getCluster(ns, cluster)
-	if err != nil {
-		return nil, initlock.Decision{}, err
-	}
-	var cl *initlock.Cluster
-	if u != nil {
-		c, err := initlock.ClusterFrom(u, nil)
-		if err != nil {
-			return nil, initlock.Decision{}, err
-		}
-		cl = &c
-	}
-	obs := initlock.Observe(cluster, cm, cl, nil)
-	if obs.Lock != nil && obs.Lock.Problem == nil {
-		pom := &metav1.PartialObjectMetadata{}
-		pom.SetGroupVersionKind(capi.MachineGVK(d.capiVersion))
-		err := d.c.Get(d.ctx, types.NamespacedName{Namespace: ns, Name: obs.Lock.Record.MachineName}, pom)
-		switch {
-		case err == nil:
-			m, err := initlock.MachineFrom(pom, nil)
-			if err != nil {
-				return nil, initlock.Decision{}, err
-			}
-			obs.Holder = &m
-		case !apierrors.IsNotFound(err):
-			return nil, initlock.Decision{}, fmt.Errorf("reading machine %s/%s: %w", ns, obs.Lock.Record.MachineName, err)
-		}
 	}
 	policy := initlock.Policy{ReleaseAfterInit: true, OrphanGrace: d.opts.OrphanGrace}
 	return cm, initlock.Decide(obs, policy, time.Now()), nil

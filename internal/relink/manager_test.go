@@ -49,7 +49,7 @@ func TestRelinkerInInitlockManager(t *testing.T) {
 	lock := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1" + initlock.LockSuffix,
 		Labels:      map[string]string{initlock.ClusterNameLabel: "c1"},
 		Annotations: map[string]string{relink.Annotation: relink.Encode([]relink.OwnerRef{clusterOwner("c1")})},
-	}, Data: map[string]string{initlock.DataKey: initlock.Record{MachineName: "c1-cp-0"}.Encode()}}
+	}, Data: map[string]string{initlock.DataKey: initlock.Record{Ref: initlock.Ref{MachineName: "c1-cp-0"}}.Encode()}}
 	if err := env.Client.Create(t.Context(), secret); err != nil {
 		t.Fatal(err)
 	}

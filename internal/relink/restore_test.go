@@ -216,7 +216,7 @@ func TestVeleroRestoreRelinksTheGraph(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1" + initlock.LockSuffix,
 			Labels:          map[string]string{initlock.ClusterNameLabel: "c1"},
 			OwnerReferences: []metav1.OwnerReference{refTo(cluster, false)}},
-		Data: map[string]string{initlock.DataKey: initlock.Record{MachineName: "c1-md-0-x7k2p-0"}.Encode()},
+		Data: map[string]string{initlock.DataKey: initlock.Record{Ref: initlock.Ref{MachineName: "c1-md-0-x7k2p-0"}}.Encode()},
 	}
 	for _, cm := range []*corev1.ConfigMap{addons, lock} {
 		if err := env.Client.Create(ctx, cm); err != nil {

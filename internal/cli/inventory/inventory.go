@@ -64,7 +64,8 @@ var _ Reader = client.Client(nil)
 type key struct{ namespace, name string }
 
 // Gather reads every lock in scope. See the package documentation for the
-// calls it makes.
+// calls it makes. Each cluster is then observed by initlock.Read, as the
+// manager and the library observe it, from a snapshot of what was listed.
 func Gather(ctx context.Context, c Reader, opts Options) (*Inventory, error) {
 	if opts.CAPIVersion == "" {
 		opts.CAPIVersion = capi.V1Beta2
@@ -72,8 +73,9 @@ func Gather(ctx context.Context, c Reader, opts Options) (*Inventory, error) {
 	if opts.PageSize == 0 {
 		opts.PageSize = DefaultPageSize
 	}
-	clusters, err := listClusters(ctx, c, opts)
-	if err != nil {
+	snap := &snapshot{locks: map[key]*corev1.ConfigMap{}}
+	var err error
+	if snap.clusters, err = listClusters(ctx, c, opts); err != nil {
 		return nil, err
 	}
 	locks, err := listLabelledLocks(ctx, c, opts)
@@ -83,11 +85,11 @@ func Gather(ctx context.Context, c Reader, opts Options) (*Inventory, error) {
 	// Clusters whose lock is not among the labelled ConfigMaps: their lock
 	// name may be taken by a ConfigMap that is not their lock.
 	var unmatched []key
-	for k, cl := range clusters {
+	for k := range snap.clusters {
 		if _, ok := locks[k]; ok {
 			continue
 		}
-		if _, err := initlock.LockName(cl.Name); err != nil {
+		if _, err := initlock.LockName(k.name); err != nil {
 			continue // no ConfigMap can be this cluster's lock
 		}
 		unmatched = append(unmatched, k)
@@ -101,21 +103,24 @@ func Gather(ctx context.Context, c Reader, opts Options) (*Inventory, error) {
 			locks[k] = cm
 		}
 	}
-	machines, err := listMachines(ctx, c, opts)
-	if err != nil {
+	if snap.machines, err = listMachines(ctx, c, opts); err != nil {
 		return nil, err
 	}
-
-	inv := &Inventory{CAPIVersion: opts.CAPIVersion}
-	seen := map[key]bool{}
+	clusters := map[key]bool{}
 	for k, cm := range locks {
-		seen[k] = true
-		inv.Entries = append(inv.Entries, entry(k, cm, clusters[k], machines, opts.CAPIVersion))
+		snap.locks[key{k.namespace, cm.Name}] = cm
+		clusters[k] = true
 	}
-	for k, cl := range clusters {
-		if !seen[k] {
-			inv.Entries = append(inv.Entries, entry(k, nil, cl, machines, opts.CAPIVersion))
+	for k := range snap.clusters {
+		clusters[k] = true
+	}
+	inv := &Inventory{CAPIVersion: opts.CAPIVersion}
+	for k := range clusters {
+		e, err := observe(ctx, initlock.From(snap), opts.CAPIVersion, k.namespace, k.name)
+		if err != nil {
+			return nil, err
 		}
+		inv.Entries = append(inv.Entries, e)
 	}
 	sort.Slice(inv.Entries, func(i, j int) bool {
 		a, b := inv.Entries[i], inv.Entries[j]
@@ -127,57 +132,16 @@ func Gather(ctx context.Context, c Reader, opts Options) (*Inventory, error) {
 	return inv, nil
 }
 
-// machineIndex is the Machines listed, by namespace and name.
-type machineIndex map[key]*metav1.PartialObjectMetadata
-
-func entry(k key, cm *corev1.ConfigMap, cl *initlock.Cluster, machines machineIndex, version string) Entry {
-	var holder *initlock.Machine
-	if cm != nil {
-		if l := initlock.ObserveLock(cm, k.name); l.Problem == nil {
-			if pom, ok := machines[key{k.namespace, l.Record.MachineName}]; ok {
-				if m, err := initlock.MachineFrom(pom, nil); err == nil {
-					holder = &m
-				}
-			}
-		}
-	}
-	obs := initlock.Observe(k.name, cm, cl, holder)
-	obs.Granted = grantedOf(machines, k, cl)
-	lockName, _ := initlock.LockName(k.name)
-	return Entry{Namespace: k.namespace, ClusterName: k.name, LockName: lockName, ConfigMap: cm, Observation: obs}
-}
-
-// grantedOf returns the Machine the Cluster's grant register names, when it
-// exists.
-func grantedOf(machines machineIndex, cluster key, cl *initlock.Cluster) *initlock.Machine {
-	if cl == nil || cl.Grant == nil || cl.Grant.Damaged() {
-		return nil
-	}
-	pom, ok := machines[key{cluster.namespace, cl.Grant.MachineName}]
-	if !ok {
-		return nil
-	}
-	m, err := initlock.MachineFrom(pom, nil)
-	if err != nil {
-		return nil
-	}
-	return &m
-}
-
-func listClusters(ctx context.Context, c Reader, opts Options) (map[key]*initlock.Cluster, error) {
-	out := map[key]*initlock.Cluster{}
+func listClusters(ctx context.Context, c Reader, opts Options) (map[key]*unstructured.Unstructured, error) {
+	out := map[key]*unstructured.Unstructured{}
 	gvk := capi.ClusterGVK(opts.CAPIVersion)
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	err := paginate(ctx, c, list, opts, func() error {
 		for i := range list.Items {
-			u := &list.Items[i]
+			u := list.Items[i].DeepCopy()
 			u.SetGroupVersionKind(gvk)
-			cl, err := initlock.ClusterFrom(u, nil)
-			if err != nil {
-				return err
-			}
-			out[key{cl.Namespace, cl.Name}] = &cl
+			out[key{u.GetNamespace(), u.GetName()}] = u
 		}
 		return nil
 	})
@@ -186,7 +150,6 @@ func listClusters(ctx context.Context, c Reader, opts Options) (map[key]*initloc
 	}
 	return out, nil
 }
-
 func listLabelledLocks(ctx context.Context, c Reader, opts Options) (map[key]*corev1.ConfigMap, error) {
 	out := map[key]*corev1.ConfigMap{}
 	list := &corev1.ConfigMapList{}
@@ -245,8 +208,8 @@ func findForeign(ctx context.Context, c Reader, opts Options, clusters []key) (m
 	return out, nil
 }
 
-func listMachines(ctx context.Context, c Reader, opts Options) (machineIndex, error) {
-	out := machineIndex{}
+func listMachines(ctx context.Context, c Reader, opts Options) (map[key]*metav1.PartialObjectMetadata, error) {
+	out := map[key]*metav1.PartialObjectMetadata{}
 	gvk := capi.MachineGVK(opts.CAPIVersion)
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -145,7 +143,10 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile looks at the lock of the Cluster req names and makes at most one
-// write to it.
+// write to it. It decides from the cache; a decision that writes is
+// confirmed against the API server first (initlock.Confirm), so that no
+// lock is adopted for, or released on behalf of, a Cluster that the cache
+// still shows but that was deleted, created again or paused since.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	lockName, err := initlock.LockName(req.Name)
@@ -155,22 +156,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	lockKey := types.NamespacedName{Namespace: req.Namespace, Name: lockName}
-
-	clusterObj, cluster, err := r.getCluster(ctx, req.NamespacedName)
+	obs, cm, err := initlock.Read(ctx, initlock.From(r.Client), initlock.Query{
+		Namespace: req.Namespace, ClusterName: req.Name, APIVersion: capi.Group + "/" + r.CAPIVersion})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	cm, err := r.getLock(ctx, lockKey)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if cluster == nil && cm == nil {
+	if obs.Cluster == nil && cm == nil {
 		r.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	m := r.memoFor(req.NamespacedName)
+	clusterObj := clusterObject(req.NamespacedName, r.CAPIVersion, obs.Cluster)
 
-	if cluster != nil && cluster.Paused {
+	if obs.Cluster != nil && obs.Cluster.Paused {
 		// Restores and moves bring objects back in any order: decide
 		// nothing until the Cluster is unpaused.
 		log.V(4).Info("Cluster is paused; leaving its lock alone")
@@ -179,7 +177,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	live := false
 	if cm == nil {
-		if !r.needsLiveCheck(m, clusterObj, cluster) {
+		if !r.needsLiveCheck(m, obs.Cluster) {
 			r.states.set(req.NamespacedName, "")
 			return ctrl.Result{}, nil
 		}
@@ -187,21 +185,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 		if cm == nil {
-			m.checked = checkKey(clusterObj)
+			m.checked = checkKey(obs.Cluster)
 			r.states.set(req.NamespacedName, "")
 			return ctrl.Result{}, nil
 		}
-		live = true
+		obs.Lock, live = initlock.ObserveLock(cm, req.Name), true
 	}
 	if !live && m.writtenFrom == (objectVersion{cm.UID, cm.ResourceVersion}) {
 		log.V(4).Info("Waiting for the cache to show the last write", "lock", klog.KObj(cm))
 		return ctrl.Result{RequeueAfter: cacheLagRetry}, nil
 	}
 
-	obs, d, err := r.decide(ctx, req.Name, cm, cluster)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
+	d := initlock.Decide(obs, r.Policy, r.now())
 	r.states.set(req.NamespacedName, d.Verdict)
 	log = log.WithValues("lock", klog.KObj(cm), "verdict", d.Verdict, "action", d.Action)
 
@@ -238,6 +233,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	now := r.now()
+	action := d.Action
+	if obs, d, err = initlock.Confirm(ctx, r.APIReader, obs, d, r.Policy, now); err != nil {
+		return ctrl.Result{}, err
+	}
+	switch {
+	case d.Action == initlock.ActionNone:
+		log.V(2).Info("The API server does not confirm the decision; nothing to do", "verdict", d.Verdict)
+		return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
+	case d.Action != action:
+		// The cache is behind the API server: decide again once it has
+		// caught up (the change that made the difference sends an event).
+		log.V(2).Info("The API server does not confirm the decision; waiting for the cache", "confirmed", d.Action)
+		return ctrl.Result{RequeueAfter: cacheLagRetry}, nil
+	}
 	if err := initlock.Apply(ctx, r.Client, cm, obs, d, now); err != nil {
 		switch {
 		case apierrors.IsConflict(err):
@@ -255,34 +264,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
 }
 
-// getCluster reads the Cluster from the cache; nil when it does not exist.
-func (r *Reconciler) getCluster(ctx context.Context, key types.NamespacedName) (*unstructured.Unstructured, *initlock.Cluster, error) {
+// clusterObject is the Cluster events are recorded on; nil when it does
+// not exist.
+func clusterObject(key types.NamespacedName, version string, cl *initlock.Cluster) *unstructured.Unstructured {
+	if cl == nil {
+		return nil
+	}
 	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(capi.ClusterGVK(r.CAPIVersion))
-	if err := r.Client.Get(ctx, key, u); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil, nil
-		}
-		return nil, nil, fmt.Errorf("reading cluster %s: %w", key, err)
-	}
-	cl, err := initlock.ClusterFrom(u, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	return u, &cl, nil
-}
-
-// getLock reads the lock from the cache, which holds only ConfigMaps with
-// the cluster-name label; nil when there is none.
-func (r *Reconciler) getLock(ctx context.Context, key types.NamespacedName) (*corev1.ConfigMap, error) {
-	cm := &corev1.ConfigMap{}
-	if err := r.Client.Get(ctx, key, cm); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("reading configmap %s: %w", key, err)
-	}
-	return cm, nil
+	u.SetGroupVersionKind(capi.ClusterGVK(version))
+	u.SetNamespace(key.Namespace)
+	u.SetName(key.Name)
+	u.SetUID(cl.UID)
+	u.SetResourceVersion(cl.ResourceVersion)
+	return u
 }
 
 // getLockLive reads the ConfigMap with the lock's name from the API server.
@@ -300,69 +294,15 @@ func (r *Reconciler) getLockLive(ctx context.Context, key types.NamespacedName) 
 // needsLiveCheck tells whether to look for an unlabelled ConfigMap with the
 // lock's name: only for a Cluster whose lock still matters (it exists, is
 // not deleting and not initialised), once per UID and generation.
-func (r *Reconciler) needsLiveCheck(m *memo, u *unstructured.Unstructured, cl *initlock.Cluster) bool {
+func (r *Reconciler) needsLiveCheck(m *memo, cl *initlock.Cluster) bool {
 	if cl == nil || cl.Deleting || cl.Initialized {
 		return false
 	}
-	return m.checked != checkKey(u)
+	return m.checked != checkKey(cl)
 }
 
-func checkKey(u *unstructured.Unstructured) string {
-	return fmt.Sprintf("%s/%d", u.GetUID(), u.GetGeneration())
-}
-
-// decide observes the lock and decides. The holder is looked up in the
-// cache; when the cache does not know it and the decision would write, a
-// live read confirms it before deciding again.
-func (r *Reconciler) decide(ctx context.Context, clusterName string, cm *corev1.ConfigMap, cluster *initlock.Cluster) (initlock.Observation, initlock.Decision, error) {
-	obs := initlock.Observe(clusterName, cm, cluster, nil)
-	if obs.Lock.Problem != nil {
-		return obs, initlock.Decide(obs, r.Policy, r.now()), nil
-	}
-	holderKey := types.NamespacedName{Namespace: cm.Namespace, Name: obs.Lock.Record.MachineName}
-	holder, err := r.getMachine(ctx, r.Client, holderKey)
-	if err != nil {
-		return obs, initlock.Decision{}, err
-	}
-	obs.Holder = holder
-	d := initlock.Decide(obs, r.Policy, r.now())
-	if holder != nil || d.Action == initlock.ActionNone {
-		return obs, d, nil
-	}
-	if obs.Holder, err = r.getMachine(ctx, r.APIReader, holderKey); err != nil {
-		return obs, initlock.Decision{}, err
-	}
-	return obs, initlock.Decide(obs, r.Policy, r.now()), nil
-}
-
-// getMachine reads a Machine's metadata; nil when it does not exist.
-func (r *Reconciler) getMachine(ctx context.Context, c client.Reader, key types.NamespacedName) (*initlock.Machine, error) {
-	if errs := validateName(key.Name); errs != "" {
-		// A record naming an impossible Machine: no such Machine exists.
-		return nil, nil
-	}
-	pom := &metav1.PartialObjectMetadata{}
-	pom.SetGroupVersionKind(capi.MachineGVK(r.CAPIVersion))
-	if err := c.Get(ctx, key, pom); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("reading machine %s: %w", key, err)
-	}
-	m, err := initlock.MachineFrom(pom, nil)
-	if err != nil {
-		return nil, err
-	}
-	return &m, nil
-}
-
-// validateName rejects names that cannot be fetched (a path separator would
-// change the request).
-func validateName(name string) string {
-	if name == "" || strings.ContainsAny(name, "/%") || name == "." || name == ".." {
-		return "not a valid object name"
-	}
-	return ""
+func checkKey(cl *initlock.Cluster) string {
+	return fmt.Sprintf("%s/%d", cl.UID, cl.Generation)
 }
 
 // settle returns how much longer the lock must be seen without its Cluster

@@ -252,10 +252,12 @@ func TestLockToClusters(t *testing.T) {
 }
 
 func TestClusterChanged(t *testing.T) {
+	const grant = `{"machineName":"m1","machineUID":"m1-uid","clusterUID":"uid","token":"t1"}`
 	base := func() *unstructured.Unstructured {
 		u := kubeenv.NewCluster(capi.V1Beta2, "default", "c1")
 		u.SetUID("uid")
 		u.SetResourceVersion("1")
+		u.SetAnnotations(map[string]string{initlock.GrantAnnotation: grant})
 		return u
 	}
 	p := clusterChanged()
@@ -265,13 +267,21 @@ func TestClusterChanged(t *testing.T) {
 		want   bool
 	}{
 		{"resync", func(*unstructured.Unstructured) {}, true},
-		{"status churn", func(u *unstructured.Unstructured) {
+		{"status churn, with a grant recorded", func(u *unstructured.Unstructured) {
 			u.SetResourceVersion("2")
 			u.Object["status"] = map[string]any{"phase": "Provisioning"}
 		}, false},
+		{"grant register written", func(u *unstructured.Unstructured) {
+			u.SetResourceVersion("2")
+			u.SetAnnotations(map[string]string{initlock.GrantAnnotation: `{"machineName":"m1","machineUID":"m1-uid","clusterUID":"uid","token":"t2"}`})
+		}, true},
+		{"grant register emptied", func(u *unstructured.Unstructured) {
+			u.SetResourceVersion("2")
+			u.SetAnnotations(nil)
+		}, true},
 		{"paused", func(u *unstructured.Unstructured) {
 			u.SetResourceVersion("2")
-			u.SetAnnotations(map[string]string{capi.PausedAnnotation: "true"})
+			u.SetAnnotations(map[string]string{initlock.GrantAnnotation: grant, capi.PausedAnnotation: "true"})
 		}, true},
 		{"initialised", func(u *unstructured.Unstructured) {
 			u.SetResourceVersion("2")

@@ -88,8 +88,9 @@ func request(namespace, name string) reconcile.Request {
 }
 
 // clusterChanged passes Cluster updates that change what the lock decision
-// reads (UID, paused, initialised, deleting) and the periodic resyncs;
-// status churn that changes none of these does not reconcile.
+// reads (UID, paused, initialised, deleting, the grant register) and the
+// periodic resyncs; status churn that changes none of these does not
+// reconcile.
 func clusterChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
@@ -101,9 +102,20 @@ func clusterChanged() predicate.Predicate {
 			}
 			oldCl, errOld := initlock.ClusterFrom(e.ObjectOld, nil)
 			newCl, errNew := initlock.ClusterFrom(e.ObjectNew, nil)
-			return errOld != nil || errNew != nil || oldCl != newCl
+			return errOld != nil || errNew != nil || decisionInputs(oldCl) != decisionInputs(newCl)
 		},
 	}
+}
+
+// inputs is what a lock decision reads of a Cluster.
+type inputs struct {
+	uid                           types.UID
+	paused, initialized, deleting bool
+	register                      string
+}
+
+func decisionInputs(cl initlock.Cluster) inputs {
+	return inputs{uid: cl.UID, paused: cl.Paused, initialized: cl.Initialized, deleting: cl.Deleting, register: cl.Grant.Raw()}
 }
 
 // createdOrDeleted passes Machine creations and deletions, which decide
