@@ -1,0 +1,105 @@
+package explore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/initlock/initlock/internal/controllers/lock"
+	"github.com/initlock/initlock/internal/kubeenv/apimodel"
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+// start is the time of every execution: the code under test reads its
+// clock, and nothing waits for time to pass.
+var start = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+
+// provider is a bootstrap provider's reconciles of one control-plane
+// Machine, as CABPK makes them: it reads the Cluster and the Machine from
+// its informer cache (any version not older than what it saw last), calls
+// Lock and, when granted the lock, runs init. The init either goes on to
+// the end of the execution, or fails, after which the provider calls
+// Unlock and tries again; a refusal or an error is tried again too, up to
+// the scenario's number of attempts.
+func (s *System) provider(ctx context.Context, p Provider) {
+	machine, actor := p.Machine, p.actor()
+	defer s.actorDone(actor)
+	l := initlock.New(s.client(actor), initlock.WithTokens(s.token(actor)), initlock.WithClock(&schedClock{
+		FakePassiveClock: clocktesting.NewFakePassiveClock(start), sys: s, actor: actor}))
+	for range p.Attempts {
+		if s.isAborted() {
+			return
+		}
+		s.wait(actor, "reconcile")
+		clObj, mObj := s.view(actor, clusterKey), s.view(actor, machineKey(machine))
+		if clObj == nil || mObj == nil || (p.Incarnation != 0 && !strings.HasSuffix(uidOf(mObj), fmt.Sprintf("-%d", p.Incarnation))) {
+			continue // nothing of this provider's to reconcile in the cache
+		}
+		cl := &unstructured.Unstructured{Object: clObj}
+		cl.SetGroupVersionKind(apimodel.ClusterGVK)
+		m := &unstructured.Unstructured{Object: mObj}
+		m.SetGroupVersionKind(apimodel.MachineGVK)
+		s.checker.callStarted(s, actor)
+		res, err := l.Lock(ctx, cl, m)
+		if s.isAborted() {
+			return
+		}
+		s.checker.lockReturned(s, actor, machine, m.GetUID(), res, err)
+		if !res.Acquired {
+			continue
+		}
+		if !p.Unlock || s.branch(actor, "init", "fails, so Unlock", "goes on") == 1 {
+			return
+		}
+		s.checker.unlocking(machine, m.GetUID())
+		_ = l.Unlock(ctx, cl, m)
+	}
+}
+
+// manager is initlock-manager's lock reconciler, reading through its own
+// informer cache (any version not older than what it saw last) and
+// confirming against the API server as it does.
+func (s *System) manager(ctx context.Context) {
+	const actor = "manager"
+	defer s.actorDone(actor)
+	live := s.client(actor)
+	r := &lock.Reconciler{
+		Client:      viewClient{Client: live, sys: s},
+		APIReader:   live,
+		CAPIVersion: "v1beta2",
+		Policy:      initlock.DefaultPolicy,
+		Clock:       clocktesting.NewFakePassiveClock(start),
+	}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: namespace, Name: clusterName}}
+	for range s.sc.Reconciles {
+		if s.isAborted() {
+			return
+		}
+		s.wait(actor, "reconcile")
+		s.checker.reconcileStarted(s)
+		_, _ = r.Reconcile(ctx, req)
+		s.checker.reconcileEnded(s)
+	}
+}
+
+func uidOf(obj map[string]any) string {
+	meta, _ := obj["metadata"].(map[string]any)
+	uid, _ := meta["uid"].(string)
+	return uid
+}
+
+// schedClock is a provider's clock: time stands still, and a wait is a
+// point where the scheduler lets the provider go on when it chooses.
+type schedClock struct {
+	*clocktesting.FakePassiveClock
+	sys   *System
+	actor string
+}
+
+func (c *schedClock) Sleep(time.Duration) { c.sys.wait(c.actor, "backs off") }

@@ -1,0 +1,355 @@
+package explore
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/internal/kubeenv/apimodel"
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+// Invariants the checker holds every state to.
+const (
+	// InvOneHolder: at most one Machine is granted the lock while it exists,
+	// the control plane is not initialised and it has not called Unlock
+	// since its grant.
+	InvOneHolder = "one-holder"
+	// InvNoUnsafeDelete: the manager never deletes the lock while a Machine
+	// holds a grant.
+	InvNoUnsafeDelete = "no-unsafe-delete"
+	// InvLiveOwner: the manager points the lock only at a Cluster UID that
+	// was live while it reconciled.
+	InvLiveOwner = "live-owner"
+	// InvDefence: while a Machine holds a grant, both the grant register
+	// and the lock name it, but for what the adversary's losses removed:
+	// nothing else (a write applied late, twice, or by another actor) takes
+	// a protection away.
+	InvDefence = "defence-in-depth"
+	// InvLiveCaller: the lock is granted only to a Machine that was live
+	// during the Lock call, never to a deleted one's stale object.
+	InvLiveCaller = "live-caller"
+	// InvNotPaused: nothing is written to a paused Cluster.
+	InvNotPaused = "not-paused"
+	// InvOnlyLocks: nothing that is not a lock is changed: no Machine, and
+	// of a Cluster nothing but its grant register.
+	InvOnlyLocks = "only-locks"
+)
+
+// Violation is a broken invariant.
+type Violation struct {
+	Invariant string
+	Detail    string
+}
+
+func (v Violation) String() string { return v.Invariant + ": " + v.Detail }
+
+// grant is a Lock call that returned Acquired, for as long as it counts.
+type grant struct {
+	machine string
+	uid     types.UID
+	// upstream: the grant of a lock an upstream provider wrote, which
+	// nothing but that ConfigMap protects.
+	upstream bool
+	// register and lock tell which protections are expected to name the
+	// Machine: both, but for what an adversary's loss removed since.
+	register, lock bool
+}
+
+type checker struct {
+	grants    []grant
+	violation *Violation
+	// reconciling and liveUIDs: whether the manager is in a reconcile,
+	// and the Cluster UIDs live at some moment of it.
+	reconciling bool
+	liveUIDs    map[types.UID]bool
+	// calls are the Lock calls in flight, with the Machine UIDs live at
+	// some moment of each, and the protections the adversary took while
+	// they ran.
+	calls map[string]*call
+}
+
+type call struct {
+	live                   map[types.UID]bool
+	lostRegister, lostLock bool
+}
+
+func newChecker() *checker { return &checker{} }
+
+func (c *checker) violate(inv, format string, args ...any) {
+	if c.violation == nil {
+		c.violation = &Violation{Invariant: inv, Detail: fmt.Sprintf(format, args...)}
+	}
+}
+
+// state is what of the checker the future depends on.
+func (c *checker) state() string {
+	var gs []string
+	for _, g := range c.grants {
+		gs = append(gs, fmt.Sprintf("%s/%s/%v/%v/%v", g.machine, g.uid, g.upstream, g.register, g.lock))
+	}
+	sort.Strings(gs)
+	var calls []string
+	for a, cl := range c.calls {
+		var us []string
+		for u := range cl.live {
+			us = append(us, string(u))
+		}
+		sort.Strings(us)
+		calls = append(calls, fmt.Sprintf("%s:%s:%v:%v", a, strings.Join(us, ","), cl.lostRegister, cl.lostLock))
+	}
+	sort.Strings(calls)
+	var live []string
+	for u := range c.liveUIDs {
+		live = append(live, string(u))
+	}
+	sort.Strings(live)
+	return strings.Join(gs, ",") + fmt.Sprint(c.reconciling) + strings.Join(live, ",") + strings.Join(calls, ";")
+}
+
+func (c *checker) anyGrant() bool { return len(c.grants) > 0 }
+
+// upstream records the grant of a lock an upstream provider wrote.
+func (c *checker) upstream(s *System, machine string) {
+	sn := s.snapshot()
+	c.grants = append(c.grants, grant{machine: machine, uid: sn.machines[machine].UID, upstream: true, lock: true})
+}
+
+// callStarted notes a Lock call of actor.
+func (c *checker) callStarted(s *System, actor string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.calls == nil {
+		c.calls = map[string]*call{}
+	}
+	c.calls[actor] = &call{live: map[types.UID]bool{}}
+	c.observeMachines(s, c.calls[actor].live)
+}
+
+func (c *checker) observeMachines(s *System, into map[types.UID]bool) {
+	for _, m := range s.snapshot().machines {
+		into[m.UID] = true
+	}
+}
+
+// lockReturned judges a Lock result.
+func (c *checker) lockReturned(s *System, actor, machine string, uid types.UID, res initlock.Result, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cl := c.calls[actor]
+	delete(c.calls, actor)
+	if err != nil || !res.Acquired {
+		return
+	}
+	if !cl.live[uid] {
+		c.violate(InvLiveCaller, "%s was granted the lock for machine %s of uid %s, which was not live during the call", actor, machine, uid)
+	}
+	for _, g := range c.grants {
+		if g.machine != machine || g.uid != uid {
+			c.violate(InvOneHolder, "machine %s (uid %s) was granted the lock while machine %s (uid %s) holds it", machine, uid, g.machine, g.uid)
+		}
+	}
+	for _, g := range c.grants {
+		if g.machine == machine && g.uid == uid {
+			return
+		}
+	}
+	// A grant counts while its Machine exists and the control plane is not
+	// initialised: one to a Machine deleted during the call, or in an
+	// initialised cluster, protects nothing.
+	if !s.initialisedLocked() && s.machineLive(machine, uid) {
+		c.grants = append(c.grants, grant{machine: machine, uid: uid, register: !cl.lostRegister, lock: !cl.lostLock})
+		c.defended(s)
+	}
+}
+
+func (s *System) machineLive(name string, uid types.UID) bool {
+	obj, err := s.store.Get(machineKey(name))
+	return err == nil && typesUID(obj["metadata"].(map[string]any)["uid"]) == uid
+}
+
+func (s *System) initialisedLocked() bool {
+	obj, err := s.store.Get(clusterKey)
+	if err != nil {
+		return false
+	}
+	st, _ := obj["status"].(map[string]any)
+	in, _ := st["initialization"].(map[string]any)
+	return in["controlPlaneInitialized"] == true
+}
+
+// unlocking ends a grant: the Machine no longer runs init.
+func (c *checker) unlocking(machine string, uid types.UID) {
+	c.drop(func(g grant) bool { return g.machine == machine && g.uid == uid })
+}
+
+func (c *checker) machineGone(machine string) {
+	c.drop(func(g grant) bool { return g.machine == machine })
+}
+
+func (c *checker) clusterReplaced() { c.grants = nil }
+func (c *checker) initialised()     { c.grants = nil }
+
+// lockDeleted ends the grant of an upstream holder: nothing else protects
+// it, a limit of upstream locks that pkg/initlock documents. Other grants
+// lose the lock's protection.
+func (c *checker) lockDeleted() {
+	c.drop(func(g grant) bool { return g.upstream })
+	for i := range c.grants {
+		c.grants[i].lock = false
+	}
+	for _, cl := range c.calls {
+		cl.lostLock = true
+	}
+}
+
+// registerLost: the adversary changed the register.
+func (c *checker) registerLost() {
+	for i := range c.grants {
+		c.grants[i].register = false
+	}
+	for _, cl := range c.calls {
+		cl.lostRegister = true
+	}
+}
+
+// defended checks that every grant's expected protections name its
+// Machine.
+func (c *checker) defended(s *System) {
+	if len(c.grants) == 0 {
+		return
+	}
+	sn := s.snapshot()
+	for _, g := range c.grants {
+		m := &initlock.Machine{Namespace: namespace, Name: g.machine, UID: g.uid}
+		if g.register && (sn.cluster == nil || !sn.cluster.Grant.Held() || !sn.cluster.Grant.Names(sn.cluster, m)) {
+			c.violate(InvDefence, "machine %s (uid %s) holds a grant, but the grant register no longer names it: %s", g.machine, g.uid, sn.cluster.Grant.Raw())
+		}
+		if g.lock && (sn.lock == nil || sn.lock.Problem != nil || !sn.lock.Record.Names(sn.cluster, m)) {
+			c.violate(InvDefence, "machine %s (uid %s) holds a grant, but the lock no longer names it", g.machine, g.uid)
+		}
+	}
+}
+
+func (c *checker) drop(match func(grant) bool) {
+	kept := c.grants[:0]
+	for _, g := range c.grants {
+		if !match(g) {
+			kept = append(kept, g)
+		}
+	}
+	c.grants = kept
+}
+
+func (c *checker) reconcileStarted(s *System) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.reconciling = true
+	c.liveUIDs = map[types.UID]bool{}
+	c.observe(s)
+}
+
+func (c *checker) reconcileEnded(s *System) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.reconciling = false
+	c.liveUIDs = nil
+}
+
+// observe notes the live Cluster and Machine UIDs, and checks the grants'
+// protections, after every step.
+func (c *checker) observe(s *System) {
+	c.defended(s)
+	for _, cl := range c.calls {
+		c.observeMachines(s, cl.live)
+	}
+	if !c.reconciling {
+		return
+	}
+	if cl := s.snapshot().cluster; cl != nil {
+		c.liveUIDs[cl.UID] = true
+	}
+}
+
+// applied judges a write the store just applied, against the Cluster and
+// the lock as they were before it.
+func (c *checker) applied(s *System, r *apimodel.Request, before [2]map[string]any) {
+	switch r.Key.Kind {
+	case "Machine":
+		c.violate(InvOnlyLocks, "%s wrote machine %s", r.Actor, r.Key.Name)
+	case "Cluster":
+		if before[0] != nil && capi.IsPaused(&unstructured.Unstructured{Object: before[0]}) {
+			c.violate(InvNotPaused, "%s wrote the paused cluster: %s", r.Actor, r.Body)
+		}
+		if !onlyRegisterChanged(s) {
+			c.violate(InvOnlyLocks, "%s changed more of the cluster than its grant register: %s", r.Actor, r.Body)
+		}
+	case "ConfigMap":
+		if r.Actor != "manager" {
+			return
+		}
+		if r.Verb == "delete" && len(c.grants) > 0 {
+			c.violate(InvNoUnsafeDelete, "the manager deleted the lock while machine %s holds a grant", c.grants[0].machine)
+		}
+		after, err := s.store.Get(lockKey)
+		if err != nil {
+			return
+		}
+		refs := ownerUIDs(after)
+		if before[1] != nil && reflect.DeepEqual(refs, ownerUIDs(before[1])) {
+			return
+		}
+		for _, uid := range refs {
+			if !c.liveUIDs[uid] {
+				c.violate(InvLiveOwner, "the manager pointed the lock at cluster uid %s, which was not live while it reconciled", uid)
+			}
+		}
+	}
+}
+
+// ownerUIDs are the UIDs of an object's Cluster ownerReferences.
+func ownerUIDs(obj map[string]any) []types.UID {
+	u := &unstructured.Unstructured{Object: obj}
+	var out []types.UID
+	for _, ref := range u.GetOwnerReferences() {
+		if ref.Kind == "Cluster" {
+			out = append(out, ref.UID)
+		}
+	}
+	return out
+}
+
+// onlyRegisterChanged tells whether the last write of the Cluster changed
+// nothing but its grant register.
+func onlyRegisterChanged(s *System) bool {
+	h := s.store.History(clusterKey)
+	if len(h) < 2 {
+		return true
+	}
+	a, b := strip(h[len(h)-2].Object), strip(h[len(h)-1].Object)
+	return reflect.DeepEqual(a, b)
+}
+
+func strip(obj map[string]any) map[string]any {
+	js, _ := json.Marshal(obj)
+	out := map[string]any{}
+	_ = json.Unmarshal(js, &out)
+	meta, _ := out["metadata"].(map[string]any)
+	if meta == nil {
+		return out
+	}
+	delete(meta, "resourceVersion")
+	if ann, ok := meta["annotations"].(map[string]any); ok {
+		delete(ann, initlock.GrantAnnotation)
+		if len(ann) == 0 {
+			delete(meta, "annotations")
+		}
+	}
+	return out
+}

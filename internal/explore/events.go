@@ -1,0 +1,204 @@
+package explore
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+// EventKind is a kind of adversary event: something that happens to the
+// objects from outside the code under test.
+type EventKind string
+
+// The adversary's events.
+const (
+	// DeleteLock: the lock ConfigMap is deleted (the garbage collector, or
+	// an operator). A loss.
+	DeleteLock EventKind = "delete-lock"
+	// RevertRegister: the Cluster's grant register goes back to an earlier
+	// value (a Cluster restored from an older backup, a PUT of an old
+	// copy). A loss.
+	RevertRegister EventKind = "revert-register"
+	// RemoveRegister: the register's annotation is removed. A loss.
+	RemoveRegister EventKind = "remove-register"
+	// RecreateMachine: a Machine is deleted and created again under its
+	// name, with a new UID.
+	RecreateMachine EventKind = "recreate-machine"
+	// Pause and Unpause set and clear spec.paused.
+	Pause   EventKind = "pause"
+	Unpause EventKind = "unpause"
+	// ReplaceCluster: the Cluster, its Machines and its lock are deleted,
+	// and a new Cluster of the same name is created with new Machines.
+	ReplaceCluster EventKind = "replace-cluster"
+	// InitCompletes: the control plane is initialised (only while a
+	// Machine holds a grant).
+	InitCompletes EventKind = "init-completes"
+)
+
+type eventCost int
+
+const (
+	costEvent eventCost = iota
+	costLoss
+)
+
+type event struct {
+	name string
+	cost eventCost
+	run  func(*System)
+}
+
+// events lists the adversary's events possible now, within the budgets,
+// while some actor still runs.
+func (s *System) events() []*event {
+	if s.budget.events <= 0 || !s.anyRunning() {
+		return nil
+	}
+	var out []*event
+	for _, k := range s.sc.Adversary {
+		if costOf(k) == costLoss && s.budget.losses <= 0 {
+			continue
+		}
+		out = append(out, s.eventsOf(k)...)
+	}
+	return out
+}
+
+func costOf(k EventKind) eventCost {
+	switch k {
+	case DeleteLock, RevertRegister, RemoveRegister:
+		return costLoss
+	}
+	return costEvent
+}
+
+func (s *System) eventsOf(k EventKind) []*event {
+	sn := s.snapshot() // one per revision
+	ev := func(name string, run func(*System)) *event { return &event{name: name, cost: costOf(k), run: run} }
+	switch k {
+	case DeleteLock:
+		if sn.lock != nil {
+			return []*event{ev("the lock is deleted", func(s *System) {
+				_ = s.store.Delete(lockKey, nil, nil)
+				s.checker.lockDeleted()
+			})}
+		}
+	case RemoveRegister:
+		if sn.cluster != nil && sn.cluster.Grant != nil {
+			return []*event{ev("the grant register's annotation is removed", func(s *System) {
+				s.store.Mutate(clusterKey, func(o map[string]any) { setAnnotation(o, initlock.GrantAnnotation, nil) })
+				s.checker.registerLost()
+			})}
+		}
+	case RevertRegister:
+		return s.revertEvents(sn)
+	case RecreateMachine:
+		var out []*event
+		for _, m := range s.sc.machines() {
+			if sn.machines[m] == nil {
+				continue
+			}
+			out = append(out, ev("machine "+m+" is deleted and created again", func(s *System) {
+				_ = s.store.Delete(machineKey(m), nil, nil)
+				s.mustCreate(machineKey(m), kubeenv.NewMachine("v1beta2", namespace, clusterName, m).Object)
+				s.checker.machineGone(m)
+			}))
+		}
+		return out
+	case Pause, Unpause:
+		if sn.cluster != nil && sn.cluster.Paused == (k == Unpause) {
+			return []*event{ev("the cluster is "+map[bool]string{true: "paused", false: "unpaused"}[k == Pause], func(s *System) {
+				s.store.Mutate(clusterKey, func(o map[string]any) { o["spec"].(map[string]any)["paused"] = k == Pause })
+			})}
+		}
+	case ReplaceCluster:
+		if sn.cluster != nil {
+			return []*event{ev("the cluster, its machines and its lock are deleted, and created again", func(s *System) {
+				_ = s.store.Delete(lockKey, nil, nil)
+				_ = s.store.Delete(clusterKey, nil, nil)
+				for _, m := range s.sc.machines() {
+					_ = s.store.Delete(machineKey(m), nil, nil)
+					s.checker.machineGone(m)
+				}
+				s.mustCreate(clusterKey, kubeenv.NewCluster("v1beta2", namespace, clusterName).Object)
+				for _, m := range s.sc.machines() {
+					s.mustCreate(machineKey(m), kubeenv.NewMachine("v1beta2", namespace, clusterName, m).Object)
+				}
+				s.checker.clusterReplaced()
+			})}
+		}
+	case InitCompletes:
+		if sn.cluster != nil && !sn.cluster.Initialized && (s.checker.anyGrant() || len(s.gate.pending) == 0) {
+			return []*event{ev("the control plane is initialised", func(s *System) {
+				s.store.Mutate(clusterKey, func(o map[string]any) {
+					o["status"] = map[string]any{"initialization": map[string]any{"controlPlaneInitialized": true}}
+				})
+				s.checker.initialised()
+			})}
+		}
+	}
+	return nil
+}
+
+// revertEvents are the register's earlier values it may go back to.
+func (s *System) revertEvents(sn snapshot) []*event {
+	if sn.cluster == nil {
+		return nil
+	}
+	cur := sn.cluster.Grant.Raw()
+	seen := map[string]bool{cur: true}
+	var out []*event
+	for _, v := range s.store.History(clusterKey) {
+		if v.Object == nil {
+			continue
+		}
+		meta, _ := v.Object["metadata"].(map[string]any)
+		if meta["uid"] != string(sn.cluster.UID) {
+			continue
+		}
+		ann, _ := meta["annotations"].(map[string]any)
+		val, _ := ann[initlock.GrantAnnotation].(string)
+		if seen[val] {
+			continue
+		}
+		seen[val] = true
+		out = append(out, &event{name: fmt.Sprintf("the grant register goes back to %s", describeRegister(val)), cost: costLoss, run: func(s *System) {
+			s.store.Mutate(clusterKey, func(o map[string]any) {
+				if val == "" {
+					setAnnotation(o, initlock.GrantAnnotation, nil)
+				} else {
+					setAnnotation(o, initlock.GrantAnnotation, &val)
+				}
+			})
+			s.checker.registerLost()
+		}})
+	}
+	return out
+}
+
+func describeRegister(v string) string {
+	if v == "" {
+		return "empty"
+	}
+	var g map[string]any
+	if json.Unmarshal([]byte(v), &g) == nil {
+		return fmt.Sprintf("%v/%v", g["machineName"], g["token"])
+	}
+	return v
+}
+
+func setAnnotation(o map[string]any, k string, v *string) {
+	meta := o["metadata"].(map[string]any)
+	ann, _ := meta["annotations"].(map[string]any)
+	if ann == nil {
+		ann = map[string]any{}
+	}
+	if v == nil {
+		delete(ann, k)
+	} else {
+		ann[k] = *v
+	}
+	meta["annotations"] = ann
+}

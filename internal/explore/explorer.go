@@ -1,0 +1,290 @@
+package explore
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"testing/synctest"
+)
+
+// Scenario bounds one exploration: who acts, how often, which faults and
+// which adversary events may happen, and how deep it goes.
+type Scenario struct {
+	Name string
+	// Providers are the bootstrap providers' scripts, one per Machine.
+	Providers []Provider
+	// Reconciles is how many reconciles the manager makes (none: 0), and
+	// ManagerViewDepth how many versions back its cache may be.
+	Reconciles, ManagerViewDepth int
+	// StaleReads bounds how many cache reads of an execution may show a
+	// version older than the live one (within the actors' view depths).
+	StaleReads int
+	// Faults is how many write requests may be held back (applied late,
+	// or never), or, with Late 0, fail or lose their answer. FaultsOn,
+	// when set, names the requests that may: "<actor> <verb> <kind>", any
+	// part "*".
+	Faults, Late int
+	FaultsOn     []string
+	// FaultKinds are the faults a request may meet: "late", "failed",
+	// "lost", "refused". By default, late writes when Late allows them (a
+	// write held back subsumes one that fails, never applied, and one
+	// whose answer is lost, applied at the next step), else failed and
+	// lost ones.
+	FaultKinds []string
+	// Adversary lists the events that may happen; Events bounds how many,
+	// Losses how many of them lose a protection (the lock or the register).
+	Adversary      []EventKind
+	Events, Losses int
+	// UpstreamHolder, when set, holds the lock from the start, written as
+	// an upstream provider writes it.
+	UpstreamHolder string
+	// Annotated starts the Cluster with an annotation of another tool, so
+	// that the register's first write is a test of its key, not of the
+	// annotations map.
+	Annotated bool
+	// Before are adversary events that happened before the exploration
+	// starts, in order: they shape the history caches may show.
+	Before []EventKind
+	// MaxSteps bounds the depth of every execution, in scheduler steps.
+	MaxSteps int
+}
+
+// Provider is the script of one bootstrap provider reconciling one
+// Machine's bootstrap configuration.
+type Provider struct {
+	Machine string
+	// Name tells two providers of one Machine name apart (as reconciles of
+	// two incarnations' configurations); the Machine's name by default.
+	Name string
+	// Attempts is how many times it calls Lock.
+	Attempts int
+	// Unlock lets its init fail after a grant, and the provider call
+	// Unlock.
+	Unlock bool
+	// ViewDepth is how many versions back its cache may be.
+	ViewDepth int
+	// Incarnation, when not 0, restricts the provider to that incarnation
+	// of its Machine (1 for the first, 2 once created again): the
+	// reconciles of one incarnation's configuration are serialised, those
+	// of two incarnations' are not.
+	Incarnation int
+}
+
+func (sc *Scenario) machines() []string {
+	var ms []string
+	for _, p := range sc.Providers {
+		if !slices.Contains(ms, p.Machine) {
+			ms = append(ms, p.Machine)
+		}
+	}
+	if sc.UpstreamHolder != "" && !slices.Contains(ms, sc.UpstreamHolder) {
+		ms = append(ms, sc.UpstreamHolder)
+	}
+	slices.Sort(ms)
+	return ms
+}
+
+// viewDepth is how many versions back actor's cache may be.
+func (sc *Scenario) viewDepth(actor string) int {
+	if actor == "manager" {
+		return sc.ManagerViewDepth
+	}
+	for _, p := range sc.Providers {
+		if p.actor() == actor {
+			return p.ViewDepth
+		}
+	}
+	return 0
+}
+
+func (p Provider) actor() string {
+	if p.Name != "" {
+		return "provider/" + p.Name
+	}
+	return "provider/" + p.Machine
+}
+
+// faultable tells whether r may be faulted.
+func (sc *Scenario) faultable(actor, verb, kind string) bool {
+	if len(sc.FaultsOn) == 0 {
+		return true
+	}
+	for _, f := range sc.FaultsOn {
+		parts := strings.Fields(f)
+		if len(parts) == 3 && match(parts[0], actor) && match(parts[1], verb) && match(parts[2], kind) {
+			return true
+		}
+	}
+	return false
+}
+
+func match(pattern, s string) bool { return pattern == "*" || pattern == s }
+
+func (sc *Scenario) faultKinds() []outcome {
+	if len(sc.FaultKinds) == 0 {
+		if sc.Late > 0 {
+			return []outcome{late}
+		}
+		return []outcome{failed, lost}
+	}
+	var out []outcome
+	for _, k := range sc.FaultKinds {
+		switch k {
+		case "late":
+			out = append(out, late)
+		case "failed":
+			out = append(out, failed)
+		case "lost":
+			out = append(out, lost)
+		case "refused":
+			out = append(out, refused)
+		default:
+			panic("explore: unknown fault kind " + k)
+		}
+	}
+	return out
+}
+
+// Result is what an exploration found.
+type Result struct {
+	Scenario string
+	// States is the number of distinct states expanded, Executions the
+	// number of runs of the code, Deepest the deepest step reached.
+	States, Executions, Deepest int
+	// Truncated counts the executions cut at MaxSteps; Complete tells that
+	// none was, so that every execution ran to its end.
+	Truncated int
+	// Violation is the shortest counterexample found, nil when none.
+	Violation *Counterexample
+}
+
+// Counterexample is a violation and the steps that lead to it.
+type Counterexample struct {
+	Violation Violation
+	Steps     []string
+}
+
+func (c *Counterexample) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s, after %d steps:\n", c.Violation, len(c.Steps))
+	for i, s := range c.Steps {
+		fmt.Fprintf(&b, "  %2d. %s\n", i+1, s)
+	}
+	return b.String()
+}
+
+func (r Result) String() string {
+	s := fmt.Sprintf("%s: %d states, %d executions, deepest %d steps", r.Scenario, r.States, r.Executions, r.Deepest)
+	if r.Truncated > 0 {
+		s += fmt.Sprintf(", %d executions cut at the step bound", r.Truncated)
+	}
+	if r.Violation != nil {
+		s += fmt.Sprintf(", violation of %s in %d steps", r.Violation.Violation.Invariant, len(r.Violation.Steps))
+	} else {
+		s += ", no violation"
+	}
+	return s
+}
+
+type explorer struct {
+	sc      Scenario
+	visited map[string]int
+	stack   [][]int
+	res     Result
+	bound   int
+	// initial is the starting state, copied into every execution.
+	initial *System
+}
+
+// Explore runs every interleaving of sc's actors, faults and events up to
+// its bounds, depth first, pruning states already expanded at a depth no
+// greater, and returns the shortest violation found. It must run inside a
+// testing/synctest bubble: synctest.Wait tells when every goroutine of the
+// code under test is blocked on the model, so that each step is one
+// scheduler choice and every execution is replayed exactly.
+func Explore(sc Scenario) Result {
+	// The code under test allocates much and keeps little.
+	defer debug.SetGCPercent(debug.SetGCPercent(800))
+	x := &explorer{sc: sc, visited: map[string]int{}, res: Result{Scenario: sc.Name}, bound: sc.MaxSteps}
+	x.initial = newSystem(&x.sc, nil)
+	x.stack = [][]int{nil}
+	for len(x.stack) > 0 {
+		prefix := x.stack[len(x.stack)-1]
+		x.stack = x.stack[:len(x.stack)-1]
+		if len(prefix) > x.bound {
+			continue
+		}
+		x.execute(prefix)
+	}
+	return x.res
+}
+
+// execute runs the code along prefix, then on along the first choice of
+// every new state, pushing the other choices.
+func (x *explorer) execute(prefix []int) {
+	x.res.Executions++
+	s := newSystem(&x.sc, x.initial)
+	ctx := context.Background()
+	for _, p := range x.sc.Providers {
+		s.actorStarted(p.actor())
+		go s.provider(ctx, p)
+	}
+	if x.sc.Reconciles > 0 {
+		s.actorStarted("manager")
+		go s.manager(ctx)
+	}
+	path := slices.Clone(prefix)
+	defer func() {
+		s.abort()
+		synctest.Wait()
+	}()
+	for step := 0; ; step++ {
+		synctest.Wait()
+		if v := s.checker.violation; v != nil {
+			x.found(*v, s.trace)
+			return
+		}
+		opts := s.options()
+		if len(opts) == 0 {
+			return
+		}
+		if step >= len(path) {
+			if step >= x.bound {
+				x.res.Truncated++
+				return
+			}
+			h := s.hash()
+			if d, ok := x.visited[h]; ok && d <= step {
+				return
+			}
+			if _, ok := x.visited[h]; !ok {
+				x.res.States++
+			}
+			x.visited[h] = step
+			for k := len(opts) - 1; k >= 1; k-- {
+				x.stack = append(x.stack, append(slices.Clone(path), k))
+			}
+			path = append(path, 0)
+		}
+		if path[step] >= len(opts) {
+			panic(fmt.Sprintf("explore: replay diverged at step %d: %d options, choice %d", step, len(opts), path[step]))
+		}
+		c := opts[path[step]]
+		s.trace = append(s.trace, c.text)
+		s.apply(c)
+		if step+1 > x.res.Deepest {
+			x.res.Deepest = step + 1
+		}
+	}
+}
+
+// found keeps the shortest violation and bounds the rest of the search to
+// shorter ones.
+func (x *explorer) found(v Violation, trace []string) {
+	if x.res.Violation == nil || len(trace) < len(x.res.Violation.Steps) {
+		x.res.Violation = &Counterexample{Violation: v, Steps: slices.Clone(trace)}
+		x.bound = len(trace) - 1
+	}
+}

@@ -1,0 +1,186 @@
+package explore_test
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// A mutation re-introduces the violation of one rule of the protocol into a
+// copy of the source. The explorer must find a counterexample for each, in
+// the scenario named: a rule no exploration checks is a rule nothing
+// proves.
+type mutation struct {
+	name string
+	// rule is what the mutation breaks.
+	rule string
+	// scenario must find a counterexample.
+	scenario string
+	edits    []edit
+}
+
+// edit replaces old, which must occur exactly once in file, by new.
+type edit struct{ file, old, new string }
+
+var mutations = []mutation{
+	{name: "relock-trusts-cached-register", scenario: "relock-after-unlock",
+		rule: "no grant on a stale view: the holder's re-Lock reads the register live",
+		edits: []edit{{"pkg/initlock/locker.go",
+			"\ta := &acquisition{l: l, clusterObj: cluster, cl: cl, m: m, lockName: lockName, log: log}\n",
+			"\tif cl.Grant.Held() && cl.Grant.Exact(&cl, &m) {\n" +
+				"\t\tif cm, err := getConfigMap(ctx, l.reader, cl.Namespace, lockName); err == nil && cm != nil {\n" +
+				"\t\t\tif lk := ObserveLock(cm, cl.Name); lk.Problem == nil && lk.Record.Names(&cl, &m) {\n" +
+				"\t\t\t\treturn Result{Acquired: true, Holder: m.Name, Verdict: VerdictHealthy, Action: ActionNone}, nil\n" +
+				"\t\t\t}\n\t\t}\n\t}\n" +
+				"\ta := &acquisition{l: l, clusterObj: cluster, cl: cl, m: m, lockName: lockName, log: log}\n"}}},
+	{name: "unlock-withdraws-without-retiring", scenario: "late-writes",
+		rule: "late writes are harmless: a release retires the grant before any destructive write",
+		edits: []edit{{"pkg/initlock/decide_lock.go",
+			"\tcase regMine && g.Held() && !o.mine(g.Token):\n",
+			"\tcase regMine && g.Held() && !o.mine(g.Token) && false:\n"}}},
+	{name: "reliance-ignores-tokens", scenario: "late-writes",
+		rule: "late writes are harmless: the holder relies on the register and the lock only when they carry one token",
+		edits: []edit{{"pkg/initlock/decide_lock.go",
+			"\treturn g.Token != \"\" && g.Token == r.Token &&\n",
+			"\treturn true &&\n"}}},
+	{name: "withdraw-while-lock-write-may-land", scenario: "upstream-late",
+		rule: "late writes are harmless: a grant is withdrawn only when no lock write of the call may still land",
+		edits: []edit{{"pkg/initlock/decide_lock.go",
+			"\tif o.Cluster == nil || o.Uncertain {\n",
+			"\tif o.Cluster == nil {\n"}}},
+	{name: "register-only-protection", scenario: "loss",
+		rule: "defence in depth: a lock naming another existing Machine refuses the caller whatever the register says",
+		edits: []edit{{"pkg/initlock/decide_lock.go",
+			"\tcase lk == lockOther:\n",
+			"\tcase lk == lockOther && g != grantNone:\n"}}},
+	{name: "claim-without-compare-and-swap", scenario: "race-annotated",
+		rule: "the register is written only by compare-and-swap against the value read",
+		edits: []edit{{"pkg/initlock/grant.go",
+			"\t\tmap[string]any{\"op\": \"test\", \"path\": grantPointer, \"value\": cl.Grant.raw},\n",
+			""}, {"pkg/initlock/grant.go",
+			"\t\tmap[string]any{\"op\": \"test\", \"path\": grantPointer, \"value\": nil},\n",
+			""}}},
+	{name: "stale-caller-granted", scenario: "stale-caller",
+		rule: "identity by UID: a caller whose Machine object is not the live Machine is refused",
+		edits: []edit{{"pkg/initlock/decide_lock.go",
+			"\tcase o.CallerLive == nil || (o.Caller != nil && o.Caller.UID != \"\" && o.CallerLive.UID != o.Caller.UID):\n",
+			"\tcase o.CallerLive == nil:\n"}}},
+	{name: "unlock-matches-by-name", scenario: "unlock-stale",
+		rule: "identity by UID: Unlock releases only the exact Machine's grant and lock",
+		edits: []edit{{"pkg/initlock/decide_lock.go",
+			"\tlockMine := o.Lock != nil && (anyHolder || o.Lock.Record.Names(o.Cluster, o.Caller))\n",
+			"\tlockMine := o.Lock != nil && (anyHolder || o.Lock.Record.MachineName == o.Caller.Name)\n"}, {"pkg/initlock/decide_lock.go",
+			"\tregMine := g != nil && (anyHolder || (g.Held() && g.Names(o.Cluster, o.Caller)))\n",
+			"\tregMine := g != nil && (anyHolder || (g.Held() && g.MachineName == o.Caller.Name))\n"}}},
+	{name: "manager-decides-on-cache", scenario: "manager-replaced",
+		rule: "the manager adopts and releases only against a Cluster UID confirmed live",
+		edits: []edit{{"internal/controllers/lock/reconciler.go",
+			"\tif obs, d, err = initlock.Confirm(ctx, r.APIReader, obs, d, r.Policy, now); err != nil {\n\t\treturn ctrl.Result{}, err\n\t}\n",
+			""}}},
+	{name: "claim-ignores-pause", scenario: "pause",
+		rule: "no write to a paused Cluster: the claim tests that the Cluster is not paused",
+		edits: []edit{{"pkg/initlock/grant.go",
+			"\tops = append(ops, map[string]any{\"op\": \"test\", \"path\": pausedPointer, \"value\": nil})\n",
+			""}, {"pkg/initlock/grant.go",
+			"\tdefault:\n\t\tops = append(ops, map[string]any{\"op\": \"test\", \"path\": \"/spec/paused\", \"value\": nil})\n",
+			""}}},
+}
+
+// TestMutations applies each mutation to a copy of the module and runs its
+// scenario there, which must report a counterexample. It takes minutes: it
+// runs with INITLOCK_EXPLORE_MUTATIONS=1 (make explore).
+func TestMutations(t *testing.T) {
+	if os.Getenv("INITLOCK_EXPLORE_MUTATIONS") == "" {
+		t.Skip("set INITLOCK_EXPLORE_MUTATIONS=1 (make explore) to run the mutation check")
+	}
+	root := moduleRoot(t)
+	copyDir := t.TempDir()
+	copyModule(t, root, copyDir)
+	found := regexp.MustCompile(`violation of (\S+) in (\d+) steps`)
+	for _, m := range mutations {
+		t.Run(m.name, func(t *testing.T) {
+			restore := apply(t, copyDir, m.edits)
+			defer restore()
+			cmd := exec.Command("go", "test", "-count=1", "-run", "^TestExplore$/^"+m.scenario+"$", "-v", "./internal/explore/")
+			cmd.Dir = copyDir
+			cmd.Env = append(os.Environ(), "INITLOCK_EXPLORE_MUTATIONS=")
+			out, _ := cmd.CombinedOutput()
+			match := found.FindSubmatch(out)
+			if match == nil {
+				t.Fatalf("scenario %s found no counterexample to mutation %q (%s):\n%s", m.scenario, m.name, m.rule, tail(out, 40))
+			}
+			t.Logf("%s: caught by scenario %s: violation of %s in %s steps", m.rule, m.scenario, match[1], match[2])
+		})
+	}
+}
+
+func moduleRoot(t *testing.T) string {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// copyModule copies the files git knows of (tracked or not ignored).
+func copyModule(t *testing.T, root, dst string) {
+	cmd := exec.Command("git", "ls-files", "-co", "--exclude-standard", "-z")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		data, err := os.ReadFile(filepath.Join(root, f))
+		if os.IsNotExist(err) {
+			continue // deleted in the work tree
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dst, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// apply makes the edits and returns a function that undoes them.
+func apply(t *testing.T, dir string, edits []edit) func() {
+	saved := map[string][]byte{}
+	for _, e := range edits {
+		p := filepath.Join(dir, e.file)
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := saved[p]; !ok {
+			saved[p] = data
+		}
+		if n := bytes.Count(data, []byte(e.old)); n != 1 {
+			t.Fatalf("%s: the text to mutate occurs %d times; update the mutation:\n%s", e.file, n, e.old)
+		}
+		if err := os.WriteFile(p, bytes.Replace(data, []byte(e.old), []byte(e.new), 1), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return func() {
+		for p, data := range saved {
+			_ = os.WriteFile(p, data, 0o644)
+		}
+	}
+}
+
+func tail(b []byte, n int) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,29 @@
+package explore
+
+// Scenarios are the explorations `make test` runs. Each is small enough to
+// run in seconds; together they cover every fault class and adversary
+// event, and each mutation of mutations_test.go is caught by one of them.
+func Scenarios() []Scenario {
+	p := func(m string, attempts int) Provider { return Provider{Machine: m, Attempts: attempts} }
+	return []Scenario{
+		{Name: "race", Providers: []Provider{p("m1", 1), p("m2", 1)}, MaxSteps: 100},
+		{Name: "race-annotated", Providers: []Provider{p("m1", 1), p("m2", 1)}, Annotated: true, MaxSteps: 100},
+		{Name: "pause", Providers: []Provider{{Machine: "m1", Attempts: 1, ViewDepth: 1}}, StaleReads: 1,
+			Adversary: []EventKind{Pause, Unpause}, Events: 2, MaxSteps: 100},
+		{Name: "loss", Providers: []Provider{p("m1", 1), p("m2", 1)},
+			Adversary: []EventKind{DeleteLock, RemoveRegister, RevertRegister}, Events: 1, Losses: 1, MaxSteps: 100},
+		{Name: "stale-caller", Providers: []Provider{{Machine: "m1", Attempts: 2, ViewDepth: 2}}, StaleReads: 1,
+			Adversary: []EventKind{RecreateMachine}, Events: 1, MaxSteps: 100},
+		{Name: "manager-replaced", Providers: []Provider{p("m1", 1)}, Reconciles: 1, ManagerViewDepth: 3, StaleReads: 1,
+			Before: []EventKind{InitCompletes, ReplaceCluster}, MaxSteps: 100},
+		{Name: "relock-after-unlock", Providers: []Provider{{Machine: "m1", Attempts: 2, Unlock: true, ViewDepth: 3}},
+			StaleReads: 1, Faults: 1, FaultsOn: []string{"provider/m1 delete ConfigMap"}, FaultKinds: []string{"failed", "refused"}, MaxSteps: 100},
+		{Name: "unlock-stale", Providers: []Provider{{Machine: "m1", Name: "m1-old", Incarnation: 1, Attempts: 1, Unlock: true},
+			{Machine: "m1", Name: "m1-new", Incarnation: 2, Attempts: 1}},
+			Adversary: []EventKind{RecreateMachine}, Events: 1, MaxSteps: 100},
+		{Name: "upstream-late", UpstreamHolder: "m2", Providers: []Provider{p("m1", 2)},
+			Faults: 2, Late: 2, Adversary: []EventKind{DeleteLock}, Events: 1, Losses: 1, MaxSteps: 100},
+		{Name: "late-writes", Providers: []Provider{{Machine: "m1", Attempts: 2, Unlock: true}},
+			Faults: 2, Late: 2, FaultKinds: []string{"late", "refused"}, MaxSteps: 100},
+	}
+}
