@@ -1,0 +1,119 @@
+package stack
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/initlock/initlock/internal/kubeenv"
+)
+
+// ManagerUser is the user initlock-manager runs as; it has exactly the
+// ClusterRole of config/rbac/role.yaml, as installed.
+const ManagerUser = "initlock-manager"
+
+// Manager is a running initlock-manager process.
+type Manager struct {
+	*Proc
+	// MetricsURL serves its Prometheus metrics.
+	MetricsURL string
+}
+
+// StartManager runs initlock-manager, built from cmd/initlock-manager, as a
+// process with its own kubeconfig and the RBAC that config/rbac grants it,
+// with leader election off and its metrics and probes on free local ports.
+// args are added to its flags (e.g. --orphan-grace=5s). It returns once
+// the manager is ready.
+func (m *Mgmt) StartManager(ctx context.Context, args ...string) (*Manager, error) {
+	if m.manager != nil && !m.manager.Exited() {
+		return nil, fmt.Errorf("initlock-manager already runs in %s", m.Name)
+	}
+	if err := m.grantManagerRole(ctx); err != nil {
+		return nil, err
+	}
+	kubeconfig, err := m.Env.WriteKubeconfig(ManagerUser, nil)
+	if err != nil {
+		return nil, err
+	}
+	addrs, err := freeAddrs(2)
+	if err != nil {
+		return nil, err
+	}
+	p, err := startProc(m.Dir, fmt.Sprintf("initlock-manager-%d", m.managerStarts), m.bins.Manager, append([]string{
+		"--kubeconfig=" + kubeconfig,
+		"--leader-elect=false",
+		"--metrics-bind-address=" + addrs[0],
+		"--health-probe-bind-address=" + addrs[1],
+	}, args...), nil)
+	if err != nil {
+		return nil, err
+	}
+	m.managerStarts++
+	if err := p.waitHTTP(ctx, 2*time.Minute, "http://"+addrs[1]+"/readyz"); err != nil {
+		p.Stop()
+		return nil, err
+	}
+	m.manager = &Manager{Proc: p, MetricsURL: "http://" + addrs[0] + "/metrics"}
+	return m.manager, nil
+}
+
+// StopManager stops initlock-manager, if it runs.
+func (m *Mgmt) StopManager() {
+	if m.manager != nil {
+		m.manager.Stop()
+		m.manager = nil
+	}
+}
+
+// Metrics returns the manager's Prometheus metrics in text format.
+func (mg *Manager) Metrics(ctx context.Context) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, mg.MetricsURL, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+// grantManagerRole installs config/rbac/role.yaml's ClusterRole and binds
+// it to ManagerUser.
+func (m *Mgmt) grantManagerRole(ctx context.Context) error {
+	root, err := kubeenv.RepoRoot()
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(filepath.Join(root, "config", "rbac", "role.yaml"))
+	if err != nil {
+		return fmt.Errorf("reading the manager's ClusterRole: %w", err)
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.Unmarshal(b, role); err != nil {
+		return fmt.Errorf("reading config/rbac/role.yaml: %w", err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "initlock-" + role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: ManagerUser}},
+	}
+	if err := m.Client.Create(ctx, role); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("installing ClusterRole %s: %w", role.Name, err)
+	}
+	if err := m.Client.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("binding ClusterRole %s to %s: %w", role.Name, ManagerUser, err)
+	}
+	return nil
+}
