@@ -25,6 +25,8 @@ type capiManager struct {
 	*Proc
 	// webhookPort is the port of its webhook server on 127.0.0.1.
 	webhookPort int
+	// diagnostics serves its metrics over plain HTTP.
+	diagnostics string
 	// manifests is its config/webhook/manifests.yaml in the module.
 	manifests string
 	// prefix is put before the names of its webhook configurations.
@@ -63,7 +65,7 @@ func (m *Mgmt) startCAPIManager(ctx context.Context, name, bin, certDir string) 
 		p.Stop()
 		return nil, err
 	}
-	return &capiManager{Proc: p, webhookPort: webhookPort}, nil
+	return &capiManager{Proc: p, webhookPort: webhookPort, diagnostics: addrs[2]}, nil
 }
 
 // startCAPI starts CABPK and the core manager, unmodified.
@@ -168,3 +170,45 @@ func (m *Mgmt) UnregisterWebhooks(ctx context.Context) error {
 
 // Webhooks tells whether the webhook configurations are registered.
 func (m *Mgmt) Webhooks() bool { return m.webhooks }
+
+// WebhookRequests returns how many admission requests the webhook servers
+// of core and CABPK have answered, by webhook path and HTTP code (e.g.
+// "/validate-cluster-x-k8s-io-v1beta2-cluster 200"), from their metrics.
+func (m *Mgmt) WebhookRequests(ctx context.Context) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, mgr := range []*capiManager{m.core, m.cabpk} {
+		if mgr == nil {
+			continue
+		}
+		body, err := httpGet(ctx, "http://"+mgr.diagnostics+"/metrics")
+		if err != nil {
+			return nil, fmt.Errorf("reading the metrics of %s: %w", mgr.Name, err)
+		}
+		for _, line := range strings.Split(body, "\n") {
+			rest, ok := strings.CutPrefix(line, "controller_runtime_webhook_requests_total{")
+			if !ok {
+				continue
+			}
+			labels, value, ok := strings.Cut(rest, "} ")
+			if !ok {
+				continue
+			}
+			var code, hook string
+			for _, l := range strings.Split(labels, ",") {
+				k, v, _ := strings.Cut(l, "=")
+				switch k {
+				case "code":
+					code = strings.Trim(v, `"`)
+				case "webhook":
+					hook = strings.Trim(v, `"`)
+				}
+			}
+			f, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+			if err != nil {
+				return nil, fmt.Errorf("reading metric %q: %w", line, err)
+			}
+			out[hook+" "+code] += f
+		}
+	}
+	return out, nil
+}

@@ -76,7 +76,12 @@ func (m *Mgmt) StopManager() {
 
 // Metrics returns the manager's Prometheus metrics in text format.
 func (mg *Manager) Metrics(ctx context.Context) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, mg.MetricsURL, nil)
+	return httpGet(ctx, mg.MetricsURL)
+}
+
+// httpGet returns the body of a GET of url.
+func httpGet(ctx context.Context, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return "", err
 	}
@@ -86,6 +91,9 @@ func (mg *Manager) Metrics(ctx context.Context) (string, error) {
 	}
 	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
 	return string(b), err
 }
 

@@ -74,13 +74,14 @@ func veleroObjects(s3 *S3) []client.Object {
 	}
 }
 
-// StartVelero installs Velero's objects (once) and starts its server, and
-// returns when the backup storage location is Available. Only one Velero
-// server may run at a time on a machine: its controller manager always
-// binds :8080.
-func (m *Mgmt) StartVelero(ctx context.Context) (*Velero, error) {
-	if m.velero != nil && !m.velero.Exited() {
-		return m.velero, nil
+// StartVelero installs Velero's objects (once) and starts its server with
+// the AWS object-store plugin and, with initlockPlugin, initlock's plugin,
+// and returns when the backup storage location is Available. Only one
+// Velero server may run at a time on a machine: its controller manager
+// always binds :8080.
+func (m *Mgmt) StartVelero(ctx context.Context, initlockPlugin bool) (*Velero, error) {
+	if m.velero != nil {
+		return nil, fmt.Errorf("a Velero server already runs in %s", m.Name)
 	}
 	if m.s3 == nil {
 		return nil, errors.New("the management cluster has no S3 server to store backups in")
@@ -95,14 +96,19 @@ func (m *Mgmt) StartVelero(ctx context.Context) (*Velero, error) {
 		return nil, err
 	}
 	dir := filepath.Join(m.Dir, "velero")
-	plugins := filepath.Join(dir, "plugins")
+	plugins := filepath.Join(dir, "plugins-upstream")
+	bins := []string{m.bins.path(BinVeleroAWS)}
+	if initlockPlugin {
+		plugins = filepath.Join(dir, "plugins-initlock")
+		bins = append(bins, m.bins.VeleroPlugin)
+	}
 	tmp := filepath.Join(dir, "tmp")
 	for _, d := range []string{plugins, tmp} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
 		}
 	}
-	for _, p := range []string{m.bins.path(BinVeleroAWS), m.bins.VeleroPlugin} {
+	for _, p := range bins {
 		link := filepath.Join(plugins, filepath.Base(p))
 		if _, err := os.Lstat(link); err == nil {
 			continue

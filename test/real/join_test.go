@@ -1,0 +1,160 @@
+//go:build real
+
+package real_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/stack"
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+// conflicts counts the writes of CABPK and initlock-manager to a Cluster
+// and its lock that clash: a write refused because the other changed the
+// object first (409 Conflict), a delete of a lock the other had already
+// deleted (404), and a lock created again after it was released.
+func conflicts(ws []stack.Write, ns, cluster string) (n int, lockWrites map[string]int) {
+	lockWrites = map[string]int{}
+	released := false
+	for _, w := range ws {
+		if w.Namespace != ns || (w.User != userCABPK && w.User != userManager) {
+			continue
+		}
+		isLock := w.Resource == "configmaps" && w.Name == cluster+initlock.LockSuffix
+		isCluster := w.Resource == "clusters" && w.Name == cluster
+		if !isLock && !isCluster {
+			continue
+		}
+		if isLock {
+			lockWrites[w.User+" "+w.Verb]++
+		}
+		switch {
+		case w.Code == 409:
+			n++
+		case isLock && w.Verb == "delete" && w.Code == 404:
+			n++
+		case isLock && w.Verb == "delete" && w.Code < 300:
+			released = true
+		case isLock && w.Verb == "create" && w.Code < 300 && released:
+			n++
+		}
+	}
+	return n, lockWrites
+}
+
+// TestJoinAfterRestore: a single control-plane Cluster, initialised, is
+// backed up and restored into the second management cluster, where
+// initlock-manager runs (with --release-after-init=false, so that the lock
+// is still held when a worker joins). A worker Machine added after the
+// restore gets its join data from CABPK, which releases the lock on its
+// join path; initlock does not fight it: no conflicting write between
+// CABPK and initlock-manager over the whole run.
+func TestJoinAfterRestore(t *testing.T) {
+	ctx := t.Context()
+	ns := source.Env.Namespace(t)
+	const cluster, cp, worker = "join", "join-cp-0", "join-md-0"
+	cleanupNode(t, source, ns, cp)
+	must(t, source.CreateCluster(ctx, ns, cluster, stack.ClusterOptions{Workload: true}))
+	must(t, source.CreateMachine(ctx, ns, cluster, cp, true, true))
+	waitLockHeld(t, source, ns, cluster, cp)
+	waitInitialized(t, source, ns, cluster)
+	must(t, source.SetPaused(ctx, ns, cluster, true))
+	waitPaused(t, source, ns, cluster)
+	v, err := source.StartVelero(ctx, true)
+	must(t, err)
+	backup := backupNamespace(t, v, ns)
+	source.StopVelero()
+
+	// The restore, into the second management cluster; the workload
+	// cluster (and the Node) stay where they are.
+	start := time.Now()
+	mapped := kubeenv.NamespaceName("join-restored")
+	cleanupNamespace(t, target, mapped)
+	_, err = target.StartManager(ctx, "--release-after-init=false")
+	must(t, err)
+	defer target.StopManager()
+	v, err = target.StartVelero(ctx, true)
+	must(t, err)
+	must(t, v.WaitBackupSynced(ctx, backup))
+	_, restored := restoreBackup(t, v, backup, "--namespace-mappings", ns+":"+mapped)
+	target.StopVelero()
+	// The provider reports its objects again; their status was not
+	// restored.
+	must(t, target.MarkProvisioned(ctx, stack.LocalClusterGVK, mapped, cluster))
+	must(t, target.MarkProvisioned(ctx, stack.LocalMachineGVK, mapped, cp))
+	must(t, target.SetPaused(ctx, mapped, cluster, false))
+	waitInitialized(t, target, mapped, cluster)
+	eventually(t, 60*time.Second, func(ctx context.Context) error {
+		c, err := target.Get(ctx, stack.ClusterGVK, mapped, cluster)
+		if err != nil || c == nil {
+			return fmt.Errorf("cluster: %v", err)
+		}
+		cm, err := target.Lock(ctx, mapped, cluster)
+		if err != nil || cm == nil {
+			return fmt.Errorf("lock: %v", err)
+		}
+		return kubeenv.LockOwnedBy(cm, c)
+	})
+	adopted := time.Since(restored)
+
+	// A worker joins.
+	joinStart := time.Now()
+	must(t, target.CreateMachine(ctx, mapped, cluster, worker, false, false))
+	var joinData time.Duration
+	eventually(t, 2*time.Minute, func(ctx context.Context) error {
+		kc, err := target.Get(ctx, stack.KubeadmConfigGVK, mapped, worker)
+		if err != nil || kc == nil {
+			return fmt.Errorf("kubeadmconfig: %v", err)
+		}
+		if name, _, _ := unstructured.NestedString(kc.Object, "status", "dataSecretName"); name == "" {
+			return errors.New("the worker has no join data yet")
+		}
+		if joinData == 0 {
+			joinData = time.Since(joinStart)
+		}
+		cm, err := target.Lock(ctx, mapped, cluster)
+		if err != nil {
+			return err
+		}
+		if cm != nil {
+			return errors.New("the lock is still held")
+		}
+		return nil
+	})
+	released := time.Since(joinStart)
+	// Nothing writes the lock again.
+	kubeenv.Consistently(t, 3*time.Second, func() error {
+		cm, err := target.Lock(ctx, mapped, cluster)
+		if err != nil {
+			return err
+		}
+		if cm != nil {
+			return fmt.Errorf("the lock is back: %v", cm.Data)
+		}
+		return nil
+	})
+	all, err := target.Writes()
+	must(t, err)
+	var run []stack.Write
+	for _, w := range all {
+		if !w.At.Before(start) {
+			run = append(run, w)
+		}
+	}
+	n, lockWrites := conflicts(run, mapped, cluster)
+	if n != 0 {
+		t.Errorf("%d conflicting writes between CABPK and initlock-manager; writes to the lock: %v", n, lockWrites)
+	}
+	managerWrites := writesBy(t, target, userManager, mapped, start)
+	result(t, "scenario 4, join after restore: lock re-adopted %s after the restore; the worker's join data came %s after it was created and CABPK released the lock within %s; "+
+		"writes to the lock: %v; initlock-manager's writes: %d (%s); conflicting writes between CABPK and initlock-manager: %d",
+		adopted.Round(time.Millisecond), joinData.Round(time.Millisecond), released.Round(time.Millisecond), lockWrites,
+		len(managerWrites), describeWrites(managerWrites), n)
+}

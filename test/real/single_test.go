@@ -1,0 +1,94 @@
+//go:build real
+
+package real_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/stack"
+)
+
+// waitInitialized waits until core reports the Cluster's control plane
+// initialised and returns how long that took.
+func waitInitialized(t *testing.T, m *stack.Mgmt, ns, cluster string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	eventually(t, 2*time.Minute, func(ctx context.Context) error {
+		u, err := m.Get(ctx, stack.ClusterGVK, ns, cluster)
+		if err != nil || u == nil {
+			return fmt.Errorf("cluster %s: %v", cluster, err)
+		}
+		if !capi.IsControlPlaneInitialized(u) {
+			return errors.New("core does not report the control plane initialised yet")
+		}
+		return nil
+	})
+	return time.Since(start)
+}
+
+// cleanupNode deletes a Machine's Node when t ends.
+func cleanupNode(t *testing.T, m *stack.Mgmt, ns, machine string) {
+	t.Cleanup(func() {
+		_ = m.Client.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: stack.NodeName(ns, machine)}})
+	})
+}
+
+// TestSingleControlPlane: a Cluster with one control-plane Machine goes the
+// whole init path on the real components (its Node registers in the
+// workload cluster, which is the management cluster's own API server; core
+// sets the nodeRef and reports the control plane initialised). Upstream
+// keeps the lock; once initlock-manager runs, it releases it.
+func TestSingleControlPlane(t *testing.T) {
+	ctx := t.Context()
+	ns := source.Env.Namespace(t)
+	const cluster, machine = "solo", "solo-cp-0"
+	cleanupNode(t, source, ns, machine)
+	must(t, source.CreateCluster(ctx, ns, cluster, stack.ClusterOptions{Workload: true}))
+	created := time.Now()
+	must(t, source.CreateMachine(ctx, ns, cluster, machine, true, true))
+	waitLockHeld(t, source, ns, cluster, machine)
+	locked := time.Since(created)
+	initialised := waitInitialized(t, source, ns, cluster)
+
+	// Upstream releases the lock only on the join path: nothing joins.
+	const held = 5 * time.Second
+	kubeenv.Consistently(t, held, func() error {
+		cm, err := source.Lock(ctx, ns, cluster)
+		if err != nil {
+			return err
+		}
+		if cm == nil {
+			return errors.New("the lock was released without initlock: upstream releases after init now")
+		}
+		return nil
+	})
+
+	started := time.Now()
+	_, err := source.StartManager(ctx)
+	must(t, err)
+	defer source.StopManager()
+	eventually(t, 60*time.Second, func(ctx context.Context) error {
+		cm, err := source.Lock(ctx, ns, cluster)
+		if err != nil {
+			return err
+		}
+		if cm != nil {
+			return errors.New("the lock is still held")
+		}
+		return nil
+	})
+	released := time.Since(started)
+	writes := writesBy(t, source, userManager, ns, started)
+	result(t, "scenario 3, single control plane: CABPK took the lock %s after the Machine was created, core reported the control plane initialised %s later; "+
+		"upstream still held the lock %s after init; initlock-manager released it %s after it started, with %d writes (%s)",
+		locked.Round(time.Millisecond), initialised.Round(time.Millisecond), held, released.Round(time.Millisecond), len(writes), describeWrites(writes))
+}
