@@ -221,7 +221,7 @@ func cleanupNamespace(t *testing.T, m *stack.Mgmt, ns string) {
 
 // velero runs the velero CLI against m's server, logging the command as a
 // user would type it.
-func velero(t *testing.T, v *stack.Velero, args ...string) string {
+func veleroCLI(t *testing.T, v *stack.Velero, args ...string) string {
 	t.Helper()
 	t.Logf("$ velero %s", strings.Join(args, " "))
 	out, err := v.CLI(t.Context(), args...)
@@ -236,11 +236,11 @@ func velero(t *testing.T, v *stack.Velero, args ...string) string {
 func backupNamespace(t *testing.T, v *stack.Velero, ns string) string {
 	t.Helper()
 	name := "b-" + suffix()
-	velero(t, v, "backup", "create", name, "--include-namespaces", ns, "--wait")
+	veleroCLI(t, v, "backup", "create", name, "--include-namespaces", ns, "--wait")
 	b, err := v.Backup(t.Context(), name)
 	must(t, err)
 	if b.Status.Phase != velerov1.BackupPhaseCompleted {
-		t.Fatalf("backup %s is %s: %s", name, b.Status.Phase, velero(t, v, "backup", "describe", name, "--details"))
+		t.Fatalf("backup %s is %s: %s", name, b.Status.Phase, veleroCLI(t, v, "backup", "describe", name, "--details"))
 	}
 	return name
 }
@@ -250,7 +250,7 @@ func backupNamespace(t *testing.T, v *stack.Velero, ns string) string {
 func restoreBackup(t *testing.T, v *stack.Velero, backup string, args ...string) (name string, done time.Time) {
 	t.Helper()
 	name = "r-" + suffix()
-	velero(t, v, append([]string{"restore", "create", name, "--from-backup", backup, "--wait"}, args...)...)
+	veleroCLI(t, v, append([]string{"restore", "create", name, "--from-backup", backup, "--wait"}, args...)...)
 	done = time.Now()
 	r, err := v.Restore(t.Context(), name)
 	must(t, err)
@@ -291,3 +291,5 @@ func describeWrites(ws []stack.Write) string {
 	slices.Sort(parts)
 	return strings.Join(parts, ", ")
 }
+
+func keyOf(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }

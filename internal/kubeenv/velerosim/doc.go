@@ -54,5 +54,5 @@
 //     none of them: initlock's objects are not of those kinds.
 //
 // The simulator needs the objects' kinds to be served by the API server it
-// restores into. It is not safe for concurrent use of one Restorer.
+// restores into.
 package velerosim

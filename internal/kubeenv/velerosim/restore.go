@@ -15,10 +15,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/initlock/initlock/internal/kubeenv"
 )
@@ -44,7 +46,8 @@ type Options struct {
 	Actions []riav2.RestoreItemAction
 }
 
-// Restorer restores backed-up objects into one API server.
+// Restorer restores backed-up objects into one API server. Restore is not
+// safe for concurrent use; Item and ActionInput are.
 type Restorer struct {
 	c       client.Client
 	opts    Options
@@ -142,9 +145,10 @@ func (r *Restorer) restoreStatus(ctx context.Context, backed, created *unstructu
 	return nil
 }
 
-// Item returns what the restore creates for one backed-up object, without
-// creating it: nil when an action asks to skip it.
-func (r *Restorer) Item(backed *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+// ActionInput returns the item Velero passes to restore item actions for a
+// backed-up object: its metadata reset and its status dropped, still in its
+// backed-up namespace and without the restore labels.
+func (r *Restorer) ActionInput(backed *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	obj := backed.DeepCopy()
 	md, ok := obj.Object["metadata"].(map[string]any)
 	if !ok {
@@ -154,12 +158,25 @@ func (r *Restorer) Item(backed *unstructured.Unstructured) (*unstructured.Unstru
 		"creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds"} {
 		delete(md, f)
 	}
+	if !r.opts.Naive {
+		delete(md, "ownerReferences")
+	}
 	delete(obj.Object, "status")
+	return obj, nil
+}
+
+// Item returns what the restore creates for one backed-up object, without
+// creating it: nil when an action asks to skip it. It is safe for
+// concurrent use.
+func (r *Restorer) Item(backed *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	obj, err := r.ActionInput(backed)
+	if err != nil {
+		return nil, err
+	}
 	if r.opts.Naive {
 		r.mapNamespace(obj)
 		return obj, nil
 	}
-	delete(md, "ownerReferences")
 	if len(r.actions) > 0 {
 		gr, err := r.resource(obj)
 		if err != nil {
@@ -192,6 +209,30 @@ func (r *Restorer) Item(backed *unstructured.Unstructured) (*unstructured.Unstru
 	labels[velerov1.RestoreNameLabel] = label.GetValidName(r.opts.RestoreName)
 	obj.SetLabels(labels)
 	return obj, nil
+}
+
+// Unstructured converts objects, typed or not, to the unstructured form the
+// Restorer takes; typed objects get their kind from kubeenv's scheme.
+func Unstructured(objs ...client.Object) ([]*unstructured.Unstructured, error) {
+	out := make([]*unstructured.Unstructured, 0, len(objs))
+	for _, o := range objs {
+		if u, ok := o.(*unstructured.Unstructured); ok {
+			out = append(out, u.DeepCopy())
+			continue
+		}
+		gvk, err := apiutil.GVKForObject(o, kubeenv.Scheme())
+		if err != nil {
+			return nil, fmt.Errorf("kind of %T %s: %w", o, o.GetName(), err)
+		}
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+		if err != nil {
+			return nil, fmt.Errorf("converting %s %s: %w", gvk.Kind, o.GetName(), err)
+		}
+		u := &unstructured.Unstructured{Object: m}
+		u.SetGroupVersionKind(gvk)
+		out = append(out, u)
+	}
+	return out, nil
 }
 
 func (r *Restorer) targetNamespace(obj *unstructured.Unstructured) string {

@@ -1,0 +1,205 @@
+//go:build real
+
+package real_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	riav2 "github.com/vmware-tanzu/velero/pkg/plugin/velero/restoreitemaction/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/kubeenv/stack"
+	"github.com/initlock/initlock/internal/kubeenv/velerosim"
+	"github.com/initlock/initlock/internal/velero"
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+// fidelityGraph creates, in ns, a paused Cluster's graph with what a
+// restore may treat differently: ownerReferences (controller and not),
+// status, labels, annotations, a finalizer, Secrets and ConfigMaps.
+func fidelityGraph(t *testing.T, ns string) {
+	t.Helper()
+	ctx := t.Context()
+	c := source.Client
+	const name = "fid"
+	must(t, source.CreateCluster(ctx, ns, name, stack.ClusterOptions{}))
+	must(t, source.SetPaused(ctx, ns, name, true))
+	waitPaused(t, source, ns, name)
+	cluster, err := source.Get(ctx, stack.ClusterGVK, ns, name)
+	must(t, err)
+	owner := metav1.OwnerReference{APIVersion: cluster.GetAPIVersion(), Kind: "Cluster", Name: name, UID: cluster.GetUID()}
+	ctrlOwner := owner
+	ctrlOwner.Controller, ctrlOwner.BlockOwnerDeletion = ptr.To(true), ptr.To(true)
+	labels := map[string]string{"cluster.x-k8s.io/cluster-name": name, "app": "fidelity"}
+	for _, o := range []client.Object{
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + initlock.LockSuffix, Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{owner}}, Data: map[string]string{initlock.DataKey: `{"machineName":"fid-cp-0"}`}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a-plain", Annotations: map[string]string{"note": "kept"},
+			Finalizers: []string{"initlock.dev/fidelity"}}, Data: map[string]string{"k": "v"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-ca", Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{ctrlOwner}}, Type: "cluster.x-k8s.io/secret", Data: map[string][]byte{"tls.crt": []byte("x")}},
+	} {
+		must(t, c.Create(ctx, o))
+	}
+	t.Cleanup(func() { removeFinalizers(source, ns, "a-plain"); removeFinalizers(source, ns+"-real", "a-plain"); removeFinalizers(source, ns+"-sim", "a-plain") })
+	for _, m := range []string{"fid-cp-0", "fid-cp-1"} {
+		must(t, source.CreateMachine(ctx, ns, name, m, true, false))
+		// The ownerReferences core would have written, had the Cluster
+		// not been paused.
+		mach, err := source.Get(ctx, stack.MachineGVK, ns, m)
+		must(t, err)
+		mach.SetOwnerReferences([]metav1.OwnerReference{owner})
+		must(t, c.Update(ctx, mach))
+		kc, err := source.Get(ctx, stack.KubeadmConfigGVK, ns, m)
+		must(t, err)
+		kc.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: mach.GetAPIVersion(), Kind: "Machine", Name: m, UID: mach.GetUID(),
+			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}})
+		must(t, c.Update(ctx, kc))
+	}
+	lc, err := source.Get(ctx, stack.LocalClusterGVK, ns, name)
+	must(t, err)
+	lc.SetOwnerReferences([]metav1.OwnerReference{owner})
+	must(t, c.Update(ctx, lc))
+}
+
+func removeFinalizers(m *stack.Mgmt, ns, name string) {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	_ = m.Client.Patch(context.Background(), cm, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+}
+
+// comparable is an object with what always differs between two restores
+// removed: its identity and timestamps, and the times in managedFields.
+func comparable(u *unstructured.Unstructured) map[string]any {
+	c := u.DeepCopy()
+	for _, f := range []string{"uid", "resourceVersion", "creationTimestamp", "generation", "namespace"} {
+		unstructured.RemoveNestedField(c.Object, "metadata", f)
+	}
+	mf := c.GetManagedFields()
+	for i := range mf {
+		mf[i].Time = nil
+	}
+	c.SetManagedFields(mf)
+	// Condition times differ from run to run.
+	if conds, ok, _ := unstructured.NestedSlice(c.Object, "status", "conditions"); ok {
+		for _, cd := range conds {
+			if m, ok := cd.(map[string]any); ok {
+				delete(m, "lastTransitionTime")
+			}
+		}
+		_ = unstructured.SetNestedSlice(c.Object, conds, "status", "conditions")
+	}
+	return c.Object
+}
+
+// diffPaths lists the leaf paths where a and b differ.
+func diffPaths(prefix string, a, b any) []string {
+	am, aok := a.(map[string]any)
+	bm, bok := b.(map[string]any)
+	if aok && bok {
+		var out []string
+		keys := map[string]bool{}
+		for k := range am {
+			keys[k] = true
+		}
+		for k := range bm {
+			keys[k] = true
+		}
+		for k := range keys {
+			out = append(out, diffPaths(prefix+"."+k, am[k], bm[k])...)
+		}
+		return out
+	}
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	if string(ja) != string(jb) {
+		return []string{fmt.Sprintf("%s: velero %s, simulator %s", prefix, ja, jb)}
+	}
+	return nil
+}
+
+// createOrder returns the objects of the graph kinds created in ns by user,
+// in the order the API server answered.
+func createOrder(t *testing.T, m *stack.Mgmt, user, ns string) []string {
+	t.Helper()
+	ws, err := m.Writes()
+	must(t, err)
+	kinds := map[string]string{"configmaps": "ConfigMap", "secrets": "Secret", "clusters": "Cluster", "machines": "Machine",
+		"kubeadmconfigs": "KubeadmConfig", "localclusters": "LocalCluster", "localmachines": "LocalMachine"}
+	var out []string
+	for _, w := range ws {
+		if w.User == user && w.Namespace == ns && w.Verb == "create" && w.Code < 300 && kinds[w.Resource] != "" {
+			out = append(out, kinds[w.Resource]+"/"+w.Name)
+		}
+	}
+	return out
+}
+
+// TestSimulatorFidelity backs up and restores the same objects with the real
+// Velero server (and initlock's plugin) and with velerosim, and compares the
+// two restores object by object: every field, the labels and annotations
+// added, ownerReferences, status, and the order of creation. The
+// differences velerosim's doc lists are allowed; any other fails the test.
+func TestSimulatorFidelity(t *testing.T) {
+	ctx := t.Context()
+	ns := source.Env.Namespace(t)
+	fidelityGraph(t, ns)
+	backed := snapshot(t, source, ns)
+
+	realNS, simNS := ns+"-real", ns+"-sim"
+	cleanupNamespace(t, source, realNS)
+	cleanupNamespace(t, source, simNS)
+	v, err := source.StartVelero(ctx, true)
+	must(t, err)
+	backup := backupNamespace(t, v, ns)
+	restore, _ := restoreBackup(t, v, backup, "--namespace-mappings", ns+":"+realNS)
+	source.StopVelero()
+
+	must(t, source.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: simNS}}))
+	simCfg, err := source.Env.AddUser("velerosim", []string{"system:masters"})
+	must(t, err)
+	cfg := velero.DefaultConfig()
+	r, err := velerosim.New(simCfg, velerosim.Options{
+		NamespaceMapping: map[string]string{ns: simNS},
+		BackupName:       backup, RestoreName: restore,
+		Actions: []riav2.RestoreItemAction{velero.NewAction(cfg, false, nil), velero.NewAction(cfg, true, nil)},
+	})
+	must(t, err)
+	_, err = r.Restore(ctx, backed)
+	must(t, err)
+
+	var diffs []string
+	for _, b := range backed {
+		got, err := source.Get(ctx, b.GroupVersionKind(), realNS, b.GetName())
+		must(t, err)
+		sim, err := source.Get(ctx, b.GroupVersionKind(), simNS, b.GetName())
+		must(t, err)
+		if got == nil || sim == nil {
+			diffs = append(diffs, fmt.Sprintf("%s: restored by velero %t, by the simulator %t", key(b), got != nil, sim != nil))
+			continue
+		}
+		for _, d := range diffPaths("", comparable(got), comparable(sim)) {
+			diffs = append(diffs, key(b)+d)
+		}
+	}
+	realOrder := createOrder(t, source, "velero", realNS)
+	simOrder := createOrder(t, source, "velerosim", simNS)
+	if !slices.Equal(realOrder, simOrder) {
+		diffs = append(diffs, fmt.Sprintf("order: velero %v, simulator %v", realOrder, simOrder))
+	}
+	slices.Sort(diffs)
+	for _, d := range diffs {
+		t.Errorf("difference: %s", d)
+	}
+	result(t, "fidelity of velerosim against Velero %s: %d objects restored by both in the order %s; %d differences",
+		stack.VeleroVersion, len(backed), strings.Join(realOrder, " "), len(diffs))
+}
