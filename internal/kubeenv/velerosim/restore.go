@@ -2,6 +2,7 @@ package velerosim
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -119,9 +121,32 @@ func (r *Restorer) Restore(ctx context.Context, items []*unstructured.Unstructur
 				return out, err
 			}
 		}
+		if err := r.restoreManagedFields(ctx, backed, obj); err != nil {
+			return out, err
+		}
 		out = append(out, obj)
 	}
 	return out, nil
+}
+
+// restoreManagedFields sets the created object's managedFields back to the
+// backed-up ones with a merge patch, as Velero does after the create: the
+// API server would otherwise have recorded the restore's own changes (the
+// labels, the plugin's annotation, webhook defaults) under the managers of
+// the backup.
+func (r *Restorer) restoreManagedFields(ctx context.Context, backed, created *unstructured.Unstructured) error {
+	mf := backed.GetManagedFields()
+	if len(mf) == 0 || r.opts.Naive {
+		return nil
+	}
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"managedFields": mf}})
+	if err != nil {
+		return err
+	}
+	if err := r.c.Patch(ctx, created, client.RawPatch(types.MergePatchType, body)); err != nil {
+		return fmt.Errorf("restoring the managedFields of %s %s/%s: %w", created.GetKind(), created.GetNamespace(), created.GetName(), err)
+	}
+	return nil
 }
 
 // restoreStatus writes the backed-up status through the status
