@@ -6,12 +6,12 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -58,7 +58,11 @@ func fidelityGraph(t *testing.T, ns string) {
 	} {
 		must(t, c.Create(ctx, o))
 	}
-	t.Cleanup(func() { removeFinalizers(source, ns, "a-plain"); removeFinalizers(source, ns+"-real", "a-plain"); removeFinalizers(source, ns+"-sim", "a-plain") })
+	t.Cleanup(func() {
+		removeFinalizers(source, ns, "a-plain")
+		removeFinalizers(source, ns+"-real", "a-plain")
+		removeFinalizers(source, ns+"-sim", "a-plain")
+	})
 	for _, m := range []string{"fid-cp-0", "fid-cp-1"} {
 		must(t, source.CreateMachine(ctx, ns, name, m, true, false))
 		// The ownerReferences core would have written, had the Cluster

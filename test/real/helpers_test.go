@@ -6,25 +6,18 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	velerov1 "github.com/vmware-tanzu/velero/pkg/apis/velero/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv/stack"
-	"github.com/initlock/initlock/internal/kubeenv/velerosim"
-	"github.com/initlock/initlock/internal/relink"
-	"github.com/initlock/initlock/pkg/initlock"
 )
 
 // Users the API server's audit log names the components by.
@@ -59,24 +52,8 @@ func eventually(t *testing.T, timeout time.Duration, f func(context.Context) err
 // waitLockHeld waits until the Cluster's lock exists and names machine.
 func waitLockHeld(t *testing.T, m *stack.Mgmt, ns, cluster, machine string) *corev1.ConfigMap {
 	t.Helper()
-	var cm *corev1.ConfigMap
-	eventually(t, 60*time.Second, func(ctx context.Context) error {
-		var err error
-		if cm, err = m.Lock(ctx, ns, cluster); err != nil {
-			return err
-		}
-		if cm == nil {
-			return errors.New("no lock yet")
-		}
-		rec, err := initlock.DecodeRecord(cm.Data[initlock.DataKey])
-		if err != nil {
-			return err
-		}
-		if rec.MachineName != machine {
-			return fmt.Errorf("lock held by %q, want %q", rec.MachineName, machine)
-		}
-		return nil
-	})
+	cm, err := m.WaitLockHeld(t.Context(), ns, cluster, machine)
+	must(t, err)
 	return cm
 }
 
@@ -84,132 +61,30 @@ func waitLockHeld(t *testing.T, m *stack.Mgmt, ns, cluster, machine string) *cor
 // of its graph changes any more.
 func waitPaused(t *testing.T, m *stack.Mgmt, ns, cluster string) {
 	t.Helper()
-	eventually(t, 30*time.Second, func(ctx context.Context) error {
-		u, err := m.Get(ctx, stack.ClusterGVK, ns, cluster)
-		if err != nil || u == nil {
-			return fmt.Errorf("cluster %s: %v", cluster, err)
-		}
-		if !conditionTrue(u, "Paused") {
-			return errors.New("core does not report the Cluster paused yet")
-		}
-		return nil
-	})
-}
-
-func conditionTrue(u *unstructured.Unstructured, condType string) bool {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		if m, ok := c.(map[string]any); ok && m["type"] == condType && m["status"] == "True" {
-			return true
-		}
-	}
-	return false
+	must(t, m.WaitCondition(t.Context(), ns, cluster, "Paused"))
 }
 
 // snapshot reads the Cluster graph of namespace ns.
 func snapshot(t *testing.T, m *stack.Mgmt, ns string) []*unstructured.Unstructured {
 	t.Helper()
-	objs, err := velerosim.Backup(t.Context(), m.Client, ns, stack.GraphKinds...)
+	objs, err := m.Graph(t.Context(), ns)
 	must(t, err)
 	return objs
 }
 
-func key(u *unstructured.Unstructured) string { return u.GetKind() + "/" + u.GetName() }
-
-// unlinked returns, for each object of backed that had ownerReferences,
-// what is missing now: an owner (by kind and name) without a reference to
-// its current UID, or the relinker's annotation still present. Objects gone
-// since are skipped.
-func unlinked(ctx context.Context, m *stack.Mgmt, ns string, backed []*unstructured.Unstructured) ([]string, error) {
-	var out []string
-	for _, b := range backed {
-		if len(b.GetOwnerReferences()) == 0 {
-			continue
-		}
-		cur, err := m.Get(ctx, b.GroupVersionKind(), ns, b.GetName())
-		if err != nil {
-			return nil, err
-		}
-		if cur == nil {
-			continue
-		}
-		for _, ref := range b.GetOwnerReferences() {
-			owner, err := m.Get(ctx, refGVK(ref), ns, ref.Name)
-			if err != nil {
-				return nil, err
-			}
-			if owner == nil || !slices.ContainsFunc(cur.GetOwnerReferences(), func(r metav1.OwnerReference) bool {
-				return r.Kind == ref.Kind && r.Name == ref.Name && r.UID == owner.GetUID()
-			}) {
-				out = append(out, key(b)+" -> "+ref.Kind+"/"+ref.Name)
-			}
-		}
-		if _, ok := cur.GetAnnotations()[relink.Annotation]; ok {
-			out = append(out, key(b)+" annotated")
-		}
-	}
-	return out, nil
-}
-
-func refGVK(ref metav1.OwnerReference) schema.GroupVersionKind {
-	gv, _ := schema.ParseGroupVersion(ref.APIVersion)
-	return gv.WithKind(ref.Kind)
-}
-
-// leftovers lists the objects of the graph kinds left in namespace ns.
-func leftovers(ctx context.Context, m *stack.Mgmt, ns string) ([]string, error) {
-	objs, err := velerosim.Backup(ctx, m.Client, ns, stack.GraphKinds...)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]string, 0, len(objs))
-	for _, o := range objs {
-		out = append(out, key(o))
-	}
-	slices.Sort(out)
-	return out, nil
-}
+var key = stack.Key
 
 // deleteCluster deletes a Cluster and waits until core has deleted its
 // Machines and let it go.
 func deleteCluster(t *testing.T, m *stack.Mgmt, ns, name string) {
 	t.Helper()
-	u, err := m.Get(t.Context(), stack.ClusterGVK, ns, name)
-	must(t, err)
-	if u == nil {
-		t.Fatalf("cluster %s/%s does not exist", ns, name)
-	}
-	must(t, m.Client.Delete(t.Context(), u))
-	eventually(t, 2*time.Minute, func(ctx context.Context) error {
-		u, err := m.Get(ctx, stack.ClusterGVK, ns, name)
-		if err != nil {
-			return err
-		}
-		if u != nil {
-			return fmt.Errorf("cluster %s/%s still exists (finalizers %v)", ns, name, u.GetFinalizers())
-		}
-		return nil
-	})
+	must(t, m.DeleteCluster(t.Context(), ns, name))
 }
 
 // deleteNamespace deletes a namespace and waits until it is gone.
 func deleteNamespace(t *testing.T, m *stack.Mgmt, ns string) {
 	t.Helper()
-	n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
-	if err := m.Client.Delete(t.Context(), n); err != nil && !apierrors.IsNotFound(err) {
-		t.Fatal(err)
-	}
-	eventually(t, 3*time.Minute, func(ctx context.Context) error {
-		err := m.Client.Get(ctx, client.ObjectKey{Name: ns}, n)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		left, _ := leftovers(ctx, m, ns)
-		return fmt.Errorf("namespace %s is %s; left: %v", ns, n.Status.Phase, left)
-	})
+	must(t, m.DeleteNamespace(t.Context(), ns))
 }
 
 // cleanupNamespace deletes ns when t ends, without waiting.
@@ -236,12 +111,8 @@ func veleroCLI(t *testing.T, v *stack.Velero, args ...string) string {
 func backupNamespace(t *testing.T, v *stack.Velero, ns string) string {
 	t.Helper()
 	name := "b-" + suffix()
-	veleroCLI(t, v, "backup", "create", name, "--include-namespaces", ns, "--wait")
-	b, err := v.Backup(t.Context(), name)
-	must(t, err)
-	if b.Status.Phase != velerov1.BackupPhaseCompleted {
-		t.Fatalf("backup %s is %s: %s", name, b.Status.Phase, veleroCLI(t, v, "backup", "describe", name, "--details"))
-	}
+	t.Logf("$ velero %s", strings.Join(stack.BackupArgs(name, ns), " "))
+	must(t, v.BackupNamespace(t.Context(), name, ns))
 	return name
 }
 
@@ -250,15 +121,9 @@ func backupNamespace(t *testing.T, v *stack.Velero, ns string) string {
 func restoreBackup(t *testing.T, v *stack.Velero, backup string, args ...string) (name string, done time.Time) {
 	t.Helper()
 	name = "r-" + suffix()
-	veleroCLI(t, v, append([]string{"restore", "create", name, "--from-backup", backup, "--wait"}, args...)...)
-	done = time.Now()
-	r, err := v.Restore(t.Context(), name)
-	must(t, err)
-	if r.Status.Phase != velerov1.RestorePhaseCompleted {
-		out, _ := v.CLI(t.Context(), "restore", "logs", name)
-		t.Fatalf("restore %s is %s (%d errors, %d warnings):\n%s", name, r.Status.Phase, r.Status.Errors, r.Status.Warnings, out)
-	}
-	return name, done
+	t.Logf("$ velero %s", strings.Join(stack.RestoreArgs(name, backup, args...), " "))
+	must(t, v.RestoreBackup(t.Context(), name, backup, args...))
+	return name, time.Now()
 }
 
 // writesBy returns the writes of user in namespace ns, from the audit log.

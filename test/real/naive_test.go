@@ -33,9 +33,9 @@ type naiveOutcome struct {
 	// secondInit tells whether the second control-plane Machine got init
 	// data, and firstExisted whether the first Machine existed then.
 	secondInit, firstExisted bool
-	initAfter               time.Duration
-	lockHolder              string
-	managerWrites           []stack.Write
+	initAfter                time.Duration
+	lockHolder               string
+	managerWrites            []stack.Write
 }
 
 func (o naiveOutcome) String() string {

@@ -126,7 +126,7 @@ func restoreSeed(t *testing.T, m *stack.Mgmt, variant string, backed []*unstruct
 			if err := kubeenv.LockOwnedBy(cm, cluster); err != nil {
 				return err
 			}
-			left, err := unlinked(ctx, m, ns, backed)
+			left, err := m.Unlinked(ctx, ns, backed)
 			if err != nil {
 				return err
 			}
@@ -160,7 +160,7 @@ func restoreSeed(t *testing.T, m *stack.Mgmt, variant string, backed []*unstruct
 	deleteCluster(t, m, ns, seedCluster)
 	if withInitlock {
 		eventually(t, 60*time.Second, func(ctx context.Context) error {
-			left, err := leftovers(ctx, m, ns)
+			left, err := m.Leftovers(ctx, ns)
 			if err != nil {
 				return err
 			}
@@ -172,7 +172,7 @@ func restoreSeed(t *testing.T, m *stack.Mgmt, variant string, backed []*unstruct
 	} else {
 		// The garbage collector acts within milliseconds; give it seconds.
 		time.Sleep(3 * time.Second)
-		o.leaked, err = leftovers(ctx, m, ns)
+		o.leaked, err = m.Leftovers(ctx, ns)
 		must(t, err)
 	}
 	return o

@@ -5,7 +5,6 @@ package real_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -22,16 +21,7 @@ import (
 func waitInitialized(t *testing.T, m *stack.Mgmt, ns, cluster string) time.Duration {
 	t.Helper()
 	start := time.Now()
-	eventually(t, 2*time.Minute, func(ctx context.Context) error {
-		u, err := m.Get(ctx, stack.ClusterGVK, ns, cluster)
-		if err != nil || u == nil {
-			return fmt.Errorf("cluster %s: %v", cluster, err)
-		}
-		if !capi.IsControlPlaneInitialized(u) {
-			return errors.New("core does not report the control plane initialised yet")
-		}
-		return nil
-	})
+	must(t, m.WaitCondition(t.Context(), ns, cluster, capi.ControlPlaneInitializedCondition))
 	return time.Since(start)
 }
 

@@ -23,6 +23,9 @@ import (
 // VeleroNamespace is the namespace the Velero server runs for.
 const VeleroNamespace = "velero"
 
+// CLITimeout bounds a velero CLI command, "--wait" included.
+const CLITimeout = 3 * time.Minute
+
 // Velero is a Velero server running for one management cluster, with the
 // AWS object-store plugin and initlock's plugin, its backup storage
 // location the S3 server's bucket.
@@ -56,6 +59,10 @@ func veleroObjects(s3 *S3) []client.Object {
 					LocalObjectReference: corev1.LocalObjectReference{Name: "cloud-credentials"}, Key: "cloud",
 				},
 				Config: map[string]string{"region": "us-east-1", "s3ForcePathStyle": "true", "s3Url": s3.URL},
+				// Backups made by another management cluster's server on
+				// the same bucket show up within seconds.
+				BackupSyncPeriod:    &metav1.Duration{Duration: 2 * time.Second},
+				ValidationFrequency: &metav1.Duration{Duration: 10 * time.Second},
 			},
 		},
 		&appsv1.Deployment{
@@ -173,15 +180,18 @@ func (m *Mgmt) StopVelero() {
 func (v *Velero) Kubeconfig() string { return v.kubeconfig }
 
 // CLI runs the velero CLI of the same binary with args, as a user whose
-// KUBECONFIG names this management cluster, and returns its output.
+// KUBECONFIG names this management cluster, and returns its output. A
+// command still running after CLITimeout is killed.
 func (v *Velero) CLI(ctx context.Context, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, CLITimeout)
+	defer cancel()
 	cmd := exec.CommandContext(ctx, v.m.bins.path(BinVelero), args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+v.kubeconfig, "TMPDIR="+filepath.Join(v.m.Dir, "velero", "tmp"))
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
 	if err != nil {
-		return out.String(), fmt.Errorf("velero %s: %w\n%s", strings.Join(args, " "), err, out.String())
+		return out.String(), fmt.Errorf("velero %s: %w\n%s\nlast lines of %s:\n%s", strings.Join(args, " "), err, out.String(), v.LogPath, v.Tail(40))
 	}
 	return out.String(), nil
 }
