@@ -158,3 +158,14 @@ func describeWrites(ws []stack.Write) string {
 }
 
 func keyOf(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
+
+// startManager starts initlock-manager in m as installed for a management
+// cluster with CABPK: config/rbac's role, and the bootstrap and
+// infrastructure kinds added to the relinker's (stack.ProviderRelinkKinds)
+// with the permissions they need. args are added to its flags.
+func startManager(t *testing.T, m *stack.Mgmt, args ...string) {
+	t.Helper()
+	must(t, m.GrantProviderKinds(t.Context()))
+	_, err := m.StartManager(t.Context(), append([]string{"--relink-kinds=" + stack.ProviderRelinkKinds}, args...)...)
+	must(t, err)
+}

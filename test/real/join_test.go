@@ -20,7 +20,7 @@ import (
 // and its lock that clash: a write refused because the other changed the
 // object first (409 Conflict), a delete of a lock the other had already
 // deleted (404), and a lock created again after it was released.
-func conflicts(ws []stack.Write, ns, cluster string) (n int, lockWrites map[string]int) {
+func conflicts(ws []stack.Write, ns, cluster string) (clashes []string, lockWrites map[string]int) {
 	lockWrites = map[string]int{}
 	released := false
 	for _, w := range ws {
@@ -35,18 +35,19 @@ func conflicts(ws []stack.Write, ns, cluster string) (n int, lockWrites map[stri
 		if isLock {
 			lockWrites[w.User+" "+w.Verb]++
 		}
+		clash := fmt.Sprintf("%s %s %s/%s %d", w.User, w.Verb, w.Resource, w.Name, w.Code)
 		switch {
 		case w.Code == 409:
-			n++
+			clashes = append(clashes, clash)
 		case isLock && w.Verb == "delete" && w.Code == 404:
-			n++
+			clashes = append(clashes, clash)
 		case isLock && w.Verb == "delete" && w.Code < 300:
 			released = true
 		case isLock && w.Verb == "create" && w.Code < 300 && released:
-			n++
+			clashes = append(clashes, clash+" (after the release)")
 		}
 	}
-	return n, lockWrites
+	return clashes, lockWrites
 }
 
 // TestJoinAfterRestore: a single control-plane Cluster, initialised, is
@@ -77,8 +78,7 @@ func TestJoinAfterRestore(t *testing.T) {
 	start := time.Now()
 	mapped := kubeenv.NamespaceName("join-restored")
 	cleanupNamespace(t, target, mapped)
-	_, err = target.StartManager(ctx, "--release-after-init=false")
-	must(t, err)
+	startManager(t, target, "--release-after-init=false")
 	defer target.StopManager()
 	v, err = target.StartVelero(ctx, true)
 	must(t, err)
@@ -148,13 +148,13 @@ func TestJoinAfterRestore(t *testing.T) {
 			run = append(run, w)
 		}
 	}
-	n, lockWrites := conflicts(run, mapped, cluster)
-	if n != 0 {
-		t.Errorf("%d conflicting writes between CABPK and initlock-manager; writes to the lock: %v", n, lockWrites)
+	clashes, lockWrites := conflicts(run, mapped, cluster)
+	if len(clashes) != 0 {
+		t.Errorf("%d conflicting writes between CABPK and initlock-manager: %v; writes to the lock: %v", len(clashes), clashes, lockWrites)
 	}
 	managerWrites := writesBy(t, target, userManager, mapped, start)
 	result(t, "scenario 4, join after restore: lock re-adopted %s after the restore; the worker's join data came %s after it was created and CABPK released the lock within %s; "+
 		"writes to the lock: %v; initlock-manager's writes: %d (%s); conflicting writes between CABPK and initlock-manager: %d",
 		adopted.Round(time.Millisecond), joinData.Round(time.Millisecond), released.Round(time.Millisecond), lockWrites,
-		len(managerWrites), describeWrites(managerWrites), n)
+		len(managerWrites), describeWrites(managerWrites), len(clashes))
 }

@@ -103,8 +103,7 @@ func restoreSeed(t *testing.T, m *stack.Mgmt, variant string, backed []*unstruct
 	o := seedOutcome{variant: variant}
 	start := time.Now()
 	if withInitlock {
-		_, err := m.StartManager(ctx)
-		must(t, err)
+		startManager(t, m)
 		defer m.StopManager()
 	}
 	v, err := m.StartVelero(ctx, withInitlock)

@@ -212,8 +212,8 @@ func (v *Velero) RestoreBackup(ctx context.Context, name, backup string, extra .
 		return err
 	}
 	if r.Status.Phase != velerov1.RestorePhaseCompleted {
-		out, _ := v.CLI(ctx, "restore", "logs", name)
-		return fmt.Errorf("restore %s is %s (%d errors, %d warnings):\n%s", name, r.Status.Phase, r.Status.Errors, r.Status.Warnings, out)
+		out, _ := v.CLI(ctx, "restore", "describe", name, "--details")
+		return fmt.Errorf("restore %s is %s (%s%v):\n%s", name, r.Status.Phase, r.Status.FailureReason, r.Status.ValidationErrors, out)
 	}
 	return nil
 }

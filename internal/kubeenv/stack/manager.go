@@ -21,6 +21,30 @@ import (
 // ClusterRole of config/rbac/role.yaml, as installed.
 const ManagerUser = "initlock-manager"
 
+// ProviderRelinkKinds is the --relink-kinds of an installation that also
+// relinks the kubeadm bootstrap provider's and the stack's infrastructure
+// kinds, as the README tells an operator to configure it: the default kinds
+// and KubeadmConfig, LocalCluster and LocalMachine. CABPK's Secrets (the
+// CA, etcd, proxy and service-account keys and the bootstrap data) are
+// owned by a KubeadmConfig, which the default kinds do not cover.
+const ProviderRelinkKinds = "Cluster.cluster.x-k8s.io,MachineDeployment.cluster.x-k8s.io,MachineSet.cluster.x-k8s.io," +
+	"Machine.cluster.x-k8s.io,MachinePool.cluster.x-k8s.io,MachineHealthCheck.cluster.x-k8s.io,ConfigMap,Secret," +
+	"KubeadmConfig.bootstrap.cluster.x-k8s.io,LocalCluster." + InfraGroup + ",LocalMachine." + InfraGroup
+
+// GrantProviderKinds gives ManagerUser what ProviderRelinkKinds needs beyond
+// config/rbac: list, watch and patch on KubeadmConfigs, LocalClusters and
+// LocalMachines.
+func (m *Mgmt) GrantProviderKinds(ctx context.Context) error {
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "initlock-relink-providers"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{KubeadmConfigGVK.Group}, Resources: []string{"kubeadmconfigs"}, Verbs: []string{"list", "watch", "patch"}},
+			{APIGroups: []string{InfraGroup}, Resources: []string{"localclusters", "localmachines"}, Verbs: []string{"list", "watch", "patch"}},
+		},
+	}
+	return m.bindToManager(ctx, role)
+}
+
 // Manager is a running initlock-manager process.
 type Manager struct {
 	*Proc
@@ -112,8 +136,13 @@ func (m *Mgmt) grantManagerRole(ctx context.Context) error {
 	if err := yaml.Unmarshal(b, role); err != nil {
 		return fmt.Errorf("reading config/rbac/role.yaml: %w", err)
 	}
+	return m.bindToManager(ctx, role)
+}
+
+// bindToManager installs role and binds it to ManagerUser.
+func (m *Mgmt) bindToManager(ctx context.Context, role *rbacv1.ClusterRole) error {
 	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "initlock-" + role.Name},
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name + "-" + ManagerUser},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: ManagerUser}},
 	}

@@ -150,10 +150,16 @@ func (m *Mgmt) StartVelero(ctx context.Context, initlockPlugin bool) (*Velero, e
 	}
 	m.veleroStarts++
 	v := &Velero{Proc: p, m: m, kubeconfig: kubeconfig}
-	err = p.waitFor(ctx, 60*time.Second, "reporting the backup storage location Available", func(ctx context.Context) error {
+	// Ready once this server has validated the location: a phase left
+	// Available by an earlier server says nothing about this one.
+	started := metav1.NewTime(time.Now().Truncate(time.Second))
+	err = p.waitFor(ctx, 60*time.Second, "validating the backup storage location", func(ctx context.Context) error {
 		bsl := &velerov1.BackupStorageLocation{}
 		if err := m.Client.Get(ctx, client.ObjectKey{Namespace: VeleroNamespace, Name: "default"}, bsl); err != nil {
 			return err
+		}
+		if bsl.Status.LastValidationTime == nil || bsl.Status.LastValidationTime.Before(&started) {
+			return errors.New("not validated by this server yet")
 		}
 		if bsl.Status.Phase != velerov1.BackupStorageLocationPhaseAvailable {
 			return fmt.Errorf("phase %q: %s", bsl.Status.Phase, bsl.Status.Message)
