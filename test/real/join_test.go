@@ -16,13 +16,16 @@ import (
 	"github.com/initlock/initlock/pkg/initlock"
 )
 
-// conflicts counts the writes of CABPK and initlock-manager to a Cluster
-// and its lock that clash: a write refused because the other changed the
-// object first (409 Conflict), a delete of a lock the other had already
-// deleted (404), and a lock created again after it was released.
+// conflicts lists the writes of CABPK and initlock-manager to a Cluster and
+// its lock that clash with the other's: a write refused with 409 Conflict
+// or a delete answered 404 right after the other one's successful write to
+// the object, and a lock created again after the other one released it. A
+// 409 between initlock-manager's own controllers (the lock controller and
+// the relinker both patch a restored lock) is not a clash with CABPK. It
+// also counts the writes to the lock by user and verb.
 func conflicts(ws []stack.Write, ns, cluster string) (clashes []string, lockWrites map[string]int) {
 	lockWrites = map[string]int{}
-	released := false
+	last := map[string]stack.Write{}
 	for _, w := range ws {
 		if w.Namespace != ns || (w.User != userCABPK && w.User != userManager) {
 			continue
@@ -32,19 +35,21 @@ func conflicts(ws []stack.Write, ns, cluster string) (clashes []string, lockWrit
 		if !isLock && !isCluster {
 			continue
 		}
+		obj := w.Resource + "/" + w.Name
 		if isLock {
 			lockWrites[w.User+" "+w.Verb]++
 		}
-		clash := fmt.Sprintf("%s %s %s/%s %d", w.User, w.Verb, w.Resource, w.Name, w.Code)
+		prev, seen := last[obj]
+		other := seen && prev.User != w.User
+		clash := fmt.Sprintf("%s %s %s %d after %s %s", w.User, w.Verb, obj, w.Code, prev.User, prev.Verb)
 		switch {
-		case w.Code == 409:
+		case other && (w.Code == 409 || (w.Verb == "delete" && w.Code == 404)):
 			clashes = append(clashes, clash)
-		case isLock && w.Verb == "delete" && w.Code == 404:
+		case other && isLock && w.Verb == "create" && w.Code < 300 && prev.Verb == "delete":
 			clashes = append(clashes, clash)
-		case isLock && w.Verb == "delete" && w.Code < 300:
-			released = true
-		case isLock && w.Verb == "create" && w.Code < 300 && released:
-			clashes = append(clashes, clash+" (after the release)")
+		}
+		if w.Code < 300 {
+			last[obj] = w
 		}
 	}
 	return clashes, lockWrites
