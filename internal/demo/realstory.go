@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -181,11 +182,17 @@ func (d *realDemo) seedInitlock() {
 		var cm *corev1.ConfigMap
 		err := poll(d.ctx, d.opts.Timeout, func(ctx context.Context) error {
 			cluster, err := dst.Get(ctx, stack.ClusterGVK, realInitlockNS, seedCluster)
-			if err != nil || cluster == nil {
-				return fmt.Errorf("cluster: %v", err)
+			if err != nil {
+				return err
 			}
-			if cm, err = dst.Lock(ctx, realInitlockNS, seedCluster); err != nil || cm == nil {
-				return fmt.Errorf("lock: %v", err)
+			if cluster == nil {
+				return errors.New("the Cluster is not restored yet")
+			}
+			if cm, err = dst.Lock(ctx, realInitlockNS, seedCluster); err != nil {
+				return err
+			}
+			if cm == nil {
+				return errors.New("the lock is not restored yet")
 			}
 			if err := kubeenv.LockOwnedBy(cm, cluster); err != nil {
 				return err

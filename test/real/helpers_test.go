@@ -90,7 +90,7 @@ func deleteNamespace(t *testing.T, m *stack.Mgmt, ns string) {
 // cleanupNamespace deletes ns when t ends, without waiting.
 func cleanupNamespace(t *testing.T, m *stack.Mgmt, ns string) {
 	t.Cleanup(func() {
-		_ = m.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		_ = m.Client.Delete(context.WithoutCancel(t.Context()), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	})
 }
 

@@ -98,12 +98,18 @@ func TestJoinAfterRestore(t *testing.T) {
 	waitInitialized(t, target, mapped, cluster)
 	eventually(t, 60*time.Second, func(ctx context.Context) error {
 		c, err := target.Get(ctx, stack.ClusterGVK, mapped, cluster)
-		if err != nil || c == nil {
-			return fmt.Errorf("cluster: %v", err)
+		if err != nil {
+			return err
+		}
+		if c == nil {
+			return errors.New("no cluster")
 		}
 		cm, err := target.Lock(ctx, mapped, cluster)
-		if err != nil || cm == nil {
-			return fmt.Errorf("lock: %v", err)
+		if err != nil {
+			return err
+		}
+		if cm == nil {
+			return errors.New("no lock")
 		}
 		return kubeenv.LockOwnedBy(cm, c)
 	})
@@ -115,8 +121,11 @@ func TestJoinAfterRestore(t *testing.T) {
 	var joinData time.Duration
 	eventually(t, 2*time.Minute, func(ctx context.Context) error {
 		kc, err := target.Get(ctx, stack.KubeadmConfigGVK, mapped, worker)
-		if err != nil || kc == nil {
-			return fmt.Errorf("kubeadmconfig: %v", err)
+		if err != nil {
+			return err
+		}
+		if kc == nil {
+			return errors.New("no kubeadmconfig")
 		}
 		if name, _, _ := unstructured.NestedString(kc.Object, "status", "dataSecretName"); name == "" {
 			return errors.New("the worker has no join data yet")

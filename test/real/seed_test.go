@@ -4,6 +4,7 @@ package real_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -115,12 +116,18 @@ func restoreSeed(t *testing.T, m *stack.Mgmt, variant string, backed []*unstruct
 	if withInitlock {
 		eventually(t, 60*time.Second, func(ctx context.Context) error {
 			cluster, err := m.Get(ctx, stack.ClusterGVK, ns, seedCluster)
-			if err != nil || cluster == nil {
-				return fmt.Errorf("cluster: %v", err)
+			if err != nil {
+				return err
+			}
+			if cluster == nil {
+				return errors.New("no cluster")
 			}
 			cm, err := m.Lock(ctx, ns, seedCluster)
-			if err != nil || cm == nil {
-				return fmt.Errorf("lock: %v", err)
+			if err != nil {
+				return err
+			}
+			if cm == nil {
+				return errors.New("no lock")
 			}
 			if err := kubeenv.LockOwnedBy(cm, cluster); err != nil {
 				return err
@@ -140,8 +147,11 @@ func restoreSeed(t *testing.T, m *stack.Mgmt, variant string, backed []*unstruct
 		// Nothing re-adopts the lock: it stays unowned.
 		kubeenv.Consistently(t, 3*time.Second, func() error {
 			cm, err := m.Lock(ctx, ns, seedCluster)
-			if err != nil || cm == nil {
-				return fmt.Errorf("lock gone: %v", err)
+			if err != nil {
+				return err
+			}
+			if cm == nil {
+				return errors.New("the restored lock is gone")
 			}
 			if n := len(cm.OwnerReferences); n != 0 {
 				return fmt.Errorf("the restored lock has %d ownerReferences: upstream re-adopts it now; %v", n, cm.OwnerReferences)

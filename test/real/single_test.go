@@ -28,7 +28,7 @@ func waitInitialized(t *testing.T, m *stack.Mgmt, ns, cluster string) time.Durat
 // cleanupNode deletes a Machine's Node when t ends.
 func cleanupNode(t *testing.T, m *stack.Mgmt, ns, machine string) {
 	t.Cleanup(func() {
-		_ = m.Client.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: stack.NodeName(ns, machine)}})
+		_ = m.Client.Delete(context.WithoutCancel(t.Context()), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: stack.NodeName(ns, machine)}})
 	})
 }
 

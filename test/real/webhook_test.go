@@ -92,7 +92,7 @@ func TestWebhooksFreePath(t *testing.T) {
 	ns := source.Env.Namespace(t)
 	must(t, source.UnregisterWebhooks(t.Context()))
 	t.Cleanup(func() {
-		if err := source.RegisterWebhooks(context.Background()); err != nil {
+		if err := source.RegisterWebhooks(context.WithoutCancel(t.Context())); err != nil {
 			t.Error(err)
 		}
 	})

@@ -113,7 +113,11 @@ func (p *Proc) waitFor(ctx context.Context, timeout time.Duration, what string, 
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("%s %w before %s (%v); last lines of %s:\n%s", p.Name, errExited, what, p.err, p.LogPath, p.Tail(30))
+			exit := p.err
+			if exit == nil {
+				exit = errors.New("exit status 0")
+			}
+			return fmt.Errorf("%s %w before %s (%w); last lines of %s:\n%s", p.Name, errExited, what, exit, p.LogPath, p.Tail(30))
 		case <-ctx.Done():
 			return fmt.Errorf("%s: not %s within %s: %w; last lines of %s:\n%s", p.Name, what, timeout, err, p.LogPath, p.Tail(30))
 		case <-time.After(100 * time.Millisecond):
