@@ -55,7 +55,12 @@ func run(m *testing.M) (code int) {
 			}
 		}
 	}()
-	if s3, err = stack.StartS3(ctx, bins, os.TempDir(), "initlock-backups"); err != nil {
+	s3Dir, err := os.MkdirTemp("", "initlock-real-s3-")
+	if err != nil {
+		return fail(err)
+	}
+	defer func() { _ = os.RemoveAll(s3Dir) }()
+	if s3, err = stack.StartS3(ctx, bins, s3Dir, "initlock-backups"); err != nil {
 		return fail(err)
 	}
 	stop = func() error { s3.Stop(); return nil }
@@ -75,7 +80,12 @@ func run(m *testing.M) (code int) {
 	}
 	fmt.Printf("real: S3 server at %s; two management clusters with CAPI core and CABPK %s and their webhooks started in %.1fs\n",
 		s3.URL, stack.CAPIVersion, time.Since(start).Seconds())
-	return m.Run()
+	code = m.Run()
+	fmt.Println("real: results")
+	for _, r := range results {
+		fmt.Println("  " + r)
+	}
+	return code
 }
 
 func fail(err error) int {

@@ -217,9 +217,12 @@ func (v *Velero) Restore(ctx context.Context, name string) (*velerov1.Restore, e
 }
 
 // WaitBackupSynced waits until the server has read the Backup name from the
-// bucket (a backup made by another management cluster's server).
+// bucket (a backup made by another management cluster's server). Velero's
+// backup sync runs when its server starts and then once a minute, and skips
+// a location not yet validated: the first server of a management cluster
+// finds a backup of another one about a minute after it started.
 func (v *Velero) WaitBackupSynced(ctx context.Context, name string) error {
-	return v.waitFor(ctx, 60*time.Second, "syncing backup "+name+" from the bucket", func(ctx context.Context) error {
+	return v.waitFor(ctx, 2*time.Minute, "syncing backup "+name+" from the bucket", func(ctx context.Context) error {
 		b, err := v.Backup(ctx, name)
 		if err != nil {
 			return err
