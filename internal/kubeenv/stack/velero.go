@@ -128,13 +128,39 @@ func (m *Mgmt) StartVelero(ctx context.Context, initlockPlugin bool) (*Velero, e
 			return nil, err
 		}
 	}
+	// Another program of the machine may hold :8080 for a while (a test
+	// of someone else's running a metrics server); try for two minutes.
+	var (
+		v        *Velero
+		startErr error
+	)
+	err = Poll(ctx, 2*time.Minute, func(ctx context.Context) error {
+		v, startErr = m.startVeleroServer(ctx, kubeconfig, plugins, tmp)
+		if startErr != nil && strings.Contains(startErr.Error(), "bind: address already in use") {
+			return startErr
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if startErr != nil {
+		return nil, startErr
+	}
+	m.velero = v
+	return v, nil
+}
+
+// startVeleroServer runs the server once and waits until it has validated
+// the backup storage location.
+func (m *Mgmt) startVeleroServer(ctx context.Context, kubeconfig, plugins, tmp string) (*Velero, error) {
 	addrs, err := freeAddrs(1)
 	if err != nil {
 		return nil, err
 	}
 	// The server re-runs its own binary for its built-in plugins, so it
 	// is started by absolute path; it writes credential files to TMPDIR.
-	p, err := startProc(dir, fmt.Sprintf("velero-server-%d", m.veleroStarts), m.bins.path(BinVelero), []string{
+	p, err := startProc(filepath.Dir(plugins), fmt.Sprintf("velero-server-%d", m.veleroStarts), m.bins.path(BinVelero), []string{
 		"server",
 		"--kubeconfig", kubeconfig,
 		"--namespace", VeleroNamespace,
@@ -149,7 +175,6 @@ func (m *Mgmt) StartVelero(ctx context.Context, initlockPlugin bool) (*Velero, e
 		return nil, err
 	}
 	m.veleroStarts++
-	v := &Velero{Proc: p, m: m, kubeconfig: kubeconfig}
 	// Ready once this server has validated the location: a phase left
 	// Available by an earlier server says nothing about this one.
 	started := metav1.NewTime(time.Now().Truncate(time.Second))
@@ -170,8 +195,7 @@ func (m *Mgmt) StartVelero(ctx context.Context, initlockPlugin bool) (*Velero, e
 		p.Stop()
 		return nil, err
 	}
-	m.velero = v
-	return v, nil
+	return &Velero{Proc: p, m: m, kubeconfig: kubeconfig}, nil
 }
 
 // StopVelero stops the Velero server, if one runs.
