@@ -3,6 +3,7 @@ package relink_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -50,6 +51,8 @@ type requestLog struct {
 	reqs []string
 	// denied holds the requests refused with 403 Forbidden.
 	denied []string
+	// conflicts counts, by path, the writes refused with 409 Conflict.
+	conflicts map[string]int
 }
 
 func (l *requestLog) wrap(cfg *rest.Config) *rest.Config {
@@ -66,6 +69,14 @@ func (l *requestLog) wrap(cfg *rest.Config) *rest.Config {
 				l.denied = append(l.denied, r+"?"+req.URL.RawQuery)
 				l.mu.Unlock()
 			}
+			if err == nil && resp.StatusCode == http.StatusConflict {
+				l.mu.Lock()
+				if l.conflicts == nil {
+					l.conflicts = map[string]int{}
+				}
+				l.conflicts[req.URL.Path]++
+				l.mu.Unlock()
+			}
 			return resp, err
 		})
 	})
@@ -76,6 +87,14 @@ func (l *requestLog) deniedRequests() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.denied)
+}
+
+// conflictsPerObject returns, by path, the writes refused with 409
+// Conflict.
+func (l *requestLog) conflictsPerObject() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.conflicts)
 }
 
 type roundTripper func(*http.Request) (*http.Response, error)
