@@ -127,22 +127,40 @@ func (d *realDemo) stop() error {
 }
 
 // show runs a velero CLI command against m's server and prints it as a
-// user would type it, with its output.
-func (d *realDemo) show(n note, m *stack.Mgmt, v *stack.Velero, args ...string) error {
+// user would type it, with the lines of its output that contain grep (all
+// when grep is empty) and its header line.
+func (d *realDemo) show(n note, m *stack.Mgmt, v *stack.Velero, grep string, args ...string) error {
 	command(n, "["+m.Name+"] ", append([]string{"velero"}, args...)...)
 	out, err := v.CLI(d.ctx, args...)
 	if err != nil {
 		return err
 	}
-	for _, l := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
-		n("  %s", l)
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	left := 0
+	for i, l := range lines {
+		if i == 0 || grep == "" || strings.Contains(l, grep) {
+			n("  %s", l)
+		} else {
+			left++
+		}
+	}
+	if left > 0 {
+		n("  (%d lines without %q left out)", left, grep)
 	}
 	return nil
 }
 
-// command prints a command as a user would type it.
+// command prints a command as a user would type it, quoting the arguments
+// a shell would not take as they are.
 func command(n note, cluster string, args ...string) {
-	n("%s$ %s", cluster, strings.Join(args, " "))
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = a
+		if strings.ContainsAny(a, " \"'{}*$") {
+			quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	n("%s$ %s", cluster, strings.Join(quoted, " "))
 }
 
 // errNotReproduced fails a step where upstream no longer shows the seed's

@@ -79,7 +79,8 @@ func (d *realDemo) seedUpstream() {
 		if err := v.WaitBackupSynced(d.ctx, realBackup); err != nil {
 			return err
 		}
-		if err := d.show(n, dst, v, "backup", "get", realBackup); err != nil {
+		n("Velero's backup sync reads the bucket when the server starts and then once a minute")
+		if err := d.show(n, dst, v, "", "backup", "get", realBackup); err != nil {
 			return err
 		}
 		args := stack.RestoreArgs("seed-upstream", realBackup, "--namespace-mappings", realNamespace+":"+realUpstreamNS)
@@ -162,7 +163,7 @@ func (d *realDemo) seedInitlock() {
 			return err
 		}
 		defer dst.StopVelero()
-		if err := d.show(n, dst, v, "plugin", "get"); err != nil {
+		if err := d.show(n, dst, v, "initlock", "plugin", "get"); err != nil {
 			return err
 		}
 		args := stack.RestoreArgs("seed-initlock", realBackup, "--namespace-mappings", realNamespace+":"+realInitlockNS)
