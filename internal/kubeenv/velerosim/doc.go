@@ -19,9 +19,9 @@
 //     otherwise record the restore labels and the plugin's annotation under
 //     the backup's managers: the one difference the fidelity test found in
 //     the first version of the simulator).
-//   - Status is dropped, unless IncludeStatus is set (velero restore
-//     --status-include-resources '*'), in which case it is written through
-//     the status subresource after the create, as Velero does.
+//   - Status is dropped, except for the resources in StatusResources
+//     (velero restore --status-include-resources), whose status is written
+//     through the status subresource after the create, as Velero does.
 //   - Restore item actions (initlock's Velero plugin among them) run on the
 //     items they apply to, resolved by Velero's own resolver from their
 //     AppliesTo, with Item reset as above and ItemFromBackup as backed up;
@@ -43,7 +43,8 @@
 // TestSimulatorFidelity restores a paused Cluster's graph (Cluster,
 // Machines, KubeadmConfigs, infrastructure objects, the lock, a Secret, a
 // ConfigMap with a finalizer, owners with and without controller) from one
-// backup with both, initlock's plugin in each, and finds no difference in
+// backup with both, initlock's plugin in each, once as the seed does and
+// once with the infrastructure objects' status, and finds no difference in
 // any field, label, annotation, ownerReference, status or in the order of
 // creation. What the simulator does not do at all, by design:
 //

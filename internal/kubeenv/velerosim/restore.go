@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/sirupsen/logrus"
 	velerov1 "github.com/vmware-tanzu/velero/pkg/apis/velero/v1"
@@ -37,8 +38,10 @@ type Options struct {
 	// are kept with the old owners' UIDs, no Velero label is added and no
 	// action runs.
 	Naive bool
-	// IncludeStatus restores status, as --status-include-resources '*'.
-	IncludeStatus bool
+	// StatusResources are the resources whose status is restored, written
+	// as for --status-include-resources ("localmachines.example.io", or
+	// "*" for all); the status of the others is dropped.
+	StatusResources []string
 	// AsGiven creates the items in the order given instead of Velero's.
 	AsGiven bool
 	// BackupName and RestoreName are the names items are labelled with;
@@ -116,9 +119,15 @@ func (r *Restorer) Restore(ctx context.Context, items []*unstructured.Unstructur
 		if err := r.c.Create(ctx, obj); err != nil {
 			return out, fmt.Errorf("restoring %s %s/%s: %w", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
 		}
-		if r.opts.IncludeStatus {
-			if err := r.restoreStatus(ctx, backed, obj); err != nil {
+		if len(r.opts.StatusResources) > 0 && !r.opts.Naive {
+			gr, err := r.resource(obj)
+			if err != nil {
 				return out, err
+			}
+			if slices.Contains(r.opts.StatusResources, "*") || slices.Contains(r.opts.StatusResources, gr.String()) {
+				if err := r.restoreStatus(ctx, backed, obj); err != nil {
+					return out, err
+				}
 			}
 		}
 		if err := r.restoreManagedFields(ctx, backed, obj); err != nil {
