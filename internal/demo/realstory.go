@@ -34,7 +34,7 @@ func (d *realDemo) seedUpstream() {
 		if err := src.CreateCluster(d.ctx, realNamespace, seedCluster, stack.ClusterOptions{}); err != nil {
 			return err
 		}
-		if err := src.CreateMachine(d.ctx, realNamespace, seedCluster, seedMachine, true, false); err != nil {
+		if err := src.CreateMachine(d.ctx, realNamespace, seedCluster, seedMachine, true); err != nil {
 			return err
 		}
 		cm, err := src.WaitLockHeld(d.ctx, realNamespace, seedCluster, seedMachine)

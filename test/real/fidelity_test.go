@@ -66,7 +66,7 @@ func fidelityGraph(t *testing.T, ns string) {
 		removeFinalizers(ctx, source, ns+"-sim", "a-plain")
 	})
 	for _, m := range []string{"fid-cp-0", "fid-cp-1"} {
-		must(t, source.CreateMachine(ctx, ns, name, m, true, false))
+		must(t, source.CreateMachine(ctx, ns, name, m, true))
 		// The ownerReferences core would have written, had the Cluster
 		// not been paused.
 		mach := setOwners(t, stack.MachineGVK, ns, m, owner)

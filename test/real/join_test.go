@@ -68,7 +68,8 @@ func TestJoinAfterRestore(t *testing.T) {
 	const cluster, cp, worker = "join", "join-cp-0", "join-md-0"
 	cleanupNode(t, source, ns, cp)
 	must(t, source.CreateCluster(ctx, ns, cluster, stack.ClusterOptions{Workload: true}))
-	must(t, source.CreateMachine(ctx, ns, cluster, cp, true, true))
+	must(t, source.CreateMachine(ctx, ns, cluster, cp, true))
+	must(t, source.RegisterNode(ctx, ns, cp))
 	waitLockHeld(t, source, ns, cluster, cp)
 	waitInitialized(t, source, ns, cluster)
 	must(t, source.SetPaused(ctx, ns, cluster, true))
@@ -117,7 +118,7 @@ func TestJoinAfterRestore(t *testing.T) {
 
 	// A worker joins.
 	joinStart := time.Now()
-	must(t, target.CreateMachine(ctx, mapped, cluster, worker, false, false))
+	must(t, target.CreateMachine(ctx, mapped, cluster, worker, false))
 	var joinData time.Duration
 	eventually(t, 2*time.Minute, func(ctx context.Context) error {
 		kc, err := target.Get(ctx, stack.KubeadmConfigGVK, mapped, worker)

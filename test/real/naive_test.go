@@ -13,7 +13,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/initlock/initlock/internal/kubeenv/stack"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
@@ -65,7 +64,7 @@ func runNaive(t *testing.T, withManager bool) naiveOutcome {
 	ns := source.Env.Namespace(t)
 	const cluster, cp0, cp1 = "naive", "naive-cp-0", "naive-cp-1"
 	must(t, source.CreateCluster(ctx, ns, cluster, stack.ClusterOptions{}))
-	must(t, source.CreateMachine(ctx, ns, cluster, cp0, true, false))
+	must(t, source.CreateMachine(ctx, ns, cluster, cp0, true))
 	waitLockHeld(t, source, ns, cluster, cp0)
 	waitInitData(t, source, ns, cp0)
 	backed := snapshot(t, source, ns)
@@ -106,9 +105,9 @@ func runNaive(t *testing.T, withManager bool) naiveOutcome {
 
 	// A second control-plane Machine.
 	created := time.Now()
-	must(t, source.CreateMachine(ctx, ns, cluster, cp1, true, false))
+	must(t, source.CreateMachine(ctx, ns, cluster, cp1, true))
 	err = stack.Poll(ctx, secondInitWait, func(ctx context.Context) error {
-		data, err := bootstrapData(ctx, source, ns, cp1)
+		data, err := source.BootstrapData(ctx, ns, cp1)
 		if err != nil {
 			return err
 		}
@@ -137,7 +136,7 @@ func runNaive(t *testing.T, withManager bool) naiveOutcome {
 func waitInitData(t *testing.T, m *stack.Mgmt, ns, machine string) {
 	t.Helper()
 	eventually(t, 60*time.Second, func(ctx context.Context) error {
-		data, err := bootstrapData(ctx, m, ns, machine)
+		data, err := m.BootstrapData(ctx, ns, machine)
 		if err != nil {
 			return err
 		}
@@ -146,24 +145,6 @@ func waitInitData(t *testing.T, m *stack.Mgmt, ns, machine string) {
 		}
 		return nil
 	})
-}
-
-// bootstrapData returns the bootstrap data CABPK generated for a Machine,
-// "" while there is none.
-func bootstrapData(ctx context.Context, m *stack.Mgmt, ns, machine string) (string, error) {
-	kc, err := m.Get(ctx, stack.KubeadmConfigGVK, ns, machine)
-	if err != nil || kc == nil {
-		return "", err
-	}
-	name, _, _ := unstructured.NestedString(kc.Object, "status", "dataSecretName")
-	if name == "" {
-		return "", nil
-	}
-	s := &corev1.Secret{}
-	if err := m.Client.Get(ctx, keyOf(ns, name), s); err != nil {
-		return "", fmt.Errorf("reading bootstrap data %s: %w", name, err)
-	}
-	return string(s.Data["value"]), nil
 }
 
 // TestNaiveRestore measures a restore that keeps stale owner UIDs, with

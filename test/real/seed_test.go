@@ -61,7 +61,7 @@ func runSeed(t *testing.T, withInitlock bool) []seedOutcome {
 	ctx := t.Context()
 	ns := source.Env.Namespace(t)
 	must(t, source.CreateCluster(ctx, ns, seedCluster, stack.ClusterOptions{}))
-	must(t, source.CreateMachine(ctx, ns, seedCluster, seedMachine, true, false))
+	must(t, source.CreateMachine(ctx, ns, seedCluster, seedMachine, true))
 	waitLockHeld(t, source, ns, seedCluster, seedMachine)
 	must(t, source.SetPaused(ctx, ns, seedCluster, true))
 	waitPaused(t, source, ns, seedCluster)

@@ -5,6 +5,7 @@ package real_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/initlock/initlock/internal/capi"
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/stack"
+	"github.com/initlock/initlock/pkg/initlock"
 )
 
 // waitInitialized waits until core reports the Cluster's control plane
@@ -23,6 +25,22 @@ func waitInitialized(t *testing.T, m *stack.Mgmt, ns, cluster string) time.Durat
 	start := time.Now()
 	must(t, m.WaitCondition(t.Context(), ns, cluster, capi.ControlPlaneInitializedCondition))
 	return time.Since(start)
+}
+
+// writesTo returns the writes to the ConfigMap name in ns, from the audit
+// log, as "user verb".
+func writesTo(t *testing.T, m *stack.Mgmt, ns, name string) []stack.Write {
+	t.Helper()
+	all, err := m.Writes()
+	must(t, err)
+	var out []stack.Write
+	for _, w := range all {
+		if w.Namespace == ns && w.Resource == "configmaps" && w.Name == name {
+			w.Resource = w.User
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // cleanupNode deletes a Machine's Node when t ends.
@@ -44,9 +62,10 @@ func TestSingleControlPlane(t *testing.T) {
 	cleanupNode(t, source, ns, machine)
 	must(t, source.CreateCluster(ctx, ns, cluster, stack.ClusterOptions{Workload: true}))
 	created := time.Now()
-	must(t, source.CreateMachine(ctx, ns, cluster, machine, true, true))
+	must(t, source.CreateMachine(ctx, ns, cluster, machine, true))
 	waitLockHeld(t, source, ns, cluster, machine)
 	locked := time.Since(created)
+	must(t, source.RegisterNode(ctx, ns, machine))
 	initialised := waitInitialized(t, source, ns, cluster)
 
 	// Upstream releases the lock only on the join path: nothing joins.
@@ -57,7 +76,8 @@ func TestSingleControlPlane(t *testing.T) {
 			return err
 		}
 		if cm == nil {
-			return errors.New("the lock was released without initlock: upstream releases after init now")
+			return fmt.Errorf("the lock was released without initlock (%s): upstream releases after init now",
+				describeWrites(writesTo(t, source, ns, cluster+initlock.LockSuffix)))
 		}
 		return nil
 	})

@@ -103,10 +103,8 @@ func ProviderID(ns, machine string) string { return "local://" + ns + "/" + mach
 
 // CreateMachine creates a Machine of cluster with its KubeadmConfig and its
 // LocalMachine, marked provisioned; controlPlane makes it a control-plane
-// Machine. With node, a Node with the LocalMachine's providerID is created
-// in the workload cluster (the management cluster's own API server), as a
-// booted machine registers itself.
-func (m *Mgmt) CreateMachine(ctx context.Context, ns, cluster, name string, controlPlane, node bool) error {
+// Machine.
+func (m *Mgmt) CreateMachine(ctx context.Context, ns, cluster, name string, controlPlane bool) error {
 	labels := map[string]any{capi.ClusterNameLabel: cluster}
 	if controlPlane {
 		labels["cluster.x-k8s.io/control-plane"] = ""
@@ -138,14 +136,53 @@ func (m *Mgmt) CreateMachine(ctx context.Context, ns, cluster, name string, cont
 	if err := m.Client.Create(ctx, mc); err != nil {
 		return fmt.Errorf("creating Machine %s/%s: %w", ns, name, err)
 	}
-	if node {
-		n := &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: NodeName(ns, name)},
-			Spec:       corev1.NodeSpec{ProviderID: ProviderID(ns, name)},
+	return nil
+}
+
+// BootstrapData returns the bootstrap data CABPK generated for a Machine,
+// "" while there is none.
+func (m *Mgmt) BootstrapData(ctx context.Context, ns, machine string) (string, error) {
+	kc, err := m.Get(ctx, KubeadmConfigGVK, ns, machine)
+	if err != nil || kc == nil {
+		return "", err
+	}
+	name, _, _ := unstructured.NestedString(kc.Object, "status", "dataSecretName")
+	if name == "" {
+		return "", nil
+	}
+	s := &corev1.Secret{}
+	if err := m.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
+		return "", fmt.Errorf("reading bootstrap data %s: %w", name, err)
+	}
+	return string(s.Data["value"]), nil
+}
+
+// RegisterNode does what a machine booted with its bootstrap data does: it
+// waits until CABPK has generated the data, then creates a Node with the
+// LocalMachine's providerID in the workload cluster (the management
+// cluster's own API server). Creating the Node earlier would have core
+// report the control plane initialised while CABPK may still be working on
+// the Machine's data.
+func (m *Mgmt) RegisterNode(ctx context.Context, ns, machine string) error {
+	err := Poll(ctx, 2*time.Minute, func(ctx context.Context) error {
+		data, err := m.BootstrapData(ctx, ns, machine)
+		if err != nil {
+			return err
 		}
-		if err := m.Client.Create(ctx, n); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating Node %s: %w", n.Name, err)
+		if data == "" {
+			return fmt.Errorf("no bootstrap data for Machine %s/%s yet", ns, machine)
 		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: NodeName(ns, machine)},
+		Spec:       corev1.NodeSpec{ProviderID: ProviderID(ns, machine)},
+	}
+	if err := m.Client.Create(ctx, n); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating Node %s: %w", n.Name, err)
 	}
 	return nil
 }
