@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv/stack"
 )
@@ -156,8 +155,6 @@ func describeWrites(ws []stack.Write) string {
 	slices.Sort(parts)
 	return strings.Join(parts, ", ")
 }
-
-func keyOf(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
 
 // startManager starts initlock-manager in m as installed for a management
 // cluster with CABPK: config/rbac's role, and the bootstrap and
