@@ -40,6 +40,8 @@ lint: vet verify-generate ## gofmt, go vet, golangci-lint and generated files.
 	$(GOLANGCI_LINT) run $(PKGS)
 	@# The clusterctl move program of the end-to-end tests is a module of its own.
 	cd hack/capi && $(GO) tool -modfile=../tools/golangci-lint/go.mod golangci-lint run --config ../../.golangci.yml ./...
+	@# The S3 server of the real stack is a module of its own too.
+	cd hack/s3 && $(GO) tool -modfile=../tools/golangci-lint/go.mod golangci-lint run --config ../../.golangci.yml ./...
 
 # Benchmark report (cmd/initlock-benchreport): the library, the manager and
 # every other package with benchmarks, in one go. Writes results/bench:
@@ -114,3 +116,35 @@ test-e2e: kube ## Run the end-to-end tests: two control planes and clusterctl mo
 	(cd hack/capi && $(GO) build -o "$$tmp/move" ./move); \
 	INITLOCK_E2E_MOVE="$$tmp/move" KUBEBUILDER_ASSETS="$$(hack/kube.sh 2>/dev/null)" \
 		$(GO) test -tags e2e -v $(TEST_FLAGS) ./test/e2e/...
+
+# --- Real stack: the real Velero server, Cluster API core and CABPK (test/real) ---
+# hack/stack.sh builds Velero v1.18.3, its AWS plugin v1.14.3, the S3 server
+# of hack/s3, CABPK and CAPI core v1.14.2 into the cache, one at a time; the
+# first build takes about 25 minutes on 2 cores. initlock-manager and
+# velero-plugin-initlock are built from this tree for each run.
+
+.PHONY: stack
+stack: ## Build, or verify, Velero, its AWS plugin, the S3 server, CABPK and CAPI core in the cache.
+	@hack/stack.sh >/dev/null
+
+# real-env builds initlock's own binaries into $$tmp and exports their paths
+# and those of the caches.
+define real-env
+tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+$(GO) build -o "$$tmp/" ./cmd/initlock-manager ./cmd/velero-plugin-initlock; \
+export INITLOCK_MANAGER="$$tmp/initlock-manager" INITLOCK_VELERO_PLUGIN="$$tmp/velero-plugin-initlock" \
+	INITLOCK_STACK_DIR="$$(hack/stack.sh 2>/dev/null)" KUBEBUILDER_ASSETS="$$(hack/kube.sh 2>/dev/null)";
+endef
+
+.PHONY: test-real
+test-real: kube stack ## Run the scenarios on the real Velero server, CAPI core and CABPK (build tag real).
+	$(GO) vet -tags real ./test/real/...
+	@# The test binary is compiled before the clock of the test timeout starts.
+	$(GO) test -tags real -c -o /dev/null ./test/real
+	$(real-env) $(GO) test -tags real -v $(TEST_FLAGS) ./test/real/...
+
+.PHONY: demo-real
+demo-real: kube stack ## The seed's story on the real Velero server, CAPI core and CABPK (DEMO_FLAGS=-v).
+	@echo "demo-real: compiling (a few minutes on a cold Go build cache, seconds afterwards)" >&2
+	$(real-env) $(GO) run ./cmd/initlock-demo --real $(DEMO_FLAGS)
+# --- end of the real stack ---

@@ -12,7 +12,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 dir="${INITLOCK_KUBE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/initlock/kube-${KUBE_VERSION}-etcd-${ETCD_VERSION}}"
 mkdir -p "$dir"
 
-log() { printf 'kube: %s\n' "$*" >&2; }
+name=kube
+# shellcheck source=hack/lib.sh
+. "$here/lib.sh"
 
 # ok NAME: the binary is present and reports the pinned version.
 ok() {
@@ -26,36 +28,6 @@ ok() {
   # with SIGPIPE, which pipefail then reports as a failure.
   out=$("$bin" --version 2>/dev/null) || return 1
   [ "${out%%$'\n'*}" = "$want" ]
-}
-
-# build MODULE_DIR PKG... : go build into a temporary folder, then move the
-# binaries into place, so an interrupted build never leaves a half binary.
-# Shows a line of progress every 20 packages.
-build() {
-  local mod=$1; shift
-  local ldflags=$1; shift
-  local tmp start n
-  tmp=$(mktemp -d "$dir/.build.XXXXXX")
-  start=$(date +%s)
-  (cd "$here/$mod" && CGO_ENABLED=0 go build -v -trimpath -ldflags="$ldflags" -o "$tmp/" "$@" 2>&1) |
-    while IFS= read -r line; do
-      n=$((${n:-0} + 1))
-      case "$line" in
-        *:*) printf '%s\n' "$line" >&2 ;; # errors carry a file:line
-      esac
-      if [ $((n % 20)) -eq 0 ]; then
-        log "  $n packages compiled, $(( $(date +%s) - start ))s elapsed"
-      fi
-    done
-  local rc=${PIPESTATUS[0]}
-  if [ "$rc" -ne 0 ]; then
-    rm -rf "$tmp"
-    log "build failed in hack/$mod (exit $rc)"
-    exit "$rc"
-  fi
-  mv "$tmp"/* "$dir"/
-  rmdir "$tmp"
-  log "  done in $(( $(date +%s) - start ))s"
 }
 
 if ! ok etcd; then

@@ -1,7 +1,9 @@
 // Command initlock-demo shows, on a real local control plane, what initlock
 // fixes in Cluster API's control-plane init lock: a lock re-adopted after a
 // Velero restore and garbage-collected with its Cluster, and a lock released
-// once a single-node cluster is initialised. See internal/demo.
+// once a single-node cluster is initialised. See internal/demo. With --real
+// it tells the seed's story on the real Velero server and Cluster API
+// controllers instead (make demo-real).
 //
 // It exits 0 when every step passed, 1 when a step failed and 130 when it
 // was interrupted. Ctrl-C always stops every process it started and removes
@@ -38,7 +40,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	verbose := fs.Bool("v", false, "Print the logs of initlock-manager and the client libraries to stderr.")
 	fs.BoolVar(&opts.Keep, "keep", false, "Leave the control plane and initlock-manager running after the story, print a kubeconfig and commands to try, and wait for Ctrl-C.")
 	fs.DurationVar(&opts.OrphanGrace, "orphan-grace", 0, "Orphan grace period of initlock-manager (default 5s).")
+	realStack := fs.Bool("real", false, "Tell the seed's story on the real Velero server, CAPI core and CABPK (make demo-real, which builds what it needs).")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *realStack && opts.Keep {
+		_, _ = fmt.Fprintln(stderr, "initlock-demo: --keep is not available with --real")
 		return 2
 	}
 	if fs.NArg() > 0 {
@@ -64,7 +71,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	_, err := demo.Run(ctx, opts)
+	runDemo := demo.Run
+	if *realStack {
+		runDemo = demo.RunReal
+	}
+	_, err := runDemo(ctx, opts)
 	switch {
 	case err == nil:
 		return 0

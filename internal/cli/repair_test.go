@@ -19,23 +19,26 @@ import (
 	"github.com/initlock/initlock/internal/capi"
 	"github.com/initlock/initlock/internal/cli"
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/pkg/initlock"
 )
 
-// restoreStripped recreates obj as a Velero restore does: without uid,
-// resourceVersion, creationTimestamp, ownerReferences and status.
-func restoreStripped(t *testing.T, obj *unstructured.Unstructured) *unstructured.Unstructured {
+// restore recreates the backed-up objects as a Velero restore does, with
+// the project's simulator of it (velerosim): in Velero's order (ConfigMaps,
+// then Machines, then Clusters), without uid, resourceVersion,
+// creationTimestamp, ownerReferences and status. It returns them as
+// created.
+func restore(t *testing.T, objs ...*unstructured.Unstructured) []*unstructured.Unstructured {
 	t.Helper()
-	u := obj.DeepCopy()
-	unstructured.RemoveNestedField(u.Object, "metadata", "uid")
-	unstructured.RemoveNestedField(u.Object, "metadata", "resourceVersion")
-	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
-	unstructured.RemoveNestedField(u.Object, "metadata", "ownerReferences")
-	unstructured.RemoveNestedField(u.Object, "status")
-	if err := env.Client.Create(t.Context(), u); err != nil {
-		t.Fatalf("restoring %s %s: %v", u.GetKind(), u.GetName(), err)
+	r, err := velerosim.New(env.Config, velerosim.Options{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return u
+	out, err := r.Restore(t.Context(), objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func backup(t *testing.T, obj client.Object, gvkObj *unstructured.Unstructured) *unstructured.Unstructured {
@@ -83,9 +86,11 @@ func TestRepairAfterVeleroRestore(t *testing.T) {
 	kubeenv.WaitGone(t, env.Client, lockObj, machine, cluster)
 
 	// Restore in Velero's order: ConfigMaps, then Machines, then Clusters.
-	restoreStripped(t, savedLock)
-	restoreStripped(t, savedMachine)
-	restored := restoreStripped(t, savedCluster)
+	out := restore(t, savedCluster, savedMachine, savedLock)
+	restored := out[len(out)-1]
+	if restored.GetKind() != capi.ClusterKind {
+		t.Fatalf("restored %s last, want the Cluster", restored.GetKind())
+	}
 	if restored.GetUID() == oldUID {
 		t.Fatal("restored cluster kept its UID")
 	}

@@ -23,6 +23,16 @@
 // Each step prints what happened, how long it took and PASS or FAIL, and a
 // timeline table closes the run.
 //
+// RunReal (make demo-real) tells the seed's story on the real components
+// instead, with the same timeline: two management clusters (kubeenv/stack),
+// each with CAPI core and CABPK v1.14.2 and their webhooks, a Velero v1.18.3
+// server per cluster on one S3 bucket, the velero and kubectl commands
+// printed as a user would type them. With upstream alone the lock is
+// restored unowned and outlives its Cluster (the steps pass when the bug
+// reproduces); with initlock-manager and initlock's plugin in the second
+// cluster, the lock is re-adopted, the graph relinked, and deleting the
+// Cluster leaves nothing behind.
+//
 // # What it guarantees
 //
 //   - Run returns an error when a step failed or the run was interrupted,
@@ -38,9 +48,9 @@
 //
 // # What it does not do
 //
-//   - It does not run Cluster API's controllers or any bootstrap provider:
+//   - Run does not run Cluster API's controllers or any bootstrap provider:
 //     the Cluster and Machine objects are created, paused and marked
-//     initialised by the demo itself.
+//     initialised by the demo itself. RunReal does, unmodified.
 //   - It sets the global loggers of controller-runtime and klog (to
 //     Options.Log, or to nothing), as a program does; it is meant to run
 //     once per process.

@@ -8,16 +8,18 @@ import (
 	"strings"
 	"time"
 
-	velerov1 "github.com/vmware-tanzu/velero/pkg/apis/velero/v1"
-	veleroplugin "github.com/vmware-tanzu/velero/pkg/plugin/velero"
+	riav2 "github.com/vmware-tanzu/velero/pkg/plugin/velero/restoreitemaction/v2"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/internal/relink"
 	"github.com/initlock/initlock/internal/velero"
 	"github.com/initlock/initlock/pkg/initlock"
@@ -29,15 +31,14 @@ const (
 	graphCluster   = "graph"
 )
 
-// graphKinds are the kinds of the graph, in the order a Velero restore
-// brings them back: ConfigMaps and Secrets first, Clusters last.
-var graphKinds = []struct{ apiVersion, kind string }{
-	{"v1", "ConfigMap"},
-	{"v1", "Secret"},
-	{capi.Group + "/" + capi.V1Beta2, capi.MachineKind},
-	{capi.Group + "/" + capi.V1Beta2, "MachineSet"},
-	{capi.Group + "/" + capi.V1Beta2, "MachineDeployment"},
-	{capi.Group + "/" + capi.V1Beta2, capi.ClusterKind},
+// graphKinds are the kinds of the graph.
+var graphKinds = []schema.GroupVersionKind{
+	corev1.SchemeGroupVersion.WithKind("ConfigMap"),
+	corev1.SchemeGroupVersion.WithKind("Secret"),
+	capi.MachineGVK(capi.V1Beta2),
+	capi.ClusterGVK(capi.V1Beta2).GroupVersion().WithKind("MachineSet"),
+	capi.ClusterGVK(capi.V1Beta2).GroupVersion().WithKind("MachineDeployment"),
+	capi.ClusterGVK(capi.V1Beta2),
 }
 
 // objectGraph: a Cluster with a MachineDeployment, its MachineSet and
@@ -247,65 +248,35 @@ func sortedKeys(m map[string]string) []string {
 	return out
 }
 
-// backupKinds reads the graph's kinds in the namespace, in restore order.
+// backupKinds reads the graph's kinds in the namespace, as a Velero backup
+// holds them.
 func (d *demo) backupKinds(ns string) ([]*unstructured.Unstructured, error) {
-	var out []*unstructured.Unstructured
-	for _, k := range graphKinds {
-		list := &unstructured.UnstructuredList{}
-		list.SetAPIVersion(k.apiVersion)
-		list.SetKind(k.kind + "List")
-		if err := d.c.List(d.ctx, list, client.InNamespace(ns)); err != nil {
-			return nil, fmt.Errorf("backing up %ss of namespace %s: %w", k.kind, ns, err)
-		}
-		for i := range list.Items {
-			if k.kind == "ConfigMap" && list.Items[i].GetName() == "kube-root-ca.crt" {
-				continue
-			}
-			out = append(out, list.Items[i].DeepCopy())
-		}
-	}
-	return out, nil
+	return velerosim.Backup(d.ctx, d.c, ns, graphKinds...)
 }
 
-// restoreWithPlugin restores the objects as Velero does, running initlock's
-// restore item action on each: the Cluster API action on Cluster API
-// objects, the labelled action on ConfigMaps and Secrets with the
-// cluster-name label.
+// restoreWithPlugin restores the objects as Velero does, with the project's
+// simulator of it (velerosim), running initlock's restore item actions on
+// the items they apply to, as Velero's resolver decides.
 func (d *demo) restoreWithPlugin(objs []*unstructured.Unstructured) (int, string, error) {
 	cfg := velero.DefaultConfig()
-	capiAction, labelled := velero.NewAction(cfg, false, nil), velero.NewAction(cfg, true, nil)
-	restore := &velerov1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: "demo-restore"}}
-	n, sample := 0, ""
-	for _, o := range objs {
-		item := o.DeepCopy()
-		for _, f := range restoreMeta {
-			unstructured.RemoveNestedField(item.Object, "metadata", f)
-		}
-		unstructured.RemoveNestedField(item.Object, "status")
-		action := capiAction
-		if item.GroupVersionKind().Group == "" {
-			if _, ok := item.GetLabels()[capi.ClusterNameLabel]; !ok {
-				action = nil
-			} else {
-				action = labelled
-			}
-		}
-		if action != nil {
-			out, err := action.Execute(&veleroplugin.RestoreItemActionExecuteInput{Item: item, ItemFromBackup: o, Restore: restore})
-			if err != nil {
-				return n, "", fmt.Errorf("restore item action on %s: %w", label(o), err)
-			}
-			item = &unstructured.Unstructured{Object: out.UpdatedItem.UnstructuredContent()}
-			if item.GetKind() == "MachineSet" {
-				sample = fmt.Sprintf("%s: %s=%s", label(item), relink.Annotation, item.GetAnnotations()[relink.Annotation])
-			}
-		}
-		if err := d.c.Create(d.ctx, item); err != nil {
-			return n, "", fmt.Errorf("restoring %s %s/%s: %w", item.GetKind(), item.GetNamespace(), item.GetName(), err)
-		}
-		n++
+	r, err := velerosim.New(d.env.Config, velerosim.Options{
+		BackupName: "demo-graph-backup", RestoreName: "demo-graph-restore",
+		Actions: []riav2.RestoreItemAction{velero.NewAction(cfg, false, nil), velero.NewAction(cfg, true, nil)},
+	})
+	if err != nil {
+		return 0, "", err
 	}
-	return n, sample, nil
+	restored, err := r.Restore(d.ctx, objs)
+	if err != nil {
+		return len(restored), "", err
+	}
+	sample := ""
+	for _, u := range restored {
+		if u.GetKind() == "MachineSet" {
+			sample = fmt.Sprintf("%s: %s=%s", label(u), relink.Annotation, u.GetAnnotations()[relink.Annotation])
+		}
+	}
+	return len(restored), sample, nil
 }
 
 // graphLinked checks that each object of owned points at its owner's current

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/initlock/initlock/internal/capi"
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/pkg/initlock"
 )
 
@@ -259,58 +261,33 @@ func ownedBy(cm *corev1.ConfigMap, cluster *unstructured.Unstructured) bool {
 
 // backedUpKinds are the kinds a backup reads, in the order a Velero restore
 // brings them back: ConfigMaps early, Clusters last.
-var backedUpKinds = []struct{ apiVersion, kind string }{
-	{"v1", "ConfigMap"},
-	{capi.Group + "/" + capi.V1Beta2, capi.MachineKind},
-	{capi.Group + "/" + capi.V1Beta2, capi.ClusterKind},
+var backedUpKinds = []schema.GroupVersionKind{
+	corev1.SchemeGroupVersion.WithKind("ConfigMap"),
+	capi.MachineGVK(capi.V1Beta2),
+	capi.ClusterGVK(capi.V1Beta2),
 }
 
 // backup reads the namespace's ConfigMaps, Machines and Clusters as they
-// are, in restore order.
+// are, as a Velero backup holds them.
 func (d *demo) backup(ns string) ([]*unstructured.Unstructured, error) {
-	var out []*unstructured.Unstructured
-	for _, k := range backedUpKinds {
-		list := &unstructured.UnstructuredList{}
-		list.SetAPIVersion(k.apiVersion)
-		list.SetKind(k.kind + "List")
-		if err := d.c.List(d.ctx, list, client.InNamespace(ns)); err != nil {
-			return nil, fmt.Errorf("backing up %ss of namespace %s: %w", k.kind, ns, err)
-		}
-		for i := range list.Items {
-			if k.kind == "ConfigMap" && list.Items[i].GetName() == "kube-root-ca.crt" {
-				continue // published by the API server in every namespace
-			}
-			out = append(out, list.Items[i].DeepCopy())
-		}
-	}
-	return out, nil
-}
-
-// restoreMeta is the metadata a Velero restore resets on every object.
-var restoreMeta = []string{
-	"uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
-	"deletionGracePeriodSeconds", "generateName", "selfLink", "ownerReferences", "managedFields",
+	return velerosim.Backup(d.ctx, d.c, ns, backedUpKinds...)
 }
 
 // restore creates the backed-up objects of the given kind as a Velero
-// restore does: metadata reset, status dropped.
+// restore does, with the project's simulator of it (velerosim): metadata
+// reset, no ownerReferences or status, the restore labels added.
 func (d *demo) restore(objs []*unstructured.Unstructured, kind string) ([]*unstructured.Unstructured, error) {
-	var out []*unstructured.Unstructured
+	var sel []*unstructured.Unstructured
 	for _, o := range objs {
-		if o.GetKind() != kind {
-			continue
+		if o.GetKind() == kind {
+			sel = append(sel, o)
 		}
-		r := o.DeepCopy()
-		for _, f := range restoreMeta {
-			unstructured.RemoveNestedField(r.Object, "metadata", f)
-		}
-		unstructured.RemoveNestedField(r.Object, "status")
-		if err := d.c.Create(d.ctx, r); err != nil {
-			return nil, fmt.Errorf("restoring %s %s/%s: %w", kind, r.GetNamespace(), r.GetName(), err)
-		}
-		out = append(out, r)
 	}
-	return out, nil
+	r, err := velerosim.New(d.env.Config, velerosim.Options{BackupName: "demo-backup", RestoreName: "demo-restore"})
+	if err != nil {
+		return nil, err
+	}
+	return r.Restore(d.ctx, sel)
 }
 
 // countKinds says how many objects of each kind objs holds.
@@ -321,7 +298,7 @@ func countKinds(objs []*unstructured.Unstructured) string {
 	}
 	var parts []string
 	for _, k := range backedUpKinds {
-		parts = append(parts, fmt.Sprintf("%d %s", counts[k.kind], k.kind))
+		parts = append(parts, fmt.Sprintf("%d %s", counts[k.Kind], k.Kind))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -27,6 +27,10 @@ type Options struct {
 	// client-side rate limiting never shapes a test.
 	QPS   float32
 	Burst int
+	// AuditWrites has kube-apiserver log every write request (create,
+	// update, patch, delete) at the Metadata level into AuditLogPath:
+	// who wrote what, and the response code.
+	AuditWrites bool
 }
 
 // Env is a running control plane.
@@ -69,6 +73,11 @@ func Start(opts Options) (_ *Env, retErr error) {
 		ErrorIfCRDPathMissing: true,
 		Scheme:                Scheme(),
 	}}
+	if opts.AuditWrites {
+		if err := e.configureAudit(); err != nil {
+			return nil, errors.Join(err, os.RemoveAll(dir))
+		}
+	}
 	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
 		// envtest's 20 s is too short for a loaded 2-core machine.
 		e.env.ControlPlaneStartTimeout = 2 * time.Minute
@@ -152,6 +161,31 @@ func (e *Env) startControllerManager(bin string) error {
 	}
 	return nil
 }
+
+// auditPolicy logs writes at the Metadata level and nothing else.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  verbs: ["create", "update", "patch", "delete", "deletecollection"]
+- level: None
+`
+
+func (e *Env) configureAudit() error {
+	policy := filepath.Join(e.Dir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+		return err
+	}
+	e.env.ControlPlane.GetAPIServer().Configure().
+		Set("audit-policy-file", policy).
+		Set("audit-log-path", e.AuditLogPath())
+	return nil
+}
+
+// AuditLogPath is the file kube-apiserver writes its audit log to, with
+// Options.AuditWrites: one JSON audit.k8s.io/v1 Event a line.
+func (e *Env) AuditLogPath() string { return filepath.Join(e.Dir, "audit.log") }
 
 // AddUser returns a rest.Config for a user of the given name and groups, with
 // the same QPS as the admin config. RBAC decides what the user may do.

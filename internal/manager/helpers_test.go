@@ -65,7 +65,7 @@ func eventOn(t testing.TB, ns, reason, kind, name string) {
 
 func restore(t testing.TB, objs ...client.Object) {
 	t.Helper()
-	managertest.Restore(t, env.Client, objs...)
+	managertest.Restore(t, env.Config, objs...)
 }
 
 func deleteAndWait(t testing.TB, objs ...client.Object) {

@@ -28,7 +28,7 @@ func restoreConfigMaps(b *testing.B, ns string, n int) map[string]string {
 	var mu sync.Mutex
 	rvs := make(map[string]string, n)
 	parallel(b, n, 16, func(i int) error {
-		cm := restoredConfigMap(ns, fmt.Sprintf("cm-%05d", i), "c1", clusterOwner("c1"))
+		cm := restoredConfigMap(b, ns, fmt.Sprintf("cm-%05d", i), "c1", clusterOwner("c1"))
 		if err := env.Client.Create(b.Context(), cm); err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package relink_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -12,10 +13,12 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	riav2 "github.com/vmware-tanzu/velero/pkg/plugin/velero/restoreitemaction/v2"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -25,7 +28,9 @@ import (
 
 	"github.com/initlock/initlock/internal/capi"
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/internal/relink"
+	"github.com/initlock/initlock/internal/velero"
 )
 
 var env *kubeenv.Env
@@ -46,6 +51,8 @@ type requestLog struct {
 	reqs []string
 	// denied holds the requests refused with 403 Forbidden.
 	denied []string
+	// conflicts counts, by path, the writes refused with 409 Conflict.
+	conflicts map[string]int
 }
 
 func (l *requestLog) wrap(cfg *rest.Config) *rest.Config {
@@ -62,6 +69,14 @@ func (l *requestLog) wrap(cfg *rest.Config) *rest.Config {
 				l.denied = append(l.denied, r+"?"+req.URL.RawQuery)
 				l.mu.Unlock()
 			}
+			if err == nil && resp.StatusCode == http.StatusConflict {
+				l.mu.Lock()
+				if l.conflicts == nil {
+					l.conflicts = map[string]int{}
+				}
+				l.conflicts[req.URL.Path]++
+				l.mu.Unlock()
+			}
 			return resp, err
 		})
 	})
@@ -72,6 +87,14 @@ func (l *requestLog) deniedRequests() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.denied)
+}
+
+// conflictsPerObject returns, by path, the writes refused with 409
+// Conflict.
+func (l *requestLog) conflictsPerObject() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.conflicts)
 }
 
 type roundTripper func(*http.Request) (*http.Response, error)
@@ -236,17 +259,53 @@ func get(t testing.TB, gvk schema.GroupVersionKind, ns, name string) *unstructur
 	return u
 }
 
-// restoredConfigMap is a ConfigMap of cluster as a restore leaves it:
-// without ownerReferences, the owners recorded in the annotation.
-func restoredConfigMap(ns, name, cluster string, owners ...relink.OwnerRef) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(configMapGVK)
-	u.SetNamespace(ns)
-	u.SetName(name)
-	u.SetLabels(map[string]string{capi.ClusterNameLabel: cluster})
-	u.SetAnnotations(map[string]string{relink.Annotation: relink.Encode(owners)})
-	u.Object["data"] = map[string]any{"k": "v"}
+// restoredConfigMap is a ConfigMap of cluster as a Velero restore with
+// initlock's plugin leaves it, made by the project's simulator of that
+// restore (velerosim): backed up with an ownerReference to each of owners
+// (to UIDs that no longer exist), restored without them and with the owners
+// recorded in the annotation, and the restore labels.
+func restoredConfigMap(t testing.TB, ns, name, cluster string, owners ...relink.OwnerRef) *unstructured.Unstructured {
+	t.Helper()
+	backed := &unstructured.Unstructured{}
+	backed.SetGroupVersionKind(configMapGVK)
+	backed.SetNamespace(ns)
+	backed.SetName(name)
+	backed.SetUID(types.UID(fmt.Sprintf("0b5e7e1e-0000-4000-8000-%012d", len(name))))
+	backed.SetLabels(map[string]string{capi.ClusterNameLabel: cluster})
+	backed.Object["data"] = map[string]any{"k": "v"}
+	refs := make([]metav1.OwnerReference, 0, len(owners))
+	for i, o := range owners {
+		refs = append(refs, metav1.OwnerReference{APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name,
+			UID: types.UID(fmt.Sprintf("0d1d0000-0000-4000-8000-%012d", i)), Controller: o.Controller, BlockOwnerDeletion: o.BlockOwnerDeletion})
+	}
+	backed.SetOwnerReferences(refs)
+	u, err := pluginRestorer(t).Item(backed)
+	if err != nil {
+		t.Fatalf("restoring ConfigMap %s: %v", name, err)
+	}
 	return u
+}
+
+var (
+	restorerOnce sync.Once
+	restorer     *velerosim.Restorer
+	restorerErr  error
+)
+
+// pluginRestorer is a velerosim restorer running initlock's plugin, made
+// once for the package.
+func pluginRestorer(t testing.TB) *velerosim.Restorer {
+	t.Helper()
+	restorerOnce.Do(func() {
+		cfg := velero.DefaultConfig()
+		restorer, restorerErr = velerosim.New(env.Config, velerosim.Options{Actions: []riav2.RestoreItemAction{
+			velero.NewAction(cfg, false, nil), velero.NewAction(cfg, true, nil),
+		}})
+	})
+	if restorerErr != nil {
+		t.Fatal(restorerErr)
+	}
+	return restorer
 }
 
 func clusterOwner(name string) relink.OwnerRef {

@@ -89,8 +89,8 @@ func TestRelinkerNeedsOnlyItsMarkedPermissions(t *testing.T) {
 	if err := env.Client.Create(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
-	create(t, restoredConfigMap(ns, "c1-lock", "c1", clusterOwner("c1")))
-	create(t, restoredConfigMap(ns, "orphan", "gone", clusterOwner("gone")))
+	create(t, restoredConfigMap(t, ns, "c1-lock", "c1", clusterOwner("c1")))
+	create(t, restoredConfigMap(t, ns, "orphan", "gone", clusterOwner("gone")))
 	md := newMachineDeployment(ns, "c1", "md-0")
 	md.SetAnnotations(map[string]string{relink.Annotation: relink.Encode([]relink.OwnerRef{clusterOwner("c1")})})
 	create(t, md)

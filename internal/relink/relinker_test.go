@@ -29,11 +29,11 @@ func TestRelinksToTheOwnersCurrentUIDs(t *testing.T) {
 	ns := env.Namespace(t)
 	cluster := create(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1"))
 	ms := create(t, newMachineSet(ns, "c1", "ms-0"))
-	create(t, restoredConfigMap(ns, "c1-lock", "c1", clusterOwner("c1")))
+	create(t, restoredConfigMap(t, ns, "c1-lock", "c1", clusterOwner("c1")))
 	machine := kubeenv.NewMachine(env.CAPIVersion, ns, "c1", "m-0")
 	machine.SetAnnotations(map[string]string{relink.Annotation: relink.Encode([]relink.OwnerRef{controllerOwner("MachineSet", "ms-0")})})
 	create(t, machine)
-	plain := restoredConfigMap(ns, "plain", "c1")
+	plain := restoredConfigMap(t, ns, "plain", "c1")
 	plain.SetAnnotations(nil)
 	create(t, plain)
 
@@ -63,7 +63,7 @@ func TestWaitsForAnOwnerAndLinksWhenItAppears(t *testing.T) {
 	ns := env.Namespace(t)
 	// A long backoff: only the watch on Clusters can bring the link in time.
 	h := start(t, ns, relink.Options{MinBackoff: time.Hour})
-	create(t, restoredConfigMap(ns, "c1-kubeconfig", "c1", clusterOwner("c1")))
+	create(t, restoredConfigMap(t, ns, "c1-kubeconfig", "c1", clusterOwner("c1")))
 
 	kubeenv.Eventually(t, 10*time.Second, func() error {
 		if got := h.metric(t, relink.WaitingMetric, configMapGK); got != 1 {
@@ -97,7 +97,7 @@ func TestWaitsForAnOwnerAndLinksWhenItAppears(t *testing.T) {
 func TestAnOwnerThatNeverReturns(t *testing.T) {
 	ns := env.Namespace(t)
 	h := start(t, ns, relink.Options{WarnAfter: -1})
-	create(t, restoredConfigMap(ns, "orphan", "gone", clusterOwner("gone")))
+	create(t, restoredConfigMap(t, ns, "orphan", "gone", clusterOwner("gone")))
 
 	kubeenv.Eventually(t, 10*time.Second, func() error {
 		got := events(t, ns, "orphan")
@@ -150,9 +150,9 @@ func TestPausedClustersAreLeftAlone(t *testing.T) {
 			tt.pause(cluster)
 			create(t, cluster)
 			ms := create(t, newMachineSet(ns, "c1", "ms-0"))
-			create(t, restoredConfigMap(ns, "by-label", "c1", controllerOwner("MachineSet", "ms-0")))
+			create(t, restoredConfigMap(t, ns, "by-label", "c1", controllerOwner("MachineSet", "ms-0")))
 			// Labelled with another Cluster, but recording c1 as owner.
-			create(t, restoredConfigMap(ns, "by-owner", "other", clusterOwner("c1")))
+			create(t, restoredConfigMap(t, ns, "by-owner", "other", clusterOwner("c1")))
 
 			h := start(t, ns, relink.Options{MinBackoff: time.Hour})
 			kubeenv.Consistently(t, 2*time.Second, func() error {
@@ -181,13 +181,13 @@ func TestKeepsCorrectReferencesAndCorrectsStaleOnes(t *testing.T) {
 	ns := env.Namespace(t)
 	cluster := create(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1"))
 	ms := create(t, newMachineSet(ns, "c1", "ms-0"))
-	other := create(t, restoredConfigMap(ns, "other", "c1"))
+	other := create(t, restoredConfigMap(t, ns, "other", "c1"))
 
 	correct := refTo(cluster, false)
 	stale := refTo(ms, false)
 	stale.UID = "00000000-0000-4000-8000-000000000000"
 	unrecorded := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "other", UID: other.GetUID(), Controller: ptr.To(true)}
-	cm := restoredConfigMap(ns, "mixed", "c1", clusterOwner("c1"), controllerOwner("MachineSet", "ms-0"))
+	cm := restoredConfigMap(t, ns, "mixed", "c1", clusterOwner("c1"), controllerOwner("MachineSet", "ms-0"))
 	cm.SetOwnerReferences([]metav1.OwnerReference{correct, stale, unrecorded})
 	create(t, cm)
 
@@ -213,7 +213,7 @@ func TestLinksOwnersAsTheyAppear(t *testing.T) {
 	ns := env.Namespace(t)
 	h := start(t, ns, relink.Options{MinBackoff: time.Hour})
 	cluster := create(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1"))
-	create(t, restoredConfigMap(ns, "two-owners", "c1", controllerOwner("MachineDeployment", "md-0"), clusterOwner("c1")))
+	create(t, restoredConfigMap(t, ns, "two-owners", "c1", controllerOwner("MachineDeployment", "md-0"), clusterOwner("c1")))
 
 	// The Cluster is there: linked to it at once, still waiting for the
 	// MachineDeployment.
@@ -239,8 +239,8 @@ func TestRecordedVersions(t *testing.T) {
 	served.APIVersion = capi.Group + "/" + capi.V1Beta1
 	gone := clusterOwner("c1")
 	gone.APIVersion = capi.Group + "/v1alpha4"
-	create(t, restoredConfigMap(ns, "served", "c1", served))
-	create(t, restoredConfigMap(ns, "gone", "c1", gone))
+	create(t, restoredConfigMap(t, ns, "served", "c1", served))
+	create(t, restoredConfigMap(t, ns, "gone", "c1", gone))
 
 	start(t, ns, relink.Options{})
 	// A version still served is kept as recorded; one no longer served is
@@ -257,7 +257,7 @@ func TestOwnersOfKindsNotWatchedAreReadLive(t *testing.T) {
 	if err := env.Client.Create(t.Context(), sa); err != nil {
 		t.Fatal(err)
 	}
-	create(t, restoredConfigMap(ns, "by-sa", "c1", relink.OwnerRef{APIVersion: "v1", Kind: "ServiceAccount", Name: "owner"}))
+	create(t, restoredConfigMap(t, ns, "by-sa", "c1", relink.OwnerRef{APIVersion: "v1", Kind: "ServiceAccount", Name: "owner"}))
 	start(t, ns, relink.Options{})
 	kubeenv.Eventually(t, 10*time.Second, linked(t, configMapGVK, ns, "by-sa",
 		metav1.OwnerReference{APIVersion: "v1", Kind: "ServiceAccount", Name: "owner", UID: sa.UID}))
@@ -266,7 +266,7 @@ func TestOwnersOfKindsNotWatchedAreReadLive(t *testing.T) {
 func TestInvalidAnnotationIsReportedAndLeft(t *testing.T) {
 	ns := env.Namespace(t)
 	create(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1"))
-	bad := restoredConfigMap(ns, "bad", "c1")
+	bad := restoredConfigMap(t, ns, "bad", "c1")
 	bad.SetAnnotations(map[string]string{relink.Annotation: `[{"kind":"Cluster"}]`})
 	create(t, bad)
 	h := start(t, ns, relink.Options{})
@@ -286,7 +286,7 @@ func TestNothingToDoMeansNoWrites(t *testing.T) {
 	ns := env.Namespace(t)
 	cluster := create(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1"))
 	for i := range 20 {
-		cm := restoredConfigMap(ns, fmt.Sprintf("cm-%d", i), "c1")
+		cm := restoredConfigMap(t, ns, fmt.Sprintf("cm-%d", i), "c1")
 		cm.SetAnnotations(nil)
 		cm.SetOwnerReferences([]metav1.OwnerReference{refTo(cluster, false)})
 		create(t, cm)

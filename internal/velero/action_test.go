@@ -20,6 +20,7 @@ import (
 
 	"github.com/initlock/initlock/internal/capi"
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/internal/relink"
 	"github.com/initlock/initlock/internal/velero"
 )
@@ -35,17 +36,20 @@ func readBack(t *testing.T, gvk schema.GroupVersionKind, ns, name string) *unstr
 	return u
 }
 
-// resetForRestore does to a copy of backed what Velero's restore does before
-// it runs the restore item actions: it removes the server-set metadata, the
-// ownerReferences and the status, and moves the item to namespace ns.
-func resetForRestore(backed *unstructured.Unstructured, ns string) *unstructured.Unstructured {
-	u := backed.DeepCopy()
-	meta := u.Object["metadata"].(map[string]any)
-	for _, f := range []string{"generateName", "selfLink", "uid", "resourceVersion", "generation",
-		"creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "ownerReferences", "managedFields"} {
-		delete(meta, f)
+// resetForRestore returns the item Velero's restore passes to the restore
+// item actions for backed (velerosim's ActionInput: server-set metadata,
+// ownerReferences and status removed), placed in namespace ns, where the
+// restore maps it after the actions.
+func resetForRestore(t *testing.T, backed *unstructured.Unstructured, ns string) *unstructured.Unstructured {
+	t.Helper()
+	r, err := velerosim.New(env.Config, velerosim.Options{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	delete(u.Object, "status")
+	u, err := r.ActionInput(backed)
+	if err != nil {
+		t.Fatal(err)
+	}
 	u.SetNamespace(ns)
 	return u
 }
@@ -87,7 +91,7 @@ func TestExecuteRecordsOwnerReferencesWithoutUIDs(t *testing.T) {
 	_, backed := ownedGraph(t, ns)
 
 	action := velero.NewAction(velero.DefaultConfig(), false, nil)
-	item := resetForRestore(backed, target)
+	item := resetForRestore(t, backed, target)
 	out, err := action.Execute(&veleroplugin.RestoreItemActionExecuteInput{
 		Item: item, ItemFromBackup: backed, Restore: restoreObject(ns),
 	})
@@ -160,18 +164,18 @@ func TestExecuteTable(t *testing.T) {
 		{
 			name:   "no ownerReferences: untouched",
 			backed: backedCM,
-			item:   func(u *unstructured.Unstructured) *unstructured.Unstructured { return resetForRestore(u, ns) },
+			item:   func(u *unstructured.Unstructured) *unstructured.Unstructured { return resetForRestore(t, u, ns) },
 		},
 		{
 			name:   "no ownerReferences and a bad annotation: untouched",
 			backed: withAnnotation(backedCM, "{not json"),
-			item:   func(u *unstructured.Unstructured) *unstructured.Unstructured { return resetForRestore(u, ns) },
+			item:   func(u *unstructured.Unstructured) *unstructured.Unstructured { return resetForRestore(t, u, ns) },
 		},
 		{
 			name:   "pending owners from an earlier restore are kept after the current ones",
 			backed: backedMachine,
 			item: func(u *unstructured.Unstructured) *unstructured.Unstructured {
-				return withAnnotation(resetForRestore(u, ns),
+				return withAnnotation(resetForRestore(t, u, ns),
 					`[{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","name":"c1"},{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta1","kind":"DockerCluster","name":"c1"}]`)
 			},
 			want: `[{"apiVersion":"cluster.x-k8s.io/` + v + `","kind":"Cluster","name":"c1"},` +
@@ -182,7 +186,7 @@ func TestExecuteTable(t *testing.T) {
 			name:   "an item run through the action twice keeps one record per owner",
 			backed: backedMachine,
 			item: func(u *unstructured.Unstructured) *unstructured.Unstructured {
-				return withAnnotation(resetForRestore(u, ns), relink.Encode(relink.FromOwnerReferences(u.GetOwnerReferences())))
+				return withAnnotation(resetForRestore(t, u, ns), relink.Encode(relink.FromOwnerReferences(u.GetOwnerReferences())))
 			},
 			want: `[{"apiVersion":"cluster.x-k8s.io/` + v + `","kind":"Cluster","name":"c1"},` +
 				`{"apiVersion":"cluster.x-k8s.io/` + v + `","kind":"MachineSet","name":"ms-0","controller":true,"blockOwnerDeletion":true}]`,
@@ -191,7 +195,7 @@ func TestExecuteTable(t *testing.T) {
 			name:   "bad JSON in the annotation names the object",
 			backed: backedMachine,
 			item: func(u *unstructured.Unstructured) *unstructured.Unstructured {
-				return withAnnotation(resetForRestore(u, ns), "{not json")
+				return withAnnotation(resetForRestore(t, u, ns), "{not json")
 			},
 			wantErrIn: []string{"machine.cluster.x-k8s.io " + ns + "/c1-cp-0", relink.Annotation, "not a JSON array"},
 		},
@@ -199,7 +203,7 @@ func TestExecuteTable(t *testing.T) {
 			name:   "an owner without a name names the object",
 			backed: backedMachine,
 			item: func(u *unstructured.Unstructured) *unstructured.Unstructured {
-				return withAnnotation(resetForRestore(u, ns), `[{"apiVersion":"v1","kind":"ConfigMap"}]`)
+				return withAnnotation(resetForRestore(t, u, ns), `[{"apiVersion":"v1","kind":"ConfigMap"}]`)
 			},
 			wantErrIn: []string{"machine.cluster.x-k8s.io " + ns + "/c1-cp-0", "must all be set"},
 		},

@@ -65,7 +65,7 @@ func TestPluginBinaryServesTheActions(t *testing.T) {
 	ns := env.Namespace(t)
 	_, backed := ownedGraph(t, ns)
 	out, err := action.Execute(&veleroplugin.RestoreItemActionExecuteInput{
-		Item: resetForRestore(backed, ns), ItemFromBackup: backed, Restore: restoreObject(ns),
+		Item: resetForRestore(t, backed, ns), ItemFromBackup: backed, Restore: restoreObject(ns),
 	})
 	if err != nil {
 		t.Fatalf("Execute over gRPC: %v", err)
@@ -76,7 +76,7 @@ func TestPluginBinaryServesTheActions(t *testing.T) {
 		t.Fatalf("annotation over gRPC = %s (%v)", got, err)
 	}
 
-	bad := resetForRestore(backed, ns)
+	bad := resetForRestore(t, backed, ns)
 	bad.SetAnnotations(map[string]string{relink.Annotation: "[1,"})
 	if _, err := action.Execute(&veleroplugin.RestoreItemActionExecuteInput{Item: bad, ItemFromBackup: backed, Restore: restoreObject(ns)}); err == nil {
 		t.Fatal("Execute over gRPC accepted a bad annotation")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/initlock/initlock/internal/capi"
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/internal/manager"
 	"github.com/initlock/initlock/pkg/initlock"
 )
@@ -145,55 +146,26 @@ func heldLock(t *testing.T, ns string, grant bool) {
 }
 
 // veleroRestore restores what a backup of namespace from holds into
-// namespace to, as a Velero restore with a namespace mapping does: lock
-// ConfigMaps first, then Machines, then Clusters (Velero's default order),
-// each with its metadata reset (no uid, resourceVersion, creation time or
-// ownerReferences) and without status. Labels, annotations (the grant
-// record among them) and data are kept.
+// namespace to, as a Velero restore with a namespace mapping does, with the
+// project's simulator of it (velerosim): ConfigMaps, then Machines, then
+// Clusters, each with its metadata reset (no uid, resourceVersion, creation
+// time or ownerReferences), without status and with the restore labels.
+// Labels, annotations (the grant record among them) and data are kept.
 func veleroRestore(t *testing.T, from, to string) {
 	t.Helper()
 	ctx := t.Context()
-	cms := &corev1.ConfigMapList{}
-	if err := source.Client.List(ctx, cms, client.InNamespace(from), client.HasLabels{initlock.ClusterNameLabel}); err != nil {
-		t.Fatalf("backing up configmaps of %s: %v", from, err)
+	items, err := velerosim.Backup(ctx, source.Client, from,
+		corev1.SchemeGroupVersion.WithKind("ConfigMap"), capi.MachineGVK(capi.V1Beta2), capi.ClusterGVK(capi.V1Beta2))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i := range cms.Items {
-		cm := cms.Items[i].DeepCopy()
-		resetMetadata(&cm.ObjectMeta, to)
-		create(t, source, cm)
+	r, err := velerosim.New(source.Config, velerosim.Options{NamespaceMapping: map[string]string{from: to}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, kind := range []string{capi.MachineKind, capi.ClusterKind} {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(capi.ClusterGVK(capi.V1Beta2).GroupVersion().WithKind(kind + "List"))
-		if err := source.Client.List(ctx, list, client.InNamespace(from)); err != nil {
-			t.Fatalf("backing up %ss of %s: %v", kind, from, err)
-		}
-		for i := range list.Items {
-			u := list.Items[i].DeepCopy()
-			delete(u.Object, "status")
-			resetUnstructured(u, to)
-			create(t, source, u)
-		}
+	if _, err := r.Restore(ctx, items); err != nil {
+		t.Fatal(err)
 	}
-}
-
-func resetMetadata(m *metav1.ObjectMeta, namespace string) {
-	*m = metav1.ObjectMeta{
-		Namespace: namespace, Name: m.Name,
-		Labels: m.Labels, Annotations: m.Annotations, Finalizers: m.Finalizers,
-	}
-}
-
-// resetUnstructured resets u's metadata as resetMetadata does.
-func resetUnstructured(u *unstructured.Unstructured, namespace string) {
-	old, _ := u.Object["metadata"].(map[string]any)
-	md := map[string]any{"namespace": namespace, "name": u.GetName()}
-	for _, k := range []string{"labels", "annotations", "finalizers"} {
-		if v, ok := old[k]; ok {
-			md[k] = v
-		}
-	}
-	u.Object["metadata"] = md
 }
 
 // reconcileAsClusterAPI does in namespace ns of the source what Cluster

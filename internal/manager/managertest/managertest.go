@@ -25,7 +25,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -34,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/internal/manager"
 	"github.com/initlock/initlock/pkg/initlock"
 )
@@ -304,21 +304,20 @@ func EventOn(t testing.TB, c client.Client, ns, reason, kind, name string) event
 	return found
 }
 
-// Restore re-creates objects as a Velero restore does: without UID,
-// resourceVersion, creationTimestamp, ownerReferences or status.
-func Restore(t testing.TB, c client.Client, objs ...client.Object) {
+// Restore re-creates objects through cfg as a Velero restore does, with the
+// project's one simulator of it (velerosim): metadata reset, no
+// ownerReferences or status, the restore labels added, in Velero's order.
+func Restore(t testing.TB, cfg *rest.Config, objs ...client.Object) {
 	t.Helper()
-	for _, obj := range objs {
-		obj = obj.DeepCopyObject().(client.Object)
-		obj.SetUID("")
-		obj.SetResourceVersion("")
-		obj.SetCreationTimestamp(metav1.Time{})
-		obj.SetOwnerReferences(nil)
-		obj.SetManagedFields(nil)
-		obj.SetGeneration(0)
-		if u, ok := obj.(*unstructured.Unstructured); ok {
-			delete(u.Object, "status")
-		}
-		Create(t, c, obj)
+	items, err := velerosim.Unstructured(objs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := velerosim.New(cfg, velerosim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Restore(t.Context(), items); err != nil {
+		t.Fatal(err)
 	}
 }

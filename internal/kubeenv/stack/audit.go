@@ -1,0 +1,68 @@
+package stack
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+)
+
+// Write is one write request from the API server's audit log.
+type Write struct {
+	User        string
+	Verb        string
+	Resource    string
+	Subresource string
+	Namespace   string
+	Name        string
+	// Code is the HTTP status of the response.
+	Code int
+	// At is when the response was sent.
+	At time.Time
+}
+
+// Writes reads every write request logged so far by the management
+// cluster's API server, in the order they were answered.
+func (m *Mgmt) Writes() ([]Write, error) {
+	f, err := os.Open(m.Env.AuditLogPath())
+	if err != nil {
+		return nil, fmt.Errorf("reading the audit log: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	var out []Write
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var ev struct {
+			Stage string `json:"stage"`
+			Verb  string `json:"verb"`
+			User  struct {
+				Username string `json:"username"`
+			} `json:"user"`
+			ObjectRef struct {
+				Resource    string `json:"resource"`
+				Subresource string `json:"subresource"`
+				Namespace   string `json:"namespace"`
+				Name        string `json:"name"`
+			} `json:"objectRef"`
+			ResponseStatus struct {
+				Code int `json:"code"`
+			} `json:"responseStatus"`
+			StageTimestamp time.Time `json:"stageTimestamp"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return nil, fmt.Errorf("reading the audit log: %w", err)
+		}
+		if ev.Stage != "ResponseComplete" {
+			continue
+		}
+		out = append(out, Write{
+			User: ev.User.Username, Verb: ev.Verb,
+			Resource: ev.ObjectRef.Resource, Subresource: ev.ObjectRef.Subresource,
+			Namespace: ev.ObjectRef.Namespace, Name: ev.ObjectRef.Name,
+			Code: ev.ResponseStatus.Code, At: ev.StageTimestamp,
+		})
+	}
+	return out, sc.Err()
+}

@@ -1,0 +1,156 @@
+package stack
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/initlock/initlock/internal/kubeenv"
+)
+
+// ManagerUser is the user initlock-manager runs as; it has exactly the
+// ClusterRole of config/rbac/role.yaml, as installed.
+const ManagerUser = "initlock-manager"
+
+// ProviderRelinkKinds is the --relink-kinds of an installation that also
+// relinks the kubeadm bootstrap provider's and the stack's infrastructure
+// kinds, as the README tells an operator to configure it: the default kinds
+// and KubeadmConfig, LocalCluster and LocalMachine. CABPK's Secrets (the
+// CA, etcd, proxy and service-account keys and the bootstrap data) are
+// owned by a KubeadmConfig, which the default kinds do not cover.
+const ProviderRelinkKinds = "Cluster.cluster.x-k8s.io,MachineDeployment.cluster.x-k8s.io,MachineSet.cluster.x-k8s.io," +
+	"Machine.cluster.x-k8s.io,MachinePool.cluster.x-k8s.io,MachineHealthCheck.cluster.x-k8s.io,ConfigMap,Secret," +
+	"KubeadmConfig.bootstrap.cluster.x-k8s.io,LocalCluster." + InfraGroup + ",LocalMachine." + InfraGroup
+
+// GrantProviderKinds gives ManagerUser what ProviderRelinkKinds needs beyond
+// config/rbac: list, watch and patch on KubeadmConfigs, LocalClusters and
+// LocalMachines.
+func (m *Mgmt) GrantProviderKinds(ctx context.Context) error {
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "initlock-relink-providers"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{KubeadmConfigGVK.Group}, Resources: []string{"kubeadmconfigs"}, Verbs: []string{"list", "watch", "patch"}},
+			{APIGroups: []string{InfraGroup}, Resources: []string{"localclusters", "localmachines"}, Verbs: []string{"list", "watch", "patch"}},
+		},
+	}
+	return m.bindToManager(ctx, role)
+}
+
+// Manager is a running initlock-manager process.
+type Manager struct {
+	*Proc
+	// MetricsURL serves its Prometheus metrics.
+	MetricsURL string
+}
+
+// StartManager runs initlock-manager, built from cmd/initlock-manager, as a
+// process with its own kubeconfig and the RBAC that config/rbac grants it,
+// with leader election off and its metrics and probes on free local ports.
+// args are added to its flags (e.g. --orphan-grace=5s). It returns once
+// the manager is ready.
+func (m *Mgmt) StartManager(ctx context.Context, args ...string) (*Manager, error) {
+	if m.manager != nil && !m.manager.Exited() {
+		return nil, fmt.Errorf("initlock-manager already runs in %s", m.Name)
+	}
+	if err := m.grantManagerRole(ctx); err != nil {
+		return nil, err
+	}
+	kubeconfig, err := m.Env.WriteKubeconfig(ManagerUser, nil)
+	if err != nil {
+		return nil, err
+	}
+	addrs, err := freeAddrs(2)
+	if err != nil {
+		return nil, err
+	}
+	p, err := startProc(m.Dir, fmt.Sprintf("initlock-manager-%d", m.managerStarts), m.bins.Manager, append([]string{
+		"--kubeconfig=" + kubeconfig,
+		"--leader-elect=false",
+		"--metrics-bind-address=" + addrs[0],
+		"--health-probe-bind-address=" + addrs[1],
+	}, args...), nil)
+	if err != nil {
+		return nil, err
+	}
+	m.managerStarts++
+	if err := p.waitHTTP(ctx, 2*time.Minute, "http://"+addrs[1]+"/readyz"); err != nil {
+		p.Stop()
+		return nil, err
+	}
+	m.manager = &Manager{Proc: p, MetricsURL: "http://" + addrs[0] + "/metrics"}
+	return m.manager, nil
+}
+
+// StopManager stops initlock-manager, if it runs.
+func (m *Mgmt) StopManager() {
+	if m.manager != nil {
+		m.manager.Stop()
+		m.manager = nil
+	}
+}
+
+// Metrics returns the manager's Prometheus metrics in text format.
+func (mg *Manager) Metrics(ctx context.Context) (string, error) {
+	return httpGet(ctx, mg.MetricsURL)
+}
+
+// httpGet returns the body of a GET of url.
+func httpGet(ctx context.Context, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return string(b), err
+}
+
+// grantManagerRole installs config/rbac/role.yaml's ClusterRole and binds
+// it to ManagerUser.
+func (m *Mgmt) grantManagerRole(ctx context.Context) error {
+	root, err := kubeenv.RepoRoot()
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(filepath.Join(root, "config", "rbac", "role.yaml"))
+	if err != nil {
+		return fmt.Errorf("reading the manager's ClusterRole: %w", err)
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.Unmarshal(b, role); err != nil {
+		return fmt.Errorf("reading config/rbac/role.yaml: %w", err)
+	}
+	return m.bindToManager(ctx, role)
+}
+
+// bindToManager installs role and binds it to ManagerUser.
+func (m *Mgmt) bindToManager(ctx context.Context, role *rbacv1.ClusterRole) error {
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name + "-" + ManagerUser},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: ManagerUser}},
+	}
+	if err := m.Client.Create(ctx, role); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("installing ClusterRole %s: %w", role.Name, err)
+	}
+	if err := m.Client.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("binding ClusterRole %s to %s: %w", role.Name, ManagerUser, err)
+	}
+	return nil
+}

@@ -1,0 +1,168 @@
+//go:build real
+
+package real_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/initlock/initlock/internal/kubeenv/stack"
+)
+
+// Users the API server's audit log names the components by.
+const (
+	userCABPK   = "capi-kubeadm-bootstrap-manager"
+	userCore    = "capi-manager"
+	userManager = stack.ManagerUser
+)
+
+// suffix returns a short random suffix for names shared through the bucket.
+func suffix() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// eventually is kubeenv.Eventually with stack.Poll's context.
+func eventually(t *testing.T, timeout time.Duration, f func(context.Context) error) {
+	t.Helper()
+	if err := stack.Poll(t.Context(), timeout, f); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitLockHeld waits until the Cluster's lock exists and names machine.
+func waitLockHeld(t *testing.T, m *stack.Mgmt, ns, cluster, machine string) *corev1.ConfigMap {
+	t.Helper()
+	cm, err := m.WaitLockHeld(t.Context(), ns, cluster, machine)
+	must(t, err)
+	return cm
+}
+
+// waitPaused waits until core reports the Cluster paused, so that nothing
+// of its graph changes any more.
+func waitPaused(t *testing.T, m *stack.Mgmt, ns, cluster string) {
+	t.Helper()
+	must(t, m.WaitCondition(t.Context(), ns, cluster, "Paused"))
+}
+
+// snapshot reads the Cluster graph of namespace ns.
+func snapshot(t *testing.T, m *stack.Mgmt, ns string) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := m.Graph(t.Context(), ns)
+	must(t, err)
+	return objs
+}
+
+var key = stack.Key
+
+// deleteCluster deletes a Cluster and waits until core has deleted its
+// Machines and let it go.
+func deleteCluster(t *testing.T, m *stack.Mgmt, ns, name string) {
+	t.Helper()
+	must(t, m.DeleteCluster(t.Context(), ns, name))
+}
+
+// deleteNamespace deletes a namespace and waits until it is gone.
+func deleteNamespace(t *testing.T, m *stack.Mgmt, ns string) {
+	t.Helper()
+	must(t, m.DeleteNamespace(t.Context(), ns))
+}
+
+// cleanupNamespace deletes ns when t ends, without waiting.
+func cleanupNamespace(t *testing.T, m *stack.Mgmt, ns string) {
+	t.Cleanup(func() {
+		_ = m.Client.Delete(context.WithoutCancel(t.Context()), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	})
+}
+
+// velero runs the velero CLI against m's server, logging the command as a
+// user would type it.
+func veleroCLI(t *testing.T, v *stack.Velero, args ...string) string {
+	t.Helper()
+	t.Logf("$ velero %s", strings.Join(args, " "))
+	out, err := v.CLI(t.Context(), args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// backupNamespace backs ns up with the real Velero server and returns the
+// Backup's name.
+func backupNamespace(t *testing.T, v *stack.Velero, ns string) string {
+	t.Helper()
+	name := "b-" + suffix()
+	t.Logf("$ velero %s", strings.Join(stack.BackupArgs(name, ns), " "))
+	must(t, v.BackupNamespace(t.Context(), name, ns))
+	return name
+}
+
+// restoreBackup restores a backup with the real Velero server, with the
+// velero CLI's extra arguments, and returns when the Restore is done.
+func restoreBackup(t *testing.T, v *stack.Velero, backup string, args ...string) (name string, done time.Time) {
+	t.Helper()
+	name = "r-" + suffix()
+	t.Logf("$ velero %s", strings.Join(stack.RestoreArgs(name, backup, args...), " "))
+	must(t, v.RestoreBackup(t.Context(), name, backup, args...))
+	return name, time.Now()
+}
+
+// writesBy returns the writes of user in namespace ns, from the audit log.
+func writesBy(t *testing.T, m *stack.Mgmt, user, ns string, since time.Time) []stack.Write {
+	t.Helper()
+	all, err := m.Writes()
+	must(t, err)
+	var out []stack.Write
+	for _, w := range all {
+		if w.User == user && w.Namespace == ns && !w.At.Before(since) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func describeWrites(ws []stack.Write) string {
+	counts := map[string]int{}
+	for _, w := range ws {
+		r := w.Resource
+		if w.Subresource != "" {
+			r += "/" + w.Subresource
+		}
+		counts[w.Verb+" "+r]++
+	}
+	var parts []string
+	for k, n := range counts {
+		parts = append(parts, fmt.Sprintf("%d %s", n, k))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
+}
+
+// startManager starts initlock-manager in m as installed for a management
+// cluster with CABPK: config/rbac's role, and the bootstrap and
+// infrastructure kinds added to the relinker's (stack.ProviderRelinkKinds)
+// with the permissions they need. args are added to its flags.
+func startManager(t *testing.T, m *stack.Mgmt, args ...string) {
+	t.Helper()
+	must(t, m.GrantProviderKinds(t.Context()))
+	_, err := m.StartManager(t.Context(), append([]string{"--relink-kinds=" + stack.ProviderRelinkKinds}, args...)...)
+	must(t, err)
+}
