@@ -66,19 +66,27 @@ chaos: kube ## Run randomised chaos scenarios: make chaos [SEED=...] [RUNS=200] 
 		CHAOS_OUT=$(CURDIR)/$(CHAOS_DIR) CHAOS_TOTALS=$(CURDIR)/$(CHAOS_DIR)/totals.txt \
 		$(GO) test -run='^TestChaos$$' -count=1 -timeout=0 -v ./internal/chaos | tee $(CHAOS_DIR)/chaos.log
 
-# RBAC for the initlock manager, generated from kubebuilder markers.
-RBAC_GEN := rbac:roleName=manager-role paths=./internal/manager/... paths=./internal/controllers/... paths=./internal/relink/...
+# RBAC for the initlock manager, generated from kubebuilder markers: the
+# default role, and the opt-in role for relinking Secrets
+# (internal/relink/secrets), bound by the config/relink-secrets overlay.
+RBAC_GEN := rbac:roleName=manager-role paths=./internal/manager/... paths=./internal/controllers/... paths=./internal/relink
+RBAC_GEN_SECRETS := rbac:roleName=initlock-relink-secrets paths=./internal/relink/secrets
 
 .PHONY: generate
-generate: ## Generate config/rbac/role.yaml from the kubebuilder markers.
+generate: ## Generate config/rbac/role.yaml and config/relink-secrets/role.yaml from the kubebuilder markers.
 	$(CONTROLLER_GEN) $(RBAC_GEN) output:rbac:dir=config/rbac
+	$(CONTROLLER_GEN) $(RBAC_GEN_SECRETS) output:rbac:dir=config/relink-secrets
 
 .PHONY: verify-generate
 verify-generate: ## Check that generated files are up to date and that config/ renders.
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
-	$(CONTROLLER_GEN) $(RBAC_GEN) output:rbac:dir="$$tmp"; \
-	if ! diff -u config/rbac/role.yaml "$$tmp/role.yaml"; then echo "config/rbac/role.yaml is out of date: run 'make generate'"; exit 1; fi; \
-	$(KUSTOMIZE) build config/default >/dev/null
+	$(CONTROLLER_GEN) $(RBAC_GEN) output:rbac:dir="$$tmp/rbac"; \
+	$(CONTROLLER_GEN) $(RBAC_GEN_SECRETS) output:rbac:dir="$$tmp/relink-secrets"; \
+	for d in rbac relink-secrets; do \
+		if ! diff -u config/$$d/role.yaml "$$tmp/$$d/role.yaml"; then echo "config/$$d/role.yaml is out of date: run 'make generate'"; exit 1; fi; \
+	done; \
+	$(KUSTOMIZE) build config/default >/dev/null; \
+	$(KUSTOMIZE) build config/relink-secrets >/dev/null
 
 # DEMO_FLAGS are passed to the demo, e.g. make demo DEMO_FLAGS=--keep.
 DEMO_FLAGS ?=

@@ -110,7 +110,10 @@ func (a *app) runRelease(cmd *cobra.Command, o *releaseOptions, cluster string) 
 	out := cmd.OutOrStdout()
 	obs := e.Observation
 	if obs.Lock == nil {
-		if obs.Cluster != nil && obs.Cluster.Grant != nil {
+		if obs.Cluster == nil {
+			return clusterNotFound(cluster)
+		}
+		if obs.Cluster.Grant != nil {
 			return a.releaseGrant(cmd, o, conn, ns, cluster, obs)
 		}
 		_, err := fmt.Fprintf(out, "namespace %q: cluster %q has no init lock (no configmap %q); nothing to release.\n", ns, cluster, e.LockName)

@@ -252,7 +252,7 @@ func (d *demo) startManager(n note) error {
 		return err
 	}
 	opts := manager.DefaultOptions()
-	opts.MetricsBindAddress = addr
+	opts.MetricsBindAddress, opts.MetricsSecure = addr, false
 	opts.HealthProbeBindAddress = "0"
 	opts.OrphanGrace = d.opts.OrphanGrace
 	opts.OrphanSettle = d.opts.OrphanSettle

@@ -75,6 +75,9 @@ type Reconciler struct {
 	OrphanSettle time.Duration
 	// Clock gives the time of decisions; nil is the real clock.
 	Clock clock.PassiveClock
+	// WatchFilter, when set, limits the reconciler to the locks of Clusters
+	// labelled capi.WatchFilterLabel with this value (see inScope).
+	WatchFilter string
 
 	mu     sync.Mutex
 	memos  map[types.NamespacedName]*memo
@@ -164,7 +167,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if cluster == nil && cm == nil {
+	if (cluster == nil && cm == nil) || !r.inScope(clusterObj, cm) {
 		r.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
