@@ -7,6 +7,11 @@ replace sigs.k8s.io/cluster-api/api => sigs.k8s.io/cluster-api/api v1.14.2
 tool sigs.k8s.io/cluster-api/cmd/clusterctl
 
 require (
+	sigs.k8s.io/cluster-api v1.14.2
+	sigs.k8s.io/controller-runtime v0.24.1
+)
+
+require (
 	github.com/MakeNowJust/heredoc v1.0.0 // indirect
 	github.com/adrg/xdg v0.5.3 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -88,9 +93,7 @@ require (
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260317180543-43fb72c5454a // indirect
 	k8s.io/utils v0.0.0-20260210185600-b8788abfbbc2 // indirect
-	sigs.k8s.io/cluster-api v1.14.2 // indirect
 	sigs.k8s.io/cluster-api/api v0.0.0-00010101000000-000000000000 // indirect
-	sigs.k8s.io/controller-runtime v0.24.1 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect

@@ -23,6 +23,7 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/manager"
 	"github.com/initlock/initlock/internal/relink"
+	"github.com/initlock/initlock/internal/relink/secrets"
 	"github.com/initlock/initlock/pkg/initlock"
 )
 
@@ -258,7 +259,8 @@ func (d *demo) startManager(n note) error {
 	opts.OrphanSettle = d.opts.OrphanSettle
 	opts.Logger = d.log.WithName("initlock-manager")
 	// The relinker runs in the manager's process, added through Setups.
-	opts.Setups = append(opts.Setups, relink.ManagerSetup(relink.Options{}))
+	// The story's graph has a kubeconfig Secret: relink Secrets too.
+	opts.Setups = append(opts.Setups, relink.ManagerSetup(secrets.Enable(relink.Options{})))
 	mgr, err := manager.New(d.lockWrites.wrap(d.env.Config), opts)
 	if err != nil {
 		return err

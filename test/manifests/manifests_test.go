@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -128,21 +127,33 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 }
 
+// NamespaceSelector selects the Namespace of the install manifests alone,
+// as the README applies it before a server-side dry run of the rest.
+const NamespaceSelector = "app.kubernetes.io/component=namespace"
+
 // validateInstall applies objs with server-side apply and dryRun=All, in
-// their order, and fails on errors and on warnings. The namespaces are
-// created for real first, as "kubectl create namespace" before a
-// "kubectl apply --server-side --dry-run=server" would: a dry-run creation
-// of a namespace does not let namespaced objects be validated in it.
+// their order, and fails on errors and on warnings. The objects selected by
+// NamespaceSelector, which must be the Namespaces, are applied for real
+// first, as "kubectl apply --server-side -l NamespaceSelector" before a
+// "kubectl apply --server-side --dry-run=server" does: a dry-run creation of
+// a namespace does not let namespaced objects be validated in it.
 func validateInstall(t *testing.T, objs []*unstructured.Unstructured) {
 	t.Helper()
 	ctx := t.Context()
+	sel, err := labels.Parse(NamespaceSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, o := range objs {
+		if sel.Matches(labels.Set(o.GetLabels())) != (o.GetKind() == "Namespace") {
+			t.Fatalf("%s %s: the selector %s must select the Namespaces and nothing else", o.GetKind(), o.GetName(), NamespaceSelector)
+		}
 		if o.GetKind() != "Namespace" {
 			continue
 		}
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.GetName()}}
-		if err := env.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatalf("creating namespace %s: %v", o.GetName(), err)
+		err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), client.FieldOwner("initlock-install-test"), client.ForceOwnership)
+		if err != nil {
+			t.Fatalf("applying namespace %s: %v", o.GetName(), err)
 		}
 	}
 	// Warnings count as failures: they are how the API server reports,
