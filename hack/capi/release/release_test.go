@@ -43,6 +43,15 @@ func TestClusterctlReadsTheProvider(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if f == "addon-components.yaml" {
+			// clusterctl adds the provider label itself when it reads the
+			// file: check that the file carries it on every object already.
+			for i, doc := range strings.Split(string(b), "\n---\n") {
+				if !strings.Contains(doc, "\n    cluster.x-k8s.io/provider: "+label+"\n") {
+					t.Errorf("object %d of addon-components.yaml has no label cluster.x-k8s.io/provider: %s:\n%s", i, label, doc)
+				}
+			}
+		}
 		if err := os.WriteFile(filepath.Join(repo, f), b, 0o600); err != nil {
 			t.Fatal(err)
 		}
