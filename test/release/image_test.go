@@ -122,7 +122,9 @@ func TestReleaseManagerImage(t *testing.T) {
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		<-exited
+		if err := <-exited; err != nil {
+			t.Logf("initlock-manager ended: %v", err)
+		}
 		if t.Failed() {
 			t.Logf("initlock-manager output:\n%s", logs.String())
 		}

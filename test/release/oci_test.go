@@ -60,7 +60,7 @@ func distDir(t *testing.T) string {
 }
 
 // unpack reads the OCI layout of image in the release and unpacks the
-// image of this machine's platform into a folder readable by every user.
+// image of this machine's platform into a root folder open to every user.
 func unpack(t *testing.T, image string) unpacked {
 	t.Helper()
 	dir := filepath.Join(distDir(t), "images", image)
@@ -91,19 +91,14 @@ func unpack(t *testing.T, image string) unpacked {
 	if u.config.OS != runtime.GOOS || u.config.Architecture != runtime.GOARCH {
 		t.Fatalf("%s: config of %s/%s", image, u.config.OS, u.config.Architecture)
 	}
-	base, err := os.MkdirTemp("", "initlock-image-")
-	if err != nil {
+	// The image's user runs in a chroot of the root folder, so only that
+	// folder must be open to it.
+	u.root = filepath.Join(t.TempDir(), "rootfs")
+	if err := os.Mkdir(u.root, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(base) })
-	u.root = filepath.Join(base, "rootfs")
-	for _, d := range []string{base, u.root} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.Chmod(u.root, 0o755); err != nil { // whatever the umask
+		t.Fatal(err)
 	}
 	for _, l := range m.Layers {
 		u.files = append(u.files, extract(t, blob(t, dir, l), u.root)...)
