@@ -68,19 +68,27 @@ chaos: kube ## Run randomised chaos scenarios: make chaos [SEED=...] [RUNS=200] 
 		CHAOS_OUT=$(CURDIR)/$(CHAOS_DIR) CHAOS_TOTALS=$(CURDIR)/$(CHAOS_DIR)/totals.txt \
 		$(GO) test -run='^TestChaos$$' -count=1 -timeout=0 -v ./internal/chaos | tee $(CHAOS_DIR)/chaos.log
 
-# RBAC for the initlock manager, generated from kubebuilder markers.
-RBAC_GEN := rbac:roleName=manager-role paths=./internal/manager/... paths=./internal/controllers/... paths=./internal/relink/...
+# RBAC for the initlock manager, generated from kubebuilder markers: the
+# default role, and the opt-in role for relinking Secrets
+# (internal/relink/secrets), bound by the config/relink-secrets overlay.
+RBAC_GEN := rbac:roleName=manager-role paths=./internal/manager/... paths=./internal/controllers/... paths=./internal/relink
+RBAC_GEN_SECRETS := rbac:roleName=initlock-relink-secrets paths=./internal/relink/secrets
 
 .PHONY: generate
-generate: ## Generate config/rbac/role.yaml from the kubebuilder markers.
+generate: ## Generate config/rbac/role.yaml and config/relink-secrets/role.yaml from the kubebuilder markers.
 	$(CONTROLLER_GEN) $(RBAC_GEN) output:rbac:dir=config/rbac
+	$(CONTROLLER_GEN) $(RBAC_GEN_SECRETS) output:rbac:dir=config/relink-secrets
 
 .PHONY: verify-generate
 verify-generate: ## Check that generated files are up to date and that config/ renders.
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
-	$(CONTROLLER_GEN) $(RBAC_GEN) output:rbac:dir="$$tmp"; \
-	if ! diff -u config/rbac/role.yaml "$$tmp/role.yaml"; then echo "config/rbac/role.yaml is out of date: run 'make generate'"; exit 1; fi; \
-	$(KUSTOMIZE) build config/default >/dev/null
+	$(CONTROLLER_GEN) $(RBAC_GEN) output:rbac:dir="$$tmp/rbac"; \
+	$(CONTROLLER_GEN) $(RBAC_GEN_SECRETS) output:rbac:dir="$$tmp/relink-secrets"; \
+	for d in rbac relink-secrets; do \
+		if ! diff -u config/$$d/role.yaml "$$tmp/$$d/role.yaml"; then echo "config/$$d/role.yaml is out of date: run 'make generate'"; exit 1; fi; \
+	done; \
+	$(KUSTOMIZE) build config/default >/dev/null; \
+	$(KUSTOMIZE) build config/relink-secrets >/dev/null
 
 # DEMO_FLAGS are passed to the demo, e.g. make demo DEMO_FLAGS=--keep.
 DEMO_FLAGS ?=
@@ -148,3 +156,49 @@ demo-real: kube stack ## The seed's story on the real Velero server, CAPI core a
 	@echo "demo-real: compiling (a few minutes on a cold Go build cache, seconds afterwards)" >&2
 	$(real-env) $(GO) run ./cmd/initlock-demo --real $(DEMO_FLAGS)
 # --- end of the real stack ---
+
+# ---- Release: images without Docker and the release artefacts ----------
+# hack/release (a module of its own, with go-containerregistry) builds them;
+# see docs/release.md. DIST is where they are written, REGISTRY where the
+# images are to be published.
+VERSION ?=
+REGISTRY ?= ghcr.io/initlock
+DIST ?= dist
+PLATFORMS ?= linux/amd64,linux/arm64
+RELEASE_TEST_VERSION := v0.1.0-test
+# The test release builds the images for this machine's platform only: a
+# second platform would double the cold build time in CI, and the image
+# code is the same for every platform (hack/release/oci tests an index of
+# two).
+RELEASE_TEST_PLATFORMS := linux/$(shell $(GO) env GOARCH)
+RELEASE_RUN = cd hack/release && $(GO) run . -root $(CURDIR) -registry $(REGISTRY) -out $(abspath $(DIST)) -platforms $(PLATFORMS)
+
+.PHONY: images
+images: ## Build the images as OCI layouts under dist/images, reproducibly (VERSION=v0.1.0, default v0.0.0-dev; PLATFORMS=linux/amd64,linux/arm64).
+	$(RELEASE_RUN) -images-only -version $(or $(VERSION),v0.0.0-dev)
+
+.PHONY: release
+release: ## Build every release artefact into dist/: make release VERSION=v0.1.0.
+	@if [ -z "$(VERSION)" ]; then echo "usage: make release VERSION=vX.Y.Z" >&2; exit 1; fi
+	$(RELEASE_RUN) -version $(VERSION)
+
+# test-release builds a release into a temporary folder and tests every
+# artefact: reproducible images, checksums, digests in the manifests, krew's
+# own validation and install of each archive (hack/release); the clusterctl
+# components read from a local repository by the clusterctl library
+# (hack/capi); install.yaml applied with server-side dry-run, and each image
+# unpacked and run on the local control plane (test/release, build tag
+# release).
+.PHONY: test-release
+test-release: kube ## Build a release into a temporary folder and test every artefact and image.
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	start=$$(date +%s); \
+	$(MAKE) -s release VERSION=$(RELEASE_TEST_VERSION) DIST="$$tmp/dist" PLATFORMS=$(RELEASE_TEST_PLATFORMS); \
+	echo "test-release: release built in $$(( $$(date +%s) - start ))s" >&2; \
+	(cd hack/release && $(GO) vet ./... && $(GO) tool -modfile=../tools/golangci-lint/go.mod golangci-lint run --config ../../.golangci.yml ./... && \
+		INITLOCK_DIST="$$tmp/dist" INITLOCK_PLATFORMS=$(RELEASE_TEST_PLATFORMS) $(GO) test -count=1 -timeout=20m ./...); \
+	(cd hack/capi && INITLOCK_DIST="$$tmp/dist" $(GO) test -count=1 -timeout=10m ./release/...); \
+	$(GO) vet -tags release ./test/... ; \
+	INITLOCK_DIST="$$tmp/dist" KUBEBUILDER_ASSETS="$$(hack/kube.sh 2>/dev/null)" \
+		$(GO) test -tags release -count=1 -timeout=20m -run 'TestRelease' ./test/release/... ./test/manifests/...; \
+	echo "test-release: done in $$(( $$(date +%s) - start ))s" >&2

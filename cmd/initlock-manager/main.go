@@ -3,75 +3,129 @@
 // collected when orphaned (see internal/manager), and the relinker, which
 // gives restored objects back the ownerReferences a Velero restore dropped
 // (see internal/relink; --relink=false turns it off).
+//
+// Every flag is checked before the manager connects to the API server: a
+// bad value, like a kubeconfig that cannot be loaded, ends the process with
+// one line on stderr and exit code 1.
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"strings"
 
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/initlock/initlock/internal/manager"
 	"github.com/initlock/initlock/internal/relink"
+	"github.com/initlock/initlock/internal/relink/secrets"
+	"github.com/initlock/initlock/internal/version"
 )
 
 func main() {
-	if err := run(); err != nil {
-		fmt.Fprintf(os.Stderr, "initlock-manager: %v\n", err)
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintf(os.Stderr, "initlock-manager: %v\n", oneLine(err))
 		os.Exit(1)
 	}
 }
 
-func run() error {
-	opts := manager.DefaultOptions()
-	opts.BindFlags(flag.CommandLine)
-	zapOpts := zap.Options{}
-	zapOpts.BindFlags(flag.CommandLine)
-	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
-	klog.InitFlags(klogFlags)
-	klogFlags.VisitAll(func(f *flag.Flag) {
-		if flag.CommandLine.Lookup(f.Name) == nil {
-			flag.CommandLine.Var(f.Value, f.Name, f.Usage)
-		}
-	})
-	relinkOn := flag.Bool("relink", true, "Run the relinker: link objects restored with the "+relink.Annotation+
-		" annotation (written by the Velero plugin) to their owners' current UIDs.")
-	relinkKinds := flag.String("relink-kinds", "", "Comma-separated kinds the relinker relinks and watches as owners, "+
-		"written Kind.group or Kind.version.group (Kind for the core group); empty is the Cluster API core kinds, ConfigMaps and Secrets.")
-	// ctrl.GetConfig reads --kubeconfig, registered by controller-runtime.
-	flag.Parse()
-	if flag.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q: initlock-manager takes flags only", flag.Args())
+func run(args []string, stdout io.Writer) error {
+	c, err := parseFlags(args, stdout)
+	if err != nil {
+		return err
 	}
-	if *relinkOn {
-		ro := relink.Options{Namespace: opts.Namespace}
-		if *relinkKinds != "" {
-			kinds, err := relink.ParseKinds(*relinkKinds)
-			if err != nil {
+	if c.version {
+		_, err := fmt.Fprintf(stdout, "initlock-manager %s\n", version.Get())
+		return err
+	}
+	opts := c.opts
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	if c.relink {
+		ro := relink.Options{Namespace: opts.Namespace, WatchFilter: opts.WatchFilter}
+		if c.relinkKinds != "" {
+			if ro.Kinds, err = relink.ParseKinds(c.relinkKinds); err != nil {
 				return fmt.Errorf("--relink-kinds: %w", err)
 			}
-			ro.Kinds = kinds
+		}
+		if c.relinkSecrets {
+			ro = secrets.Enable(ro)
 		}
 		opts.Setups = append(opts.Setups, relink.ManagerSetup(ro))
+	} else if c.relinkSecrets || c.relinkKinds != "" {
+		return errors.New("--relink-kinds and --relink-secrets need the relinker: drop them or --relink=false")
 	}
 
-	logger := zap.New(zap.UseFlagOptions(&zapOpts))
+	logger := zap.New(zap.UseFlagOptions(&c.zap))
 	ctrl.SetLogger(logger)
 	klog.SetLogger(logger)
 	opts.Logger = logger.WithName("initlock-manager")
 
-	cfg, err := ctrl.GetConfig()
+	cfg, err := loadConfig()
 	if err != nil {
-		return fmt.Errorf("loading the kubeconfig: %w", err)
+		return err
 	}
 	mgr, err := manager.New(cfg, opts)
 	if err != nil {
 		return err
 	}
-	opts.Logger.Info("Starting the manager", "namespace", opts.Namespace, "orphanGrace", opts.OrphanGrace,
-		"releaseAfterInit", opts.ReleaseAfterInit, "leaderElection", opts.LeaderElection, "relink", *relinkOn)
+	opts.Logger.Info("Starting the manager", "version", version.Get().Version, "namespace", opts.Namespace,
+		"watchFilter", opts.WatchFilter, "orphanGrace", opts.OrphanGrace, "releaseAfterInit", opts.ReleaseAfterInit,
+		"leaderElection", opts.LeaderElection, "metricsSecure", opts.MetricsSecure, "relink", c.relink, "relinkSecrets", c.relinkSecrets)
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// loadConfig loads the kubeconfig as ctrl.GetConfig does (--kubeconfig,
+// else the in-cluster config unless $KUBECONFIG is set, else $KUBECONFIG
+// or ~/.kube/config), without its error logs, and with errors that say what
+// to do.
+func loadConfig() (*rest.Config, error) {
+	path := ""
+	if f := flag.CommandLine.Lookup("kubeconfig"); f != nil {
+		path = f.Value.String()
+	}
+	if path != "" {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("--kubeconfig=%s: %w", path, err)
+		}
+		cfg, err := clientcmd.BuildConfigFromFlags("", path)
+		if err != nil {
+			return nil, fmt.Errorf("--kubeconfig=%s: %w", path, err)
+		}
+		return cfg, nil
+	}
+	if os.Getenv(clientcmd.RecommendedConfigPathEnvVar) == "" {
+		cfg, err := rest.InClusterConfig()
+		if err == nil {
+			return cfg, nil
+		}
+		if !errors.Is(err, rest.ErrNotInCluster) {
+			return nil, fmt.Errorf("loading the in-cluster config: %w", err)
+		}
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), &clientcmd.ConfigOverrides{}).ClientConfig()
+	if clientcmd.IsEmptyConfig(err) {
+		return nil, errors.New("no kubeconfig: pass --kubeconfig, set KUBECONFIG, or run in a Pod with a ServiceAccount token")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	return cfg, nil
+}
+
+// oneLine joins the lines of a message (errors.Join puts each error on a
+// line of its own), so that a failure is one line.
+func oneLine(err error) string {
+	return strings.ReplaceAll(err.Error(), "\n", "; ")
 }

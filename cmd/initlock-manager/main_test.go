@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -28,14 +30,12 @@ var env *kubeenv.Env
 func TestMain(m *testing.M) { kubeenv.Main(m, kubeenv.Options{}, &env) }
 
 // TestBinary builds initlock-manager, runs it with a kubeconfig and the
-// flags of config/, and checks that it becomes ready, elects itself, heals
-// a lock, relinks a restored object, serves its metrics and stops cleanly on
-// SIGTERM.
+// flags of config/ and config/relink-secrets, and checks that it becomes
+// ready, elects itself, heals a lock, relinks a restored Secret, serves its
+// metrics (plain HTTP with --metrics-secure=false) with its build info and
+// stops cleanly on SIGTERM.
 func TestBinary(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "initlock-manager")
-	if out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := build(t)
 	kubeconfig, err := env.WriteKubeconfig("initlock-manager-binary", []string{"system:masters"})
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +56,11 @@ func TestBinary(t *testing.T) {
 		"--kube-api-qps=50",
 		"--kube-api-burst=100",
 		"--zap-log-level=info",
+		"--metrics-secure=false",
+		"--relink-secrets",
+		"--leader-elect-lease-duration=20s",
+		"--leader-elect-renew-deadline=15s",
+		"--leader-elect-retry-period=1s",
 	)
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
@@ -86,8 +91,12 @@ func TestBinary(t *testing.T) {
 		return kubeenv.LockOwnedBy(cm, cluster)
 	})
 	kubeenv.Eventually(t, 10*time.Second, func() error { return httpOK(t, "http://"+metricsAddr+"/metrics") })
+	if body := httpBody(t, "http://"+metricsAddr+"/metrics"); !strings.Contains(body, `initlock_build_info{goversion="`+runtime.Version()+`",revision="",version="v0.0.0-test"} 1`) {
+		t.Errorf("/metrics has no initlock_build_info of this build:\n%s", grep(body, "initlock_build_info"))
+	}
 
-	// The relinker runs by default: a restored Secret gets its owner back.
+	// The relinker runs by default, and relinks Secrets with
+	// --relink-secrets: a restored Secret gets its owner back.
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1-kubeconfig",
 		Labels:      map[string]string{capi.ClusterNameLabel: "c1"},
 		Annotations: map[string]string{relink.Annotation: `[{"apiVersion":"` + cluster.GetAPIVersion() + `","kind":"Cluster","name":"c1"}]`}}}
@@ -119,6 +128,46 @@ func TestBinary(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("initlock-manager still running 30s after SIGTERM")
 	}
+}
+
+// build builds initlock-manager with the version a release would set.
+func build(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "initlock-manager")
+	cmd := exec.CommandContext(t.Context(), "go", "build", "-o", bin,
+		"-ldflags", "-X github.com/initlock/initlock/internal/version.version=v0.0.0-test", ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func grep(s, substr string) string {
+	var out []string
+	for line := range strings.Lines(s) {
+		if strings.Contains(line, substr) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "")
+}
+
+func httpBody(t testing.TB, url string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func freeAddress(t testing.TB) string {

@@ -17,11 +17,6 @@ import (
 	"github.com/initlock/initlock/internal/cli"
 )
 
-// version is set at build time with
-// -ldflags "-X main.version=v0.1.0"; when empty the version comes from the
-// build information Go records.
-var version string
-
 func main() {
 	// The library logs through controller-runtime and client-go; the plugin
 	// reports through its output and errors instead.
@@ -30,7 +25,6 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := cli.Execute(ctx, cli.Options{
 		IOStreams: genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr},
-		Version:   version,
 	}, os.Args[1:])
 	stop()
 	os.Exit(code)

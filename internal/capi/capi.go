@@ -25,6 +25,9 @@ const (
 
 	// ClusterNameLabel names the Cluster an object belongs to.
 	ClusterNameLabel = "cluster.x-k8s.io/cluster-name"
+	// WatchFilterLabel selects the objects a controller started with
+	// --watch-filter=<value> handles: those labelled with that value.
+	WatchFilterLabel = "cluster.x-k8s.io/watch-filter"
 	// PausedAnnotation pauses reconciliation of an object when present.
 	PausedAnnotation = "cluster.x-k8s.io/paused"
 	// ControlPlaneInitializedCondition is the condition type that turns
@@ -47,6 +50,13 @@ func MachineGVK(version string) schema.GroupVersionKind {
 func IsClusterAPIVersion(apiVersion string) bool {
 	gv, err := schema.ParseGroupVersion(apiVersion)
 	return err == nil && gv.Group == Group
+}
+
+// InWatchFilter tells whether obj is handled under the watch filter value,
+// with Cluster API's semantics: every object when value is empty, else only
+// objects labelled WatchFilterLabel=value.
+func InWatchFilter(obj metav1.Object, value string) bool {
+	return value == "" || obj.GetLabels()[WatchFilterLabel] == value
 }
 
 // IsPaused tells whether a Cluster is paused: spec.paused is true or the

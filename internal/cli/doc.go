@@ -27,6 +27,12 @@
 //     holder, is released with initlock.AnyHolder.
 //   - The JSON and YAML output of list is a LockList of apiVersion
 //     initlock.dev/v1alpha1, to which fields are only ever added.
+//   - repair decides with the policy of the installed initlock-manager, read
+//     from the arguments of its Deployment (label
+//     app.kubernetes.io/name=initlock-manager), unless flags say otherwise,
+//     and says which policy it used (policy.go).
+//   - list and release of a name with neither a Cluster nor a lock fail
+//     with the API server's NotFound, printed as kubectl prints it.
 //   - Exit codes: 0 success, 1 error or refusal, 2 (repair) locks remain that
 //     need a person.
 //

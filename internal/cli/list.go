@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -41,12 +42,14 @@ type listOptions struct {
 	output        string
 	showFree      bool
 	policy        policyFlags
+	// cluster, when set, is the only cluster listed.
+	cluster string
 }
 
 func (a *app) newListCommand() *cobra.Command {
 	o := &listOptions{}
 	cmd := &cobra.Command{
-		Use:   "list [-n NAMESPACE | -A] [-o table|wide|json|yaml]",
+		Use:   "list [CLUSTER] [-n NAMESPACE | -A] [-o table|wide|json|yaml]",
 		Short: "List the init locks with a verdict for each",
 		Long: `List prints one row per init lock: its namespace, cluster and holder machine,
 whether the holder exists, the state of its Cluster ownerReference (ok, missing,
@@ -55,13 +58,22 @@ a verdict: healthy, unowned, held-after-init, stale-holder, orphan, corrupt or
 foreign. It also lists Clusters whose lock name is taken by a ConfigMap that is
 not a lock (foreign), and Clusters whose lock was deleted while a Machine holds
 its grant (lost). Clusters without a lock (free) are shown with --show-free.
+Given a CLUSTER, it lists that cluster's lock only, even when free, and fails
+with NotFound when there is neither such a Cluster nor a lock of it.
 
 -o json and -o yaml print a LockList (apiVersion initlock.dev/v1alpha1).`,
 		Example: `  kubectl initlock list -A
   kubectl initlock list -n capi-clusters -o wide
+  kubectl initlock list my-cluster -n capi-clusters
   kubectl initlock list -A -o json | jq '.items[] | select(.verdict != "healthy")'`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				if o.allNamespaces {
+					return errors.New("a CLUSTER names a cluster of one namespace: drop -A or the cluster name")
+				}
+				o.cluster = args[0]
+			}
 			return a.runList(cmd, o)
 		},
 	}
@@ -95,8 +107,14 @@ func (a *app) runList(cmd *cobra.Command, o *listOptions) error {
 	}
 	now := a.clock.Now()
 	list := LockList{APIVersion: ListAPIVersion, Kind: ListKind, Policy: policyStatus(policy), Items: []LockStatus{}}
-	for _, r := range decideAll(inv, policy, now) {
-		if r.decision.Verdict == initlock.VerdictFree && !o.showFree {
+	rows := decideAll(inv, policy, now)
+	if o.cluster != "" {
+		if rows, err = onlyCluster(rows, o.cluster); err != nil {
+			return err
+		}
+	}
+	for _, r := range rows {
+		if r.decision.Verdict == initlock.VerdictFree && !o.showFree && o.cluster == "" {
 			continue
 		}
 		list.Items = append(list.Items, r.status())

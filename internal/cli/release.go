@@ -81,6 +81,9 @@ func (a *app) runRelease(cmd *cobra.Command, o *releaseOptions, cluster string) 
 		return err
 	}
 	obs := e.Observation
+	if obs.Lock == nil && obs.Cluster == nil {
+		return clusterNotFound(cluster)
+	}
 	obs.Intent = initlock.IntentRelease
 	d := initlock.Decide(obs, initlock.Policy{}, a.clock.Now())
 	if err := releaseRefusal(d, obs, e, ns, cluster, o.force); err != nil {

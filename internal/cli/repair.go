@@ -107,10 +107,6 @@ func (a *app) runRepair(cmd *cobra.Command, o *repairOptions) error {
 	default:
 		return fmt.Errorf("invalid --dry-run value %q: use client or none", o.dryRun)
 	}
-	policy, err := o.policy.policy()
-	if err != nil {
-		return err
-	}
 	ns, err := a.namespace(o.allNamespaces)
 	if err != nil {
 		return err
@@ -120,6 +116,12 @@ func (a *app) runRepair(cmd *cobra.Command, o *repairOptions) error {
 		return err
 	}
 	ctx := cmd.Context()
+	used, err := a.managerPolicy(ctx, cmd, conn, &o.policy)
+	if err != nil {
+		return err
+	}
+	used.report(a)
+	policy := used.Policy
 	inv, err := inventory.Gather(ctx, conn.client, inventory.Options{Namespace: ns, CAPIVersion: conn.capiVersion})
 	if err != nil {
 		return err

@@ -92,7 +92,7 @@ func Execute(ctx context.Context, opts Options, args []string) int {
 	if err != nil {
 		var ec *ExitCodeError
 		if !errors.As(err, &ec) || ec.Err != nil {
-			_, _ = fmt.Fprintf(opts.IOStreams.ErrOut, "error: %v\n", err)
+			_, _ = fmt.Fprintln(opts.IOStreams.ErrOut, errorMessage(err))
 		}
 	}
 	return ExitCode(err)
@@ -171,7 +171,7 @@ type connection struct {
 func (a *app) connect() (*connection, error) {
 	cfg, err := a.flags.ToRESTConfig()
 	if err != nil {
-		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
+		return nil, kubeconfigError(err)
 	}
 	cfg = rest.CopyConfig(cfg)
 	if cfg.QPS == 0 {
@@ -200,7 +200,7 @@ func (a *app) namespace(all bool) (string, error) {
 	}
 	ns, _, err := a.flags.ToRawKubeConfigLoader().Namespace()
 	if err != nil {
-		return "", fmt.Errorf("reading the namespace from the kubeconfig: %w", err)
+		return "", kubeconfigError(err)
 	}
 	return ns, nil
 }

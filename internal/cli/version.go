@@ -2,43 +2,16 @@ package cli
 
 import (
 	"fmt"
-	"runtime"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/initlock/initlock/internal/version"
 )
 
-// DefaultVersion is the version of the running binary as Go recorded it:
-// the module version when installed with "go install module@version", else
-// the VCS revision (with "-dirty" when the tree was modified), else "dev".
-// A release build sets the version with -ldflags "-X main.version=...".
-func DefaultVersion() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "dev"
-	}
-	if v := info.Main.Version; v != "" && v != "(devel)" {
-		return v
-	}
-	var rev, dirty string
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				dirty = "-dirty"
-			}
-		}
-	}
-	if rev == "" {
-		return "dev"
-	}
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
-	return "dev-" + rev + dirty
-}
+// DefaultVersion is the version of the running binary (see package
+// internal/version): the version a release build sets at link time, else
+// the module version or VCS revision Go recorded, else "dev".
+func DefaultVersion() string { return version.Get().Version }
 
 func (a *app) newVersionCommand() *cobra.Command {
 	return &cobra.Command{
@@ -46,11 +19,11 @@ func (a *app) newVersionCommand() *cobra.Command {
 		Short: "Print the version of kubectl-initlock",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			v := a.opts.Version
-			if v == "" {
-				v = DefaultVersion()
+			info := version.Get()
+			if a.opts.Version != "" {
+				info.Version = a.opts.Version
 			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "kubectl-initlock %s (%s, %s/%s)\n", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "kubectl-initlock %s\n", info)
 			return err
 		},
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/manager"
 	"github.com/initlock/initlock/internal/relink"
+	"github.com/initlock/initlock/internal/relink/secrets"
 	"github.com/initlock/initlock/pkg/initlock"
 )
 
@@ -252,13 +253,14 @@ func (d *demo) startManager(n note) error {
 		return err
 	}
 	opts := manager.DefaultOptions()
-	opts.MetricsBindAddress = addr
+	opts.MetricsBindAddress, opts.MetricsSecure = addr, false
 	opts.HealthProbeBindAddress = "0"
 	opts.OrphanGrace = d.opts.OrphanGrace
 	opts.OrphanSettle = d.opts.OrphanSettle
 	opts.Logger = d.log.WithName("initlock-manager")
 	// The relinker runs in the manager's process, added through Setups.
-	opts.Setups = append(opts.Setups, relink.ManagerSetup(relink.Options{}))
+	// The story's graph has a kubeconfig Secret: relink Secrets too.
+	opts.Setups = append(opts.Setups, relink.ManagerSetup(secrets.Enable(relink.Options{})))
 	mgr, err := manager.New(d.lockWrites.wrap(d.env.Config), opts)
 	if err != nil {
 		return err

@@ -15,8 +15,15 @@
 // It guarantees that the manager it returns needs no rights beyond those in
 // config/rbac (generated from the markers in this package and in the lock
 // controller): ConfigMaps get, list, watch, patch and delete; Clusters and
-// Machines get, list and watch; events.k8s.io Events create and patch; and,
-// in the manager's namespace, the leader-election Lease and its core Events.
+// Machines get, list and watch; events.k8s.io Events create and patch;
+// TokenReviews and SubjectAccessReviews create, with which the HTTPS metrics
+// server (the default, Options.MetricsSecure) authenticates and authorises
+// each scrape (get on /metrics, the metrics-reader ClusterRole of
+// config/rbac); and, in the manager's namespace, the leader-election Lease
+// and its core Events. Options.Validate checks every option before
+// anything connects to the API server. With Options.WatchFilter it handles
+// only the locks of Clusters labelled with the filter value, as Cluster API
+// controllers do; an orphan lock only when it carries the label itself.
 //
 // It does not start the manager: callers call Start, and several managers may
 // run in one process (controller name validation is off for that reason;

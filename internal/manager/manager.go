@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/initlock/initlock/internal/capi"
 	"github.com/initlock/initlock/internal/controllers/lock"
@@ -49,9 +48,10 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if cfg == nil {
 		return nil, errors.New("building the initlock manager: no rest.Config")
 	}
-	if err := opts.validate(); err != nil {
+	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	registerBuildInfo()
 	cfg = rest.CopyConfig(cfg)
 	if opts.KubeAPIQPS > 0 {
 		cfg.QPS = opts.KubeAPIQPS
@@ -87,6 +87,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		},
 		OrphanSettle: opts.OrphanSettle,
 		Clock:        clk,
+		WatchFilter:  opts.WatchFilter,
 	}
 	if err := r.SetupWithManager(mgr, opts.Concurrency); err != nil {
 		return nil, fmt.Errorf("setting up the lock controller: %w", err)
@@ -112,26 +113,6 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	return mgr, nil
 }
 
-func (o Options) validate() error {
-	var errs []error
-	if o.OrphanGrace <= 0 {
-		errs = append(errs, fmt.Errorf("orphan grace must be positive, got %s", o.OrphanGrace))
-	}
-	if o.OrphanSettle < 0 {
-		errs = append(errs, fmt.Errorf("orphan settle must not be negative, got %s", o.OrphanSettle))
-	}
-	if o.Concurrency < 0 {
-		errs = append(errs, fmt.Errorf("concurrency must not be negative, got %d", o.Concurrency))
-	}
-	if o.LeaderElection && o.LeaderElectionID == "" {
-		errs = append(errs, errors.New("leader election needs a Lease name (--leader-election-id)"))
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("invalid initlock manager options: %w", errors.Join(errs...))
-	}
-	return nil
-}
-
 // managerOptions translates Options for controller-runtime.
 func managerOptions(opts Options) ctrl.Options {
 	lockLabel, err := labels.NewRequirement(initlock.ClusterNameLabel, selection.Exists, nil)
@@ -154,13 +135,11 @@ func managerOptions(opts Options) ctrl.Options {
 		cacheOpts.SyncPeriod = ptr.To(opts.SyncPeriod)
 	}
 	mo := ctrl.Options{
-		Scheme: Scheme(),
-		Cache:  cacheOpts,
-		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}},
-		Logger: opts.Logger,
-		Metrics: metricsserver.Options{
-			BindAddress: bindAddress(opts.MetricsBindAddress),
-		},
+		Scheme:                        Scheme(),
+		Cache:                         cacheOpts,
+		Client:                        client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+		Logger:                        opts.Logger,
+		Metrics:                       metricsOptions(opts),
 		HealthProbeBindAddress:        bindAddress(opts.HealthProbeBindAddress),
 		LeaderElection:                opts.LeaderElection,
 		LeaderElectionID:              opts.LeaderElectionID,

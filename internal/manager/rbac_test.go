@@ -32,7 +32,9 @@ const managerUser = "initlock-manager"
 // ClusterRole and Role of config/rbac, watching all namespaces with leader
 // election, and checks that adoption, release, orphan collection and the
 // warnings work without a single refused request, that the user holds no
-// right beyond them, and that the health and metrics endpoints serve.
+// right beyond them, that the health endpoints serve, and that the HTTPS
+// metrics endpoint serves a token bound to config/rbac's metrics-reader
+// ClusterRole and refuses others.
 func TestRestrictedRBAC(t *testing.T) {
 	system := env.Namespace(t) // the manager's own namespace
 	ns := env.Namespace(t)
@@ -48,6 +50,7 @@ func TestRestrictedRBAC(t *testing.T) {
 	opts.LeaderElectionNamespace = system
 	opts.OrphanGrace, opts.OrphanSettle = 2*time.Second, 0
 	opts.MetricsBindAddress, opts.HealthProbeBindAddress = freeAddress(t), freeAddress(t)
+	opts.MetricsSecure = true
 
 	// Adoption: an unowned lock; release: an initialised Cluster; orphan:
 	// a lock without Cluster or Machine; foreign: an unlabelled ConfigMap.
@@ -94,14 +97,12 @@ func TestRestrictedRBAC(t *testing.T) {
 			t.Fatalf("%s: %v (%s)", path, err, body)
 		}
 	}
-	body, err := httpGet(t, "http://"+opts.MetricsBindAddress+"/metrics")
-	if err != nil {
-		t.Fatalf("/metrics: %v", err)
-	}
+	body := scrapeMetrics(t, system, opts.MetricsBindAddress)
 	for _, want := range []string{
 		"initlock_locks{state=\"healthy\"}", "initlock_lock_adoptions_total",
 		"initlock_lock_releases_total{reason=\"initialized\"}", "initlock_orphan_locks_collected_total",
 		"initlock_lock_hold_duration_seconds_bucket", "initlock_lock_warnings_total{reason=\"ForeignConfigMap\"}",
+		"initlock_build_info{goversion=",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics has no %s", want)
@@ -117,10 +118,13 @@ func TestRestrictedRBAC(t *testing.T) {
 		what string
 		do   func(context.Context) error
 	}{
-		// The relinker may list Secrets (for their metadata only), never get
-		// one.
+		// Secrets are opt-in (config/relink-secrets): no access at all by
+		// default.
 		{"get a secret", func(ctx context.Context) error {
 			return uc.Get(ctx, client.ObjectKey{Namespace: ns, Name: "any"}, &corev1.Secret{})
+		}},
+		{"list secrets", func(ctx context.Context) error {
+			return uc.List(ctx, &metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "SecretList"}}, client.InNamespace(ns))
 		}},
 		{"delete a secret", func(ctx context.Context) error {
 			return uc.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "any"}})

@@ -18,7 +18,8 @@
 // # What the Relinker guarantees
 //
 //   - It watches the configured kinds (DefaultKinds: the Cluster API core
-//     kinds, ConfigMaps and Secrets labelled with a Cluster name) in its own
+//     kinds and ConfigMaps labelled with a Cluster name; Secrets so labelled
+//     only when enabled, see package secrets) in its own
 //     cache of metadata only; Clusters also keep spec.paused.
 //   - For an object with the annotation it looks each recorded owner up by
 //     kind, namespace and name, and writes a reference with the owner's

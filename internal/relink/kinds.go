@@ -15,22 +15,20 @@ import (
 
 // DefaultKinds are the kinds the relinker watches when none are given: the
 // Cluster API core kinds that own or are owned in a cluster's object graph,
-// and ConfigMaps and Secrets. The version is left empty: the relinker uses
-// the version the API server prefers.
+// and ConfigMaps. Secrets are opt-in (package secrets), so that the default
+// install needs no access to them. The version is left empty: the relinker
+// uses the version the API server prefers.
 func DefaultKinds() []schema.GroupVersionKind {
 	var out []schema.GroupVersionKind
 	for _, k := range []string{"Cluster", "MachineDeployment", "MachineSet", "Machine", "MachinePool", "MachineHealthCheck"} {
 		out = append(out, schema.GroupVersionKind{Group: capi.Group, Kind: k})
 	}
-	return append(out,
-		schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
-		schema.GroupVersionKind{Version: "v1", Kind: "Secret"},
-	)
+	return append(out, schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"})
 }
 
 // DefaultSelectors restricts the ConfigMaps and Secrets the relinker caches
-// to those labelled with a Cluster name, the ones the Velero plugin takes by
-// default.
+// (Secrets when they are enabled) to those labelled with a Cluster name, the
+// ones the Velero plugin takes by default.
 func DefaultSelectors() map[schema.GroupKind]labels.Selector {
 	req, err := labels.NewRequirement(capi.ClusterNameLabel, selection.Exists, nil)
 	if err != nil { // a constant, valid label key

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/manager"
@@ -16,10 +17,11 @@ import (
 	"github.com/initlock/initlock/pkg/initlock"
 )
 
-// TestRelinkerInInitlockManager runs the relinker inside the manager that
-// initlock-manager builds, next to the lock controller: a restored
-// kubeconfig Secret and a restored init lock are linked to the Cluster
-// once it is restored.
+// TestRelinkerInInitlockManager runs the relinker with its default kinds
+// inside the manager that initlock-manager builds, next to the lock
+// controller: a restored init lock is linked to the Cluster once it is
+// restored, and a restored kubeconfig Secret is left alone (Secrets are
+// opt-in).
 func TestRelinkerInInitlockManager(t *testing.T) {
 	ns := env.Namespace(t)
 	opts := manager.DefaultOptions()
@@ -59,8 +61,14 @@ func TestRelinkerInInitlockManager(t *testing.T) {
 	create(t, kubeenv.NewMachine(env.CAPIVersion, ns, "c1", "c1-cp-0"))
 	cluster := create(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1"))
 
-	kubeenv.Eventually(t, 30*time.Second, linked(t, secretGVK, ns, "c1-kubeconfig", refTo(cluster, true)))
 	// The lock controller may adopt the lock first; either way it ends
 	// with one reference to the Cluster and without the annotation.
 	kubeenv.Eventually(t, 30*time.Second, linked(t, configMapGVK, ns, "c1"+initlock.LockSuffix, refTo(cluster, false)))
+	got := &corev1.Secret{}
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(secret), got); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got.Annotations[relink.Annotation]; !ok || len(got.OwnerReferences) > 0 {
+		t.Fatalf("Secret relinked by default: annotations %v, ownerReferences %v", got.Annotations, got.OwnerReferences)
+	}
 }

@@ -73,6 +73,9 @@ type Options struct {
 	Registry prometheus.Registerer
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
+	// WatchFilter, when set, limits the relinker to the objects of Clusters
+	// labelled capi.WatchFilterLabel with this value (see filtered).
+	WatchFilter string
 }
 
 func (o Options) withDefaults() Options {
@@ -320,6 +323,15 @@ func (r *Relinker) Reconcile(ctx context.Context, req Request) (ctrl.Result, err
 			r.forget(req, false)
 		}
 		return ctrl.Result{}, err
+	}
+	if filtered, retry, err := r.filtered(ctx, k, obj, owners); err != nil {
+		return ctrl.Result{}, err
+	} else if filtered {
+		r.forget(req, false)
+		if retry {
+			return ctrl.Result{RequeueAfter: r.opts.MaxBackoff}, nil
+		}
+		return ctrl.Result{}, nil
 	}
 	found, missing, err := r.resolve(ctx, k, obj, owners)
 	if err != nil {

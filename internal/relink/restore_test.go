@@ -22,6 +22,7 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/internal/relink"
+	"github.com/initlock/initlock/internal/relink/secrets"
 	"github.com/initlock/initlock/internal/velero"
 	"github.com/initlock/initlock/pkg/initlock"
 )
@@ -194,7 +195,7 @@ func TestVeleroRestoreRelinksTheGraph(t *testing.T) {
 	})
 
 	// The manager runs while Velero restores.
-	h := start(t, ns, relink.Options{})
+	h := start(t, ns, secrets.Enable(relink.Options{}))
 	order := restore(t, ns, items)
 	if first, last := order[0], order[len(order)-1]; first[:len("secrets/")] != "secrets/" || last != "clusters.cluster.x-k8s.io/c1" {
 		t.Fatalf("restore order %v: want Secrets first and the Cluster last", order)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -82,20 +82,78 @@ func decode(b []byte) ([]*unstructured.Unstructured, error) {
 	}
 }
 
-// TestInstallManifestsAreValid applies every rendered object with
-// server-side apply and dryRun=All, and fails on errors and on warnings. The
-// namespaces are created for real first, since a dry-run creation of a
-// namespace does not let namespaced objects be validated in it.
+// TestInstallManifestsAreValid applies every object rendered from
+// config/default and from the config/relink-secrets overlay with
+// server-side apply and dryRun=All, and fails on errors and on warnings.
 func TestInstallManifestsAreValid(t *testing.T) {
-	objs := render(t)
+	t.Run("default", func(t *testing.T) { validateInstall(t, render(t)) })
+	t.Run("relink-secrets", func(t *testing.T) { validateInstall(t, render(t, "KUSTOMIZE_DIR=config/relink-secrets")) })
+}
+
+// TestLeastPrivilege checks that only the relink-secrets overlay grants
+// access to Secrets, and that the metrics are served over HTTPS with a
+// metrics-reader ClusterRole to bind to scrapers.
+func TestLeastPrivilege(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		objs        []*unstructured.Unstructured
+		wantSecrets bool
+	}{
+		{"default", render(t), false},
+		{"relink-secrets", render(t, "KUSTOMIZE_DIR=config/relink-secrets"), true},
+	} {
+		secrets, reader, args := false, false, ""
+		for _, o := range tc.objs {
+			switch o.GetKind() {
+			case "ClusterRole", "Role":
+				var r rbacv1.ClusterRole
+				convert(t, o, &r)
+				for _, rule := range r.Rules {
+					secrets = secrets || slices.Contains(rule.Resources, "secrets") || slices.Contains(rule.Resources, "*")
+					reader = reader || slices.Contains(rule.NonResourceURLs, "/metrics")
+				}
+			case "Deployment":
+				var d appsv1.Deployment
+				convert(t, o, &d)
+				args = strings.Join(d.Spec.Template.Spec.Containers[0].Args, " ")
+			}
+		}
+		if secrets != tc.wantSecrets || strings.Contains(args, "--relink-secrets") != tc.wantSecrets {
+			t.Errorf("%s: a role grants Secrets: %t, manager args %q; want Secrets only with the overlay", tc.name, secrets, args)
+		}
+		if !reader || !strings.Contains(args, "--metrics-bind-address=:8443") || strings.Contains(args, "--metrics-secure=false") {
+			t.Errorf("%s: metrics-reader ClusterRole: %t, manager args %q; want HTTPS metrics on :8443", tc.name, reader, args)
+		}
+	}
+}
+
+// NamespaceSelector selects the Namespace of the install manifests alone,
+// as the README applies it before a server-side dry run of the rest.
+const NamespaceSelector = "app.kubernetes.io/component=namespace"
+
+// validateInstall applies objs with server-side apply and dryRun=All, in
+// their order, and fails on errors and on warnings. The objects selected by
+// NamespaceSelector, which must be the Namespaces, are applied for real
+// first, as "kubectl apply --server-side -l NamespaceSelector" before a
+// "kubectl apply --server-side --dry-run=server" does: a dry-run creation of
+// a namespace does not let namespaced objects be validated in it.
+func validateInstall(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
 	ctx := t.Context()
+	sel, err := labels.Parse(NamespaceSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, o := range objs {
+		if sel.Matches(labels.Set(o.GetLabels())) != (o.GetKind() == "Namespace") {
+			t.Fatalf("%s %s: the selector %s must select the Namespaces and nothing else", o.GetKind(), o.GetName(), NamespaceSelector)
+		}
 		if o.GetKind() != "Namespace" {
 			continue
 		}
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.GetName()}}
-		if err := env.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatalf("creating namespace %s: %v", o.GetName(), err)
+		err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), client.FieldOwner("initlock-install-test"), client.ForceOwnership)
+		if err != nil {
+			t.Fatalf("applying namespace %s: %v", o.GetName(), err)
 		}
 	}
 	// Warnings count as failures: they are how the API server reports,

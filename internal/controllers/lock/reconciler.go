@@ -73,6 +73,9 @@ type Reconciler struct {
 	OrphanSettle time.Duration
 	// Clock gives the time of decisions; nil is the real clock.
 	Clock clock.PassiveClock
+	// WatchFilter, when set, limits the reconciler to the locks of Clusters
+	// labelled capi.WatchFilterLabel with this value (see inScope).
+	WatchFilter string
 
 	mu     sync.Mutex
 	memos  map[types.NamespacedName]*memo
@@ -161,7 +164,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if obs.Cluster == nil && cm == nil {
+	inScope, err := r.inScope(ctx, req.NamespacedName, obs.Cluster != nil, cm)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if (obs.Cluster == nil && cm == nil) || !inScope {
 		r.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/initlock/initlock/hack/release/archive"
+	"github.com/initlock/initlock/hack/release/notes"
+)
+
+// krewPlatforms are the platforms of the kubectl-initlock archives.
+var krewPlatforms = []string{"linux/amd64", "linux/arm64", "darwin/amd64", "darwin/arm64"}
+
+func writeTarGz(path string, bin, license []byte, epoch time.Time) error {
+	var b bytes.Buffer
+	if err := archive.WriteTarGz(&b, []archive.File{
+		{Name: "kubectl-initlock", Mode: 0o755, Content: bin},
+		{Name: "LICENSE", Mode: 0o644, Content: license},
+	}, epoch); err != nil {
+		return err
+	}
+	return os.WriteFile(path, b.Bytes(), 0o644)
+}
+
+var krewTemplate = template.Must(template.New("krew").Parse(`apiVersion: krew.googlecontainertools.github.com/v1alpha2
+kind: Plugin
+metadata:
+  name: initlock
+spec:
+  version: {{.Version}}
+  homepage: https://github.com/initlock/initlock
+  shortDescription: See and repair Cluster API control-plane init locks
+  description: |
+    Lists every Cluster API control-plane init lock (the ConfigMap
+    <cluster>-lock of CABPK, RKE2, k3s and MicroK8s) of a management cluster
+    with a verdict, repairs the broken ones (unowned after a restore or
+    move, held after init, orphaned) with preconditions, and releases one
+    lock safely.
+  platforms:
+{{- range .Platforms}}
+  - selector:
+      matchLabels:
+        os: {{.OS}}
+        arch: {{.Arch}}
+    uri: {{.URI}}
+    sha256: {{.SHA256}}
+    bin: kubectl-initlock
+    files:
+    - from: kubectl-initlock
+      to: .
+    - from: LICENSE
+      to: .
+{{- end}}
+`))
+
+// krew writes initlock.yaml, the krew plugin manifest of the archives,
+// with their sha256 (krew requires the file to be named after the plugin).
+func (r *release) krew() error {
+	type platform struct{ OS, Arch, URI, SHA256 string }
+	data := struct {
+		Version   string
+		Platforms []platform
+	}{Version: r.o.version}
+	for _, p := range krewPlatforms {
+		name := r.archiveNames[p]
+		sum, err := sha256File(filepath.Join(r.o.out, name))
+		if err != nil {
+			return err
+		}
+		goos, goarch, _ := strings.Cut(p, "/")
+		data.Platforms = append(data.Platforms, platform{goos, goarch, r.o.downloadURL + "/" + r.o.version + "/" + name, sum})
+	}
+	var b bytes.Buffer
+	if err := krewTemplate.Execute(&b, data); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(r.o.out, "initlock.yaml"), b.Bytes(), 0o644)
+}
+
+// notes writes release-notes.md: the images, how to install, and the
+// changes.
+func (r *release) notes(refs map[string]string) error {
+	changes, err := notes.Changes(r.o.root, r.o.version)
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# initlock %s\n\n## Images\n\n", r.o.version)
+	for _, s := range specs() {
+		fmt.Fprintf(&b, "- `%s`\n", refs[s.name])
+	}
+	url := r.o.downloadURL + "/" + r.o.version
+	fmt.Fprintf(&b, "\n## Install\n\n```sh\n"+
+		"clusterctl init --addon initlock   # with the provider in clusterctl.yaml, see docs/install.md\n"+
+		"kubectl apply --server-side -f %s/install.yaml\n"+
+		"velero plugin add %s\n"+
+		"kubectl krew install --manifest-url=%s/initlock.yaml\n```\n\n",
+		url, refs[PluginImage], url)
+	b.WriteString(changes)
+	return os.WriteFile(filepath.Join(r.o.out, "release-notes.md"), []byte(b.String()), 0o644)
+}
+
+// checksums writes checksums.txt: the sha256 of every other file under
+// out, in the format of sha256sum, so that "sha256sum -c checksums.txt"
+// checks them from out.
+func (r *release) checksums() error {
+	var names []string
+	err := filepath.WalkDir(r.o.out, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(r.o.out, path)
+		if err != nil || rel == "checksums.txt" {
+			return err
+		}
+		names = append(names, filepath.ToSlash(rel))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	slices.Sort(names)
+	var b strings.Builder
+	for _, n := range names {
+		sum, err := sha256File(filepath.Join(r.o.out, n))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "%s  %s\n", sum, n)
+	}
+	return os.WriteFile(filepath.Join(r.o.out, "checksums.txt"), []byte(b.String()), 0o644)
+}
+
+func sha256File(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}

@@ -1,0 +1,54 @@
+package notes_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/initlock/initlock/hack/release/notes"
+)
+
+func TestChanges(t *testing.T) {
+	dir := t.TempDir()
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@example.com", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@example.com")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	commit := func(subject string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, "f"), []byte(subject), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		git("add", "f")
+		git("commit", "-q", "-m", subject)
+	}
+	git("init", "-q")
+	commit("first")
+	commit("second")
+
+	got, err := notes.Changes(dir, "v0.1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(got, "## Changes since the first commit (2 commits)\n\n- second (") || !strings.Contains(got, "\n- first (") {
+		t.Fatalf("without a tag:\n%s", got)
+	}
+
+	git("tag", "v0.1.0")
+	commit("third")
+	git("tag", "v0.2.0") // the release being made, on HEAD
+	got, err = notes.Changes(dir, "v0.2.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(got, "## Changes since v0.1.0 (1 commits)\n\n- third (") || strings.Contains(got, "second") {
+		t.Fatalf("since v0.1.0:\n%s", got)
+	}
+}

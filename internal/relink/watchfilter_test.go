@@ -1,0 +1,39 @@
+package relink_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/relink"
+)
+
+// TestWatchFilter: with a watch filter the relinker links the objects of a
+// Cluster that carries the filter label, by label or by recorded owner, and
+// leaves those of another Cluster alone, with exactly one patch per linked
+// object.
+func TestWatchFilter(t *testing.T) {
+	ns := env.Namespace(t)
+	in := kubeenv.NewCluster(env.CAPIVersion, ns, "in")
+	in.SetLabels(map[string]string{capi.WatchFilterLabel: "team-a"})
+	in = create(t, in)
+	create(t, kubeenv.NewCluster(env.CAPIVersion, ns, "out"))
+	ms := create(t, newMachineSet(ns, "in", "ms-0"))
+	create(t, newMachineSet(ns, "out", "ms-1"))
+	create(t, restoredConfigMap(ns, "in-by-label", "in", controllerOwner("MachineSet", "ms-0")))
+	create(t, restoredConfigMap(ns, "in-by-owner", "other", clusterOwner("in")))
+	create(t, restoredConfigMap(ns, "out-by-label", "out", controllerOwner("MachineSet", "ms-1")))
+	create(t, restoredConfigMap(ns, "out-by-owner", "", clusterOwner("out")))
+
+	h := start(t, ns, relink.Options{WatchFilter: "team-a", MinBackoff: time.Hour})
+	kubeenv.Eventually(t, 10*time.Second, linked(t, configMapGVK, ns, "in-by-label", refTo(ms, true)))
+	kubeenv.Eventually(t, 10*time.Second, linked(t, configMapGVK, ns, "in-by-owner", refTo(in, false)))
+	kubeenv.Consistently(t, 2*time.Second, func() error {
+		if w := h.log.objectWrites(); len(w) != 2 {
+			return fmt.Errorf("writes = %v, want the two patches of Cluster in's objects", w)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,37 @@
+//go:build release
+
+package manifests_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestReleaseInstallManifests applies the install manifests of a release
+// ($INITLOCK_DIST, written by make release) as
+// "kubectl create namespace initlock-system" then
+// "kubectl apply --server-side --dry-run=server -f install.yaml" would,
+// after checking that the Namespace comes first in each.
+func TestReleaseInstallManifests(t *testing.T) {
+	dist := os.Getenv("INITLOCK_DIST")
+	if dist == "" {
+		t.Fatal("INITLOCK_DIST is not set: run this test with make test-release")
+	}
+	for _, name := range []string{"install.yaml", "install-relink-secrets.yaml", "addon-components.yaml"} {
+		t.Run(name, func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join(dist, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs, err := decode(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(objs) == 0 || objs[0].GetKind() != "Namespace" {
+				t.Fatalf("%s does not start with the Namespace", name)
+			}
+			validateInstall(t, objs)
+		})
+	}
+}
