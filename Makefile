@@ -28,7 +28,7 @@ test: kube lint unit ## Lint, vet and run every test against the real control pl
 unit: kube ## Run the tests (real control plane) without lint.
 	KUBEBUILDER_ASSETS="$$(hack/kube.sh 2>/dev/null)" $(GO) test $(TEST_FLAGS) $(PKGS)
 	@# The library's benchmarks assert request counts: one iteration each.
-	KUBEBUILDER_ASSETS="$$(hack/kube.sh 2>/dev/null)" $(GO) test -run='^$$' -bench=. -benchtime=1x $(TEST_FLAGS) ./pkg/initlock
+	KUBEBUILDER_ASSETS="$$(hack/kube.sh 2>/dev/null)" $(GO) test -run='^$$' -bench=. -benchtime=1x $(TEST_FLAGS) ./test/library
 
 .PHONY: vet
 vet:

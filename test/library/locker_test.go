@@ -1,4 +1,4 @@
-package initlock_test
+package library_test
 
 import (
 	"errors"
