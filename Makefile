@@ -53,6 +53,19 @@ BENCH_FLAGS ?=
 bench: kube ## Run every benchmark and write the report into results/bench (BENCH_FLAGS=-quick: a short run).
 	KUBEBUILDER_ASSETS="$$(hack/kube.sh 2>/dev/null)" $(GO) run ./cmd/initlock-benchreport -out $(BENCH_DIR) $(BENCH_FLAGS)
 
+# Exhaustive exploration (internal/explore): make test runs its scenarios;
+# make explore runs them, the deep scenarios, and the mutation check (each
+# rule of the protocol broken in a copy of the source must be caught).
+# Results: results/explore/explore.log.
+EXPLORE_DIR ?= results/explore
+
+.PHONY: explore
+explore: ## Explore the protocol deeply and run the mutation check (takes long; results/explore).
+	@mkdir -p $(EXPLORE_DIR)
+	INITLOCK_EXPLORE_DEEP=1 INITLOCK_EXPLORE_MUTATIONS=1 \
+		$(GO) test -count=1 -timeout=0 -v -run='^(TestExplore|TestExploreDeep|TestMutations)$$' ./internal/explore \
+		| tee $(EXPLORE_DIR)/explore.log
+
 # Chaos scenarios on the real control plane (internal/chaos). Scenario i has
 # seed SEED+i (SEED empty: from the clock); SIZE=long makes bigger scenarios.
 # A failed scenario prints its seed: make chaos SEED=<seed> RUNS=1 replays it.

@@ -27,3 +27,23 @@ func Scenarios() []Scenario {
 			Faults: 2, Late: 2, FaultKinds: []string{"late", "refused"}, MaxSteps: 100},
 	}
 }
+
+// DeepScenarios are the larger explorations of make explore: three
+// Machines, two attempts each, more faults and events at once, and the
+// manager reconciling among providers. They take minutes to hours; the
+// result of each (states, executions, deepest step) is the bound the
+// protocol is proved to.
+func DeepScenarios() []Scenario {
+	return []Scenario{
+		{Name: "race-3", Providers: []Provider{{Machine: "m1", Attempts: 1}, {Machine: "m2", Attempts: 1}, {Machine: "m3", Attempts: 1}},
+			Faults: 1, MaxSteps: 200},
+		{Name: "race-faults", Providers: []Provider{{Machine: "m1", Attempts: 2, Unlock: true}, {Machine: "m2", Attempts: 2}},
+			Faults: 2, Late: 1, FaultKinds: []string{"late", "failed", "lost", "refused"}, MaxSteps: 200},
+		{Name: "loss-stale", Providers: []Provider{{Machine: "m1", Attempts: 2, ViewDepth: 1}, {Machine: "m2", Attempts: 2, ViewDepth: 1}},
+			StaleReads: 1, Adversary: []EventKind{DeleteLock, RemoveRegister, RevertRegister, RecreateMachine}, Events: 2, Losses: 1,
+			MaxSteps: 200},
+		{Name: "manager-among-providers", Providers: []Provider{{Machine: "m1", Attempts: 2, Unlock: true}, {Machine: "m2", Attempts: 1}},
+			Reconciles: 2, ManagerViewDepth: 2, StaleReads: 1,
+			Adversary: []EventKind{InitCompletes, DeleteLock, ReplaceCluster}, Events: 2, Losses: 1, MaxSteps: 200},
+	}
+}
