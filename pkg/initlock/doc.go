@@ -12,9 +12,9 @@
 //   - It carries the label "cluster.x-k8s.io/cluster-name: <cluster-name>"
 //     (ClusterNameLabel).
 //   - Its data key "lock-information" (DataKey) holds the JSON Record
-//     {"machineName":"<machine>"}. initlock adds "machineUID" and
-//     "acquiredAt"; upstream decoders ignore unknown fields, and initlock
-//     ignores fields it does not know.
+//     {"machineName":"<machine>"}. initlock adds "machineUID", "clusterUID",
+//     "token", "acquiredAt" and "handedOverBy"; upstream decoders ignore
+//     unknown fields, and initlock ignores fields it does not know.
 //   - It has one ownerReference to the Cluster: apiVersion
 //     "cluster.x-k8s.io/<version>", kind "Cluster", name and uid, with neither
 //     controller nor blockOwnerDeletion set. Other ownerReferences a user or
@@ -25,110 +25,126 @@
 // deleted. A lock whose record is not JSON or names no machine is corrupt
 // (ErrCorruptLock) and is never taken over silently.
 //
-// # The grant register
+// # Two protections
 //
 // The ConfigMap alone cannot keep the lock safe: a restore that keeps a stale
 // owner UID lets the garbage collector delete it within milliseconds, and an
 // operator may delete it by hand. So every acquisition is also recorded in
 // the Cluster, in the annotation GrantAnnotation
-// ("initlock.dev/init-lock-grant"): the grant register. It names the
-// Machine that was granted the lock. Backup, restore and move carry it with
-// the Cluster, and every write to it is a compare-and-swap: a JSON patch
-// that tests the value read and fails (422, nothing written) if the
-// register changed. So at most one Machine is ever named in it, whatever
-// happens to the ConfigMap. A grant counts while the Machine it names
-// exists and the control plane is not initialised. The Machine is matched
-// by name and, while the Cluster keeps the UID the grant recorded, by UID
-// too; a restore or a move gives the Cluster and its Machines new UIDs, and
-// the grant then names its Machine by name. The protocol:
+// ("initlock.dev/init-lock-grant"): the grant register. Backup, restore and
+// move carry it with the Cluster. The lock is free only when neither
+// protection holds it: the ConfigMap names no existing Machine other than
+// the caller, and the register names no existing Machine other than the
+// caller. Losing one of the two (the ConfigMap deleted; the Cluster restored
+// from an older backup, or its annotation edited away) never lets a second
+// Machine in. A grant counts while the Machine it names exists and the
+// control plane is not initialised; after init the ConfigMap alone decides,
+// as upstream, and the register is left as it is.
 //
-//  1. A caller that sees the register empty, in the Cluster object it
-//     passes, creates the lock and claims the register at once, in
-//     parallel. When both succeed the lock is acquired: Create is atomic,
-//     and the claim succeeds only while no grant is recorded. This is the
-//     free path: one round of two writes.
-//  2. A caller that sees its own grant in the register (the holder calling
-//     Lock again) reads the lock live; a lock that names it, and that it
-//     wrote itself, is its own: one read.
-//  3. Every other case, and any of the above that did not settle it, reads
-//     the lock and the Cluster live, in parallel, and then the Machines they
-//     name, and decides:
-//     - The register names another existing Machine: that Machine holds
-//     the lock. A missing lock is created again for it, and a lock naming
-//     anyone else is handed to it; both are marked as handed over by the
-//     caller, which is refused (Result.Recreated when the lock was lost).
-//     - The register names the caller: the caller holds the lock; it
-//     creates, takes over or re-adopts the lock as needed.
-//     - The register is empty, or names a Machine that is gone: the caller
-//     claims it, with a compare-and-swap against the value it read, and
-//     then writes the lock for itself. A lock held by another existing
-//     Machine that no register arbitrates (one an upstream provider wrote)
-//     is not taken: the caller is refused, and a grant it claimed in this
-//     call is withdrawn before Lock returns.
-//     A write that loses a race starts the step again.
-//  4. Unlock empties the register if it names the holder, then deletes the
-//     ConfigMap with the UID and resourceVersion it read as preconditions.
+// Identity is by UID. A record and a grant name their Machine by name, and,
+// while the Cluster keeps the UID they were written under, by the Machine's
+// UID too (Ref.Names); after a restore or a move (new UIDs) they name it by
+// name. Lock reads the caller's Machine live and refuses a Machine object
+// whose UID is not the live one's (ErrStaleMachine): a stale object of a
+// Machine deleted and created again under its name is never granted the
+// lock, and Unlock releases only the exact Machine's grant and lock.
 //
-// Because a caller reports success only when the register names it (it
-// claimed it, or read it live, or trusts its own view of it together with a
-// lock it wrote itself), and the register names one Machine at a time, two
-// callers cannot both hold the lock while the first's grant counts. A grant
-// whose outcome is unknown (the answer to the claim was lost) is withdrawn
-// like one that was written, should the call not acquire the lock.
+// # Tokens and preconditions
 //
-// Requests per path (reads are live GETs, "∥" two requests made in
-// parallel; writes are creates, patches and deletes, a failed one
-// included), as the tests assert them:
+// Each acquisition writes a fresh random token into both the register and
+// the lock. A caller holds the lock without writing only when both name it
+// exactly (Ref.Exact: both UIDs) with the same token. Every write carries a
+// precondition, so that a write the API server applies late, after its
+// client gave up, or applies twice, is refused or changes nothing:
 //
-//	path                                       reads          writes
-//	free Lock                                  0              CREATE ∥ PATCH register
-//	healthy re-Lock by the holder              1              0
-//	re-adoption after a restore                1              1
-//	held by another Machine with a grant       GET ∥ GET +1   0
-//	lock lost, caller refused                  GET ∥ GET +1   1  (lock recreated for the holder)
-//	holder's next Lock after that              1 + GET ∥ GET  1  (record made its own)
-//	upstream lock healed on its holder's Lock  GET ∥ GET      CREATE ∥ PATCH register, then 1
-//	take-over from a Machine that is gone      GET ∥ GET +1   CREATE ∥ PATCH register, then 1
-//	held by an upstream lock, caller refused   GET ∥ GET +1   CREATE ∥ PATCH register, then 1 (withdraw)
-//	Unlock                                     GET ∥ GET      2  (empty register, delete)
+//	write                         precondition (failure: nothing written)
+//	claim, retire, withdraw       JSON patch: test the Cluster's UID, that it is
+//	  (the register)              not paused (annotation and spec.paused), and
+//	                              the register's exact value read (its token)
+//	create the lock               create-if-absent (409 when it exists)
+//	rewrite or adopt the lock     resourceVersion read (409 on any change)
+//	delete the lock               UID and resourceVersion read
+//
+// A grant is withdrawn by the call that claimed it only when no lock write
+// of that call may still land (Observation.Uncertain); otherwise it stays,
+// naming the caller, and is released by the caller's Unlock or ends with
+// its Machine. Unlock first retires the grant (a new token for the same
+// Machine, so that no earlier acquisition is relied on while the release is
+// under way), then withdraws it and deletes the lock, in parallel.
+//
+// # What backs each "Acquired: true"
+//
+//	path                            the server-side facts
+//	free Lock (CREATE ∥ PATCH ∥ GET) the lock did not exist (create), the register
+//	                                was empty and the Cluster unpaused with the UID
+//	                                read (the claim's tests), the caller's Machine
+//	                                is live with its UID (GET)
+//	healthy re-Lock (3 GETs)        live reads of the lock, the Cluster and the
+//	                                Machine show both protections naming the caller
+//	                                exactly, with one token
+//	claim and write (settle)        the claim's tests against the value read live,
+//	                                and the lock's create or resourceVersion, both
+//	                                with the claim's fresh token
+//
+// No answer relies on the Cluster or Machine objects the caller passes,
+// which may come from a lagging informer cache: they only choose the first
+// requests. The lock reconciler of the manager decides from its cache but
+// confirms every write against the API server (Confirm) first, and adopts
+// and deletes only against a Cluster UID read live.
+//
+// Requests per path, as test/library asserts them (reads are GETs; writes
+// are creates, patches and deletes, a failed one included):
+//
+//	path                                              reads  writes
+//	free Lock                                         1      2 (create ∥ claim)
+//	healthy re-Lock by the holder                     3      0
+//	re-adoption after a restore                       3      1
+//	held by another Machine with a grant              4      0
+//	held by an upstream lock, caller refused          5      3 (claim withdrawn)
+//	take-over from a Machine that is gone             5      4
+//	Unlock                                            2      3 (retire; withdraw ∥ delete)
 //
 // # What it does not guarantee
 //
-//   - A grant counts only while a Machine of its name exists and the
-//     Cluster is not initialised. Deleting the holder Machine, or an
-//     explicit Unlock, ends it; that is how a provider lets another Machine
-//     try after a failed init. A Machine created again under the holder's
-//     name does not inherit the grant, unless the Cluster too was created
-//     again (restored or moved) since the grant was recorded.
-//   - Safety rests on the Cluster object: restoring a Cluster from a backup
-//     older than a grant, or editing the annotation away by hand, removes
-//     the protection, as deleting the ConfigMap did upstream. A register
-//     that holds something else than a grant record refuses every caller
-//     (ErrCorruptLock) until an operator releases it.
-//   - The holder's single-read re-Lock trusts the Cluster object the caller
-//     passes. A provider whose cache still shows its own grant after its
-//     Unlock, while the lock names it again (a copy restored from an old
-//     backup), is told it holds the lock. Lock marks a record it writes on
-//     another Machine's behalf, and the holder confirms such a record live.
+//   - Safety is proved by internal/explore for the real Lock, Unlock and the
+//     manager's lock reconciler against a model API server, exhaustively up
+//     to bounds: two or three Machines, one or two attempts each, up to two
+//     faulty writes (applied late, failed, answer lost, refused), up to two
+//     adversary events with at most one protection lost, caches one to
+//     three versions behind. docs/design.md lists the scenarios, the states
+//     explored and the bound. Beyond the bounds it is argued, not proved.
+//   - Losing both protections at once (the ConfigMap deleted and the
+//     Cluster restored from a backup older than the grant) leaves nothing
+//     that remembers the grant: a second Machine may then be granted the
+//     lock, as upstream after the ConfigMap alone is lost.
+//   - A grant counts only while a Machine of its name (and, before a
+//     restore or move, of its UID) exists and the Cluster is not
+//     initialised. Deleting the holder Machine, or an explicit Unlock, ends
+//     it; that is how a provider lets another Machine try after a failed
+//     init.
 //   - Bootstrap providers that do not use this package (the upstream lock)
 //     write no grants: their locks are protected only by the ConfigMap, and
 //     a caller of this package never takes them while their holder exists.
-//   - While a Cluster is paused Lock changes nothing and returns
-//     ErrClusterPaused: objects arrive in any order during restore and move,
-//     and a decision taken then could be wrong.
-//   - A caller that loses the race for the register after creating the lock
-//     hands the lock over to the winner: until then the lock names it, and
-//     it is refused.
-//   - Lock writes the grant into the Cluster object passed; concurrent calls
-//     must not share one object. A provider needs permission to get and
-//     patch Clusters.
+//   - A register holding something else than a grant record refuses every
+//     caller (ErrCorruptLock) until an operator releases it.
+//   - While a Cluster is paused, Lock writes nothing and returns
+//     ErrClusterPaused: objects arrive in any order during restore and move.
+//   - A caller whose claim's outcome is unknown, and whose lock write may
+//     still land, keeps its grant when refused; it ends with the caller's
+//     Unlock or its Machine, and blocks others until then.
+//   - Lock and Unlock write the register and the resourceVersion the server
+//     returned into the Cluster object passed, when that object was
+//     current; concurrent calls must not share one object. A provider needs
+//     permission to get and patch Clusters and to get Machines.
 //
-// # Decide, then do
+// # Read, decide, then do
 //
-// Decide is the single decision function. It takes an Observation (the lock,
-// the Cluster and its grant register, the holder Machine, the Machine the
-// register names and, for Lock, the calling Machine), a Policy and the time, and returns a Verdict and an
-// Action. Locker uses it for callers; the manager and the kubectl plugin use
-// it, with Apply, to keep locks owned, release them after init and collect
-// orphans.
+// Read is the one reader: it gathers an Observation (the lock, the Cluster
+// and its grant register, the Machines they name and the caller) from a
+// cache or from the API server. Decide is the one decision: from an
+// Observation, a Policy and the time it returns a Decision (the verdict,
+// the action, the register operation, the reason and time to wait, and
+// whether an operator's release needs --force). Locker uses them for
+// callers; the manager and the kubectl plugin use them, with Confirm and
+// Apply, to keep locks owned, release them after init and collect orphans.
 package initlock
