@@ -1,0 +1,82 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+// setup plants the ConfigMaps that are not locks and creates the Clusters,
+// their Machines and their upstream locks.
+func (r *runner) setup(ctx context.Context) error {
+	foreign := []*corev1.ConfigMap{
+		{ObjectMeta: metav1.ObjectMeta{Name: "app-settings"}, Data: map[string]string{"color": "blue"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "ghost-lock", Labels: map[string]string{capi.ClusterNameLabel: "ghost"}},
+			Data: map[string]string{"note": "labelled like a lock, has no lock record"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: r.p.Clusters[0].Name + "-kubeadm-config", Labels: map[string]string{capi.ClusterNameLabel: r.p.Clusters[0].Name}},
+			Data: map[string]string{"ClusterConfiguration": "kind: ClusterConfiguration"}},
+	}
+	for _, cp := range r.p.Clusters {
+		record := fmt.Sprintf(`{"machineName":%q}`, cp.Machines[0])
+		switch cp.Foreign {
+		case ForeignUnlabelled:
+			foreign = append(foreign, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cp.Name + initlock.LockSuffix},
+				Data: map[string]string{initlock.DataKey: record}})
+		case ForeignNoKey:
+			foreign = append(foreign, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cp.Name + initlock.LockSuffix,
+				Labels: map[string]string{capi.ClusterNameLabel: cp.Name}}, Data: map[string]string{"owner": "someone else"}})
+		case ForeignOtherCluster:
+			foreign = append(foreign, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cp.Name + initlock.LockSuffix,
+				Labels: map[string]string{capi.ClusterNameLabel: "other"}}, Data: map[string]string{initlock.DataKey: record}})
+		}
+	}
+	for _, cm := range foreign {
+		cm.Namespace = r.ns
+		if err := r.admin.Create(ctx, cm); err != nil {
+			return fmt.Errorf("planting configmap %s: %w", cm.Name, err)
+		}
+		r.c.PlantForeign(ForeignConfigMap{Name: cm.Name, UID: string(cm.UID), ResourceVersion: cm.ResourceVersion, Checksum: checksum(cm)})
+		r.h.Add("driver", "planted", cm.Name, cm.ResourceVersion, "a configmap that is not a lock")
+	}
+	for _, cp := range r.p.Clusters {
+		u := kubeenv.NewCluster(capi.V1Beta2, r.ns, cp.Name)
+		if cp.Finalizer {
+			u.SetFinalizers([]string{finalizer})
+		}
+		if err := r.admin.Create(ctx, u); err != nil {
+			return fmt.Errorf("creating cluster %s: %w", cp.Name, err)
+		}
+		for _, m := range cp.Machines {
+			if err := r.admin.Create(ctx, kubeenv.NewMachine(capi.V1Beta2, r.ns, cp.Name, m)); err != nil {
+				return fmt.Errorf("creating machine %s: %w", m, err)
+			}
+		}
+		if cp.UpstreamLock {
+			cm := &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: cp.Name + initlock.LockSuffix,
+					Labels: map[string]string{capi.ClusterNameLabel: cp.Name},
+					OwnerReferences: []metav1.OwnerReference{{APIVersion: u.GetAPIVersion(), Kind: capi.ClusterKind,
+						Name: cp.Name, UID: u.GetUID()}}},
+				Data: map[string]string{initlock.DataKey: fmt.Sprintf(`{"machineName":%q}`, cp.Machines[0])},
+			}
+			if err := r.admin.Create(ctx, cm); err != nil {
+				return fmt.Errorf("creating the upstream lock of %s: %w", cp.Name, err)
+			}
+		}
+		if cp.Initialised {
+			r.c.MarkInitialised(cp.Name)
+			if err := r.setStatusInitialised(ctx, cp.Name); err != nil {
+				return err
+			}
+		} else if cp.UpstreamLock {
+			r.c.UpstreamHold(cp.Name, cp.Machines[0])
+		}
+	}
+	return nil
+}

@@ -1,0 +1,185 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+func (r *runner) clusterObject(name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(capi.ClusterGVK(capi.V1Beta2))
+	u.SetNamespace(r.ns)
+	u.SetName(name)
+	return u
+}
+
+func (r *runner) machineObject(name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(capi.MachineGVK(capi.V1Beta2))
+	u.SetNamespace(r.ns)
+	u.SetName(name)
+	return u
+}
+
+// deleteCluster deletes a Cluster and its Machines, as Cluster API does,
+// and waits until they are gone.
+func (r *runner) deleteCluster(ctx context.Context, name string) error {
+	crt := r.cluster(name)
+	for _, m := range crt.plan.Machines {
+		r.c.MachineDeleting("driver", name, m)
+	}
+	if err := r.admin.Delete(ctx, r.clusterObject(name)); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	r.h.Add("driver", "cluster deleted", name, "", "")
+	if err := r.deleteMachines(ctx, name, crt.plan.Machines); err != nil {
+		return err
+	}
+	return r.waitGone(ctx, r.clusterObject(name), func(u *unstructured.Unstructured) error {
+		if len(u.GetFinalizers()) == 0 {
+			return nil
+		}
+		patch := []byte(`{"metadata":{"finalizers":null}}`)
+		return r.admin.Patch(ctx, u, client.RawPatch(types.MergePatchType, patch))
+	})
+}
+
+// deleteMachines deletes Machines of a Cluster and waits until they are
+// gone; their holds end.
+func (r *runner) deleteMachines(ctx context.Context, cluster string, names []string) error {
+	for _, m := range names {
+		r.c.MachineDeleting("driver", cluster, m)
+		if err := r.admin.Delete(ctx, r.machineObject(m)); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		r.h.Add("driver", "machine deleted", m, "", "")
+	}
+	for _, m := range names {
+		if err := r.waitGone(ctx, r.machineObject(m), nil); err != nil {
+			return err
+		}
+		r.c.MachineGone(cluster, m)
+	}
+	return nil
+}
+
+// waitGone polls until obj is gone, calling nudge on it while it exists.
+func (r *runner) waitGone(ctx context.Context, obj *unstructured.Unstructured, nudge func(*unstructured.Unstructured) error) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		u := obj.DeepCopy()
+		err := r.admin.Get(ctx, client.ObjectKeyFromObject(obj), u)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err == nil && nudge != nil {
+			if err := nudge(u); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				return err
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s %s still exists after 30s (last error: %w)", obj.GetKind(), obj.GetName(), err)
+		}
+		if !sleep(ctx, 20*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+}
+
+func (r *runner) cluster(name string) *clusterRT {
+	for _, c := range r.clusters {
+		if c.plan.Name == name {
+			return c
+		}
+	}
+	panic("no cluster " + name)
+}
+
+// deleteLock deletes a Cluster's lock, if it is one, as someone outside
+// initlock would.
+func (r *runner) deleteLock(ctx context.Context, name, why string) error {
+	cm := &corev1.ConfigMap{}
+	err := r.admin.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: name + initlock.LockSuffix}, cm)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if initlock.ObserveLock(cm, name).Problem != nil {
+		return nil
+	}
+	err = r.admin.Delete(ctx, cm, client.Preconditions{UID: &cm.UID})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return err
+	}
+	r.h.Add("driver", "lock deleted", cm.Name, cm.ResourceVersion, why)
+	return nil
+}
+
+// staleOwner points the lock's ownerReference at a Cluster UID that does not
+// exist.
+func (r *runner) staleOwner(ctx context.Context, name string) error {
+	cm := &corev1.ConfigMap{}
+	err := r.admin.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: name + initlock.LockSuffix}, cm)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if initlock.ObserveLock(cm, name).Problem != nil {
+		return nil
+	}
+	next := cm.DeepCopy()
+	next.OwnerReferences = []metav1.OwnerReference{{APIVersion: capi.Group + "/" + capi.V1Beta2, Kind: capi.ClusterKind,
+		Name: name, UID: types.UID(uuid.NewString())}}
+	err = r.admin.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{}))
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	if err == nil {
+		r.h.Add("driver", "lock owner made stale", cm.Name, next.ResourceVersion, "a naive copy: the garbage collector will delete it")
+	}
+	return err
+}
+
+func (r *runner) setPaused(ctx context.Context, name string, paused bool) error {
+	patch := fmt.Appendf(nil, `{"spec":{"paused":%t}}`, paused)
+	err := r.admin.Patch(ctx, r.clusterObject(name), client.RawPatch(types.MergePatchType, patch))
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err == nil {
+		r.h.Add("driver", map[bool]string{true: "cluster paused", false: "cluster unpaused"}[paused], name, "", "")
+	}
+	return err
+}
+
+// setStatusInitialised writes what Cluster API writes once the control
+// plane is initialised.
+func (r *runner) setStatusInitialised(ctx context.Context, name string) error {
+	now := time.Now().UTC().Format(time.RFC3339)
+	patch := fmt.Appendf(nil, `{"status":{"initialization":{"controlPlaneInitialized":true},"conditions":[{"type":%q,"status":"True","reason":"Initialized","message":"","lastTransitionTime":%q}]}}`,
+		capi.ControlPlaneInitializedCondition, now)
+	err := r.admin.Status().Patch(ctx, r.clusterObject(name), client.RawPatch(types.MergePatchType, patch))
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err == nil {
+		r.h.Add("driver", "status initialised", name, "", "")
+	}
+	return err
+}
