@@ -17,33 +17,20 @@ import (
 
 	"github.com/initlock/initlock/internal/capi"
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/pkg/initlock"
 )
 
-// backup reads every Cluster, Machine and ConfigMap of the namespace, as a
-// Velero backup does.
+// backup backs up the namespace's Clusters, Machines and ConfigMaps as a
+// Velero backup holds them (velerosim).
 func (f *fixture) backup() []*unstructured.Unstructured {
 	f.t.Helper()
-	var out []*unstructured.Unstructured
-	for _, gvk := range []string{"ConfigMap", "Machine", "Cluster"} { // Velero's restore order
-		list := &unstructured.UnstructuredList{}
-		if gvk == "ConfigMap" {
-			list.SetAPIVersion("v1")
-		} else {
-			list.SetAPIVersion(capi.Group + "/" + capi.V1Beta2)
-		}
-		list.SetKind(gvk + "List")
-		if err := env.Client.List(f.ctx(), list, client.InNamespace(f.ns)); err != nil {
-			f.t.Fatal(err)
-		}
-		for i := range list.Items {
-			if list.Items[i].GetName() == "kube-root-ca.crt" {
-				continue
-			}
-			out = append(out, list.Items[i].DeepCopy())
-		}
+	objs, err := velerosim.Backup(f.ctx(), env.Client, f.ns, corev1.SchemeGroupVersion.WithKind("ConfigMap"),
+		capi.MachineGVK(capi.V1Beta2), capi.ClusterGVK(capi.V1Beta2))
+	if err != nil {
+		f.t.Fatal(err)
 	}
-	return out
+	return objs
 }
 
 // deleteAll deletes the backed-up objects and waits until they are gone.
@@ -68,22 +55,22 @@ func (f *fixture) deleteAll(objs []*unstructured.Unstructured) {
 	})
 }
 
-// restore recreates the objects as a Velero restore does: metadata reset
-// (uid, resourceVersion, generation, timestamps, generateName, selfLink and
-// ownerReferences dropped) and no status, in the order given.
+// restore restores the objects as a Velero restore does (velerosim: its
+// order, metadata reset, ownerReferences and status dropped), keyed by
+// "Kind/name".
 func (f *fixture) restore(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
 	f.t.Helper()
+	r, err := velerosim.New(env.Config, velerosim.Options{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	created, err := r.Restore(f.ctx(), objs)
+	if err != nil {
+		f.t.Fatal(err)
+	}
 	out := map[string]*unstructured.Unstructured{}
-	for _, o := range objs {
-		r := o.DeepCopy()
-		for _, k := range []string{"uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generateName", "selfLink", "managedFields", "ownerReferences"} {
-			unstructured.RemoveNestedField(r.Object, "metadata", k)
-		}
-		unstructured.RemoveNestedField(r.Object, "status")
-		if err := env.Client.Create(f.ctx(), r); err != nil {
-			f.t.Fatalf("restoring %s %s: %v", r.GetKind(), r.GetName(), err)
-		}
-		out[r.GetKind()+"/"+r.GetName()] = r
+	for _, o := range created {
+		out[o.GetKind()+"/"+o.GetName()] = o
 	}
 	return out
 }
