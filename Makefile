@@ -178,13 +178,14 @@ VERSION ?=
 REGISTRY ?= ghcr.io/initlock
 DIST ?= dist
 PLATFORMS ?= linux/amd64,linux/arm64
+ARCHIVE_PLATFORMS ?= linux/amd64,linux/arm64,darwin/amd64,darwin/arm64
 RELEASE_TEST_VERSION := v0.1.0-test
-# The test release builds the images for this machine's platform only: a
-# second platform would double the cold build time in CI, and the image
-# code is the same for every platform (hack/release/oci tests an index of
-# two).
+# The test release builds the images and the kubectl-initlock archive for
+# this machine's platform only: every further platform is a full compile,
+# which would double the cold build time in CI, and the code is the same for
+# every platform (hack/release/oci tests an index of two).
 RELEASE_TEST_PLATFORMS := linux/$(shell $(GO) env GOARCH)
-RELEASE_RUN = cd hack/release && $(GO) run . -root $(CURDIR) -registry $(REGISTRY) -out $(abspath $(DIST)) -platforms $(PLATFORMS)
+RELEASE_RUN = cd hack/release && $(GO) run . -root $(CURDIR) -registry $(REGISTRY) -out $(abspath $(DIST)) -platforms $(PLATFORMS) -archive-platforms $(ARCHIVE_PLATFORMS)
 
 .PHONY: images
 images: ## Build the images as OCI layouts under dist/images, reproducibly (VERSION=v0.1.0, default v0.0.0-dev; PLATFORMS=linux/amd64,linux/arm64).
@@ -206,10 +207,10 @@ release: ## Build every release artefact into dist/: make release VERSION=v0.1.0
 test-release: kube ## Build a release into a temporary folder and test every artefact and image.
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	start=$$(date +%s); \
-	$(MAKE) -s release VERSION=$(RELEASE_TEST_VERSION) DIST="$$tmp/dist" PLATFORMS=$(RELEASE_TEST_PLATFORMS); \
+	$(MAKE) -s release VERSION=$(RELEASE_TEST_VERSION) DIST="$$tmp/dist" PLATFORMS=$(RELEASE_TEST_PLATFORMS) ARCHIVE_PLATFORMS=$(RELEASE_TEST_PLATFORMS); \
 	echo "test-release: release built in $$(( $$(date +%s) - start ))s" >&2; \
 	(cd hack/release && $(GO) vet ./... && $(GO) tool -modfile=../tools/golangci-lint/go.mod golangci-lint run --config ../../.golangci.yml ./... && \
-		INITLOCK_DIST="$$tmp/dist" INITLOCK_PLATFORMS=$(RELEASE_TEST_PLATFORMS) $(GO) test -count=1 -timeout=20m ./...); \
+		INITLOCK_DIST="$$tmp/dist" INITLOCK_PLATFORMS=$(RELEASE_TEST_PLATFORMS) INITLOCK_ARCHIVE_PLATFORMS=$(RELEASE_TEST_PLATFORMS) $(GO) test -count=1 -timeout=20m ./...); \
 	(cd hack/capi && INITLOCK_DIST="$$tmp/dist" $(GO) test -count=1 -timeout=10m ./release/...); \
 	$(GO) vet -tags release ./test/... ; \
 	INITLOCK_DIST="$$tmp/dist" KUBEBUILDER_ASSETS="$$(hack/kube.sh 2>/dev/null)" \

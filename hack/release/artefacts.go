@@ -17,7 +17,8 @@ import (
 	"github.com/initlock/initlock/hack/release/notes"
 )
 
-// krewPlatforms are the platforms of the kubectl-initlock archives.
+// krewPlatforms are the platforms of a release's kubectl-initlock archives
+// (-archive-platforms).
 var krewPlatforms = []string{"linux/amd64", "linux/arm64", "darwin/amd64", "darwin/arm64"}
 
 func writeTarGz(path string, bin, license []byte, epoch time.Time) error {
@@ -70,7 +71,7 @@ func (r *release) krew() error {
 		Version   string
 		Platforms []platform
 	}{Version: r.o.version}
-	for _, p := range krewPlatforms {
+	for _, p := range r.o.archivePlatforms {
 		name := r.archiveNames[p]
 		sum, err := sha256File(filepath.Join(r.o.out, name))
 		if err != nil {

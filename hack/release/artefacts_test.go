@@ -156,7 +156,7 @@ func TestReleaseNotes(t *testing.T) {
 // Each kubectl-initlock archive holds the stripped binary of its platform
 // and the licence.
 func TestArchives(t *testing.T) {
-	for _, p := range krewPlatforms {
+	for _, p := range archivePlatforms(t) {
 		goos, goarch, _ := strings.Cut(p, "/")
 		name := "kubectl-initlock_" + version(t) + "_" + goos + "_" + goarch + ".tar.gz"
 		files := untarGz(t, filepath.Join(dist(t), name))
@@ -243,7 +243,7 @@ func TestKrew(t *testing.T) {
 		return string(out)
 	}
 	krew(nil, "validate-krew-manifest", "-manifest", manifest, "-skip-install")
-	for _, p := range krewPlatforms {
+	for _, p := range archivePlatforms(t) {
 		goos, goarch, _ := strings.Cut(p, "/")
 		root := t.TempDir()
 		archive := filepath.Join(d, "kubectl-initlock_"+version(t)+"_"+goos+"_"+goarch+".tar.gz")
@@ -260,4 +260,14 @@ func TestKrew(t *testing.T) {
 			t.Errorf("installed plugin: version = %q (%v)", out, err)
 		}
 	}
+}
+
+// archivePlatforms are the platforms of the release's kubectl-initlock
+// archives, $INITLOCK_ARCHIVE_PLATFORMS (make test-release sets it).
+func archivePlatforms(t *testing.T) []string {
+	v := os.Getenv("INITLOCK_ARCHIVE_PLATFORMS")
+	if v == "" {
+		t.Fatal("INITLOCK_ARCHIVE_PLATFORMS is not set: run these tests with make test-release")
+	}
+	return strings.Split(v, ",")
 }

@@ -28,23 +28,27 @@ import (
 type options struct {
 	root, out, version, registry, downloadURL string
 	platforms                                 []string
-	imagesOnly                                bool
+	// archivePlatforms are the platforms of the kubectl-initlock archives.
+	archivePlatforms []string
+	imagesOnly       bool
 }
 
 var semver = regexp.MustCompile(`^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$`)
 
 func main() {
 	var o options
-	var platforms string
+	var platforms, archivePlatforms string
 	flag.StringVar(&o.root, "root", "../..", "The initlock work tree.")
 	flag.StringVar(&o.out, "out", "../../dist", "Folder the artefacts are written to; emptied first.")
 	flag.StringVar(&o.version, "version", "", "Release version, vMAJOR.MINOR.PATCH[-pre] (required).")
 	flag.StringVar(&o.registry, "registry", "ghcr.io/initlock", "Registry and namespace the images are published under.")
 	flag.StringVar(&o.downloadURL, "download-url", "https://github.com/initlock/initlock/releases/download", "Where the release's files are published, followed by /VERSION/FILE.")
 	flag.StringVar(&platforms, "platforms", "linux/amd64,linux/arm64", "Platforms of the images, comma-separated.")
+	flag.StringVar(&archivePlatforms, "archive-platforms", strings.Join(krewPlatforms, ","), "Platforms of the kubectl-initlock archives and of the krew manifest, comma-separated.")
 	flag.BoolVar(&o.imagesOnly, "images-only", false, "Build the images only.")
 	flag.Parse()
 	o.platforms = strings.Split(platforms, ",")
+	o.archivePlatforms = strings.Split(archivePlatforms, ",")
 	if err := run(o); err != nil {
 		fmt.Fprintf(os.Stderr, "release: %v\n", err)
 		os.Exit(1)

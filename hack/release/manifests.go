@@ -50,7 +50,7 @@ func (r *release) archives() error {
 	if err != nil {
 		return err
 	}
-	for _, p := range krewPlatforms {
+	for _, p := range r.o.archivePlatforms {
 		dir, err := r.build(p, "kubectl-initlock")
 		if err != nil {
 			return err
