@@ -46,8 +46,10 @@ func TestMoveAfterRestoreReadoptedByManager(t *testing.T) {
 	addSecondMachine(t, ns)
 	lockInTarget(t, ns, []lockStep{
 		{machine: secondName, holder: holderName, action: initlock.ActionNone},
-		// The record still names cp-0's UID in the source; Lock refreshes it.
-		{machine: holderName, acquired: true, holder: holderName, action: initlock.ActionAdopt, writes: 1},
+		// The record and the grant name the UIDs of cp-0 and of the Cluster
+		// in the source: Lock relies on neither, and writes both again for
+		// the target's objects, with a new token (claim ∥ lock update).
+		{machine: holderName, acquired: true, holder: holderName, action: initlock.ActionTakeOver, writes: 2},
 	})
 	expectMovedLock(t, ns, holderName)
 }
@@ -76,8 +78,9 @@ func TestMoveAfterRestoreBeforeHealing(t *testing.T) {
 				// The register names cp-0 and the lock is missing: the lock
 				// is created for cp-0, and nothing is recorded for cp-1.
 				{machine: secondName, holder: holderName, action: initlock.ActionRecreate, recreated: true, writes: 1},
-				// cp-0 makes the record cp-1 wrote for it its own.
-				{machine: holderName, acquired: true, holder: holderName, action: initlock.ActionAdopt, writes: 1},
+				// cp-0 makes the record cp-1 wrote for it its own, and its grant
+				// that of the target's objects, with a new token.
+				{machine: holderName, acquired: true, holder: holderName, action: initlock.ActionTakeOver, writes: 2},
 			},
 			holder: holderName,
 		},
@@ -85,7 +88,9 @@ func TestMoveAfterRestoreBeforeHealing(t *testing.T) {
 			name:  "holder first: it recreates and holds the lock",
 			grant: true,
 			steps: []lockStep{
-				{machine: holderName, acquired: true, holder: holderName, action: initlock.ActionCreate, recreated: true, writes: 1},
+				// Claim ∥ create: the grant is written again for the target's
+				// objects.
+				{machine: holderName, acquired: true, holder: holderName, action: initlock.ActionCreate, recreated: true, writes: 2},
 				{machine: secondName, holder: holderName, action: initlock.ActionNone},
 			},
 			holder: holderName,
@@ -149,8 +154,10 @@ func TestMoveIntactLock(t *testing.T) {
 	addSecondMachine(t, ns)
 	lockInTarget(t, ns, []lockStep{
 		{machine: secondName, holder: holderName, action: initlock.ActionNone},
-		// The record still names cp-0's UID in the source; Lock refreshes it.
-		{machine: holderName, acquired: true, holder: holderName, action: initlock.ActionAdopt, writes: 1},
+		// The record and the grant name the UIDs of cp-0 and of the Cluster
+		// in the source: Lock relies on neither, and writes both again for
+		// the target's objects, with a new token (claim ∥ lock update).
+		{machine: holderName, acquired: true, holder: holderName, action: initlock.ActionTakeOver, writes: 2},
 	})
 	expectMovedLock(t, ns, holderName)
 }
