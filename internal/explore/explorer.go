@@ -49,6 +49,9 @@ type Scenario struct {
 	Before []EventKind
 	// MaxSteps bounds the depth of every execution, in scheduler steps.
 	MaxSteps int
+	// Stop, when closed, ends the exploration early (Result.Stopped): a
+	// time budget, set from outside the synctest bubble.
+	Stop <-chan struct{}
 }
 
 // Provider is the script of one bootstrap provider reconciling one
@@ -156,6 +159,9 @@ type Result struct {
 	// Truncated counts the executions cut at MaxSteps; Complete tells that
 	// none was, so that every execution ran to its end.
 	Truncated int
+	// Stopped tells that Scenario.Stop ended the exploration before it
+	// was complete: nothing is proved then.
+	Stopped bool
 	// Violation is the shortest counterexample found, nil when none.
 	Violation *Counterexample
 }
@@ -179,6 +185,9 @@ func (r Result) String() string {
 	s := fmt.Sprintf("%s: %d states, %d executions, deepest %d steps", r.Scenario, r.States, r.Executions, r.Deepest)
 	if r.Truncated > 0 {
 		s += fmt.Sprintf(", %d executions cut at the step bound", r.Truncated)
+	}
+	if r.Stopped {
+		s += ", stopped by its time budget before the end (incomplete)"
 	}
 	if r.Violation != nil {
 		s += fmt.Sprintf(", violation of %s in %d steps", r.Violation.Violation.Invariant, len(r.Violation.Steps))
@@ -211,6 +220,12 @@ func Explore(sc Scenario) Result {
 	x.initial = newSystem(&x.sc, nil)
 	x.stack = [][]int{nil}
 	for len(x.stack) > 0 {
+		select {
+		case <-sc.Stop:
+			x.res.Stopped = true
+			return x.res
+		default:
+		}
 		prefix := x.stack[len(x.stack)-1]
 		x.stack = x.stack[:len(x.stack)-1]
 		if len(prefix) > x.bound {
