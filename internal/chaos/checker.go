@@ -67,6 +67,12 @@ type Checker struct {
 	deleters  map[types.UID]Deletion
 	deletions []*lockDeletion
 	replay    replayState
+
+	// Identity: the UID of each Machine and Cluster the scenario created,
+	// by name (goneUID once deleted), and the latest revision the watcher
+	// saw of each object, by kind and name.
+	machineUIDs, clusterUIDs map[string]types.UID
+	latest                   [numKinds]map[string]int64
 }
 
 type hold struct {
@@ -75,37 +81,6 @@ type hold struct {
 	// upstream: the hold is an upstream provider's lock, with no grant
 	// record; only the ConfigMap protects it.
 	upstream bool
-}
-
-// Counts are what a scenario did, for the summary.
-type Counts struct {
-	// LockCalls to Locker.Lock, and how they ended.
-	LockCalls, Grants, ReLocks, Refused, LockErrors int
-	// Paused and NotALock count the Lock calls refused with
-	// ErrClusterPaused and ErrNotALock, which are not in LockErrors.
-	Paused, NotALock int
-	// Acquisitions by a Machine deleted while its Lock call ran.
-	AcquiredDeleted int
-	// UnlockCalls to Locker.Unlock, and their errors.
-	UnlockCalls, UnlockErrors int
-	// Inits completed.
-	Inits int
-	// LockDeletes seen by the watcher, by who made them.
-	DeletesByManager, DeletesByUnlock, DeletesExternal int
-}
-
-// Add sums two Counts.
-func (c Counts) Add(o Counts) Counts {
-	return Counts{
-		LockCalls: c.LockCalls + o.LockCalls, Grants: c.Grants + o.Grants, ReLocks: c.ReLocks + o.ReLocks,
-		Refused: c.Refused + o.Refused, LockErrors: c.LockErrors + o.LockErrors,
-		Paused: c.Paused + o.Paused, NotALock: c.NotALock + o.NotALock,
-		AcquiredDeleted: c.AcquiredDeleted + o.AcquiredDeleted,
-		UnlockCalls:     c.UnlockCalls + o.UnlockCalls, UnlockErrors: c.UnlockErrors + o.UnlockErrors,
-		Inits:            c.Inits + o.Inits,
-		DeletesByManager: c.DeletesByManager + o.DeletesByManager, DeletesByUnlock: c.DeletesByUnlock + o.DeletesByUnlock,
-		DeletesExternal: c.DeletesExternal + o.DeletesExternal,
-	}
 }
 
 // NewChecker returns a Checker that records into h.
@@ -119,6 +94,9 @@ func NewChecker(h *History) *Checker {
 		foreign:     map[string]ForeignConfigMap{},
 		deleters:    map[types.UID]Deletion{},
 		replay:      newReplayState(),
+		machineUIDs: map[string]types.UID{},
+		clusterUIDs: map[string]types.UID{},
+		latest:      [numKinds]map[string]int64{{}, {}, {}},
 	}
 }
 
@@ -200,14 +178,19 @@ func (c *Checker) LockCall() {
 }
 
 // Acquired records that Lock returned Acquired for machine, whose deletion
-// count was epoch when the call began, and checks invariant 1. It tells
-// whether this opened a new hold (a grant).
-func (c *Checker) Acquired(actor, cluster, machine string, epoch int) bool {
+// count was epoch when the call began, called with the objects of in, and
+// checks invariant 1. It tells whether this opened a new hold (a grant).
+func (c *Checker) Acquired(actor, cluster, machine string, epoch int, in Incarnation) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.epochs[machine] != epoch || c.deleting[machine] {
 		c.counts.AcquiredDeleted++
 		c.h.Add(actor, "acquired (deleted)", machine, "", "the machine was deleted while Lock ran; no hold")
+		return false
+	}
+	if why := c.gone(cluster, machine, in); why != "" {
+		c.counts.AcquiredGone++
+		c.h.Add(actor, "acquired (gone)", machine, "", why+"; no hold")
 		return false
 	}
 	if c.initialised[cluster] {
@@ -344,6 +327,9 @@ func (c *Checker) MachineDeleting(actor, cluster, machine string) {
 	defer c.mu.Unlock()
 	c.epochs[machine]++
 	c.deleting[machine] = true
+	if _, ok := c.machineUIDs[machine]; ok {
+		c.machineUIDs[machine] = goneUID
+	}
 	if h := c.holds[cluster]; h != nil && h.machine == machine {
 		delete(c.holds, cluster)
 		c.h.Add(actor, "hold ends", machine, "", "the machine is being deleted")

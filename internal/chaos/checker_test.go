@@ -20,58 +20,58 @@ func TestCheckerOverlap(t *testing.T) {
 		want  []int
 	}{
 		{"second machine while held", func(c *chaos.Checker) {
-			c.Acquired("bc", "c1", "a", c.Epoch("a"))
-			c.Acquired("bc", "c1", "b", c.Epoch("b"))
+			c.Acquired("bc", "c1", "a", c.Epoch("a"), chaos.Incarnation{})
+			c.Acquired("bc", "c1", "b", c.Epoch("b"), chaos.Incarnation{})
 		}, []int{chaos.InvNoOverlap}},
 		{"re-lock by the holder", func(c *chaos.Checker) {
-			c.Acquired("bc", "c1", "a", c.Epoch("a"))
-			c.Acquired("bc", "c1", "a", c.Epoch("a"))
+			c.Acquired("bc", "c1", "a", c.Epoch("a"), chaos.Incarnation{})
+			c.Acquired("bc", "c1", "a", c.Epoch("a"), chaos.Incarnation{})
 		}, nil},
 		{"after unlock", func(c *chaos.Checker) {
-			c.Acquired("bc", "c1", "a", c.Epoch("a"))
+			c.Acquired("bc", "c1", "a", c.Epoch("a"), chaos.Incarnation{})
 			c.Unlocking("init", "c1", "a")
-			c.Acquired("bc", "c1", "b", c.Epoch("b"))
+			c.Acquired("bc", "c1", "b", c.Epoch("b"), chaos.Incarnation{})
 		}, nil},
 		{"after the holder's deletion", func(c *chaos.Checker) {
-			c.Acquired("bc", "c1", "a", c.Epoch("a"))
+			c.Acquired("bc", "c1", "a", c.Epoch("a"), chaos.Incarnation{})
 			c.MachineDeleting("driver", "c1", "a")
 			c.MachineGone("c1", "a")
-			c.Acquired("bc", "c1", "b", c.Epoch("b"))
+			c.Acquired("bc", "c1", "b", c.Epoch("b"), chaos.Incarnation{})
 		}, nil},
 		{"after init", func(c *chaos.Checker) {
-			c.Acquired("bc", "c1", "a", c.Epoch("a"))
+			c.Acquired("bc", "c1", "a", c.Epoch("a"), chaos.Incarnation{})
 			c.FinishInit("init", "c1", "a")
-			c.Acquired("bc", "c1", "b", c.Epoch("b"))
+			c.Acquired("bc", "c1", "b", c.Epoch("b"), chaos.Incarnation{})
 		}, nil},
 		{"machine deleted while its Lock ran", func(c *chaos.Checker) {
 			epoch := c.Epoch("a")
 			c.MachineDeleting("driver", "c1", "a")
-			c.Acquired("bc", "c1", "a", epoch)
-			c.Acquired("bc", "c1", "b", c.Epoch("b"))
+			c.Acquired("bc", "c1", "a", epoch, chaos.Incarnation{})
+			c.Acquired("bc", "c1", "b", c.Epoch("b"), chaos.Incarnation{})
 		}, nil},
 		{"machine being deleted acquires", func(c *chaos.Checker) {
 			c.MachineDeleting("driver", "c1", "a")
-			c.Acquired("bc", "c1", "a", c.Epoch("a"))
-			c.Acquired("bc", "c1", "b", c.Epoch("b"))
+			c.Acquired("bc", "c1", "a", c.Epoch("a"), chaos.Incarnation{})
+			c.Acquired("bc", "c1", "b", c.Epoch("b"), chaos.Incarnation{})
 		}, nil},
 		{"upstream hold", func(c *chaos.Checker) {
 			c.UpstreamHold("c1", "a")
-			c.Acquired("bc", "c1", "b", c.Epoch("b"))
+			c.Acquired("bc", "c1", "b", c.Epoch("b"), chaos.Incarnation{})
 		}, []int{chaos.InvNoOverlap}},
 		{"upstream lock lost", func(c *chaos.Checker) {
 			c.UpstreamHold("c1", "a")
 			c.LockLost("driver", "c1")
-			c.Acquired("bc", "c1", "b", c.Epoch("b"))
+			c.Acquired("bc", "c1", "b", c.Epoch("b"), chaos.Incarnation{})
 		}, nil},
 		{"healed upstream lock lost", func(c *chaos.Checker) {
 			c.UpstreamHold("c1", "a")
-			c.Acquired("bc", "c1", "a", c.Epoch("a"))
+			c.Acquired("bc", "c1", "a", c.Epoch("a"), chaos.Incarnation{})
 			c.LockLost("driver", "c1")
-			c.Acquired("bc", "c1", "b", c.Epoch("b"))
+			c.Acquired("bc", "c1", "b", c.Epoch("b"), chaos.Incarnation{})
 		}, []int{chaos.InvNoOverlap}},
 		{"another cluster", func(c *chaos.Checker) {
-			c.Acquired("bc", "c1", "a", c.Epoch("a"))
-			c.Acquired("bc", "c2", "b", c.Epoch("b"))
+			c.Acquired("bc", "c1", "a", c.Epoch("a"), chaos.Incarnation{})
+			c.Acquired("bc", "c2", "b", c.Epoch("b"), chaos.Incarnation{})
 		}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

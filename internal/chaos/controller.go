@@ -26,107 +26,128 @@ type controller struct {
 	rnd    *rand.Rand
 }
 
+// call is one reconcile of a Machine, with the random draws made for it.
+type call struct {
+	cluster, machine string
+	// cutOff above zero ends the Lock call after that time.
+	cutOff time.Duration
+	// hold is how long the init runs, success whether it succeeds.
+	hold    time.Duration
+	success bool
+	// cachedLock and cachedUnlock make the Lock call, and the Unlock call
+	// of a failed init, with objects read from the informer cache.
+	cachedLock, cachedUnlock bool
+}
+
 // loop reconciles until actCtx ends; inits it starts run under ctx.
 func (bc *controller) loop(actCtx, ctx context.Context) {
 	r := bc.r
 	for sleep(actCtx, time.Duration(10+bc.rnd.IntN(50))*time.Millisecond) {
 		crt := r.clusters[bc.rnd.IntN(len(r.clusters))]
-		cluster := crt.plan.Name
-		machine := crt.plan.Machines[bc.rnd.IntN(len(crt.plan.Machines))]
-		hold := bc.r.p.MinHold + time.Duration(bc.rnd.Int64N(int64(bc.r.p.MaxHold-bc.r.p.MinHold)+1))
-		success := bc.rnd.Float64() < bc.r.p.InitSuccess
-		if crt.isGone() || r.c.Initialised(cluster) {
+		k := call{cluster: crt.plan.Name, machine: crt.plan.Machines[bc.rnd.IntN(len(crt.plan.Machines))]}
+		k.hold = r.p.MinHold + time.Duration(bc.rnd.Int64N(int64(r.p.MaxHold-r.p.MinHold)+1))
+		k.success = bc.rnd.Float64() < r.p.InitSuccess
+		k.cachedLock = bc.rnd.Float64() < r.p.StaleViews
+		k.cachedUnlock = bc.rnd.Float64() < r.p.StaleViews
+		if crt.isGone() || r.c.Initialised(k.cluster) {
 			continue
 		}
-		if r.isRunning(machine) && bc.rnd.IntN(3) != 0 {
+		if r.isRunning(k.machine) && bc.rnd.IntN(3) != 0 {
 			continue // re-Lock the holder now and then only
 		}
-		var cutOff time.Duration
 		if bc.rnd.Float64() < r.p.Interrupt {
-			cutOff = time.Duration(bc.rnd.Int64N(int64(r.p.InterruptWithin) + 1))
+			k.cutOff = time.Duration(bc.rnd.Int64N(int64(r.p.InterruptWithin) + 1))
 		}
-		mu := r.serialFor(machine)
+		mu := r.serialFor(k.machine)
 		if !mu.TryLock() {
 			continue // another controller reconciles it
 		}
-		bc.reconcile(actCtx, ctx, cluster, machine, cutOff, hold, success)
+		bc.reconcile(actCtx, ctx, k)
 		mu.Unlock()
 	}
 }
 
-// reconcile calls Lock for machine and records the result. The caller
-// holds machine's serial mutex, so that the result is recorded before the
-// machine's init can give the lock up.
-func (bc *controller) reconcile(actCtx, ctx context.Context, cluster, machine string, cutOff, hold time.Duration, success bool) {
+// reconcile calls Lock for the machine and records the result. The caller
+// holds the machine's serial mutex, so that the result is recorded before
+// the machine's init can give the lock up.
+func (bc *controller) reconcile(actCtx, ctx context.Context, k call) {
 	r := bc.r
-	res, epoch, err := bc.lock(actCtx, cluster, machine, cutOff)
+	res, epoch, in, err := bc.lock(actCtx, k)
 	switch {
 	case errors.Is(err, errSkipped):
 	case err != nil:
-		r.c.LockError(bc.name, machine, err)
+		r.c.LockError(bc.name, k.machine, err)
 	case res.Acquired:
-		r.c.Acquired(bc.name, cluster, machine, epoch)
-		if r.c.Holder(cluster) == machine && r.startInit(machine) {
+		r.c.Acquired(bc.name, k.cluster, k.machine, epoch, in)
+		if r.c.Holder(k.cluster) == k.machine && r.startInit(k.machine) {
 			r.agents.Add(1)
 			go func() {
 				defer r.agents.Done()
-				defer r.endInit(machine)
-				bc.init(ctx, cluster, machine, hold, success)
+				defer r.endInit(k.machine)
+				bc.init(ctx, k)
 			}()
 		}
 	default:
-		r.c.Refused(bc.name, machine, res.Holder, res.Recreated)
+		r.c.Refused(bc.name, k.machine, res.Holder, res.Recreated)
 	}
 }
 
 var errSkipped = errors.New("skipped")
 
-// lock reads the Cluster and the Machine and calls Lock.
-// A cutOff above zero ends the Lock call after that time, wherever it is.
-func (bc *controller) lock(ctx context.Context, cluster, machine string, cutOff time.Duration) (initlock.Result, int, error) {
+// lock reads the Cluster and the Machine and calls Lock with them.
+func (bc *controller) lock(ctx context.Context, k call) (initlock.Result, int, Incarnation, error) {
 	// Take the epoch before reading the Machine: a deletion after the read
 	// makes any acquisition by this call void.
-	epoch := bc.r.c.Epoch(machine)
-	c, m, err := bc.get(ctx, cluster, machine)
+	epoch := bc.r.c.Epoch(k.machine)
+	c, m, err := bc.get(ctx, k.cluster, k.machine, k.cachedLock)
 	if err != nil {
-		return initlock.Result{}, epoch, errSkipped
+		return initlock.Result{}, epoch, Incarnation{}, errSkipped
 	}
+	in := Incarnation{Cluster: c.GetUID(), Machine: m.GetUID()}
 	bc.r.c.LockCall()
-	if cutOff > 0 {
+	if k.cutOff > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, cutOff, errCutOff)
+		ctx, cancel = context.WithTimeoutCause(ctx, k.cutOff, errCutOff)
 		defer cancel()
 	}
 	res, err := bc.locker.Lock(WithOp(ctx, opLock), c, m)
-	return res, epoch, err
+	return res, epoch, in, err
 }
 
 // errCutOff is the cause of a Lock call cut off on purpose.
 var errCutOff = errors.New("lock call cut off by the chaos runner")
 
 // get reads the Cluster and the Machine live through the controller's
-// (faulty) client.
-func (bc *controller) get(ctx context.Context, cluster, machine string) (*unstructured.Unstructured, *unstructured.Unstructured, error) {
+// (faulty) client or, when cached, from the informer cache, which lags.
+func (bc *controller) get(ctx context.Context, cluster, machine string, cached bool) (*unstructured.Unstructured, *unstructured.Unstructured, error) {
+	var rd client.Reader = bc.client
+	if cached {
+		rd = bc.r.cache
+	}
 	c := bc.r.clusterObject(cluster)
-	if err := bc.client.Get(ctx, client.ObjectKeyFromObject(c), c); err != nil {
+	if err := rd.Get(ctx, client.ObjectKeyFromObject(c), c); err != nil {
 		return nil, nil, err
 	}
 	m := bc.r.machineObject(machine)
-	if err := bc.client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+	if err := rd.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
 		return nil, nil, err
+	}
+	if cached {
+		bc.r.c.StaleView(cluster, revision(c), machine, revision(m))
 	}
 	return c, m, nil
 }
 
 // init runs kubeadm init on machine for hold, then initialises the cluster
 // or, when init fails, calls Unlock until it succeeds.
-func (bc *controller) init(ctx context.Context, cluster, machine string, hold time.Duration, success bool) {
+func (bc *controller) init(ctx context.Context, k call) {
 	r := bc.r
+	cluster, machine := k.cluster, k.machine
 	actor := "init/" + machine
-	if !sleep(ctx, hold) {
+	if !sleep(ctx, k.hold) {
 		return
 	}
-	if success {
+	if k.success {
 		if r.c.FinishInit(actor, cluster, machine) {
 			if err := r.setStatusInitialised(ctx, cluster); err != nil {
 				r.fail(err)
@@ -141,7 +162,7 @@ func (bc *controller) init(ctx context.Context, cluster, machine string, hold ti
 		return
 	}
 	for range 30 {
-		c, m, err := bc.get(ctx, cluster, machine)
+		c, m, err := bc.get(ctx, cluster, machine, k.cachedUnlock)
 		if apierrors.IsNotFound(err) {
 			r.h.Add(actor, "unlock skipped", machine, "", "the cluster or the machine is gone")
 			return

@@ -27,13 +27,41 @@
 //   - A driver follows the plan's actions: SIGKILL of a replica (restarted
 //     later, as is a replica that exits by itself), an operator deleting a
 //     lock, a lock's owner UID made stale (the garbage collector deletes
-//     it), pause and unpause, a Machine deleted and re-created under its
-//     name, a Cluster decommissioned, and backup-disaster-restore of a
-//     Cluster, its Machines and its lock, Velero-style (no UIDs, no
+//     it), pause and unpause, a Cluster decommissioned, and
+//     backup-disaster-restore of a Cluster, its Machines and its lock
+//     through internal/kubeenv/velerosim, Velero-style (no UIDs, no
 //     ownerReferences, no status) or as a naive copy (old owner UIDs kept),
 //     in Velero's order (ConfigMaps, Machines, Clusters), the reverse order
 //     or a random one, sometimes paused, sometimes with the Cluster deleted
 //     for good mid-restore.
+//   - Then faults stop, every Cluster is unpaused, every write held back
+//     is sent and every replica runs; the runner waits for the locks to
+//     settle.
+//
+// # Fault classes for stale caches, late writes and new incarnations
+//
+// Each is drawn from the seed and counted in Totals:
+//
+//   - Stale caller views (Plan.StaleViews): a Lock call, or the Unlock
+//     of a failed init, is made with the Cluster and the Machine read from
+//     a controller-runtime informer cache whose watch events arrive
+//     Plan.CacheLag late, as a provider reads the objects it reconciles.
+//     Totals count these calls and how many of them passed an object older
+//     than the latest version the Watcher had seen.
+//   - Late writes (Faults.LateWrite, for the bootstrap controllers and,
+//     through the Proxy, the managers): the Injector holds a write,
+//     answers its caller with a 5xx or a timeout, and sends it up to
+//     Faults.MaxLateDelay later, keeping the operation it was made for.
+//   - Machines deleted and created again under their name, with a new
+//     UID, while they hold the lock or wait for it (ActReplaceMachine).
+//   - A Cluster restored from an older backup (ActOldBackup): the Cluster
+//     alone is deleted and created again through velerosim from the copy
+//     made at setup (no grant register) or from one read up to 1.5 s
+//     before, so that its register is older or absent and its UID new. The
+//     Machines stay; the garbage collector deletes the lock.
+//   - Manager cache lag (Faults.WatchLag): the Proxy delays every event of
+//     the replicas' watches, so that the lock reconciler's informer cache
+//     lags behind the server.
 //   - Then faults stop, every Cluster is unpaused and every replica runs;
 //     the runner waits for the locks to settle.
 //
@@ -42,7 +70,13 @@
 //  1. Grants never overlap (InvNoOverlap): a Machine holds a cluster's lock
 //     from the moment Lock returns Acquired until it calls Unlock, it is
 //     deleted, or its init completes; no other Machine may be told Acquired
-//     in between. Checked at every Lock result. A lock an upstream
+//     in between. Checked at every Lock result. A grant is to one Machine
+//     incarnation in one Cluster incarnation, by UID: a Lock called with a
+//     Machine or Cluster object that is no longer the live one (a stale
+//     view of a re-created object) opens no hold, and is counted. A Cluster
+//     restored from an older backup keeps its hold only if the restored
+//     register names the holder; otherwise the hold ends, the limit
+//     pkg/initlock documents. A lock an upstream
 //     provider wrote holds for its Machine too, until an operator or the
 //     garbage collector deletes it: without a grant nothing else
 //     protects it, a limit pkg/initlock documents.
@@ -76,6 +110,16 @@
 //   - A cluster's initialisation is a fact of the scenario: a restored
 //     Cluster whose status the restore dropped is still initialised for
 //     invariant 4.
+//   - Invariant 1 does not follow a grant that a restore brings back
+//     without a hold: a Cluster, its Machines and its lock restored
+//     together end every hold (the Machines were deleted), even if the
+//     restored register names a Machine again.
+//   - A Machine or Cluster created so shortly before a Lock call returns
+//     that the runner has not yet recorded its UID is taken for a stale
+//     view: that call opens no hold, and invariant 1 may miss an overlap
+//     with it; it never reports a false one.
+//   - Stale views and lagging watches make the interleaving even less
+//     replayable: which version a cache serves depends on timing.
 //   - Resource versions are compared as numbers, which the API server's
 //     etcd storage guarantees and the API does not promise.
 package chaos

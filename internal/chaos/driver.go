@@ -9,7 +9,6 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/initlock/initlock/internal/capi"
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/pkg/initlock"
 )
@@ -56,6 +55,7 @@ func (r *runner) activity(ctx context.Context) {
 		name := fmt.Sprintf("bc-%d", i+1)
 		cfg, inj := WrapConfig(r.o.Config, name, r.p.Seed*31+uint64(i), r.c.Deleted)
 		inj.SetFaults(r.p.ClientFaults)
+		inj.OnLateWrite(r.lateWrite)
 		r.injectors = append(r.injectors, inj)
 		cl, err := client.New(cfg, client.Options{Scheme: kubeenv.Scheme(), Mapper: r.admin.RESTMapper()})
 		if err != nil {
@@ -133,11 +133,14 @@ func (r *runner) act(ctx context.Context, a Action) {
 		}
 	case ActReplaceMachine:
 		m := crt.plan.Machines[a.Machine%len(crt.plan.Machines)]
-		if err = r.deleteMachines(ctx, name, []string{m}); err == nil {
-			sleep(ctx, a.Delay)
-			err = r.admin.Create(ctx, kubeenv.NewMachine(capi.V1Beta2, r.ns, name, m))
-			r.h.Add("driver", "machine created", m, "", "a new machine with the old name")
+		if a.Held {
+			m = r.replaceTarget(crt, a.Machine)
 		}
+		r.hit(a.Kind, r.machineState(name, m))
+		err = r.replaceMachine(ctx, name, m, a.Delay)
+	case ActOldBackup:
+		r.hit(a.Kind, map[bool]string{true: "copy made at setup", false: "older copy"}[a.FromSetup])
+		err = r.restoreOld(ctx, name, a.Delay, a.FromSetup)
 	case ActDecommission:
 		gone = true
 		err = r.deleteCluster(ctx, name)
@@ -165,6 +168,45 @@ func (r *runner) heldCluster(ctx context.Context, from int, def *clusterRT) *clu
 			return def
 		}
 	}
+}
+
+// replaceTarget picks the Machine of a Cluster to re-create: the holder
+// for an even n, else a Machine waiting for the lock.
+func (r *runner) replaceTarget(crt *clusterRT, n int) string {
+	ms := crt.plan.Machines
+	holder := r.c.Holder(crt.plan.Name)
+	if holder == "" || n%2 == 0 {
+		if holder != "" {
+			return holder
+		}
+		return ms[n%len(ms)]
+	}
+	for i := range ms {
+		if m := ms[(n+i)%len(ms)]; m != holder {
+			return m
+		}
+	}
+	return holder
+}
+
+// machineState tells whether a Machine holds its Cluster's lock, waits for
+// it, or neither (its Cluster is initialised).
+func (r *runner) machineState(cluster, machine string) string {
+	switch {
+	case r.c.Holder(cluster) == machine:
+		return "holding"
+	case r.c.Initialised(cluster):
+		return "initialised"
+	default:
+		return "waiting"
+	}
+}
+
+// hit counts what an action found at its target.
+func (r *runner) hit(k ActionKind, what string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.res.Hits[string(k)+" "+what]++
 }
 
 func (r *runner) count(k ActionKind) {

@@ -32,37 +32,53 @@ type Faults struct {
 	// and returns a 5xx or a timeout: the caller cannot tell whether its
 	// write happened.
 	LostResponse float64
+	// LateWrite holds a write, answers the caller at once with a 5xx or a
+	// timeout, and sends the write to the server up to MaxLateDelay later:
+	// the caller gave up on a write the server applies afterwards.
+	LateWrite    float64
+	MaxLateDelay time.Duration
 	// MaxLatency delays each request by up to this much.
 	MaxLatency time.Duration
+	// WatchLag delays every event of the watches opened from now on by this
+	// much, so that an informer cache fed by them lags behind the server.
+	WatchLag time.Duration
 }
 
 // Off tells whether no fault is injected.
 func (f Faults) Off() bool {
-	return f.Conflict == 0 && f.ServerError == 0 && f.Timeout == 0 && f.LostResponse == 0 && f.MaxLatency == 0
+	return f.Conflict == 0 && f.ServerError == 0 && f.Timeout == 0 && f.LostResponse == 0 && f.LateWrite == 0 &&
+		f.MaxLatency == 0 && f.WatchLag == 0
 }
 
 func (f Faults) String() string {
 	if f.Off() {
 		return "none"
 	}
-	return fmt.Sprintf("conflict=%.2f 5xx=%.2f timeout=%.2f lost=%.2f latency<=%s",
-		f.Conflict, f.ServerError, f.Timeout, f.LostResponse, f.MaxLatency)
+	return fmt.Sprintf("conflict=%.2f 5xx=%.2f timeout=%.2f lost=%.2f late=%.2f(<=%s) latency<=%s watch-lag=%s",
+		f.Conflict, f.ServerError, f.Timeout, f.LostResponse, f.LateWrite, f.MaxLateDelay, f.MaxLatency, f.WatchLag)
 }
 
 // FaultStats counts what an Injector did.
 type FaultStats struct {
 	Requests, Conflicts, ServerErrors, Timeouts, LostResponses int
+	// LateWrites were held and answered with an error; LateApplied of them
+	// the server then accepted (a 2xx), LateRejected it refused.
+	LateWrites, LateApplied, LateRejected int
+	// LaggedWatches were opened with their events delayed.
+	LaggedWatches int
 }
 
-// Injected is the number of faults injected.
+// Injected is the number of faults injected into requests.
 func (s FaultStats) Injected() int {
-	return s.Conflicts + s.ServerErrors + s.Timeouts + s.LostResponses
+	return s.Conflicts + s.ServerErrors + s.Timeouts + s.LostResponses + s.LateWrites
 }
 
 // Add sums two FaultStats.
 func (s FaultStats) Add(o FaultStats) FaultStats {
 	return FaultStats{s.Requests + o.Requests, s.Conflicts + o.Conflicts, s.ServerErrors + o.ServerErrors,
-		s.Timeouts + o.Timeouts, s.LostResponses + o.LostResponses}
+		s.Timeouts + o.Timeouts, s.LostResponses + o.LostResponses,
+		s.LateWrites + o.LateWrites, s.LateApplied + o.LateApplied, s.LateRejected + o.LateRejected,
+		s.LaggedWatches + o.LaggedWatches}
 }
 
 // Deletion is a DELETE of a ConfigMap that reached the API server, as an
@@ -95,6 +111,9 @@ type Injector struct {
 	rnd      *rand.Rand
 	stats    FaultStats
 	onDelete func(Deletion)
+	onLate   func(LateWrite)
+	// late counts the held writes not yet sent.
+	late sync.WaitGroup
 }
 
 var _ http.RoundTripper = (*Injector)(nil)
@@ -140,6 +159,12 @@ func WithOp(ctx context.Context, op string) context.Context {
 	return context.WithValue(ctx, opKey{}, op)
 }
 
+// OpOf returns the operation named in ctx by WithOp.
+func OpOf(ctx context.Context) (string, bool) {
+	op, ok := ctx.Value(opKey{}).(string)
+	return op, ok
+}
+
 type fault int
 
 const (
@@ -148,66 +173,101 @@ const (
 	faultServerError
 	faultTimeout
 	faultLost
+	faultLate
 )
 
-// decide draws the fault for one request and the latency to add.
-func (in *Injector) decide(req *http.Request) (fault, time.Duration, int) {
+// draw is the fate of one request.
+type draw struct {
+	fault fault
+	// latency is added before anything else; late is how long a held
+	// write waits before it is sent.
+	latency, late time.Duration
+	// code is the status answered, 0 for a timeout.
+	code int
+}
+
+// decide draws the fate of one request.
+func (in *Injector) decide(req *http.Request) draw {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.stats.Requests++
 	f := in.faults
-	var latency time.Duration
+	var d draw
 	if f.MaxLatency > 0 {
-		latency = time.Duration(in.rnd.Int64N(int64(f.MaxLatency)))
+		d.latency = time.Duration(in.rnd.Int64N(int64(f.MaxLatency)))
 	}
-	code := []int{http.StatusInternalServerError, http.StatusServiceUnavailable, http.StatusGatewayTimeout}[in.rnd.IntN(3)]
+	d.code = []int{http.StatusInternalServerError, http.StatusServiceUnavailable, http.StatusGatewayTimeout}[in.rnd.IntN(3)]
 	x := in.rnd.Float64()
 	write := req.Method != http.MethodGet && req.Method != http.MethodHead
 	var p float64
 	if write {
 		if p += f.Conflict; x < p {
 			in.stats.Conflicts++
-			return faultConflict, latency, http.StatusConflict
+			d.fault, d.code = faultConflict, http.StatusConflict
+			return d
 		}
 	}
 	if p += f.ServerError; x < p {
 		in.stats.ServerErrors++
-		return faultServerError, latency, code
+		d.fault = faultServerError
+		return d
 	}
 	if p += f.Timeout; x < p {
 		in.stats.Timeouts++
-		return faultTimeout, latency, 0
+		d.fault, d.code = faultTimeout, 0
+		return d
 	}
 	if p += f.LostResponse; x < p {
 		in.stats.LostResponses++
+		d.fault = faultLost
 		if in.rnd.IntN(2) == 0 {
-			code = 0 // a timeout
+			d.code = 0 // a timeout
 		}
-		return faultLost, latency, code
+		return d
 	}
-	return faultNone, latency, 0
+	if write {
+		if p += f.LateWrite; x < p {
+			in.stats.LateWrites++
+			d.fault = faultLate
+			if in.rnd.IntN(2) == 0 {
+				d.code = 0
+			}
+			d.late = time.Duration(in.rnd.Int64N(int64(f.MaxLateDelay) + 1))
+			return d
+		}
+	}
+	d.code = 0
+	return d
 }
 
 // RoundTrip implements http.RoundTripper.
 func (in *Injector) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Query().Get("watch") == "true" {
-		return in.next.RoundTrip(req)
+		return in.watch(req)
 	}
-	f, latency, code := in.decide(req)
-	if latency > 0 {
+	d := in.decide(req)
+	if d.latency > 0 {
 		select {
-		case <-time.After(latency):
+		case <-time.After(d.latency):
 		case <-req.Context().Done():
 			return nil, req.Context().Err()
 		}
 	}
-	switch f {
+	switch d.fault {
 	case faultConflict, faultServerError:
 		drain(req)
-		return statusResponse(req, code), nil
+		return statusResponse(req, d.code), nil
 	case faultTimeout:
 		drain(req)
 		return nil, timeoutError(req)
+	case faultLate:
+		if err := in.hold(req, d.late); err != nil {
+			return nil, err
+		}
+		if d.code == 0 {
+			return nil, timeoutError(req)
+		}
+		return statusResponse(req, d.code), nil
 	}
 	var deleteBody []byte
 	isCMDelete := req.Method == http.MethodDelete && isConfigMapPath(req.URL.Path)
@@ -218,19 +278,19 @@ func (in *Injector) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := in.next.RoundTrip(req)
 	if isCMDelete && err == nil {
-		resp = in.reportDelete(req, deleteBody, resp, f == faultLost)
+		resp = in.reportDelete(req, deleteBody, resp, d.fault == faultLost)
 	}
-	if f != faultLost {
+	if d.fault != faultLost {
 		return resp, err
 	}
 	if err == nil {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		_ = resp.Body.Close()
 	}
-	if code == 0 {
+	if d.code == 0 {
 		return nil, timeoutError(req)
 	}
-	return statusResponse(req, code), nil
+	return statusResponse(req, d.code), nil
 }
 
 // reportDelete tells onDelete about a ConfigMap DELETE the server answered,
@@ -244,7 +304,7 @@ func (in *Injector) reportDelete(req *http.Request, body []byte, resp *http.Resp
 	resp.Body = io.NopCloser(bytes.NewReader(respBody))
 	ns, name := configMapKey(req.URL.Path)
 	d := Deletion{Actor: in.name, Namespace: ns, Name: name, Code: resp.StatusCode, Lost: lost}
-	if op, ok := req.Context().Value(opKey{}).(string); ok {
+	if op, ok := OpOf(req.Context()); ok {
 		d.Op = op
 	}
 	d.UID = preconditionUID(body)

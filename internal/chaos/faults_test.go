@@ -151,3 +151,23 @@ func TestProxy(t *testing.T) {
 		t.Fatalf("create through a faulty proxy: %v, want a Conflict", err)
 	}
 }
+
+// TestLateWriteApplied: on the real API server, a create whose caller got
+// an error is applied once the injector sends it.
+func TestLateWriteApplied(t *testing.T) {
+	ns := env.Namespace(t)
+	cfg, inj := chaos.WrapConfig(env.Config, "bc-1", 1, nil)
+	c := newClient(t, cfg)
+	inj.SetFaults(chaos.Faults{LateWrite: 1, MaxLateDelay: 50 * time.Millisecond})
+	if err := c.Create(t.Context(), configMap(ns, "late")); err == nil {
+		t.Fatal("a held create succeeded for its caller")
+	}
+	inj.WaitLate()
+	inj.SetFaults(chaos.Faults{})
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "late"}, &corev1.ConfigMap{}); err != nil {
+		t.Fatalf("the held create was not applied afterwards: %v", err)
+	}
+	if s := inj.Stats(); s.LateWrites != 1 || s.LateApplied != 1 {
+		t.Fatalf("stats %+v, want one late write, applied", s)
+	}
+}

@@ -32,6 +32,7 @@ type Proxy struct {
 	mu       sync.Mutex
 	replicas map[string]*Injector
 	proxies  map[string]*httputil.ReverseProxy
+	onLate   func(LateWrite)
 }
 
 // NewProxy starts a Proxy to the API server of cfg on a free local port.
@@ -73,6 +74,7 @@ func (p *Proxy) Replica(name, dir string, seed uint64) (string, *Injector, error
 	inj, ok := p.replicas[name]
 	if !ok {
 		inj = NewInjector(name, p.upstream, seed, p.onDelete)
+		inj.OnLateWrite(p.onLate)
 		p.replicas[name] = inj
 		rp := &httputil.ReverseProxy{
 			Rewrite: func(r *httputil.ProxyRequest) {
@@ -123,6 +125,30 @@ func (p *Proxy) SetFaults(f Faults) {
 	defer p.mu.Unlock()
 	for _, inj := range p.replicas {
 		inj.SetFaults(f)
+	}
+}
+
+// OnLateWrite sets, for every replica, the function called once each write
+// it held has been sent.
+func (p *Proxy) OnLateWrite(f func(LateWrite)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.onLate = f
+	for _, inj := range p.replicas {
+		inj.OnLateWrite(f)
+	}
+}
+
+// WaitLate waits until every write held so far has been sent.
+func (p *Proxy) WaitLate() {
+	p.mu.Lock()
+	injs := make([]*Injector, 0, len(p.replicas))
+	for _, inj := range p.replicas {
+		injs = append(injs, inj)
+	}
+	p.mu.Unlock()
+	for _, inj := range injs {
+		inj.WaitLate()
 	}
 }
 

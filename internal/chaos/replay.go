@@ -99,6 +99,7 @@ func (c *Checker) Observe(o Observed) {
 			c.violate(InvForeignUntouched, "configmap %s, which is not a lock, was %s (rv %d)", o.Name, strings.ToLower(string(o.Type)), o.RV)
 		}
 	}
+	c.latest[o.Kind][o.Name] = max(c.latest[o.Kind][o.Name], o.RV)
 	r := &c.replay
 	r.queues[o.Kind] = append(r.queues[o.Kind], o)
 	if o.RV > r.last[o.Kind] {

@@ -16,10 +16,12 @@ func (r *Result) Summary() string {
 	}
 	sort.Strings(acts)
 	return fmt.Sprintf("seed %d: %d violations; %d Lock calls, %d grants, %d re-locks, %d refused, %d errors (+%d paused, %d not a lock); %d unlocks; %d inits; "+
-		"lock deletes: manager %d, unlock %d, other %d; faults client %d/%d manager %d/%d; manager starts %d kills %d; actions %s (skipped %d); settled in %s; %s",
+		"lock deletes: manager %d, unlock %d, other %d; faults client %d/%d manager %d/%d; "+
+		"stale views %d (%d behind), late writes %d, lagged manager watches %d; manager starts %d kills %d; actions %s (skipped %d); settled in %s; %s",
 		r.Plan.Seed, len(r.Violations), c.LockCalls, c.Grants, c.ReLocks, c.Refused, c.LockErrors, c.Paused, c.NotALock, c.UnlockCalls, c.Inits,
 		c.DeletesByManager, c.DeletesByUnlock, c.DeletesExternal,
 		r.ClientFaults.Injected(), r.ClientFaults.Requests, r.ManagerFaults.Injected(), r.ManagerFaults.Requests,
+		c.StaleViews, c.StaleBehind, r.ClientFaults.LateWrites+r.ManagerFaults.LateWrites, r.ManagerFaults.LaggedWatches,
 		r.ManagerStarts, r.ManagerKills, strings.Join(acts, " "), r.Skipped, r.Settle.Round(time.Millisecond), r.Elapsed.Round(time.Millisecond))
 }
 
@@ -28,16 +30,19 @@ type Totals struct {
 	Scenarios, Failed, Violations int
 	Counts                        Counts
 	ClientFaults, ManagerFaults   FaultStats
+	CacheFaults                   FaultStats
 	ManagerStarts, ManagerKills   int
 	Actions                       map[ActionKind]int
-	Restores                      map[string]int
-	Elapsed                       time.Duration
+	Restores, Hits                map[string]int
+	// Lagging counts the scenarios whose managers' watches lagged.
+	Lagging int
+	Elapsed time.Duration
 }
 
 // Add adds a result.
 func (t *Totals) Add(r *Result) {
 	if t.Actions == nil {
-		t.Actions, t.Restores = map[ActionKind]int{}, map[string]int{}
+		t.Actions, t.Restores, t.Hits = map[ActionKind]int{}, map[string]int{}, map[string]int{}
 	}
 	t.Scenarios++
 	if r.Failed() {
@@ -47,6 +52,13 @@ func (t *Totals) Add(r *Result) {
 	t.Counts = t.Counts.Add(r.Counts)
 	t.ClientFaults = t.ClientFaults.Add(r.ClientFaults)
 	t.ManagerFaults = t.ManagerFaults.Add(r.ManagerFaults)
+	t.CacheFaults = t.CacheFaults.Add(r.CacheFaults)
+	if r.Plan.ManagerFaults.WatchLag > 0 {
+		t.Lagging++
+	}
+	for k, v := range r.Hits {
+		t.Hits[k] += v
+	}
 	t.ManagerStarts += r.ManagerStarts
 	t.ManagerKills += r.ManagerKills
 	for k, v := range r.Actions {
@@ -62,14 +74,25 @@ func (t *Totals) String() string {
 	c := t.Counts
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d scenarios (%d failed), %d violations, %s\n", t.Scenarios, t.Failed, t.Violations, t.Elapsed.Round(time.Second))
-	fmt.Fprintf(&b, "  Lock calls %d: grants %d, re-locks %d, refused %d, errors %d (paused %d, not a lock %d), acquired by a machine being deleted %d\n",
-		c.LockCalls, c.Grants, c.ReLocks, c.Refused, c.LockErrors+c.Paused+c.NotALock, c.Paused, c.NotALock, c.AcquiredDeleted)
+	fmt.Fprintf(&b, "  Lock calls %d: grants %d, re-locks %d, refused %d, errors %d (paused %d, not a lock %d), acquired by a machine being deleted %d, "+
+		"acquired for a machine or cluster UID gone %d\n",
+		c.LockCalls, c.Grants, c.ReLocks, c.Refused, c.LockErrors+c.Paused+c.NotALock, c.Paused, c.NotALock, c.AcquiredDeleted, c.AcquiredGone)
 	fmt.Fprintf(&b, "  inits %d, failed inits unlocked %d (Unlock errors %d)\n", c.Inits, c.UnlockCalls, c.UnlockErrors)
 	fmt.Fprintf(&b, "  lock deletions: by the manager %d, by Unlock %d, by others (garbage collector, operator, disaster) %d\n",
 		c.DeletesByManager, c.DeletesByUnlock, c.DeletesExternal)
 	fmt.Fprintf(&b, "  faults injected: bootstrap clients %d of %d requests, managers %d of %d\n",
 		t.ClientFaults.Injected(), t.ClientFaults.Requests, t.ManagerFaults.Injected(), t.ManagerFaults.Requests)
 	fmt.Fprintf(&b, "  manager processes started %d, SIGKILLed %d\n", t.ManagerStarts, t.ManagerKills)
+	fmt.Fprintf(&b, "  stale caller views: %d Lock/Unlock calls with cached objects, %d of them behind the server (cache watches lagged %d)\n",
+		c.StaleViews, c.StaleBehind, t.CacheFaults.LaggedWatches)
+	late := t.ClientFaults.Add(t.ManagerFaults)
+	fmt.Fprintf(&b, "  late writes: %d (bootstrap clients %d, managers %d), applied %d, refused by the server %d\n",
+		late.LateWrites, t.ClientFaults.LateWrites, t.ManagerFaults.LateWrites, late.LateApplied, late.LateRejected)
+	fmt.Fprintf(&b, "  machines re-created: %d (holding %d, waiting %d, initialised %d)\n", t.Actions[ActReplaceMachine],
+		t.Hits["replace-machine holding"], t.Hits["replace-machine waiting"], t.Hits["replace-machine initialised"])
+	fmt.Fprintf(&b, "  clusters restored from an older backup: %d (copy made at setup %d, older copy %d), holds kept %d, ended %d\n",
+		t.Actions[ActOldBackup], t.Hits["old-backup copy made at setup"], t.Hits["old-backup older copy"], c.HoldsKept, c.HoldsEnded)
+	fmt.Fprintf(&b, "  manager cache lag: %d manager watches lagged, in %d scenarios\n", t.ManagerFaults.LaggedWatches, t.Lagging)
 	keys := make([]string, 0, len(t.Actions))
 	for k := range t.Actions {
 		keys = append(keys, string(k))
@@ -89,4 +112,47 @@ func (t *Totals) String() string {
 		fmt.Fprintf(&b, " %q=%d", k, t.Restores[k])
 	}
 	return b.String()
+}
+
+// Counts are what a scenario did, for the summary.
+type Counts struct {
+	// LockCalls to Locker.Lock, and how they ended.
+	LockCalls, Grants, ReLocks, Refused, LockErrors int
+	// Paused and NotALock count the Lock calls refused with
+	// ErrClusterPaused and ErrNotALock, which are not in LockErrors.
+	Paused, NotALock int
+	// Acquisitions by a Machine deleted while its Lock call ran.
+	AcquiredDeleted int
+	// AcquiredGone: acquisitions for a Machine or a Cluster, by UID, that
+	// no longer existed when Lock returned (the caller's view was stale).
+	AcquiredGone int
+	// StaleViews are Lock and Unlock calls made with objects read from an
+	// informer cache; StaleBehind of them had an object older than the
+	// latest version the watcher had seen.
+	StaleViews, StaleBehind int
+	// HoldsKept and HoldsEnded count the holds of a Cluster re-created from
+	// an older backup that its restored grant register named, or did not.
+	HoldsKept, HoldsEnded int
+	// UnlockCalls to Locker.Unlock, and their errors.
+	UnlockCalls, UnlockErrors int
+	// Inits completed.
+	Inits int
+	// LockDeletes seen by the watcher, by who made them.
+	DeletesByManager, DeletesByUnlock, DeletesExternal int
+}
+
+// Add sums two Counts.
+func (c Counts) Add(o Counts) Counts {
+	return Counts{
+		LockCalls: c.LockCalls + o.LockCalls, Grants: c.Grants + o.Grants, ReLocks: c.ReLocks + o.ReLocks,
+		Refused: c.Refused + o.Refused, LockErrors: c.LockErrors + o.LockErrors,
+		Paused: c.Paused + o.Paused, NotALock: c.NotALock + o.NotALock,
+		AcquiredDeleted: c.AcquiredDeleted + o.AcquiredDeleted, AcquiredGone: c.AcquiredGone + o.AcquiredGone,
+		StaleViews: c.StaleViews + o.StaleViews, StaleBehind: c.StaleBehind + o.StaleBehind,
+		HoldsKept: c.HoldsKept + o.HoldsKept, HoldsEnded: c.HoldsEnded + o.HoldsEnded,
+		UnlockCalls: c.UnlockCalls + o.UnlockCalls, UnlockErrors: c.UnlockErrors + o.UnlockErrors,
+		Inits:            c.Inits + o.Inits,
+		DeletesByManager: c.DeletesByManager + o.DeletesByManager, DeletesByUnlock: c.DeletesByUnlock + o.DeletesByUnlock,
+		DeletesExternal: c.DeletesExternal + o.DeletesExternal,
+	}
 }

@@ -8,12 +8,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/pkg/initlock"
 )
 
@@ -66,15 +65,8 @@ func (r *runner) restore(ctx context.Context, crt *clusterRT, rp *RestorePlan) (
 			r.h.Add("driver", "cluster deleted mid-restore", name, "", fmt.Sprintf("after %d of %d objects", i, len(items)))
 			return true, r.deleteCluster(ctx, name)
 		}
-		obj := strip(it, rp.Mode)
-		err := r.admin.Create(ctx, obj)
-		switch {
-		case apierrors.IsAlreadyExists(err):
-			r.h.Add("driver", "restore skipped", it.GetKind()+"/"+it.GetName(), "", "exists already")
-		case err != nil:
-			return false, fmt.Errorf("restoring %s %s: %w", it.GetKind(), it.GetName(), err)
-		default:
-			r.h.Add("driver", "restored", it.GetKind()+"/"+it.GetName(), obj.GetResourceVersion(), "uid="+shortUID(string(obj.GetUID())))
+		if err := r.restoreItem(ctx, rp.Mode, it); err != nil {
+			return false, err
 		}
 		sleep(ctx, time.Duration(rnd.Int64N(int64(rp.Gap)+1)))
 	}
@@ -82,11 +74,8 @@ func (r *runner) restore(ctx context.Context, crt *clusterRT, rp *RestorePlan) (
 		r.h.Add("driver", "cluster deleted after restore", name, "", "")
 		return true, r.deleteCluster(ctx, name)
 	}
-	if r.c.Initialised(name) {
-		sleep(ctx, rp.StatusAfter)
-		if err := r.setStatusInitialised(ctx, name); err != nil {
-			return false, err
-		}
+	if err := r.afterRestore(ctx, name, rp.StatusAfter); err != nil {
+		return false, err
 	}
 	if rp.Paused {
 		sleep(ctx, rp.UnpauseAfter)
@@ -95,6 +84,95 @@ func (r *runner) restore(ctx context.Context, crt *clusterRT, rp *RestorePlan) (
 		}
 	}
 	return false, nil
+}
+
+// restoreOld deletes a Cluster, and only the Cluster, and creates it again
+// from an older copy of its object, as a Velero restore of an old backup
+// does: its grant register is older or absent and its UID is new. The
+// Machines stay; the garbage collector deletes the lock, which the old
+// Cluster owned. The copy is the Cluster as setup created it (fromSetup,
+// no register at all) or as read age before the restore.
+func (r *runner) restoreOld(ctx context.Context, name string, age time.Duration, fromSetup bool) error {
+	snap := r.snapshots[name]
+	if !fromSetup {
+		snap = r.clusterObject(name)
+		if err := r.admin.Get(ctx, client.ObjectKeyFromObject(snap), snap); err != nil {
+			return err
+		}
+		sleep(ctx, age)
+	}
+	r.h.Add("driver", "old backup", name, snap.GetResourceVersion(), grantDetail(snap.GetAnnotations()[initlock.GrantAnnotation]))
+	r.c.LockLost("driver", name)
+	r.c.ClusterDeleting(name)
+	if err := r.admin.Delete(ctx, r.clusterObject(name)); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	r.h.Add("driver", "cluster deleted", name, "", "to be restored from the old backup")
+	if err := r.waitClusterGone(ctx, name); err != nil {
+		return err
+	}
+	if err := r.restoreItem(ctx, ModeVelero, snap); err != nil {
+		return err
+	}
+	return r.afterRestore(ctx, name, 0)
+}
+
+// afterRestore gives a restored Cluster whose control plane was initialised
+// its status back after statusAfter, as Cluster API recomputes it.
+func (r *runner) afterRestore(ctx context.Context, name string, statusAfter time.Duration) error {
+	if !r.c.Initialised(name) {
+		return nil
+	}
+	sleep(ctx, statusAfter)
+	return r.setStatusInitialised(ctx, name)
+}
+
+// restoreItem creates one backed-up object again through velerosim, as a
+// Velero restore (ModeVelero) or a naive copy (ModeNaive) does, and records
+// the new UIDs of Clusters and Machines. An object that exists already is
+// skipped.
+func (r *runner) restoreItem(ctx context.Context, mode string, backed *unstructured.Unstructured) error {
+	rs, err := r.restorer(mode)
+	if err != nil {
+		return err
+	}
+	what := backed.GetKind() + "/" + backed.GetName()
+	out, err := rs.Restore(ctx, []*unstructured.Unstructured{backed})
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		r.h.Add("driver", "restore skipped", what, "", "exists already")
+		return nil
+	case err != nil:
+		return err
+	case len(out) != 1:
+		return fmt.Errorf("restoring %s: %d objects created", what, len(out))
+	}
+	obj := out[0]
+	switch obj.GetKind() {
+	case capi.ClusterKind:
+		r.c.ClusterCreated(obj.GetName(), obj.GetUID(), initlock.GrantFrom(obj.GetAnnotations()))
+	case capi.MachineKind:
+		r.c.MachineCreated(obj.GetName(), obj.GetUID())
+	}
+	r.h.Add("driver", "restored", what, obj.GetResourceVersion(), "uid="+shortUID(string(obj.GetUID())))
+	return nil
+}
+
+// restorer returns the velerosim Restorer of a restore mode, which creates
+// objects in the order it is given them.
+func (r *runner) restorer(mode string) (*velerosim.Restorer, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rs, ok := r.restorers[mode]; ok {
+		return rs, nil
+	}
+	rs, err := velerosim.New(r.o.Config, velerosim.Options{Naive: mode == ModeNaive, AsGiven: true,
+		BackupName: "chaos-backup", RestoreName: "chaos-restore"})
+	if err != nil {
+		return nil, err
+	}
+	r.restorers[mode] = rs
+	return rs, nil
 }
 
 // backup reads a Cluster, its Machines and its lock, one after the other as
@@ -108,11 +186,11 @@ func (r *runner) backup(ctx context.Context, name string) (*backup, error) {
 	case err != nil:
 		return nil, err
 	case initlock.ObserveLock(cm, name).Problem == nil:
-		u, err := toUnstructured(cm)
+		items, err := velerosim.Unstructured(cm)
 		if err != nil {
 			return nil, err
 		}
-		b.items = append(b.items, u)
+		b.items = append(b.items, items...)
 	}
 	machines := &unstructured.UnstructuredList{}
 	machines.SetGroupVersionKind(capi.MachineGVK(capi.V1Beta2).GroupVersion().WithKind("MachineList"))
@@ -128,34 +206,4 @@ func (r *runner) backup(ctx context.Context, name string) (*backup, error) {
 	}
 	b.items = append(b.items, cluster)
 	return b, nil
-}
-
-// strip prepares a backed-up object for re-creation.
-func strip(u *unstructured.Unstructured, mode string) *unstructured.Unstructured {
-	out := u.DeepCopy()
-	out.SetUID("")
-	out.SetResourceVersion("")
-	out.SetGeneration(0)
-	out.SetCreationTimestamp(metav1.Time{})
-	out.SetDeletionTimestamp(nil)
-	out.SetDeletionGracePeriodSeconds(nil)
-	out.SetManagedFields(nil)
-	if mode == ModeVelero {
-		out.SetOwnerReferences(nil)
-	}
-	delete(out.Object, "status")
-	return out
-}
-
-func toUnstructured(obj client.Object) (*unstructured.Unstructured, error) {
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return nil, err
-	}
-	u := &unstructured.Unstructured{Object: m}
-	if _, ok := obj.(*corev1.ConfigMap); ok {
-		u.SetAPIVersion("v1")
-		u.SetKind("ConfigMap")
-	}
-	return u, nil
 }

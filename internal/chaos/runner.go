@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -12,11 +13,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 )
 
 // Operations named in the bootstrap controllers' request contexts.
@@ -53,6 +56,9 @@ type Result struct {
 	Counts        Counts
 	ClientFaults  FaultStats
 	ManagerFaults FaultStats
+	// CacheFaults are those of the bootstrap controllers' informer cache:
+	// its lagged watches.
+	CacheFaults FaultStats
 	// ManagerStarts and ManagerKills count the replicas' processes;
 	// ManagerExits lists those that ended by themselves.
 	ManagerStarts, ManagerKills int
@@ -62,6 +68,9 @@ type Result struct {
 	Actions  map[ActionKind]int
 	Skipped  int
 	Restores map[string]int
+	// Hits counts what the driver's actions found at their target, by
+	// action and finding (a re-created Machine holding or waiting).
+	Hits map[string]int
 	// Settle is how long the locks took to settle after the activity.
 	Settle     time.Duration
 	Violations []Violation
@@ -91,6 +100,14 @@ type runner struct {
 
 	clusters  []*clusterRT
 	injectors []*Injector
+	// cache is the bootstrap controllers' informer cache, which lags by the
+	// plan's CacheLag through cacheFaults.
+	cache       client.Reader
+	cacheFaults *Injector
+	// restorers restore backed-up objects, by restore mode; snapshots
+	// are the Clusters as setup created them, by name.
+	restorers map[string]*velerosim.Restorer
+	snapshots map[string]*unstructured.Unstructured
 
 	mu      sync.Mutex
 	running map[string]bool
@@ -109,7 +126,8 @@ func Run(ctx context.Context, o Options, p Plan) *Result {
 	start := time.Now()
 	h := NewHistory()
 	r := &runner{o: o, p: p, h: h, c: NewChecker(h), running: map[string]bool{}, serial: map[string]*sync.Mutex{},
-		res: &Result{Plan: p, History: h, Actions: map[ActionKind]int{}, Restores: map[string]int{}}}
+		restorers: map[string]*velerosim.Restorer{}, snapshots: map[string]*unstructured.Unstructured{},
+		res: &Result{Plan: p, History: h, Actions: map[ActionKind]int{}, Restores: map[string]int{}, Hits: map[string]int{}}}
 	for _, cp := range p.Clusters {
 		r.clusters = append(r.clusters, &clusterRT{plan: cp})
 	}
@@ -122,11 +140,25 @@ func Run(ctx context.Context, o Options, p Plan) *Result {
 	if r.proxy != nil {
 		r.res.ManagerFaults = r.proxy.Stats()
 	}
+	if r.cacheFaults != nil {
+		r.res.CacheFaults = r.cacheFaults.Stats()
+	}
 	if r.fleet != nil {
 		r.res.ManagerStarts, r.res.ManagerKills, r.res.ManagerExits = r.fleet.Stats()
 	}
 	r.res.Elapsed = time.Since(start)
 	return r.res
+}
+
+// lateWrite records a write sent to the server after its caller gave up.
+func (r *runner) lateWrite(lw LateWrite) {
+	what := fmt.Sprintf("%s sent %s after the caller got an error: ", lw.Method, lw.Delay.Round(time.Millisecond))
+	if lw.Err != nil {
+		what += oneLine(lw.Err)
+	} else {
+		what += fmt.Sprintf("%d %s", lw.Code, http.StatusText(lw.Code))
+	}
+	r.h.Add(lw.Actor, "late write", lw.Path, "", what)
 }
 
 func (r *runner) fail(err error) {
@@ -177,11 +209,17 @@ func (r *runner) run(ctx context.Context) (retErr error) {
 	if err := r.setup(ctx); err != nil {
 		return err
 	}
+	cacheCtx, stopCache := context.WithCancel(ctx)
+	defer stopCache()
+	if err := r.startCache(cacheCtx); err != nil {
+		return err
+	}
 
 	if r.proxy, err = NewProxy(r.o.Config, r.c.Deleted); err != nil {
 		return err
 	}
 	defer func() { retErr = errors.Join(retErr, r.proxy.Close()) }()
+	r.proxy.OnLateWrite(r.lateWrite)
 	if r.fleet, err = NewFleet(r.o.ManagerBinary, r.dir, r.ns, r.proxy, r.p.LeaderElection, r.p.Seed, r.h); err != nil {
 		return err
 	}

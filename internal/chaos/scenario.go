@@ -81,8 +81,15 @@ const (
 	// ActPause pauses a Cluster for Delay.
 	ActPause ActionKind = "pause"
 	// ActReplaceMachine deletes a Machine and creates one with the same name
-	// after Delay.
+	// (and a new UID) after Delay. Held aims it at a Cluster whose lock is
+	// held: an even Machine picks the holder, an odd one a Machine waiting
+	// for the lock.
 	ActReplaceMachine ActionKind = "replace-machine"
+	// ActOldBackup deletes a Cluster, and only the Cluster, and restores it
+	// Velero-style from an older copy: the one setup created (FromSetup: no
+	// grant register) or one read Delay before. Its UID changes and its
+	// register goes back to what the copy holds.
+	ActOldBackup ActionKind = "old-backup"
 	// ActRestore backs a Cluster up, loses it and restores it.
 	ActRestore ActionKind = "restore"
 	// ActDecommission deletes a Cluster and its Machines for good.
@@ -100,8 +107,10 @@ type Action struct {
 	// Held aims the action at a Cluster with two Machines or more whose
 	// lock one of them holds at that moment, the first from Cluster on,
 	// waiting up to a second for one.
-	Held    bool
-	Restore *RestorePlan `json:",omitempty"`
+	Held bool
+	// FromSetup: see ActOldBackup.
+	FromSetup bool
+	Restore   *RestorePlan `json:",omitempty"`
 }
 
 func (a Action) String() string {
@@ -115,6 +124,12 @@ func (a Action) String() string {
 		s += fmt.Sprintf(" cluster #%d machine #%d after %s", a.Cluster, a.Machine, a.Delay)
 	case ActPause:
 		s += fmt.Sprintf(" cluster #%d for %s", a.Cluster, a.Delay)
+	case ActOldBackup:
+		if a.FromSetup {
+			s += fmt.Sprintf(" cluster #%d from the copy made at setup", a.Cluster)
+		} else {
+			s += fmt.Sprintf(" cluster #%d from a copy %s old", a.Cluster, a.Delay)
+		}
 	default:
 		s += fmt.Sprintf(" cluster #%d", a.Cluster)
 	}
@@ -190,9 +205,15 @@ type Plan struct {
 	InitSuccess float64
 	// MinHold and MaxHold bound how long an init runs.
 	MinHold, MaxHold time.Duration
-	Activity         time.Duration
-	Actions          []Action
-	Timings          ManagerTimings
+	// StaleViews is the chance that a bootstrap controller's Lock call, or
+	// the Unlock call of a failed init, is made with the Cluster and the
+	// Machine read from its informer cache, whose watch events are delayed
+	// by CacheLag.
+	StaleViews float64
+	CacheLag   time.Duration
+	Activity   time.Duration
+	Actions    []Action
+	Timings    ManagerTimings
 }
 
 // Generate makes the scenario of a seed. The same seed and size always give
@@ -242,11 +263,23 @@ func Generate(seed uint64, size Size) Plan {
 		p.Interrupt, p.InterruptWithin = 0.1, 60*time.Millisecond
 	}
 	p.ManagerFaults = faultLevel(r)
+	if r.Float64() < 0.5 {
+		p.ClientFaults.LateWrite, p.ClientFaults.MaxLateDelay = 0.03, dur(100*time.Millisecond, time.Second)
+	}
+	if r.Float64() < 0.5 {
+		p.ManagerFaults.LateWrite, p.ManagerFaults.MaxLateDelay = 0.03, dur(100*time.Millisecond, time.Second)
+	}
+	if r.Float64() < 0.5 {
+		p.ManagerFaults.WatchLag = dur(100*time.Millisecond, 1500*time.Millisecond)
+	}
+	if r.Float64() < 0.6 {
+		p.StaleViews, p.CacheLag = 0.3, dur(50*time.Millisecond, time.Second)
+	}
 
 	for range between(size.MinActions, size.MaxActions) {
 		a := Action{At: dur(0, size.Activity*9/10), Cluster: r.IntN(n)}
 		switch x := r.Float64(); {
-		case x < 0.30:
+		case x < 0.25:
 			a.Kind = ActRestore
 			rp := &RestorePlan{Mode: ModeVelero, Order: OrderVelero, Shuffle: r.Uint64(), Abort: -1,
 				Gap: 300 * time.Millisecond, StatusAfter: dur(0, 500*time.Millisecond), UnpauseAfter: dur(0, 500*time.Millisecond)}
@@ -264,16 +297,20 @@ func Generate(seed uint64, size Size) Plan {
 				rp.Abort = r.Float64()
 			}
 			a.Restore = rp
-		case x < 0.45:
+		case x < 0.37:
 			a.Kind, a.Replica, a.Delay = ActKill, r.IntN(replicas), dur(0, time.Second)
-		case x < 0.60:
+		case x < 0.48:
 			a.Kind, a.Held = ActDeleteLock, r.Float64() < 0.7
-		case x < 0.75:
+		case x < 0.59:
 			a.Kind, a.Held = ActStaleOwner, r.Float64() < 0.7
-		case x < 0.83:
+		case x < 0.65:
 			a.Kind, a.Delay = ActPause, dur(100*time.Millisecond, time.Second)
-		case x < 0.93:
+		case x < 0.79:
 			a.Kind, a.Machine, a.Delay = ActReplaceMachine, r.IntN(size.MaxMachines), dur(0, 500*time.Millisecond)
+			a.Held = r.Float64() < 0.7
+		case x < 0.93:
+			a.Kind, a.Held, a.Delay = ActOldBackup, r.Float64() < 0.7, dur(100*time.Millisecond, 1500*time.Millisecond)
+			a.FromSetup = r.Float64() < 0.3
 		default:
 			a.Kind = ActDecommission
 		}
@@ -301,6 +338,7 @@ func (p Plan) String() string {
 		p.Seed, len(p.Clusters), p.Controllers, p.LeaderElection)
 	fmt.Fprintf(&b, "  client faults: %s; Lock calls cut off: %.0f%% within %s\n  manager faults: %s\n",
 		p.ClientFaults, p.Interrupt*100, p.InterruptWithin, p.ManagerFaults)
+	fmt.Fprintf(&b, "  stale views: %.0f%% of the calls, from a cache lagging %s\n", p.StaleViews*100, p.CacheLag)
 	for _, c := range p.Clusters {
 		fmt.Fprintf(&b, "  cluster %s: %d machines", c.Name, len(c.Machines))
 		if c.Finalizer {

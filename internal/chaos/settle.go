@@ -25,6 +25,11 @@ import (
 func (r *runner) settle(ctx context.Context) error {
 	r.proxy.SetFaults(Faults{})
 	r.h.Add("driver", "settling", "", "", "faults off, clusters unpaused, every replica running")
+	for _, inj := range r.injectors {
+		inj.WaitLate()
+	}
+	r.proxy.WaitLate()
+	r.h.Add("driver", "late writes sent", "", "", "every held write has reached the server")
 	for _, crt := range r.clusters {
 		if crt.isGone() {
 			continue

@@ -52,9 +52,11 @@ func (r *runner) setup(ctx context.Context) error {
 		if err := r.admin.Create(ctx, u); err != nil {
 			return fmt.Errorf("creating cluster %s: %w", cp.Name, err)
 		}
+		r.c.ClusterCreated(cp.Name, u.GetUID(), nil)
+		r.snapshots[cp.Name] = u.DeepCopy()
 		for _, m := range cp.Machines {
-			if err := r.admin.Create(ctx, kubeenv.NewMachine(capi.V1Beta2, r.ns, cp.Name, m)); err != nil {
-				return fmt.Errorf("creating machine %s: %w", m, err)
+			if err := r.createMachine(ctx, cp.Name, m); err != nil {
+				return err
 			}
 		}
 		if cp.UpstreamLock {
@@ -78,5 +80,16 @@ func (r *runner) setup(ctx context.Context) error {
 			r.c.UpstreamHold(cp.Name, cp.Machines[0])
 		}
 	}
+	return nil
+}
+
+// createMachine creates a control-plane Machine of cluster and records its
+// UID.
+func (r *runner) createMachine(ctx context.Context, cluster, name string) error {
+	m := kubeenv.NewMachine(capi.V1Beta2, r.ns, cluster, name)
+	if err := r.admin.Create(ctx, m); err != nil {
+		return fmt.Errorf("creating machine %s: %w", name, err)
+	}
+	r.c.MachineCreated(name, m.GetUID())
 	return nil
 }

@@ -40,6 +40,7 @@ func (r *runner) deleteCluster(ctx context.Context, name string) error {
 	for _, m := range crt.plan.Machines {
 		r.c.MachineDeleting("driver", name, m)
 	}
+	r.c.ClusterDeleting(name)
 	if err := r.admin.Delete(ctx, r.clusterObject(name)); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
@@ -47,6 +48,12 @@ func (r *runner) deleteCluster(ctx context.Context, name string) error {
 	if err := r.deleteMachines(ctx, name, crt.plan.Machines); err != nil {
 		return err
 	}
+	return r.waitClusterGone(ctx, name)
+}
+
+// waitClusterGone waits until a deleted Cluster is gone, removing its
+// finalizers.
+func (r *runner) waitClusterGone(ctx context.Context, name string) error {
 	return r.waitGone(ctx, r.clusterObject(name), func(u *unstructured.Unstructured) error {
 		if len(u.GetFinalizers()) == 0 {
 			return nil
@@ -182,4 +189,18 @@ func (r *runner) setStatusInitialised(ctx context.Context, name string) error {
 		r.h.Add("driver", "status initialised", name, "", "")
 	}
 	return err
+}
+
+// replaceMachine deletes a Machine and, after a while, creates one with the
+// same name and a new UID.
+func (r *runner) replaceMachine(ctx context.Context, cluster, machine string, after time.Duration) error {
+	if err := r.deleteMachines(ctx, cluster, []string{machine}); err != nil {
+		return err
+	}
+	sleep(ctx, after)
+	if err := r.createMachine(ctx, cluster, machine); err != nil {
+		return err
+	}
+	r.h.Add("driver", "machine created", machine, "", "a new machine with the old name")
+	return nil
 }
