@@ -161,8 +161,13 @@ func (bc *controller) init(ctx context.Context, k call) {
 	if !r.c.Unlocking(actor, cluster, machine) {
 		return
 	}
+	cached := k.cachedUnlock
 	for range 30 {
-		c, m, err := bc.get(ctx, cluster, machine, k.cachedUnlock)
+		c, m, err := bc.get(ctx, cluster, machine, cached)
+		if apierrors.IsNotFound(err) && cached {
+			cached = false // the cache may not have it yet: requeue, read live
+			continue
+		}
 		if apierrors.IsNotFound(err) {
 			r.h.Add(actor, "unlock skipped", machine, "", "the cluster or the machine is gone")
 			return
