@@ -43,8 +43,9 @@ lint: vet verify-generate ## gofmt, go vet, golangci-lint and generated files.
 	@# The S3 server of the real stack is a module of its own too.
 	cd hack/s3 && $(GO) tool -modfile=../tools/golangci-lint/go.mod golangci-lint run --config ../../.golangci.yml ./...
 
-# Benchmark report (cmd/initlock-benchreport): the library, the manager and
-# every other package with benchmarks, in one go. Writes results/bench:
+# Benchmark report (cmd/initlock-benchreport): the library, the library under
+# contention next to the upstream lock (module hack/contention), the manager
+# and every other package with benchmarks, in one go. Writes results/bench:
 # bench.txt (benchstat format), bench.log, summary.md, scaling.png, memory.png.
 BENCH_DIR ?= results/bench
 BENCH_FLAGS ?=

@@ -1,6 +1,8 @@
-// Command initlock-benchreport runs the benchmarks of the library, the
-// manager and every other package that has some, in one go, and writes the
-// report into a folder (results/bench by default): bench.txt, the results
+// Command initlock-benchreport runs the benchmarks of the library, of the
+// library under contention next to the upstream lock (the hack/contention
+// module), of the manager and of every other package that has some, in one
+// go, and writes the report into a folder (results/bench by default):
+// bench.txt, the results
 // in the Go benchmark format that benchstat reads; bench.log, everything
 // the runs printed; summary.md, the summary table; scaling.png and
 // memory.png. See docs/performance.md.
@@ -39,6 +41,8 @@ func run() error {
 	quick := flag.Bool("quick", false, "Small sizes: a run of a few minutes, to try the tooling.")
 	scaling := flag.String("scaling", "", "Cluster counts of the restore-storm runs (default 250,500,1000,2000).")
 	memory := flag.String("memory", "", "Unrelated-ConfigMap counts of the memory runs (default 0,5000,10000,20000).")
+	rounds := flag.Int("contention-rounds", -1, "Rounds of the contention benchmark, per lock (default 10; 0 leaves it out).")
+	callers := flag.Int("contention-callers", 0, "Machines calling Lock at once in the contention benchmark (default 50).")
 	note := flag.String("note", "", "A note printed in the report's header.")
 	flag.Parse()
 	if *quick {
@@ -54,6 +58,12 @@ func run() error {
 		if opts.Memory, err = ints(*memory); err != nil {
 			return fmt.Errorf("-memory: %w", err)
 		}
+	}
+	if *rounds >= 0 {
+		opts.ContentionRounds = *rounds
+	}
+	if *callers > 0 {
+		opts.ContentionCallers = *callers
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err

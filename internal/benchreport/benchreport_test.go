@@ -28,10 +28,13 @@ func parseFixture(t *testing.T) *benchreport.File {
 
 func TestParse(t *testing.T) {
 	f := parseFixture(t)
-	if n := len(f.Results); n != 12 {
-		t.Fatalf("%d results, want 12", n)
+	if n := len(f.Results); n != 13 {
+		t.Fatalf("%d results, want 13", n)
 	}
-	r := f.Results[4]
+	if c := f.Results[4]; c.Pkg != "github.com/initlock/initlock/hack/contention" || c.Param("callers") != "50" || c.Metrics["p99-ratio"] != 1.4 {
+		t.Fatalf("contention result %+v", c)
+	}
+	r := f.Results[5]
 	if r.Name != "RestoreStorm/clusters=250" || r.Procs != 2 || r.Iterations != 1 || r.Param("clusters") != "250" ||
 		r.Base() != "RestoreStorm" || r.Pkg != "github.com/initlock/initlock/internal/manager/benchtest" {
 		t.Fatalf("result %+v", r)
@@ -46,8 +49,8 @@ func TestParse(t *testing.T) {
 
 func TestSummariseAndRows(t *testing.T) {
 	sums := benchreport.Summarise(parseFixture(t).Results)
-	if len(sums) != 10 {
-		t.Fatalf("%d summaries, want 10", len(sums))
+	if len(sums) != 11 {
+		t.Fatalf("%d summaries, want 11", len(sums))
 	}
 	free := sums[0]
 	if free.Name != "FreeLock" || free.Runs != 3 || free.Median["lock-ns/op"] != 14e6 || free.Min["ratio"] != 1.857 {
@@ -59,13 +62,18 @@ func TestSummariseAndRows(t *testing.T) {
 		byFigure[r.Bench+" "+r.Figure] = r
 	}
 	for key, want := range map[string][3]string{
-		"FreeLock free Lock (2 writes in parallel, no read) vs a raw ConfigMap Create":                  {"14.00 ms", "2.00", "yes"},
-		"ReLock healthy re-Lock (1 read, 0 writes) vs a raw ConfigMap Get":                              {"1.60 ms", "1.14", "yes"},
+		"FreeLock free Lock (CREATE ∥ PATCH register ∥ GET Machine) vs a raw ConfigMap Create":          {"14.00 ms", "2.00", "yes"},
+		"FreeLock free Lock vs the slower of its two writes, each alone":                                {"14.00 ms", "1.75", ""},
+		"FreeLock free Lock: requests per call":                                                         {"1 reads, 2 writes", "", "yes"},
+		"ReLock healthy re-Lock (3 reads in parallel, 0 writes) vs a raw ConfigMap Get":                 {"1.60 ms", "1.14", "yes"},
+		"ReLock healthy re-Lock: requests per call":                                                     {"3 reads, 0 writes", "", "yes"},
+		"Contention/callers=50 contention: requests":                                                    {"7.5 per caller", "3.75", ""},
 		"RestoreStorm/clusters=250 restore storm, 250 clusters: time until every lock is owned again":   {"6.0 s", "1.20", "yes"},
 		"SteadyState/clusters=100 steady state, 100 healthy clusters: writes":                           {"0", "", "yes"},
 		"MemoryUnrelatedConfigMaps/configmaps=5000 manager heap with 5000 unrelated ConfigMaps vs none": {"4.2 MiB", "1.05", "yes"},
 		"Relink relinker: restored objects linked to their owners, time per object":                     {"7.07 ms", "1.68", "no"},
 		"Other patches/op": {"2.500 patches/op", "", ""},
+		"Contention/callers=50 contention, 50 Machines calling Lock at once: p99 over callers of the time to their final answer": {"420 ms", "1.40", "yes"},
 	} {
 		r, ok := byFigure[key]
 		if !ok {
@@ -74,6 +82,16 @@ func TestSummariseAndRows(t *testing.T) {
 		if got := [3]string{r.Value, r.Ratio, r.Met}; got != want {
 			t.Errorf("row %q: value, ratio, met = %q, want %q", key, got, want)
 		}
+	}
+	if r := byFigure["FreeLock free Lock vs the slower of its two writes, each alone"]; r.Floor != "8.00 ms (compare-and-swap patch of a Cluster)" ||
+		r.Load != "0.60 → 0.70" || r.Busy {
+		t.Errorf("FreeLock floor row %+v", r)
+	}
+	if r := byFigure["Contention/callers=50 contention: requests"]; !r.Busy || r.Load != "1.20 → 3.10" {
+		t.Errorf("contention row %+v, want it busy", r)
+	}
+	if r := byFigure["Other patches/op"]; r.Load != "" || r.Busy {
+		t.Errorf("row without load %+v", r)
 	}
 	storm := benchreport.Series(sums, "RestoreStorm", "clusters")
 	if xs := []float64{storm[0].X, storm[1].X}; !reflect.DeepEqual(xs, []float64{250, 500}) {
@@ -116,7 +134,8 @@ func TestReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"| FreeLock | free Lock (2 writes in parallel, no read) vs a raw ConfigMap Create | 14.00 ms | 7.00 ms | 2.00 | ratio ≤ 2.0 | yes | 3 |",
+		"| FreeLock | free Lock (CREATE ∥ PATCH register ∥ GET Machine) vs a raw ConfigMap Create | 14.00 ms | 7.00 ms | 2.00 | ratio ≤ 2.0 | yes | 3 | 0.60 → 0.70 |",
+		"| 300 ms (upstream CABPK lock) | 1.40 | ratio ≤ 1.5 | yes | 1 | **busy** 1.20 → 3.10 |",
 		"| 500 | 11.0 s | 10.0 s | 1.10 | 1 |",
 		"| 5000 | 4.2 MiB | 4.0 MiB | 1.050 |",
 		"![scaling](scaling.png)",
@@ -134,12 +153,15 @@ func TestPlanAndPackages(t *testing.T) {
 	for _, j := range jobs {
 		suffixes = append(suffixes, j.Suffix)
 	}
-	want := []string{"", "/clusters=250", "/clusters=500", "/clusters=1000", "/clusters=2000", "/clusters=2000", "/clusters=2000",
+	want := []string{"", "/callers=50", "/clusters=250", "/clusters=500", "/clusters=1000", "/clusters=2000", "/clusters=2000", "/clusters=2000",
 		"/configmaps=0", "/configmaps=5000", "/configmaps=10000", "/configmaps=20000", ""}
 	if !reflect.DeepEqual(suffixes, want) {
 		t.Fatalf("job suffixes %v, want %v", suffixes, want)
 	}
-	if s := jobs[1].String(); !strings.Contains(s, "-bench=^BenchmarkRestoreStorm$") || !strings.Contains(s, "-args -storm.clusters=250 -storm.qps=50") {
+	if s := jobs[1].String(); s != "(cd hack/contention && go test -run=^$ -bench=^BenchmarkContention$ -benchmem -count=1 -timeout=30m0s -benchtime=10x . -args -contention.callers=50)" {
+		t.Fatalf("contention job %s", s)
+	}
+	if s := jobs[2].String(); !strings.Contains(s, "-bench=^BenchmarkRestoreStorm$") || !strings.Contains(s, "-args -storm.clusters=250 -storm.qps=50") {
 		t.Fatalf("storm job %s", s)
 	}
 	pkgs, err := benchreport.PackagesWithBenchmarks("../..", benchreport.LibraryPkg)

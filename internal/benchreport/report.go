@@ -23,116 +23,6 @@ type Meta struct {
 	StormQPS, StormBurst int
 }
 
-// Row is one line of the summary table: a figure next to its raw-client
-// floor and their ratio.
-type Row struct {
-	Bench, Figure, Value, Floor, Ratio, Target string
-	// Met is "yes", "no" or "" (no target).
-	Met  string
-	Runs int
-}
-
-// Rows turns summaries into the rows of the summary table. Benchmarks it
-// does not know get a row per metric.
-func Rows(sums []Summary) []Row {
-	var rows []Row
-	for _, s := range sums {
-		rows = append(rows, rowsOf(s)...)
-	}
-	return rows
-}
-
-func rowsOf(s Summary) []Row {
-	m := s.Median
-	has := func(units ...string) bool {
-		for _, u := range units {
-			if _, ok := m[u]; !ok {
-				return false
-			}
-		}
-		return true
-	}
-	row := func(figure, value, floor string, ratio float64, target string, met bool, hasTarget bool) Row {
-		r := Row{Bench: s.Name, Figure: figure, Value: value, Floor: floor, Target: target, Runs: s.Runs}
-		if !math.IsNaN(ratio) {
-			r.Ratio = fmt.Sprintf("%.2f", ratio)
-		}
-		if hasTarget {
-			r.Met = map[bool]string{true: "yes", false: "no"}[met]
-		}
-		return r
-	}
-	switch s.Base() {
-	case "FreeLock":
-		if has("lock-ns/op", "raw-create-ns/op", "ratio") {
-			return []Row{row("free Lock (2 writes in parallel, no read) vs a raw ConfigMap Create", duration(m["lock-ns/op"]),
-				duration(m["raw-create-ns/op"]), m["ratio"], "ratio ≤ 2.0", m["ratio"] <= 2.0, true)}
-		}
-	case "ReLock":
-		if has("lock-ns/op", "raw-get-ns/op", "ratio") {
-			return []Row{row("healthy re-Lock (1 read, 0 writes) vs a raw ConfigMap Get", duration(m["lock-ns/op"]),
-				duration(m["raw-get-ns/op"]), m["ratio"], "ratio ≤ 1.2", m["ratio"] <= 1.2, true)}
-		}
-	case "RestoreStorm":
-		if has("manager-s", "raw-s", "ratio") {
-			rows := []Row{row(fmt.Sprintf("restore storm, %s clusters: time until every lock is owned again", s.Param("clusters")),
-				seconds(m["manager-s"]), seconds(m["raw-s"])+" (patch loop)", m["ratio"], "ratio ≤ 1.5", m["ratio"] <= 1.5, true)}
-			if has("writes/lock") {
-				rows = append(rows, row("restore storm: ConfigMap writes per lock", number(m["writes/lock"]), "1 (one patch)",
-					m["writes/lock"], "exactly 1", m["writes/lock"] == 1, true))
-			}
-			return rows
-		}
-	case "RestoreWhileRunning":
-		var rows []Row
-		if has("writes/lock") {
-			rows = append(rows, row(fmt.Sprintf("restore while running, %s clusters: ConfigMap writes per lock", s.Param("clusters")),
-				number(m["writes/lock"]), "1 (one patch)", m["writes/lock"], "exactly 1", m["writes/lock"] == 1, true))
-		}
-		if has("s-from-first-cluster") {
-			rows = append(rows, row("restore while running: first Cluster to every lock owned", seconds(m["s-from-first-cluster"]),
-				"", math.NaN(), "", false, false))
-		}
-		if rows != nil {
-			return rows
-		}
-	case "SteadyState":
-		if has("writes", "reads") {
-			rows := []Row{row(fmt.Sprintf("steady state, %s healthy clusters: writes", s.Param("clusters")), number(m["writes"]), "0",
-				math.NaN(), "0", m["writes"] == 0, true),
-				row("steady state: reads (live GETs and LISTs)", number(m["reads"]), "", math.NaN(), "", false, false)}
-			if has("reconciles") {
-				rows = append(rows, row("steady state: reconciles", number(m["reconciles"]), "", math.NaN(), "", false, false))
-			}
-			return rows
-		}
-	case "Relink":
-		if has("relink-ns/object", "raw-ns/object", "ratio") {
-			rows := []Row{row("relinker: restored objects linked to their owners, time per object", duration(m["relink-ns/object"]),
-				duration(m["raw-ns/object"])+" (patch loop)", m["ratio"], "ratio ≤ 1.5", m["ratio"] <= 1.5, true)}
-			if has("patches/object") {
-				rows = append(rows, row("relinker: patches per object", number(m["patches/object"]), "1 (one patch)",
-					m["patches/object"], "exactly 1", m["patches/object"] == 1, true))
-			}
-			return rows
-		}
-	case "MemoryUnrelatedConfigMaps":
-		if has("MiB-with", "MiB-none", "ratio") {
-			return []Row{row(fmt.Sprintf("manager heap with %s unrelated ConfigMaps vs none", s.Param("configmaps")),
-				mib(m["MiB-with"]), mib(m["MiB-none"]), m["ratio"], "ratio ≤ 1.1", m["ratio"] <= 1.1, true)}
-		}
-	}
-	// A benchmark this report does not know: one row per metric.
-	var rows []Row
-	for _, u := range s.Units {
-		if u == "B/op" || u == "allocs/op" {
-			continue
-		}
-		rows = append(rows, row(u, value(m[u], u), "", math.NaN(), "", false, false))
-	}
-	return rows
-}
-
 func duration(ns float64) string {
 	switch {
 	case ns >= 1e9:
@@ -197,12 +87,19 @@ func WriteMarkdown(w io.Writer, meta Meta, sums []Summary, plots []string) error
 	if meta.Note != "" {
 		fmt.Fprintf(&b, "- Note: %s\n", meta.Note)
 	}
-	b.WriteString("\nEach figure stands next to its raw-client floor: the same work done with the fewest API requests a plain client could make, " +
-		"measured in the same run. Figures are medians when a benchmark ran more than once.\n\n")
-	b.WriteString("| Benchmark | Figure | initlock | Raw-client floor | Ratio | Target | Met | Runs |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\nEach figure stands next to its floor: the same work done with the fewest API requests a plain client could make, " +
+		"measured in the same run, or, for the contention rows, the upstream lock of CABPK v1.14.2 doing the same. " +
+		"Figures are medians when a benchmark ran more than once. Load is the one-minute load average at the start and at the end " +
+		"of the run (the highest over the runs); **busy** marks runs during which it was above the machine's core count, " +
+		"whose times are suspect.\n\n")
+	b.WriteString("| Benchmark | Figure | initlock | Floor | Ratio | Target | Met | Runs | Load |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range Rows(sums) {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %d |\n", r.Bench, r.Figure, r.Value, r.Floor, r.Ratio, r.Target, r.Met, r.Runs)
+		load := r.Load
+		if r.Busy {
+			load = "**busy** " + load
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %d | %s |\n", r.Bench, r.Figure, r.Value, r.Floor, r.Ratio, r.Target, r.Met, r.Runs, load)
 	}
 	if storm := Series(sums, "RestoreStorm", "clusters"); len(storm) > 0 {
 		fmt.Fprintf(&b, "\n## Restore storm: heal time against the number of clusters\n\n")

@@ -19,7 +19,10 @@ import (
 
 // Job is one go test -bench invocation.
 type Job struct {
-	// Pkg is the package to benchmark, as go test takes it.
+	// Dir is the folder go test runs in, relative to the Runner's: the
+	// module's root when empty, the folder of a nested module otherwise.
+	Dir string
+	// Pkg is the package to benchmark, as go test takes it in Dir.
 	Pkg string
 	// Bench is the -bench regular expression.
 	Bench string
@@ -38,6 +41,9 @@ type Job struct {
 
 func (j Job) String() string {
 	s := "go " + strings.Join(j.goArgs(), " ")
+	if j.Dir != "" {
+		s = "(cd " + j.Dir + " && " + s + ")"
+	}
 	return s
 }
 
@@ -70,49 +76,66 @@ type PlanOptions struct {
 	// LibraryCount and LibraryBenchtime repeat the library benchmarks.
 	LibraryCount     int
 	LibraryBenchtime string
+	// ContentionCallers Machines call Lock at once, ContentionRounds times
+	// for each lock; no contention run when ContentionRounds is 0.
+	ContentionCallers, ContentionRounds int
 }
 
 // DefaultPlanOptions are the sizes make bench uses.
 func DefaultPlanOptions() PlanOptions {
 	return PlanOptions{
-		Scaling:          []int{250, 500, 1000, 2000},
-		Memory:           []int{0, 5000, 10000, 20000},
-		StormQPS:         50,
-		StormBurst:       100,
-		SteadyClusters:   2000,
-		SteadyFor:        60 * time.Second,
-		LibraryCount:     6,
-		LibraryBenchtime: "200x",
+		Scaling:           []int{250, 500, 1000, 2000},
+		Memory:            []int{0, 5000, 10000, 20000},
+		StormQPS:          50,
+		StormBurst:        100,
+		SteadyClusters:    2000,
+		SteadyFor:         60 * time.Second,
+		LibraryCount:      6,
+		LibraryBenchtime:  "200x",
+		ContentionCallers: 50,
+		ContentionRounds:  10,
 	}
 }
 
 // QuickPlanOptions make a run of a few minutes, to try the tooling.
 func QuickPlanOptions() PlanOptions {
 	return PlanOptions{
-		Scaling:          []int{50, 100},
-		Memory:           []int{0, 500},
-		StormQPS:         50,
-		StormBurst:       100,
-		SteadyClusters:   100,
-		SteadyFor:        5 * time.Second,
-		LibraryCount:     2,
-		LibraryBenchtime: "20x",
+		Scaling:           []int{50, 100},
+		Memory:            []int{0, 500},
+		StormQPS:          50,
+		StormBurst:        100,
+		SteadyClusters:    100,
+		SteadyFor:         5 * time.Second,
+		LibraryCount:      2,
+		LibraryBenchtime:  "20x",
+		ContentionCallers: 50,
+		ContentionRounds:  2,
 	}
 }
 
-// Packages whose benchmarks Plan knows.
+// Packages whose benchmarks Plan knows. ContentionDir is a module of its
+// own (it requires Cluster API, to measure the upstream lock next to
+// initlock's); its package is "." there.
 const (
-	LibraryPkg = "./pkg/initlock"
-	ManagerPkg = "./internal/manager/benchtest"
+	LibraryPkg    = "./test/library"
+	ManagerPkg    = "./internal/manager/benchtest"
+	ContentionDir = "hack/contention"
 )
 
 // Plan returns the jobs of a benchmark run: the library's benchmarks, the
-// manager's restore storm for each size of o.Scaling, its other benchmarks,
-// its memory benchmark for each size of o.Memory, and every benchmark of
-// the packages listed in others (the relinker's, for one).
+// contention benchmark, the manager's restore storm for each size of
+// o.Scaling, its other benchmarks, its memory benchmark for each size of
+// o.Memory, and every benchmark of the packages listed in others (the
+// relinker's, for one).
 func Plan(o PlanOptions, others []string) []Job {
 	jobs := []Job{{Pkg: LibraryPkg, Bench: "^Benchmark(FreeLock|ReLock)$", Count: o.LibraryCount,
 		Benchtime: o.LibraryBenchtime, Timeout: 30 * time.Minute}}
+	if o.ContentionRounds > 0 {
+		callers := strconv.Itoa(o.ContentionCallers)
+		jobs = append(jobs, Job{Dir: ContentionDir, Pkg: ".", Bench: "^BenchmarkContention$",
+			Benchtime: strconv.Itoa(o.ContentionRounds) + "x", Timeout: 30 * time.Minute,
+			Args: []string{"-contention.callers=" + callers}, Suffix: "/callers=" + callers})
+	}
 	storm := []string{"-storm.qps=" + strconv.Itoa(o.StormQPS), "-storm.burst=" + strconv.Itoa(o.StormBurst)}
 	for _, n := range o.Scaling {
 		jobs = append(jobs, Job{Pkg: ManagerPkg, Bench: "^BenchmarkRestoreStorm$", Benchtime: "1x", Timeout: time.Hour,
@@ -222,7 +245,7 @@ func (r *Runner) run(ctx context.Context, j Job) error {
 		goCmd = "go"
 	}
 	cmd := exec.CommandContext(ctx, goCmd, j.goArgs()...)
-	cmd.Dir = r.Dir
+	cmd.Dir = filepath.Join(r.Dir, j.Dir)
 	cmd.Stderr = r.Log
 	out, err := cmd.StdoutPipe()
 	if err != nil {

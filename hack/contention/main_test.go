@@ -1,0 +1,29 @@
+package contention
+
+import (
+	"flag"
+	"os"
+	"testing"
+
+	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/initlock/initlock/internal/kubeenv"
+)
+
+var (
+	callers = flag.Int("contention.callers", 50, "Machines that call Lock at the same moment.")
+	env     *kubeenv.Env
+)
+
+// TestMain starts a control plane only when benchmarks run: plain go test
+// stays fast.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
+		os.Exit(m.Run())
+	}
+	// The upstream lock logs every refusal; the benchmark counts them.
+	ctrl.SetLogger(logr.Discard())
+	kubeenv.Main(m, kubeenv.Options{CAPI: kubeenv.CAPIV1Beta2}, &env)
+}

@@ -1,0 +1,185 @@
+package benchreport
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/initlock/initlock/internal/benchreport/loadavg"
+)
+
+// Row is one line of the summary table: a figure next to its floor (the
+// raw client's, or the upstream lock's) and their ratio.
+type Row struct {
+	Bench, Figure, Value, Floor, Ratio, Target string
+	// Met is "yes", "no" or "" (no target).
+	Met  string
+	Runs int
+	// Load is the load average at the start and at the end of the run
+	// ("0.52 → 1.87"), the highest over the runs; "" when not recorded.
+	Load string
+	// Busy tells that the load rose above the machine's core count in one
+	// of the runs: its figures are suspect.
+	Busy bool
+}
+
+// Rows turns summaries into the rows of the summary table. Benchmarks it
+// does not know get a row per metric.
+func Rows(sums []Summary) []Row {
+	var rows []Row
+	for _, s := range sums {
+		for _, r := range rowsOf(s) {
+			if _, ok := s.Max[loadavg.Before]; ok {
+				r.Load = fmt.Sprintf("%.2f → %.2f", s.Max[loadavg.Before], s.Max[loadavg.After])
+				r.Busy = loadavg.Busy(s.Max)
+			}
+			rows = append(rows, r)
+		}
+	}
+	return rows
+}
+
+// figures builds the rows of one summary.
+type figures struct {
+	s    Summary
+	m    map[string]float64
+	rows []Row
+}
+
+func (f *figures) has(units ...string) bool {
+	for _, u := range units {
+		if _, ok := f.m[u]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// add appends a row; ratio NaN prints none, target "" has none.
+func (f *figures) add(figure, value, floor string, ratio float64, target string, met bool) {
+	r := Row{Bench: f.s.Name, Figure: figure, Value: value, Floor: floor, Target: target, Runs: f.s.Runs}
+	if !math.IsNaN(ratio) {
+		r.Ratio = fmt.Sprintf("%.2f", ratio)
+	}
+	if target != "" {
+		r.Met = map[bool]string{true: "yes", false: "no"}[met]
+	}
+	f.rows = append(f.rows, r)
+}
+
+// requests adds the row of a call's exact request counts.
+func (f *figures) requests(figure string, reads, writes float64) {
+	if !f.has("reads/lock", "writes/lock") {
+		return
+	}
+	want := fmt.Sprintf("%s reads, %s writes", number(reads), number(writes))
+	f.add(figure, fmt.Sprintf("%s reads, %s writes", number(f.m["reads/lock"]), number(f.m["writes/lock"])), "", math.NaN(),
+		"exactly "+want, f.m["reads/lock"] == reads && f.m["writes/lock"] == writes)
+}
+
+func rowsOf(s Summary) []Row {
+	f := &figures{s: s, m: s.Median}
+	m := s.Median
+	switch s.Base() {
+	case "FreeLock":
+		if f.has("lock-ns/op", "raw-create-ns/op", "ratio") {
+			f.add("free Lock (CREATE ∥ PATCH register ∥ GET Machine) vs a raw ConfigMap Create", duration(m["lock-ns/op"]),
+				duration(m["raw-create-ns/op"]), m["ratio"], "ratio ≤ 2.0", m["ratio"] <= 2.0)
+		}
+		if f.has("lock-ns/op", "raw-create-ns/op", "raw-patch-ns/op", "floor-ratio") {
+			floor, which := m["raw-create-ns/op"], "Create"
+			if m["raw-patch-ns/op"] > floor {
+				floor, which = m["raw-patch-ns/op"], "compare-and-swap patch of a Cluster"
+			}
+			f.add("free Lock vs the slower of its two writes, each alone", duration(m["lock-ns/op"]),
+				duration(floor)+" ("+which+")", m["floor-ratio"], "", false)
+		}
+		f.requests("free Lock: requests per call", 1, 2)
+	case "ReLock":
+		if f.has("lock-ns/op", "raw-get-ns/op", "ratio") {
+			f.add("healthy re-Lock (3 reads in parallel, 0 writes) vs a raw ConfigMap Get", duration(m["lock-ns/op"]),
+				duration(m["raw-get-ns/op"]), m["ratio"], "ratio ≤ 1.2", m["ratio"] <= 1.2)
+		}
+		f.requests("healthy re-Lock: requests per call", 3, 0)
+	case "Contention":
+		contentionRows(f)
+	case "RestoreStorm":
+		if f.has("manager-s", "raw-s", "ratio") {
+			f.add(fmt.Sprintf("restore storm, %s clusters: time until every lock is owned again", s.Param("clusters")),
+				seconds(m["manager-s"]), seconds(m["raw-s"])+" (patch loop)", m["ratio"], "ratio ≤ 1.5", m["ratio"] <= 1.5)
+			f.writesPerLock("restore storm: ConfigMap writes per lock")
+		}
+	case "RestoreWhileRunning":
+		f.writesPerLock(fmt.Sprintf("restore while running, %s clusters: ConfigMap writes per lock", s.Param("clusters")))
+		if f.has("s-from-first-cluster") {
+			f.add("restore while running: first Cluster to every lock owned", seconds(m["s-from-first-cluster"]), "", math.NaN(), "", false)
+		}
+	case "SteadyState":
+		if f.has("writes", "reads") {
+			f.add(fmt.Sprintf("steady state, %s healthy clusters: writes", s.Param("clusters")), number(m["writes"]), "0",
+				math.NaN(), "0", m["writes"] == 0)
+			f.add("steady state: reads (live GETs and LISTs)", number(m["reads"]), "", math.NaN(), "", false)
+			if f.has("reconciles") {
+				f.add("steady state: reconciles", number(m["reconciles"]), "", math.NaN(), "", false)
+			}
+		}
+	case "Relink":
+		if f.has("relink-ns/object", "raw-ns/object", "ratio") {
+			f.add("relinker: restored objects linked to their owners, time per object", duration(m["relink-ns/object"]),
+				duration(m["raw-ns/object"])+" (patch loop)", m["ratio"], "ratio ≤ 1.5", m["ratio"] <= 1.5)
+			if f.has("patches/object") {
+				f.add("relinker: patches per object", number(m["patches/object"]), "1 (one patch)",
+					m["patches/object"], "exactly 1", m["patches/object"] == 1)
+			}
+		}
+	case "MemoryUnrelatedConfigMaps":
+		if f.has("MiB-with", "MiB-none", "ratio") {
+			f.add(fmt.Sprintf("manager heap with %s unrelated ConfigMaps vs none", s.Param("configmaps")),
+				mib(m["MiB-with"]), mib(m["MiB-none"]), m["ratio"], "ratio ≤ 1.1", m["ratio"] <= 1.1)
+		}
+	}
+	if f.rows != nil {
+		return f.rows
+	}
+	// A benchmark this report does not know: one row per metric.
+	for _, u := range s.Units {
+		if u == "B/op" || u == "allocs/op" || u == loadavg.Before || u == loadavg.After || u == loadavg.Cores {
+			continue
+		}
+		f.add(u, value(m[u], u), "", math.NaN(), "", false)
+	}
+	return f.rows
+}
+
+func (f *figures) writesPerLock(figure string) {
+	if f.has("writes/lock") {
+		w := f.m["writes/lock"]
+		f.add(figure, number(w), "1 (one patch)", w, "exactly 1", w == 1)
+	}
+}
+
+// contentionRows compares initlock with the upstream lock under
+// contention: the floor is the upstream lock's figure, not a raw client's.
+func contentionRows(f *figures) {
+	m := f.m
+	pair := func(figure, unit string, format func(float64) string, target string, limit float64) {
+		il, up := m["initlock-"+unit], m["upstream-"+unit]
+		if !f.has("initlock-"+unit, "upstream-"+unit) {
+			return
+		}
+		ratio := math.NaN()
+		if up > 0 {
+			ratio = il / up
+		}
+		f.add(figure, format(il), format(up)+" (upstream CABPK lock)", ratio, target, ratio <= limit)
+	}
+	millis := func(v float64) string { return fmt.Sprintf("%.0f ms", v) }
+	perCaller := func(v float64) string { return strconv.FormatFloat(math.Round(v*100)/100, 'f', -1, 64) + " per caller" }
+	pair(fmt.Sprintf("contention, %s Machines calling Lock at once: p99 over callers of the time to their final answer",
+		f.s.Param("callers")), "p99-ms", millis, "ratio ≤ 1.5", 1.5)
+	pair("contention: p50 of the time to the final answer", "p50-ms", millis, "", 0)
+	pair("contention: time to the single winner's answer (mean over rounds)", "winner-ms", millis, "", 0)
+	pair("contention: requests", "req/caller", perCaller, "", 0)
+	pair("contention: writes", "writes/caller", perCaller, "", 0)
+	pair("contention: Lock calls until the final answer", "attempts/caller", perCaller, "", 0)
+}
