@@ -1,0 +1,247 @@
+package library_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+// TestRegressionStaleCachedGrantAfterWithdrawnClaim: the caller's Cluster
+// comes from an informer that saw its claim, while the claim's answer was
+// lost (503 after the server applied it). An earlier Lock treated the lost
+// answer as a failure and withdrew the claim, so the register was empty
+// while the caller's cache still showed its grant; its next Lock trusted
+// that view and a lock naming it, and a second Machine reading live took
+// the lock over.
+//
+// What makes it safe now: a claim whose answer is lost is not withdrawn
+// blindly; the call reads the register and the lock live and holds the
+// lock only when both name it with the claim's token. A claim is withdrawn
+// only when the call is refused, and a later Lock never relies on the
+// caller's view: it reads the register live, and a lock naming another
+// existing Machine refuses the caller whatever the register says.
+func TestRegressionStaleCachedGrantAfterWithdrawnClaim(t *testing.T) {
+	t.Run("lock created, claim answered 503: confirmed live, not withdrawn", func(t *testing.T) {
+		f := newFixture(t)
+		m1, m2 := f.machine("m1"), f.machine("m2")
+		fl := f.withFaults(t, func(w write) (outcome, error) {
+			if w.claimBy("m1") {
+				return appliedThenFail, unavailable
+			}
+			return pass, nil
+		})
+		f.counter.Reset()
+		res, err := f.locker.Lock(t.Context(), f.cluster, m1)
+		expectAcquired(t, "m1", res, err)
+		// CREATE ∥ PATCH claim (applied, answered 503) ∥ GET m1; GET lock ∥
+		// GET Cluster ∥ GET m1: both name m1 with the claim's token.
+		f.counts(t, "Lock(m1)", 4, 2)
+		if len(fl.applied) != 1 {
+			t.Fatalf("%d claims applied behind a lost answer, want 1", len(fl.applied))
+		}
+		cached := snapshot(fl.applied[0])
+		claimed := initlock.GrantFrom(cached.GetAnnotations())
+		f.expectHeld(t, "m1")
+		if g := f.grant(); g.Token != claimed.Token {
+			t.Errorf("register = %s, want the claim whose answer was lost (token %s)", g.Raw(), claimed.Token)
+		}
+
+		res, err = f.locker.Lock(t.Context(), cached, m1)
+		expectAcquired(t, "m1", res, err)
+		f.counts(t, "re-Lock(m1) with the cached Cluster", 3, 0)
+		res, err = f.locker.Lock(t.Context(), f.get(f.cluster), m2)
+		expectRefused(t, "m2", res, err, "m1")
+		f.counts(t, "Lock(m2)", 4, 0)
+		f.expectHeld(t, "m1")
+	})
+
+	t.Run("claim answered 503, caller refused: withdrawn, the cached grant is not trusted", func(t *testing.T) {
+		f := newFixture(t)
+		m1, m3 := f.machine("m1"), f.machine("m3")
+		f.machine("m2")
+		held := f.upstreamLock("m2", f.clusterRef())
+		fl := f.withFaults(t, func(w write) (outcome, error) {
+			if w.claimBy("m1") {
+				return appliedThenFail, unavailable
+			}
+			return pass, nil
+		})
+		f.counter.Reset()
+		res, err := f.locker.Lock(t.Context(), f.cluster, m1)
+		expectRefused(t, "m1", res, err, "m2")
+		// CREATE (409) ∥ PATCH claim (applied, 503) ∥ GET m1; GET lock ∥
+		// GET Cluster ∥ GET m1; GET m2; PATCH register (withdrawn).
+		f.counts(t, "Lock(m1)", 5, 3)
+		cached := snapshot(fl.applied[0])
+		if g := initlock.GrantFrom(cached.GetAnnotations()); !g.Held() || g.MachineName != "m1" {
+			t.Fatalf("cached Cluster register = %s, want m1's claim", g.Raw())
+		}
+		if g := f.grant(); !g.Released() {
+			t.Fatalf("live register = %s, want the claim withdrawn", g.Raw())
+		}
+
+		// m1's cache still shows its grant: it reads live and is refused.
+		res, err = f.locker.Lock(t.Context(), cached, m1)
+		expectRefused(t, "m1", res, err, "m2")
+		f.counts(t, "re-Lock(m1) with the cached Cluster", 4, 0)
+		// A third Machine reading live does not take the lock either.
+		res, err = f.locker.Lock(t.Context(), f.get(f.cluster), m3)
+		expectRefused(t, "m3", res, err, "m2")
+		f.counts(t, "Lock(m3)", 5, 3)
+		if cm := f.lockCM(); cm.ResourceVersion != held.ResourceVersion {
+			t.Errorf("the lock of m2 was written: resourceVersion %s, want %s", cm.ResourceVersion, held.ResourceVersion)
+		}
+		f.expectGrant(t, "")
+	})
+}
+
+// TestRegressionStaleCachedGrantAfterFailedUnlock: the holder's Unlock
+// emptied the register but could not delete the lock (503, or no
+// permission to delete ConfigMaps). Its cache still shows its grant. An
+// earlier Lock took that view and the lock naming the holder as proof of
+// holding it (one read), while a second Machine reading live saw an empty
+// register and took over a lock that no grant backed.
+//
+// What makes it safe now: a lock written by initlock that names an
+// existing Machine protects it even with an empty register, so the second
+// Machine is refused; and the holder's next Lock reads the register live,
+// finds it empty and claims it again (a compare-and-swap against the
+// released value) before it is told it holds the lock.
+func TestRegressionStaleCachedGrantAfterFailedUnlock(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// unlock releases m1's lock with a client that cannot delete it.
+		unlock func(t *testing.T, f *fixture, m1 *unstructured.Unstructured) error
+		want   func(error) bool
+		// reads and writes of the Unlock that reached the API server.
+		reads, writes int
+	}{{
+		name: "delete answered 503",
+		unlock: func(t *testing.T, f *fixture, m1 *unstructured.Unstructured) error {
+			f.withFaults(t, func(w write) (outcome, error) {
+				if w.verb == "delete" {
+					return refuse, unavailable
+				}
+				return pass, nil
+			})
+			return f.locker.Unlock(t.Context(), f.cluster, m1)
+		},
+		want: func(err error) bool { return errors.Is(err, initlock.ErrContended) },
+		// GET lock ∥ GET Cluster; PATCH retire; PATCH withdraw ∥ DELETE
+		// (503); then six rounds of GET lock ∥ GET Cluster, DELETE (503).
+		// The deletes answered 503 never reach the server.
+		reads: 14, writes: 2,
+	}, {
+		name: "delete forbidden",
+		unlock: func(t *testing.T, f *fixture, m1 *unstructured.Unstructured) error {
+			c := f.userWithoutDelete(t)
+			f.counter.Reset()
+			return initlock.New(c).Unlock(t.Context(), f.cluster, m1)
+		},
+		want: apierrors.IsForbidden,
+		// GET lock ∥ GET Cluster; PATCH retire; PATCH withdraw ∥ DELETE
+		// (403, final).
+		reads: 2, writes: 3,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			m1, m2 := f.machine("m1"), f.machine("m2")
+			f.mustLock(m1)
+			cached := snapshot(f.cluster)
+			before, rv, _ := f.lockRecord(t)
+
+			f.counter.Reset()
+			if err := tc.unlock(t, f, m1); !tc.want(err) {
+				t.Fatalf("Unlock(m1) error = %v, want the delete's failure", err)
+			}
+			f.counts(t, "Unlock(m1)", tc.reads, tc.writes)
+			after, rv2, ok := f.lockRecord(t)
+			if !ok || after.Ref != before.Ref || after.Token != before.Token || rv2 != rv {
+				t.Fatalf("lock after the failed Unlock = %+v (resourceVersion %s), want m1's unchanged", after, rv2)
+			}
+			if g := f.grant(); !g.Released() {
+				t.Fatalf("register after the failed Unlock = %s, want released", g.Raw())
+			}
+			if g := initlock.GrantFrom(cached.GetAnnotations()); g.MachineName != "m1" || g.Token != before.Token {
+				t.Fatalf("cached Cluster register = %s, want m1's grant", g.Raw())
+			}
+
+			f.locker = initlock.New(f.client)
+			f.counter.Reset()
+			res, err := f.locker.Lock(t.Context(), f.get(f.cluster), m2)
+			expectRefused(t, "m2", res, err, "m1")
+			// CREATE (409) ∥ PATCH claim ∥ GET m2; five rounds of GET lock ∥
+			// GET Cluster ∥ GET m2, GET m1, waiting for a racing caller to
+			// hand over a lock written by initlock; PATCH register
+			// (withdrawn).
+			f.counts(t, "Lock(m2)", 21, 3)
+			if _, rv3, _ := f.lockRecord(t); rv3 != rv {
+				t.Errorf("Lock(m2) wrote the lock of m1")
+			}
+			f.expectGrant(t, "")
+
+			res, err = f.locker.Lock(t.Context(), cached, m1)
+			expectAcquired(t, "m1", res, err)
+			if res.Action != initlock.ActionTakeOver {
+				t.Errorf("re-Lock(m1) action = %s, want %s: the claim and the lock written again", res.Action, initlock.ActionTakeOver)
+			}
+			f.counter.Reset()
+			res, err = f.locker.Lock(t.Context(), f.get(f.cluster), m2)
+			expectRefused(t, "m2", res, err, "m1")
+			f.counts(t, "Lock(m2) after m1's re-Lock", 4, 0)
+			f.expectHeld(t, "m1")
+			if g := f.grant(); g.Token == before.Token {
+				t.Errorf("register kept the token of the released grant")
+			}
+		})
+	}
+}
+
+// userWithoutDelete returns a client of a user that may do everything
+// Lock and Unlock need except deleting ConfigMaps.
+func (f *fixture) userWithoutDelete(t *testing.T) client.Client {
+	t.Helper()
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "provider"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "patch", "update"}},
+			{APIGroups: []string{capi.Group}, Resources: []string{"clusters", "machines"}, Verbs: []string{"get", "patch"}},
+		},
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "provider"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "provider"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "provider-" + f.ns}},
+	}
+	for _, o := range []client.Object{role, binding} {
+		if err := env.Client.Create(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := env.AddUser("provider-"+f.ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(f.counter.CountingConfig(cfg), client.Options{Scheme: kubeenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// RBAC is enforced as soon as the binding is stored, but wait until
+	// the user's reads are allowed, so that the test sees the delete's
+	// refusal and nothing else.
+	kubeenv.Eventually(t, 10*time.Second, func() error {
+		return c.Get(t.Context(), client.ObjectKey{Namespace: f.ns, Name: "c1-lock"}, &corev1.ConfigMap{})
+	})
+	return c
+}

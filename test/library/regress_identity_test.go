@@ -1,0 +1,134 @@
+package library_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+// reincarnate locks for m1, deletes it and creates it again under the same
+// name, and has the new incarnation take the lock. It returns the stale
+// object of the first incarnation, the Cluster as a cache showed it with
+// the first incarnation's grant, and the new incarnation.
+func (f *fixture) reincarnate(t *testing.T) (stale, cachedBefore, cachedOld, live *unstructured.Unstructured) {
+	t.Helper()
+	cachedBefore = snapshot(f.cluster)
+	stale = f.machine("m1")
+	f.mustLock(stale)
+	cachedOld = snapshot(f.cluster)
+	kubeenv.DeleteAndWait(t, env.Client, stale.DeepCopy())
+	live = f.create(kubeenv.NewMachine(capi.V1Beta2, f.ns, "c1", "m1"))
+	if live.GetUID() == stale.GetUID() {
+		t.Fatal("the Machine created again kept its UID")
+	}
+	res, err := f.locker.Lock(t.Context(), f.get(f.cluster), live)
+	expectAcquired(t, "m1", res, err)
+	if res.Action != initlock.ActionTakeOver {
+		t.Fatalf("Lock(new m1) action = %s, want %s: the grant of the deleted incarnation does not count", res.Action, initlock.ActionTakeOver)
+	}
+	if g := f.grant(); g.MachineUID != live.GetUID() {
+		t.Fatalf("register = %s, want the new incarnation %s", g.Raw(), live.GetUID())
+	}
+	return stale, cachedBefore, cachedOld, live
+}
+
+// unchanged returns a check that the register and the lock are still what
+// they are now.
+func (f *fixture) unchanged(t *testing.T) func(what string) {
+	t.Helper()
+	raw := f.grant().Raw()
+	rv := f.lockCM().ResourceVersion
+	return func(what string) {
+		t.Helper()
+		if g := f.grant().Raw(); g != raw {
+			t.Errorf("%s changed the register: %s, was %s", what, g, raw)
+		}
+		if got := f.lockCM().ResourceVersion; got != rv {
+			t.Errorf("%s changed the lock: resourceVersion %s, was %s", what, got, rv)
+		}
+	}
+}
+
+// TestRegressionStaleMachineObject: a bootstrap provider holds a Machine
+// object from its cache after the Machine was deleted and created again
+// under the same name. An earlier Lock and Unlock matched Machines by name
+// alone: Lock with the stale object was told it held the grant of the new
+// incarnation (two incarnations of m1 running init), and Unlock with it
+// released the new incarnation's grant and lock, so a second Machine got
+// them.
+//
+// What makes it safe now: Lock reads the caller's Machine live and refuses
+// an object whose UID is not the live one's (ErrStaleMachine) before it
+// writes anything, and the register and the lock name their Machine by
+// UID while the Cluster keeps the UID they were written under, so Unlock
+// with the stale object holds neither (ErrNotHolder).
+func TestRegressionStaleMachineObject(t *testing.T) {
+	t.Run("Lock with the stale object is refused and displaces nothing", func(t *testing.T) {
+		f := newFixture(t)
+		stale, cachedBefore, cachedOld, live := f.reincarnate(t)
+		m2 := f.machine("m2")
+		same := f.unchanged(t)
+
+		for _, tc := range []struct {
+			name          string
+			cluster       *unstructured.Unstructured
+			reads, writes int
+		}{
+			// The Cluster as the cache showed it with the old grant: GET
+			// lock ∥ GET Cluster ∥ GET m1.
+			{"cached with the old grant", cachedOld, 3, 0},
+			// The Cluster as the cache showed it before any grant: the free
+			// path's writes fail on the server (CREATE 409, claim 422), and
+			// the live read refuses the stale object.
+			{"cached before any grant", cachedBefore, 4, 2},
+		} {
+			f.counter.Reset()
+			res, err := f.locker.Lock(t.Context(), tc.cluster, stale)
+			if !errors.Is(err, initlock.ErrStaleMachine) || res.Acquired {
+				t.Fatalf("Lock(stale m1, %s) = %+v, %v; want ErrStaleMachine", tc.name, res, err)
+			}
+			if msg := err.Error(); !strings.Contains(msg, string(stale.GetUID())) || !strings.Contains(msg, "call again with the live Machine") {
+				t.Errorf("error %q does not name the stale UID and the way out", msg)
+			}
+			f.counts(t, "Lock(stale m1, "+tc.name+")", tc.reads, tc.writes)
+			same("Lock(stale m1, " + tc.name + ")")
+		}
+
+		res, err := f.locker.Lock(t.Context(), f.get(f.cluster), m2)
+		expectRefused(t, "m2", res, err, "m1")
+		f.counter.Reset()
+		res, err = f.locker.Lock(t.Context(), f.get(f.cluster), live)
+		expectAcquired(t, "m1", res, err)
+		f.counts(t, "re-Lock(new m1)", 3, 0)
+		same("re-Lock(new m1)")
+	})
+
+	t.Run("Unlock with the stale object releases nothing", func(t *testing.T) {
+		f := newFixture(t)
+		stale, _, cachedOld, live := f.reincarnate(t)
+		m2 := f.machine("m2")
+		same := f.unchanged(t)
+
+		f.counter.Reset()
+		err := f.locker.Unlock(t.Context(), cachedOld, stale)
+		if !errors.Is(err, initlock.ErrNotHolder) {
+			t.Fatalf("Unlock(stale m1) error = %v, want ErrNotHolder", err)
+		}
+		// GET lock ∥ GET Cluster; nothing written.
+		f.counts(t, "Unlock(stale m1)", 2, 0)
+		same("Unlock(stale m1)")
+
+		res, err := f.locker.Lock(t.Context(), f.get(f.cluster), m2)
+		expectRefused(t, "m2", res, err, "m1")
+		res, err = f.locker.Lock(t.Context(), f.get(f.cluster), live)
+		expectAcquired(t, "m1", res, err)
+		same("re-Lock(new m1)")
+		f.expectHeld(t, "m1")
+	})
+}

@@ -1,0 +1,144 @@
+package library_test
+
+import (
+	"context"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/initlock/initlock/internal/kubeenv"
+)
+
+// TestRegressionLateWithdrawal: the holder's Unlock timed out on the
+// client while its withdrawal of the grant and its delete of the lock were
+// still on their way; the server applies them later. An earlier Lock, the
+// holder's next call, confirmed its grant live without writing, and the
+// late withdrawal then emptied that grant: a second Machine found an empty
+// register and took over.
+//
+// What makes it safe now: Unlock first retires the grant (a new token for
+// the same Machine) and withdraws only that retired value, with a
+// compare-and-swap. A Lock relies on a grant without writing only when the
+// register and the lock carry the same token, which a retired grant never
+// does, so the holder's next Lock claims the register again with a fresh
+// token; the late withdrawal's test of the retired value then fails (422)
+// and the late delete's resourceVersion precondition fails (409).
+func TestRegressionLateWithdrawal(t *testing.T) {
+	f := newFixture(t)
+	m1, m2 := f.machine("m1"), f.machine("m2")
+	f.mustLock(m1)
+	first, _, _ := f.lockRecord(t)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	fl := f.withFaults(t, func(w write) (outcome, error) {
+		if w.withdrawal() || w.verb == "delete" {
+			// The caller's deadline passes while the request is on its way.
+			cancel()
+			return hold, timedOut
+		}
+		return pass, nil
+	})
+	f.counter.Reset()
+	if err := f.locker.Unlock(ctx, f.cluster, m1); err == nil {
+		t.Fatal("Unlock(m1) succeeded, want the timeout")
+	}
+	// GET lock ∥ GET Cluster; PATCH retire; PATCH withdraw ∥ DELETE, both
+	// held back: they have not reached the server yet.
+	f.counts(t, "Unlock(m1)", 2, 1)
+	if len(fl.held) != 2 {
+		t.Fatalf("%d writes held back, want the withdrawal and the delete", len(fl.held))
+	}
+	retired := f.grant()
+	if !retired.Held() || retired.MachineName != "m1" || retired.Token == first.Token {
+		t.Fatalf("register = %s, want m1's grant retired under a new token", retired.Raw())
+	}
+
+	// The holder's next Lock: its Cluster object shows the retired grant.
+	res, err := f.locker.Lock(t.Context(), f.cluster, m1)
+	expectAcquired(t, "m1", res, err)
+	// GET lock ∥ GET Cluster ∥ GET m1; PATCH claim ∥ PATCH lock: the
+	// retired grant and the lock carry different tokens, so it writes.
+	f.counts(t, "Lock(m1) after the timed-out Unlock", 3, 2)
+	f.expectHeld(t, "m1")
+
+	// Now the server applies the withdrawal and the delete.
+	writes := fl.held
+	for i, err := range fl.late(t.Context()) {
+		switch writes[i].verb {
+		case "patch":
+			if !apierrors.IsInvalid(err) {
+				t.Errorf("late withdrawal: %v, want 422 (its test of the retired grant fails)", err)
+			}
+		case "delete":
+			if !apierrors.IsConflict(err) {
+				t.Errorf("late delete: %v, want 409 (its resourceVersion precondition fails)", err)
+			}
+		}
+	}
+	f.expectHeld(t, "m1")
+
+	f.counter.Reset()
+	res, err = f.locker.Lock(t.Context(), f.get(f.cluster), m2)
+	expectRefused(t, "m2", res, err, "m1")
+	f.counts(t, "Lock(m2)", 4, 0)
+	f.expectHeld(t, "m1")
+}
+
+// TestRegressionLateClaimLeavesNoPhantomGrant: a Lock whose claim timed
+// out on the client is refused (an upstream lock names another existing
+// Machine). Its claim was not yet applied when it read the register, so
+// it had nothing to withdraw; the server applies the claim afterwards. A
+// grant nobody was told about then names the refused caller, and once the
+// upstream holder is gone every other Machine is refused on its behalf,
+// for as long as it exists, without an error.
+//
+// What is required: the late claim fails on the server, or the refused
+// caller is told that its claim may still land; either way another
+// Machine is granted the lock once the upstream holder is gone.
+func TestRegressionLateClaimLeavesNoPhantomGrant(t *testing.T) {
+	f := newFixture(t)
+	m1, m2, m3 := f.machine("m1"), f.machine("m2"), f.machine("m3")
+	f.upstreamLock("m2", f.clusterRef())
+	held := false
+	fl := f.withFaults(t, func(w write) (outcome, error) {
+		if w.claimBy("m1") && !held {
+			held = true
+			return hold, timedOut
+		}
+		return pass, nil
+	})
+	refused, lockErr := f.locker.Lock(t.Context(), f.cluster, m1)
+	if refused.Acquired || refused.Holder != "m2" {
+		t.Fatalf("Lock(m1) = %+v, want refused: m2 holds the upstream lock", refused)
+	}
+	late := fl.late(t.Context())
+	if len(late) != 1 {
+		t.Fatalf("%d claims held back, want 1", len(late))
+	}
+	phantom := late[0] == nil
+	if g := f.grant(); phantom && g.MachineName != "m1" {
+		t.Fatalf("late claim applied, yet the register = %s", g.Raw())
+	}
+
+	// The upstream holder goes away (its init failed, say).
+	kubeenv.DeleteAndWait(t, env.Client, m2)
+	res, err := f.locker.Lock(t.Context(), f.get(f.cluster), m3)
+	if err != nil {
+		t.Fatalf("Lock(m3): %v", err)
+	}
+	if !res.Acquired && phantom && lockErr == nil {
+		t.Errorf("the late claim of m1 was applied (no error) and left the grant %s, which refuses m3 (%+v); "+
+			"Lock(m1) had returned %+v without an error, so nothing releases that grant while m1 exists", f.grant().Raw(), res, refused)
+	}
+	if res.Acquired {
+		f.expectHeld(t, "m3")
+		res, err = f.locker.Lock(t.Context(), f.get(f.cluster), m1)
+		expectRefused(t, "m1", res, err, "m3")
+	} else if g := f.grant(); g.MachineName == "m1" {
+		// The phantom grant does hold the lock for m1: only m1 may get it.
+		res, err = f.locker.Lock(t.Context(), f.get(f.cluster), m1)
+		expectAcquired(t, "m1", res, err)
+		f.expectHeld(t, "m1")
+	}
+}
