@@ -56,7 +56,7 @@
 //     UID, while they hold the lock or wait for it (ActReplaceMachine).
 //   - A Cluster restored from an older backup (ActOldBackup): the Cluster
 //     alone is deleted and created again through velerosim from the copy
-//     made at setup (no grant register) or from one read up to 1.5 s
+//     made at setup (no grant register) or from one read up to 0.5 s
 //     before, so that its register is older or absent and its UID new. The
 //     Machines stay; the garbage collector deletes the lock.
 //   - Manager cache lag (Faults.WatchLag): the Proxy delays every event of

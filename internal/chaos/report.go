@@ -17,11 +17,11 @@ func (r *Result) Summary() string {
 	sort.Strings(acts)
 	return fmt.Sprintf("seed %d: %d violations; %d Lock calls, %d grants, %d re-locks, %d refused, %d errors (+%d paused, %d not a lock); %d unlocks; %d inits; "+
 		"lock deletes: manager %d, unlock %d, other %d; faults client %d/%d manager %d/%d; "+
-		"stale views %d (%d behind), late writes %d, lagged manager watches %d; manager starts %d kills %d; actions %s (skipped %d); settled in %s; %s",
+		"stale views %d (%d behind, %d acquired for a gone UID), late writes %d, lagged manager watches %d; manager starts %d kills %d; actions %s (skipped %d); settled in %s; %s",
 		r.Plan.Seed, len(r.Violations), c.LockCalls, c.Grants, c.ReLocks, c.Refused, c.LockErrors, c.Paused, c.NotALock, c.UnlockCalls, c.Inits,
 		c.DeletesByManager, c.DeletesByUnlock, c.DeletesExternal,
 		r.ClientFaults.Injected(), r.ClientFaults.Requests, r.ManagerFaults.Injected(), r.ManagerFaults.Requests,
-		c.StaleViews, c.StaleBehind, r.ClientFaults.LateWrites+r.ManagerFaults.LateWrites, r.ManagerFaults.LaggedWatches,
+		c.StaleViews, c.StaleBehind, c.AcquiredGone, r.ClientFaults.LateWrites+r.ManagerFaults.LateWrites, r.ManagerFaults.LaggedWatches,
 		r.ManagerStarts, r.ManagerKills, strings.Join(acts, " "), r.Skipped, r.Settle.Round(time.Millisecond), r.Elapsed.Round(time.Millisecond))
 }
 

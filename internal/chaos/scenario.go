@@ -309,7 +309,7 @@ func Generate(seed uint64, size Size) Plan {
 			a.Kind, a.Machine, a.Delay = ActReplaceMachine, r.IntN(size.MaxMachines), dur(0, 500*time.Millisecond)
 			a.Held = r.Float64() < 0.7
 		case x < 0.93:
-			a.Kind, a.Held, a.Delay = ActOldBackup, r.Float64() < 0.7, dur(100*time.Millisecond, 1500*time.Millisecond)
+			a.Kind, a.Held, a.Delay = ActOldBackup, r.Float64() < 0.7, dur(0, 500*time.Millisecond)
 			a.FromSetup = r.Float64() < 0.3
 		default:
 			a.Kind = ActDecommission
