@@ -185,6 +185,10 @@ type Observation struct {
 	// applied although it failed, or may still be applied (IntentLock): a
 	// grant this call recorded is then kept, never withdrawn.
 	Uncertain bool
+	// ClaimUncertain tells that a claim of the register this call made may
+	// have been applied unseen, or may still be applied (its answer was
+	// lost, or it timed out).
+	ClaimUncertain bool
 }
 
 // Policy is what the manager and the CLI are configured to do.

@@ -16,6 +16,11 @@ func decideLock(o Observation, d Decision) Decision {
 		return d
 	case o.Cluster.Paused:
 		d.Err, d.Wait = ErrClusterPaused, WaitPaused
+		// A lock this call created before it saw the pause goes again,
+		// unless its grant stands with it.
+		if ownLockAlone(o) {
+			d.Action = ActionRelease
+		}
 		return d
 	case o.CallerLive == nil || (o.Caller != nil && o.Caller.UID != "" && o.CallerLive.UID != o.Caller.UID):
 		d.Err = ErrStaleMachine
@@ -98,14 +103,39 @@ func relied(o Observation) bool {
 // granted the lock, provided no write of the lock this call made may still
 // be applied: otherwise a later call could find the grant and that lock
 // together and rely on them while the withdrawal is still on its way.
+//
+// A claim of this call that the register does not show, but whose answer
+// was lost, may still be applied: the register is then fenced, with a
+// release written against the value read, so that the late claim's test
+// fails and leaves no grant that nobody was told about. No lock carries the
+// fence's token, so nothing relies on it.
 func withdrawOwn(o Observation) RegisterOp {
-	if o.Cluster == nil || o.Uncertain {
+	if o.Cluster == nil {
 		return RegisterNone
 	}
-	if g := o.Cluster.Grant; g.Held() && o.mine(g.Token) {
+	g := o.Cluster.Grant
+	switch {
+	case g.Held() && o.mine(g.Token):
+		if o.Uncertain {
+			return RegisterNone
+		}
+		return RegisterWithdraw
+	case o.ClaimUncertain && !g.Held() && !g.Damaged():
 		return RegisterWithdraw
 	}
 	return RegisterNone
+}
+
+// ownLockAlone tells whether the lock was written by this call (it carries
+// one of its tokens) and no write of the lock this call made may still
+// land, while the register carries none of its tokens: a lock that stands
+// for no grant of the caller's.
+func ownLockAlone(o Observation) bool {
+	if o.Lock == nil || o.Lock.Problem != nil || !o.mine(o.Lock.Record.Token) || o.Uncertain || o.ClaimUncertain {
+		return false
+	}
+	g := o.Cluster.Grant
+	return !(g.Held() && o.mine(g.Token))
 }
 
 // decideRelease decides for Unlock (IntentUnlock) and for an operator's

@@ -68,10 +68,11 @@ func propObservation(c []int) initlock.Observation {
 		o.Tokens = []string{"mine"}
 	}
 	o.Uncertain = pick(10, 2) == 1
+	o.ClaimUncertain = pick(11, 2) == 1
 	return o
 }
 
-const propChoices = 11
+const propChoices = 12
 
 // checkProperties checks the rules every decision keeps, whatever it is
 // asked.
@@ -81,11 +82,16 @@ func checkProperties(t *testing.T, o initlock.Observation, d initlock.Decision) 
 	cl := o.Cluster
 	heldBy := func(m *initlock.Machine, ref initlock.Ref) bool { return m != nil && ref.Names(cl, m) }
 	ownWithdrawal := o.Intent == initlock.IntentLock && d.Register == initlock.RegisterWithdraw
-	if d.Err != nil && (d.Acquired || d.Action != initlock.ActionNone || (d.Register != initlock.RegisterNone && !ownWithdrawal)) {
-		fail("an error writes nothing but the withdrawal of the call's own grant")
+	// A caller's own lock alone: written by this call, no write of it may
+	// still land, and the register carries none of the call's tokens.
+	ownLockAlone := o.Intent == initlock.IntentLock && o.Lock != nil && o.Lock.Problem == nil && containsToken(o, o.Lock.Record.Token) &&
+		!o.Uncertain && !o.ClaimUncertain && cl != nil && !(cl.Grant.Held() && containsToken(o, cl.Grant.Token))
+	ownDelete := d.Action == initlock.ActionRelease && ownLockAlone
+	if d.Err != nil && (d.Acquired || (d.Action != initlock.ActionNone && !ownDelete) || (d.Register != initlock.RegisterNone && !ownWithdrawal)) {
+		fail("an error writes nothing but the withdrawal of the call's own grant and the delete of its own lock alone")
 	}
-	if cl != nil && cl.Paused && d.Writes() {
-		fail("nothing is written while the Cluster is paused")
+	if cl != nil && cl.Paused && (d.Register != initlock.RegisterNone || (d.Action != initlock.ActionNone && !ownDelete)) {
+		fail("nothing is written to a paused Cluster, and of the lock only the delete of the call's own lock alone")
 	}
 	if o.Lock != nil && errors.Is(o.Lock.Problem, initlock.ErrNotALock) && d.Action != initlock.ActionNone {
 		fail("a ConfigMap that is not a lock is never written")
@@ -109,8 +115,14 @@ func checkProperties(t *testing.T, o initlock.Observation, d initlock.Decision) 
 			if d.Register == initlock.RegisterClaim || d.Action == initlock.ActionCreate || d.Action == initlock.ActionTakeOver || d.Action == initlock.ActionAdopt {
 				fail("a refused caller writes nothing for itself")
 			}
-			if d.Register == initlock.RegisterWithdraw && (o.Uncertain || !containsToken(o, cl.Grant.Token)) {
+			if d.Register == initlock.RegisterWithdraw && cl.Grant.Held() && (o.Uncertain || !containsToken(o, cl.Grant.Token)) {
 				fail("a caller withdraws only a grant of its own call, and only when no lock write of it may land later")
+			}
+			if d.Register == initlock.RegisterWithdraw && !cl.Grant.Held() && (!o.ClaimUncertain || cl.Grant.Damaged()) {
+				fail("a caller fences a register that names no one only against a claim of its own that may land later")
+			}
+			if d.Action == initlock.ActionRelease && !ownLockAlone {
+				fail("a refused caller deletes only its own lock alone")
 			}
 			return
 		}
@@ -159,7 +171,7 @@ func containsToken(o initlock.Observation, token string) bool {
 // TestDecideProperties checks the properties on every combination of the
 // choices, and on every row of the decision table.
 func TestDecideProperties(t *testing.T) {
-	sizes := []int{len(propIntents), len(propLocks), 5, len(propRegisters), len(propStates), len(propMachines), len(propMachines), 3, len(propMachines), 2, 2}
+	sizes := []int{len(propIntents), len(propLocks), 5, len(propRegisters), len(propStates), len(propMachines), len(propMachines), 3, len(propMachines), 2, 2, 2}
 	c := make([]int, propChoices)
 	n := 0
 	for {
@@ -187,8 +199,8 @@ func TestDecideProperties(t *testing.T) {
 
 // FuzzDecide checks the properties on fuzzed observations.
 func FuzzDecide(f *testing.F) {
-	f.Add([]byte{1, 3, 1, 3, 0, 1, 1, 0, 1, 0, 0})
-	f.Add([]byte{2, 3, 1, 3, 0, 1, 1, 1, 1, 1, 0})
+	f.Add([]byte{1, 3, 1, 3, 0, 1, 1, 0, 1, 0, 0, 1})
+	f.Add([]byte{2, 3, 1, 3, 0, 1, 1, 1, 1, 1, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c := make([]int, propChoices)
 		for i := range c {

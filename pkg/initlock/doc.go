@@ -68,7 +68,9 @@
 // A grant is withdrawn by the call that claimed it only when no lock write
 // of that call may still land (Observation.Uncertain); otherwise it stays,
 // naming the caller, and is released by the caller's Unlock or ends with
-// its Machine. Unlock first retires the grant (a new token for the same
+// its Machine. A refused call whose claim's answer was lost, and that does
+// not see the claim in the register, fences the register (a release
+// written against the value read), so that the claim, applied late, fails. Unlock first retires the grant (a new token for the same
 // Machine, so that no earlier acquisition is relied on while the release is
 // under way), then withdraws it and deletes the lock, in parallel.
 //
@@ -127,8 +129,10 @@
 //     a caller of this package never takes them while their holder exists.
 //   - A register holding something else than a grant record refuses every
 //     caller (ErrCorruptLock) until an operator releases it.
-//   - While a Cluster is paused, Lock writes nothing and returns
+//   - While a Cluster is paused, Lock writes nothing to it and returns
 //     ErrClusterPaused: objects arrive in any order during restore and move.
+//     A free path that meets a Cluster paused live, behind an unpaused view,
+//     deletes the lock it created (UID and resourceVersion preconditions).
 //   - A caller whose claim's outcome is unknown, and whose lock write may
 //     still land, keeps its grant when refused; it ends with the caller's
 //     Unlock or its Machine, and blocks others until then.

@@ -145,9 +145,10 @@ type acquisition struct {
 	log      logr.Logger
 	// tokens are the tokens this call wrote or tried to write; uncertain
 	// tells that a write of the lock may have been applied unseen, or may
-	// still be applied.
-	tokens    []string
-	uncertain bool
+	// still be applied, and claimUncertain the same of a claim.
+	tokens         []string
+	uncertain      bool
+	claimUncertain bool
 }
 
 // free is the free path: the register was empty as the caller saw it, so
@@ -196,13 +197,17 @@ func (a *acquisition) settle(ctx context.Context) (Result, error) {
 		if err != nil {
 			return Result{}, fmt.Errorf("lock %s/%s: %w", a.cl.Namespace, a.lockName, err)
 		}
-		obs.Tokens, obs.Uncertain = a.tokens, a.uncertain
+		obs.Tokens, obs.Uncertain, obs.ClaimUncertain = a.tokens, a.uncertain, a.claimUncertain
 		d := Decide(obs, Policy{}, a.l.clock.Now())
 		if obs.Cluster != nil {
 			a.cl = *obs.Cluster
 		}
 		if d.Err != nil {
-			return Result{Verdict: d.Verdict, Holder: d.Holder}, errors.Join(a.decisionError(d), a.refuse(ctx, cm, obs, d))
+			raced, err := a.refuse(ctx, cm, obs, d)
+			if raced {
+				continue
+			}
+			return Result{Verdict: d.Verdict, Holder: d.Holder}, errors.Join(a.decisionError(d), err)
 		}
 		if !d.Acquired && a.racing(obs, d) && waits < maxRacingWaits {
 			waits++
@@ -217,7 +222,11 @@ func (a *acquisition) settle(ctx context.Context) (Result, error) {
 			continue
 		}
 		if !d.Acquired {
-			return a.refused(ctx, cm, obs, d)
+			res, raced, err := a.refused(ctx, cm, obs, d)
+			if raced {
+				continue
+			}
+			return res, err
 		}
 		err = a.write(ctx, cm, d)
 		if err == nil {
@@ -324,14 +333,15 @@ func fatal(err error) bool {
 // the lock is given back to the Machine the register names when it was
 // lost, names a gone Machine or was written by this call, and a grant this
 // call recorded is withdrawn when that is safe. A write that fails is left:
-// the register decides, and the next call looks again.
-func (a *acquisition) refused(ctx context.Context, cm *corev1.ConfigMap, obs Observation, d Decision) (Result, error) {
+// the register decides, and the next call looks again; a withdrawal that
+// lost a race (raced) is decided again on a fresh read.
+func (a *acquisition) refused(ctx context.Context, cm *corev1.ConfigMap, obs Observation, d Decision) (Result, bool, error) {
 	// The lock was lost when it is missing, or when this call created it
 	// (the caller's view was stale) and now hands it to the granted one.
 	recreated := d.Action == ActionRecreate || (d.Action == ActionYield && obs.Lock != nil && obs.mine(obs.Lock.Record.Token))
 	res := Result{Holder: d.Holder, Verdict: d.Verdict, Action: d.Action, Recreated: recreated}
-	if err := a.refuse(ctx, cm, obs, d); err != nil {
-		return res, err
+	if raced, err := a.refuse(ctx, cm, obs, d); raced || err != nil {
+		return res, raced, err
 	}
 	switch {
 	case recreated:
@@ -339,16 +349,28 @@ func (a *acquisition) refused(ctx context.Context, cm *corev1.ConfigMap, obs Obs
 	case d.Action == ActionYield:
 		a.l.event(a.clusterObj, corev1.EventTypeWarning, EventLockRecreated, "Init lock handed to its granted holder %s; %s was refused", d.Holder, a.m.Name)
 	}
-	return res, nil
+	return res, false, nil
 }
 
-// refuse makes the writes of a refusal, in parallel.
-func (a *acquisition) refuse(ctx context.Context, cm *corev1.ConfigMap, obs Observation, d Decision) error {
+// refuse makes the writes of a refusal, in parallel. raced tells that the
+// withdrawal lost a race: the register changed since it was read (a claim
+// of this call applied late, say).
+func (a *acquisition) refuse(ctx context.Context, cm *corev1.ConfigMap, obs Observation, d Decision) (raced bool, err error) {
 	var gerr, lerr error
 	var wg sync.WaitGroup
 	if d.Register == RegisterWithdraw {
 		cl, value := a.cl, releasedGrant(a.token(), a.l.clock.Now())
-		wg.Go(func() { _, gerr = writeRegister(ctx, a.l.client, cl, value) })
+		wg.Go(func() {
+			if _, gerr = writeRegister(ctx, a.l.client, cl, value); gerr == nil {
+				// The register holds a value no claim of this call tests.
+				a.claimUncertain = false
+			}
+		})
+	}
+	if d.Action == ActionRelease && cm != nil {
+		// A lock this call created and that stands for no grant: deleted
+		// only as read (UID and resourceVersion).
+		wg.Go(func() { lerr = client.IgnoreNotFound(deleteLock(ctx, a.l.client, cm)) })
 	}
 	if d.Action == ActionRecreate || d.Action == ActionYield {
 		a.log.Info("The grant register names another machine, handing the lock to it", "holder", d.Holder)
@@ -365,25 +387,37 @@ func (a *acquisition) refuse(ctx context.Context, cm *corev1.ConfigMap, obs Obse
 		})
 	}
 	wg.Wait()
+	raced = gerr != nil && lostRace(gerr)
 	if gerr != nil && !lostRace(gerr) {
 		gerr = fmt.Errorf("withdrawing the init-lock grant of machine %s from cluster %s/%s: %w", a.m.Name, a.cl.Namespace, a.cl.Name, gerr)
 	} else {
 		gerr = nil
 	}
 	if lerr != nil && !lostRace(lerr) {
-		lerr = fmt.Errorf("lock %s/%s: handing it to machine %s: %w", a.cl.Namespace, a.lockName, d.Holder, lerr)
+		lerr = fmt.Errorf("lock %s/%s: %s: %w", a.cl.Namespace, a.lockName, refusalWrite(d), lerr)
 	} else {
 		lerr = nil
 	}
-	return errors.Join(gerr, lerr)
+	return raced, errors.Join(gerr, lerr)
+}
+
+// refusalWrite names the write a refusal makes to the lock, for errors.
+func refusalWrite(d Decision) string {
+	if d.Action == ActionRelease {
+		return "deleting the lock this call created"
+	}
+	return "handing it to machine " + d.Holder
 }
 
 // claim writes a grant for the caller with token into the register of cl,
 // as cl was read, and keeps the caller's Cluster object in step.
 func (a *acquisition) claim(ctx context.Context, cl Cluster, token string) error {
 	u, err := writeRegister(ctx, a.l.client, cl, newGrant(cl, a.m, token, a.l.clock.Now()))
-	if err == nil {
+	switch {
+	case err == nil:
 		syncCaller(a.clusterObj, u)
+	case !definite(err):
+		a.claimUncertain = true
 	}
 	return err
 }

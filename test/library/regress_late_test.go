@@ -93,9 +93,11 @@ func TestRegressionLateWithdrawal(t *testing.T) {
 // upstream holder is gone every other Machine is refused on its behalf,
 // for as long as it exists, without an error.
 //
-// What is required: the late claim fails on the server, or the refused
-// caller is told that its claim may still land; either way another
-// Machine is granted the lock once the upstream holder is gone.
+// What makes it safe now: a refused call whose claim's answer was lost,
+// and that does not see the claim in the register, fences the register
+// with a release written against the value it read; the late claim's test
+// then fails (422), and another Machine is granted the lock once the
+// upstream holder is gone.
 func TestRegressionLateClaimLeavesNoPhantomGrant(t *testing.T) {
 	f := newFixture(t)
 	m1, m2, m3 := f.machine("m1"), f.machine("m2"), f.machine("m3")
@@ -119,6 +121,11 @@ func TestRegressionLateClaimLeavesNoPhantomGrant(t *testing.T) {
 	phantom := late[0] == nil
 	if g := f.grant(); phantom && g.MachineName != "m1" {
 		t.Fatalf("late claim applied, yet the register = %s", g.Raw())
+	}
+	// The refused call fenced the register (a release written against the
+	// empty value it read), so the late claim's test fails.
+	if !apierrors.IsInvalid(late[0]) {
+		t.Errorf("late claim answered %v, want 422: the refused call fences the register against it", late[0])
 	}
 
 	// The upstream holder goes away (its init failed, say).

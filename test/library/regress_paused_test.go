@@ -21,8 +21,10 @@ import (
 // What makes it safe now: the claim is a JSON patch that tests that the
 // Cluster is not paused (spec.paused as read, and no paused annotation),
 // so the server refuses it (422) and the Cluster is not written; the call
-// then reads the Cluster live and returns ErrClusterPaused. Required too:
-// no lock is left behind by a call that was told the Cluster is paused.
+// then reads the Cluster live and returns ErrClusterPaused, and deletes the
+// lock its free path created, which stands for no grant (UID and
+// resourceVersion preconditions): no lock is left behind by a call that
+// was told the Cluster is paused.
 func TestRegressionPausedLiveFreePath(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -45,8 +47,8 @@ func TestRegressionPausedLiveFreePath(t *testing.T) {
 				t.Fatalf("Lock(m1) with an unpaused view of a paused Cluster = %+v, %v; want ErrClusterPaused", res, err)
 			}
 			// CREATE ∥ PATCH claim (422) ∥ GET m1; GET lock ∥ GET Cluster ∥
-			// GET m1.
-			f.counts(t, "Lock(m1)", 4, 2)
+			// GET m1; DELETE of the lock it created.
+			f.counts(t, "Lock(m1)", 4, 3)
 			if rv := f.get(f.cluster).GetResourceVersion(); rv != live.GetResourceVersion() {
 				t.Errorf("the paused Cluster was written: resourceVersion %s, was %s", rv, live.GetResourceVersion())
 			}
