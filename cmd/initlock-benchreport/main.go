@@ -39,7 +39,9 @@ func run() error {
 	out := flag.String("out", "results/bench", "Folder the report is written into.")
 	from := flag.String("from", "", "Build the report from this results file instead of running the benchmarks.")
 	quick := flag.Bool("quick", false, "Small sizes: a run of a few minutes, to try the tooling.")
-	scaling := flag.String("scaling", "", "Cluster counts of the restore-storm runs (default 250,500,1000,2000).")
+	scaling := flag.String("scaling", "", "Cluster counts of the unthrottled restore-storm runs (default 1000,2000,5000; add 10000 for the largest).")
+	throttled := flag.Int("throttled", -1, "Clusters of the restore storm at the manager's default client QPS (default 1000; 0 leaves it out).")
+	relinkObjects := flag.Int("relink-objects", 0, "Objects the relinker's benchmark links (default 50000).")
 	memory := flag.String("memory", "", "Unrelated-ConfigMap counts of the memory runs (default 0,5000,10000,20000).")
 	rounds := flag.Int("contention-rounds", -1, "Rounds of the contention benchmark, per lock (default 10; 0 leaves it out).")
 	callers := flag.Int("contention-callers", 0, "Machines calling Lock at once in the contention benchmark (default 50).")
@@ -58,6 +60,12 @@ func run() error {
 		if opts.Memory, err = ints(*memory); err != nil {
 			return fmt.Errorf("-memory: %w", err)
 		}
+	}
+	if *throttled >= 0 {
+		opts.ThrottledClusters = *throttled
+	}
+	if *relinkObjects > 0 {
+		opts.RelinkObjects = *relinkObjects
 	}
 	if *rounds >= 0 {
 		opts.ContentionRounds = *rounds
@@ -134,7 +142,7 @@ func run() error {
 
 // runBenchmarks runs every job, writing the results file and the log.
 func runBenchmarks(opts benchreport.PlanOptions, out, results string) error {
-	others, err := benchreport.PackagesWithBenchmarks(".", benchreport.LibraryPkg, benchreport.ManagerPkg)
+	others, err := benchreport.PackagesWithBenchmarks(".", benchreport.LibraryPkg, benchreport.ManagerPkg, benchreport.RelinkPkg)
 	if err != nil {
 		return err
 	}

@@ -28,8 +28,8 @@ func parseFixture(t *testing.T) *benchreport.File {
 
 func TestParse(t *testing.T) {
 	f := parseFixture(t)
-	if n := len(f.Results); n != 13 {
-		t.Fatalf("%d results, want 13", n)
+	if n := len(f.Results); n != 14 {
+		t.Fatalf("%d results, want 14", n)
 	}
 	if c := f.Results[4]; c.Pkg != "github.com/initlock/initlock/hack/contention" || c.Param("callers") != "50" || c.Metrics["p99-ratio"] != 1.4 {
 		t.Fatalf("contention result %+v", c)
@@ -49,8 +49,8 @@ func TestParse(t *testing.T) {
 
 func TestSummariseAndRows(t *testing.T) {
 	sums := benchreport.Summarise(parseFixture(t).Results)
-	if len(sums) != 11 {
-		t.Fatalf("%d summaries, want 11", len(sums))
+	if len(sums) != 12 {
+		t.Fatalf("%d summaries, want 12", len(sums))
 	}
 	free := sums[0]
 	if free.Name != "FreeLock" || free.Runs != 3 || free.Median["lock-ns/op"] != 14e6 || free.Min["ratio"] != 1.857 {
@@ -62,16 +62,19 @@ func TestSummariseAndRows(t *testing.T) {
 		byFigure[r.Bench+" "+r.Figure] = r
 	}
 	for key, want := range map[string][3]string{
-		"FreeLock free Lock (CREATE ∥ PATCH register ∥ GET Machine) vs a raw ConfigMap Create":          {"14.00 ms", "2.00", "yes"},
-		"FreeLock free Lock vs the slower of its two writes, each alone":                                {"14.00 ms", "1.75", ""},
-		"FreeLock free Lock: requests per call":                                                         {"1 reads, 2 writes", "", "yes"},
-		"ReLock healthy re-Lock (3 reads in parallel, 0 writes) vs a raw ConfigMap Get":                 {"1.60 ms", "1.14", "yes"},
-		"ReLock healthy re-Lock: requests per call":                                                     {"3 reads, 0 writes", "", "yes"},
-		"Contention/callers=50 contention: requests":                                                    {"7.5 per caller", "3.75", ""},
-		"RestoreStorm/clusters=250 restore storm, 250 clusters: time until every lock is owned again":   {"6.0 s", "1.20", "yes"},
-		"SteadyState/clusters=100 steady state, 100 healthy clusters: writes":                           {"0", "", "yes"},
-		"MemoryUnrelatedConfigMaps/configmaps=5000 manager heap with 5000 unrelated ConfigMaps vs none": {"4.2 MiB", "1.05", "yes"},
-		"Relink relinker: restored objects linked to their owners, time per object":                     {"7.07 ms", "1.68", "no"},
+		"FreeLock free Lock (CREATE ∥ PATCH register ∥ GET Machine) vs a raw ConfigMap Create":                                     {"14.00 ms", "2.00", "yes"},
+		"FreeLock free Lock vs the slower of its two writes, each alone":                                                           {"14.00 ms", "1.75", ""},
+		"FreeLock free Lock: requests per call":                                                                                    {"1 reads, 2 writes", "", "yes"},
+		"ReLock healthy re-Lock (3 reads in parallel, 0 writes) vs a raw ConfigMap Get":                                            {"1.60 ms", "1.14", "yes"},
+		"ReLock healthy re-Lock: requests per call":                                                                                {"3 reads, 0 writes", "", "yes"},
+		"Contention/callers=50 contention: requests":                                                                               {"7.5 per caller", "3.75", ""},
+		"RestoreStorm/clusters=250 restore storm, 250 clusters, no client rate limit: time until every lock is owned again":        {"6.0 s", "1.20", "yes"},
+		"RestoreStorm/clusters=250/qps=20 restore storm, 250 clusters, client QPS 20: time until every lock is owned again":        {"14.0 s", "1.08", "yes"},
+		"RestoreStorm/clusters=500 restore storm: requests the API server served per lock (apiserver_request_total, every client)": {"2.50", "2.00", ""},
+		"RestoreStorm/clusters=500 restore storm: CPU time of the process (manager, or patch loop)":                                {"8.0 s", "2.00", ""},
+		"SteadyState/clusters=100 steady state, 100 healthy clusters: writes":                                                      {"0", "", "yes"},
+		"MemoryUnrelatedConfigMaps/configmaps=5000 manager heap with 5000 unrelated ConfigMaps vs none":                            {"4.2 MiB", "1.05", "yes"},
+		"Relink relinker, 10000 restored objects linked to their owners: time per object":                                          {"7.07 ms", "1.68", "no"},
 		"Other patches/op": {"2.500 patches/op", "", ""},
 		"Contention/callers=50 contention, 50 Machines calling Lock at once: p99 over callers of the time to their final answer": {"420 ms", "1.40", "yes"},
 	} {
@@ -129,17 +132,17 @@ func TestReport(t *testing.T) {
 		t.Fatalf("plotting nothing: %v, want ErrNoData", err)
 	}
 	var b strings.Builder
-	meta := benchreport.Meta{Date: "2026-12-02", Machine: "test machine", ResultsFile: "bench.txt", StormQPS: 50, StormBurst: 100}
+	meta := benchreport.Meta{Date: "2026-12-02", Machine: "test machine", ResultsFile: "bench.txt", StormQPS: -1}
 	if err := benchreport.WriteMarkdown(&b, meta, sums, []string{"scaling.png", "memory.png"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
 		"| FreeLock | free Lock (CREATE ∥ PATCH register ∥ GET Machine) vs a raw ConfigMap Create | 14.00 ms | 7.00 ms | 2.00 | ratio ≤ 2.0 | yes | 3 | 0.60 → 0.70 |",
 		"| 300 ms (upstream CABPK lock) | 1.40 | ratio ≤ 1.5 | yes | 1 | **busy** 1.20 → 3.10 |",
-		"| 500 | 11.0 s | 10.0 s | 1.10 | 1 |",
+		"| 500 | 11.0 s | 10.0 s | 1.10 | 1 | 2.50 (1.25) | 8.0 s (4.0 s) |",
 		"| 5000 | 4.2 MiB | 4.0 MiB | 1.050 |",
 		"![scaling](scaling.png)",
-		"client QPS 50, burst 100",
+		"no client rate limit",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
@@ -148,20 +151,20 @@ func TestReport(t *testing.T) {
 }
 
 func TestPlanAndPackages(t *testing.T) {
-	jobs := benchreport.Plan(benchreport.DefaultPlanOptions(), []string{"./internal/relink"})
+	jobs := benchreport.Plan(benchreport.DefaultPlanOptions(), []string{"./internal/other"})
 	var suffixes []string
 	for _, j := range jobs {
 		suffixes = append(suffixes, j.Suffix)
 	}
-	want := []string{"", "/callers=50", "/clusters=250", "/clusters=500", "/clusters=1000", "/clusters=2000", "/clusters=2000", "/clusters=2000",
-		"/configmaps=0", "/configmaps=5000", "/configmaps=10000", "/configmaps=20000", ""}
+	want := []string{"", "/callers=50", "/clusters=1000", "/clusters=2000", "/clusters=5000", "/clusters=1000/qps=20", "/clusters=5000",
+		"/clusters=2000", "/configmaps=0", "/configmaps=5000", "/configmaps=10000", "/configmaps=20000", "/clusters=10000", "/objects=50000", ""}
 	if !reflect.DeepEqual(suffixes, want) {
 		t.Fatalf("job suffixes %v, want %v", suffixes, want)
 	}
 	if s := jobs[1].String(); s != "(cd hack/contention && go test -run=^$ -bench=^BenchmarkContention$ -benchmem -count=1 -timeout=30m0s -benchtime=10x . -args -contention.callers=50)" {
 		t.Fatalf("contention job %s", s)
 	}
-	if s := jobs[2].String(); !strings.Contains(s, "-bench=^BenchmarkRestoreStorm$") || !strings.Contains(s, "-args -storm.clusters=250 -storm.qps=50") {
+	if s := jobs[2].String(); !strings.Contains(s, "-bench=^BenchmarkRestoreStorm$") || !strings.Contains(s, "-args -storm.clusters=1000 -storm.qps=-1") {
 		t.Fatalf("storm job %s", s)
 	}
 	pkgs, err := benchreport.PackagesWithBenchmarks("../..", benchreport.LibraryPkg)

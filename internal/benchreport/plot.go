@@ -36,7 +36,7 @@ var ErrNoData = errors.New("no data to plot")
 // clusters, for the manager and for the raw patch loop, into a PNG file.
 func PlotScaling(path string, sums []Summary, qps, burst int) error {
 	return drawLines(path, Series(sums, "RestoreStorm", "clusters"),
-		fmt.Sprintf("Restore storm: time until every lock is owned again (client QPS %d, burst %d)", qps, burst),
+		"Restore storm: time until every lock is owned again ("+StormLimits(qps, burst)+")",
 		"clusters restored", "seconds",
 		[]line{
 			{name: "initlock manager (cache sync + reconciles)", metric: "manager-s", color: blue, format: func(v float64) string { return fmt.Sprintf("%.1f s", v) }},

@@ -35,6 +35,14 @@ func duration(ns float64) string {
 	return fmt.Sprintf("%.0f ns", ns)
 }
 
+// StormLimits describes the client limits of the restore storm.
+func StormLimits(qps, burst int) string {
+	if qps < 0 {
+		return "no client rate limit"
+	}
+	return fmt.Sprintf("client QPS %d, burst %d", qps, burst)
+}
+
 func seconds(s float64) string { return fmt.Sprintf("%.1f s", s) }
 func mib(v float64) string     { return fmt.Sprintf("%.1f MiB", v) }
 
@@ -59,11 +67,12 @@ type Point struct {
 }
 
 // Series returns, sorted by the parameter, the summaries of benchmark base
-// whose name carries parameter param.
+// whose name carries parameter param, leaving out those run at a client QPS
+// of their own (a "qps" parameter).
 func Series(sums []Summary, base, param string) []Point {
 	var out []Point
 	for _, s := range sums {
-		if s.Base() != base {
+		if s.Base() != base || s.Param("qps") != "" {
 			continue
 		}
 		x, err := strconv.ParseFloat(s.Param(param), 64)
@@ -105,11 +114,15 @@ func WriteMarkdown(w io.Writer, meta Meta, sums []Summary, plots []string) error
 		fmt.Fprintf(&b, "\n## Restore storm: heal time against the number of clusters\n\n")
 		fmt.Fprintf(&b, "Locks restored without ownerReferences, then Machines, then Clusters; the clock runs from the manager's start "+
 			"(cache sync included) to the last lock owned again. The floor lists the Clusters and the locks and patches each lock once. "+
-			"Both use client QPS %d, burst %d.\n\n", meta.StormQPS, meta.StormBurst)
-		b.WriteString("| Clusters | initlock manager | raw patch loop | ratio | ConfigMap writes per lock |\n|---|---|---|---|---|\n")
+			"Both use %s. API requests are the API server's own count (apiserver_request_total) over the run, every client included; "+
+			"CPU is this process's.\n\n", StormLimits(meta.StormQPS, meta.StormBurst))
+		b.WriteString("| Clusters | initlock manager | raw patch loop | ratio | ConfigMap writes per lock | API requests per lock (floor) | CPU (floor) |\n" +
+			"|---|---|---|---|---|---|---|\n")
 		for _, p := range storm {
-			fmt.Fprintf(&b, "| %.0f | %s | %s | %.2f | %s |\n", p.X, seconds(p.Values["manager-s"]), seconds(p.Values["raw-s"]),
-				p.Values["ratio"], number(p.Values["writes/lock"]))
+			v := p.Values
+			fmt.Fprintf(&b, "| %.0f | %s | %s | %.2f | %s | %.2f (%.2f) | %s (%s) |\n", p.X, seconds(v["manager-s"]), seconds(v["raw-s"]),
+				v["ratio"], number(v["writes/lock"]), v["apiserver-req/lock"], v["raw-apiserver-req/lock"],
+				seconds(v["manager-cpu-s"]), seconds(v["raw-cpu-s"]))
 		}
 	}
 	if mem := Series(sums, "MemoryUnrelatedConfigMaps", "configmaps"); len(mem) > 0 {

@@ -68,8 +68,17 @@ type PlanOptions struct {
 	// Memory are the unrelated-ConfigMap counts of the memory runs.
 	Memory []int
 	// StormQPS and StormBurst are the client limits of the restore storm,
-	// for the manager and the raw patch loop alike.
+	// for the manager and the raw patch loop alike; a negative StormQPS
+	// leaves the clients without a rate limit.
 	StormQPS, StormBurst int
+	// ThrottledClusters, when not 0, adds a restore storm of that size at
+	// ThrottledQPS and ThrottledBurst: the manager's default limits.
+	ThrottledClusters, ThrottledQPS, ThrottledBurst int
+	// RelinkObjects sizes the relinker's benchmark.
+	RelinkObjects int
+	// ScaleClusters sizes the start-up benchmark (three Machines and a lock
+	// per Cluster); 0 leaves it out.
+	ScaleClusters int
 	// SteadyClusters and SteadyFor size the steady-state run.
 	SteadyClusters int
 	SteadyFor      time.Duration
@@ -84,10 +93,15 @@ type PlanOptions struct {
 // DefaultPlanOptions are the sizes make bench uses.
 func DefaultPlanOptions() PlanOptions {
 	return PlanOptions{
-		Scaling:           []int{250, 500, 1000, 2000},
+		Scaling:           []int{1000, 2000, 5000},
 		Memory:            []int{0, 5000, 10000, 20000},
-		StormQPS:          50,
-		StormBurst:        100,
+		StormQPS:          -1,
+		StormBurst:        0,
+		ThrottledClusters: 1000,
+		ThrottledQPS:      20,
+		ThrottledBurst:    30,
+		RelinkObjects:     50000,
+		ScaleClusters:     10000,
 		SteadyClusters:    2000,
 		SteadyFor:         60 * time.Second,
 		LibraryCount:      6,
@@ -102,8 +116,13 @@ func QuickPlanOptions() PlanOptions {
 	return PlanOptions{
 		Scaling:           []int{50, 100},
 		Memory:            []int{0, 500},
-		StormQPS:          50,
-		StormBurst:        100,
+		StormQPS:          -1,
+		StormBurst:        0,
+		ThrottledClusters: 50,
+		ThrottledQPS:      20,
+		ThrottledBurst:    30,
+		RelinkObjects:     1000,
+		ScaleClusters:     500,
 		SteadyClusters:    100,
 		SteadyFor:         5 * time.Second,
 		LibraryCount:      2,
@@ -119,14 +138,15 @@ func QuickPlanOptions() PlanOptions {
 const (
 	LibraryPkg    = "./test/library"
 	ManagerPkg    = "./internal/manager/benchtest"
+	RelinkPkg     = "./internal/relink"
 	ContentionDir = "hack/contention"
 )
 
 // Plan returns the jobs of a benchmark run: the library's benchmarks, the
 // contention benchmark, the manager's restore storm for each size of
-// o.Scaling, its other benchmarks, its memory benchmark for each size of
-// o.Memory, and every benchmark of the packages listed in others (the
-// relinker's, for one).
+// o.Scaling and once throttled, its other benchmarks, its memory benchmark
+// for each size of o.Memory, its start-up at scale, the relinker's, and
+// every benchmark of the packages listed in others.
 func Plan(o PlanOptions, others []string) []Job {
 	jobs := []Job{{Pkg: LibraryPkg, Bench: "^Benchmark(FreeLock|ReLock)$", Count: o.LibraryCount,
 		Benchtime: o.LibraryBenchtime, Timeout: 30 * time.Minute}}
@@ -138,8 +158,14 @@ func Plan(o PlanOptions, others []string) []Job {
 	}
 	storm := []string{"-storm.qps=" + strconv.Itoa(o.StormQPS), "-storm.burst=" + strconv.Itoa(o.StormBurst)}
 	for _, n := range o.Scaling {
-		jobs = append(jobs, Job{Pkg: ManagerPkg, Bench: "^BenchmarkRestoreStorm$", Benchtime: "1x", Timeout: time.Hour,
+		jobs = append(jobs, Job{Pkg: ManagerPkg, Bench: "^BenchmarkRestoreStorm$", Benchtime: "1x", Timeout: 2 * time.Hour,
 			Args: append([]string{"-storm.clusters=" + strconv.Itoa(n)}, storm...), Suffix: "/clusters=" + strconv.Itoa(n)})
+	}
+	if n := o.ThrottledClusters; n > 0 {
+		jobs = append(jobs, Job{Pkg: ManagerPkg, Bench: "^BenchmarkRestoreStorm$", Benchtime: "1x", Timeout: 2 * time.Hour,
+			Args: []string{"-storm.clusters=" + strconv.Itoa(n), "-storm.qps=" + strconv.Itoa(o.ThrottledQPS),
+				"-storm.burst=" + strconv.Itoa(o.ThrottledBurst)},
+			Suffix: "/clusters=" + strconv.Itoa(n) + "/qps=" + strconv.Itoa(o.ThrottledQPS)})
 	}
 	if len(o.Scaling) > 0 {
 		n := o.Scaling[len(o.Scaling)-1]
@@ -152,6 +178,14 @@ func Plan(o PlanOptions, others []string) []Job {
 	for _, m := range o.Memory {
 		jobs = append(jobs, Job{Pkg: ManagerPkg, Bench: "^BenchmarkMemoryUnrelatedConfigMaps$", Benchtime: "1x", Timeout: time.Hour,
 			Args: []string{"-memory.configmaps=" + strconv.Itoa(m)}, Suffix: "/configmaps=" + strconv.Itoa(m)})
+	}
+	if n := o.ScaleClusters; n > 0 {
+		jobs = append(jobs, Job{Pkg: ManagerPkg, Bench: "^BenchmarkStartupAtScale$", Benchtime: "1x", Timeout: 2 * time.Hour,
+			Args: []string{"-scale.clusters=" + strconv.Itoa(n)}, Suffix: "/clusters=" + strconv.Itoa(n)})
+	}
+	if o.RelinkObjects > 0 {
+		jobs = append(jobs, Job{Pkg: RelinkPkg, Bench: "^BenchmarkRelink$", Benchtime: "1x", Timeout: 2 * time.Hour,
+			Args: []string{"-relink.objects=" + strconv.Itoa(o.RelinkObjects)}, Suffix: "/objects=" + strconv.Itoa(o.RelinkObjects)})
 	}
 	for _, pkg := range others {
 		jobs = append(jobs, Job{Pkg: pkg, Bench: ".", Count: 1, Timeout: time.Hour})

@@ -15,21 +15,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/initlock/initlock/internal/benchreport/loadavg"
 	"github.com/initlock/initlock/internal/capi"
 	"github.com/initlock/initlock/internal/kubeenv"
-	"github.com/initlock/initlock/internal/manager"
 	"github.com/initlock/initlock/internal/manager/managertest"
 	"github.com/initlock/initlock/pkg/initlock"
 )
 
 var (
 	stormClusters = flag.Int("storm.clusters", 2000, "Clusters restored in the restore-storm benchmark.")
-	stormQPS      = flag.Float64("storm.qps", 50, "Client QPS of the manager and of the raw patch loop.")
-	stormBurst    = flag.Int("storm.burst", 100, "Client burst of the manager and of the raw patch loop.")
+	stormQPS      = flag.Float64("storm.qps", -1, "Client QPS of the manager and of the raw patch loop; negative: no client rate limit.")
+	stormBurst    = flag.Int("storm.burst", 100, "Client burst of the manager and of the raw patch loop, with a positive storm.qps.")
 	steadyN       = flag.Int("steady.clusters", 2000, "Healthy Clusters in the steady-state benchmark.")
 	steadyFor     = flag.Duration("steady.duration", 60*time.Second, "Length of the steady period.")
 	steadySync    = flag.Duration("steady.sync-period", 20*time.Second, "Resync period of the manager during the steady period.")
@@ -54,44 +53,48 @@ const v = capi.V1Beta2
 
 // BenchmarkRestoreStorm restores storm.clusters Clusters whose locks lost
 // their ownerReferences (ConfigMaps, then Machines, then Clusters), then
-// measures, with the same client QPS and burst:
+// measures, with the same client limits (none by default, storm.qps
+// otherwise):
 //
 //   - manager: from the start of a manager to every lock re-adopted
 //     (cache sync, reconciles, patches);
 //   - raw: a client that lists the Clusters and the locks and patches each
 //     lock, the least any tool can do.
 //
-// It reports both times, their ratio (target <= 1.5) and the manager's
-// ConfigMap writes per lock (target exactly 1).
+// It reports both times and their ratio, the requests the API server
+// served meanwhile per lock (its own apiserver_request_total, every
+// client included), the CPU time of this process meanwhile (the manager,
+// or the patch loop, and the benchmark's polling), and the manager's
+// ConfigMap writes per lock, which it asserts to be exactly 1.
 func BenchmarkRestoreStorm(b *testing.B) {
+	defer loadavg.Record(b)()
 	n := *stormClusters
-	limited := rest.CopyConfig(env.Config)
-	limited.QPS, limited.Burst = float32(*stormQPS), *stormBurst
+	cfg := stormConfig()
 
 	// Raw patch loop.
 	rawNS := env.Namespace(b)
 	restoreUnowned(b, rawNS, n)
-	raw, err := client.New(limited, client.Options{Scheme: env.Client.Scheme()})
+	raw, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
 	if err != nil {
 		b.Fatal(err)
 	}
-	start := time.Now()
+	rawUse := startUsage(b)
 	patchAll(b, raw, rawNS, n)
-	rawTime := time.Since(start)
+	rawTime, rawReqs, rawCPU := rawUse.stop(b)
 	verifyOwned(b, rawNS, n)
 
 	// Manager.
 	mgrNS := env.Namespace(b)
 	restoreUnowned(b, mgrNS, n)
 	opts := managertest.Options(mgrNS)
-	opts.KubeAPIQPS, opts.KubeAPIBurst = float32(*stormQPS), *stormBurst
+	opts.KubeAPIQPS, opts.KubeAPIBurst = 0, 0 // those of cfg
 	adopted0 := metricValue(b, "initlock_lock_adoptions_total")
-	start = time.Now()
-	rm := startUnsynced(b, opts)
-	waitFor(b, 10*time.Minute, func() bool {
+	mgrUse := startUsage(b)
+	rm := managertest.StartNoWait(b, cfg, opts)
+	waitFor(b, 30*time.Minute, func() bool {
 		return metricValue(b, "initlock_lock_adoptions_total")-adopted0 >= float64(n)
 	})
-	mgrTime := time.Since(start)
+	mgrTime, mgrReqs, mgrCPU := mgrUse.stop(b)
 	time.Sleep(2 * time.Second) // let any stray write show
 	verifyOwned(b, mgrNS, n)
 	writes := rm.Counter.Writes("configmaps", mgrNS)
@@ -101,8 +104,16 @@ func BenchmarkRestoreStorm(b *testing.B) {
 	b.ReportMetric(mgrTime.Seconds(), "manager-s")
 	b.ReportMetric(mgrTime.Seconds()/rawTime.Seconds(), "ratio")
 	b.ReportMetric(float64(writes)/float64(n), "writes/lock")
-	b.Logf("restore storm: %d locks, qps %.0f burst %d: raw patch loop %s, manager %s, ratio %.2f, manager configmap writes %d",
-		n, *stormQPS, *stormBurst, rawTime.Round(time.Millisecond), mgrTime.Round(time.Millisecond), mgrTime.Seconds()/rawTime.Seconds(), writes)
+	b.ReportMetric(mgrReqs/float64(n), "apiserver-req/lock")
+	b.ReportMetric(rawReqs/float64(n), "raw-apiserver-req/lock")
+	b.ReportMetric(mgrCPU.Seconds(), "manager-cpu-s")
+	b.ReportMetric(rawCPU.Seconds(), "raw-cpu-s")
+	b.Logf("restore storm: %d locks, %s: raw patch loop %s (%.0f API requests, %s CPU), manager %s (%.0f API requests, %s CPU), ratio %.2f, manager configmap writes %d",
+		n, limits(cfg), rawTime.Round(time.Millisecond), rawReqs, rawCPU.Round(time.Millisecond), mgrTime.Round(time.Millisecond), mgrReqs,
+		mgrCPU.Round(time.Millisecond), mgrTime.Seconds()/rawTime.Seconds(), writes)
+	if writes != n {
+		b.Fatalf("the manager made %d ConfigMap writes for %d locks, want exactly one each:\n%s", writes, n, rm.Counter)
+	}
 }
 
 // BenchmarkRestoreWhileRunning restores storm.clusters Clusters in
@@ -111,11 +122,12 @@ func BenchmarkRestoreStorm(b *testing.B) {
 // exactly 1: the orphan settle time spares the cluster-absent mark) and
 // the time from the first Cluster created to every lock re-adopted.
 func BenchmarkRestoreWhileRunning(b *testing.B) {
+	defer loadavg.Record(b)()
 	n := *stormClusters
 	ns := env.Namespace(b)
 	opts := managertest.Options(ns)
-	opts.KubeAPIQPS, opts.KubeAPIBurst = float32(*stormQPS), *stormBurst
-	rm := managertest.Start(b, env.Config, opts)
+	opts.KubeAPIQPS, opts.KubeAPIBurst = 0, 0 // those of stormConfig
+	rm := managertest.Start(b, stormConfig(), opts)
 	adopted0 := metricValue(b, "initlock_lock_adoptions_total")
 	createAll(b, n, func(i int) client.Object { return kubeenv.NewLock(ns, name(i), name(i)+"-cp-0", nil) })
 	createAll(b, n, func(i int) client.Object { return kubeenv.NewMachine(v, ns, name(i), name(i)+"-cp-0") })
@@ -138,6 +150,7 @@ func BenchmarkRestoreWhileRunning(b *testing.B) {
 // Clusters for steady.duration, with a resync every steady.sync-period, and
 // reports the requests it made in that time (target: zero writes).
 func BenchmarkSteadyState(b *testing.B) {
+	defer loadavg.Record(b)()
 	n := *steadyN
 	ns := env.Namespace(b)
 	createHealthy(b, ns, n)
@@ -176,6 +189,7 @@ func BenchmarkSteadyState(b *testing.B) {
 // the watched namespace. A warm-up manager runs first, so that one-time
 // allocations of the process are in the baseline. Target ratio <= 1.1.
 func BenchmarkMemoryUnrelatedConfigMaps(b *testing.B) {
+	defer loadavg.Record(b)()
 	ns := env.Namespace(b)
 	createHealthy(b, ns, *memClusters)
 	opts := managertest.Options(ns)
@@ -321,13 +335,6 @@ func verifyOwned(b *testing.B, ns string, n int) {
 	if owned != n {
 		b.Fatalf("%d of %d locks owned", owned, n)
 	}
-}
-
-// startUnsynced starts a manager without waiting for its cache, so that the
-// time measured includes the sync.
-func startUnsynced(b *testing.B, opts manager.Options) *managertest.Running {
-	b.Helper()
-	return managertest.StartNoWait(b, env.Config, opts)
 }
 
 func waitFor(b *testing.B, timeout time.Duration, cond func() bool) {
