@@ -99,6 +99,7 @@ func BenchmarkRestoreStorm(b *testing.B) {
 	verifyOwned(b, mgrNS, n)
 	writes := rm.Counter.Writes("configmaps", mgrNS)
 	rm.Stop()
+	b.Logf("restore storm: the manager's requests:\n%s", rm.Counter)
 
 	b.ReportMetric(rawTime.Seconds(), "raw-s")
 	b.ReportMetric(mgrTime.Seconds(), "manager-s")
