@@ -114,6 +114,11 @@
 //     without a hold: a Cluster, its Machines and its lock restored
 //     together end every hold (the Machines were deleted), even if the
 //     restored register names a Machine again.
+//   - A Lock called with a Cluster object of an incarnation that is gone
+//     (a stale view across a restore) opens no hold, even when Lock read
+//     the live Cluster and recorded its grant there: invariant 1 does not
+//     check such acquisitions, and the totals count them (acquired for a
+//     gone UID).
 //   - A Machine or Cluster created so shortly before a Lock call returns
 //     that the runner has not yet recorded its UID is taken for a stale
 //     view: that call opens no hold, and invariant 1 may miss an overlap

@@ -112,8 +112,10 @@ type Injector struct {
 	stats    FaultStats
 	onDelete func(Deletion)
 	onLate   func(LateWrite)
-	// late counts the held writes not yet sent.
-	late sync.WaitGroup
+	// pending counts the held writes not yet sent; idle is signalled when
+	// it drops to zero.
+	pending int
+	idle    *sync.Cond
 }
 
 var _ http.RoundTripper = (*Injector)(nil)
@@ -122,7 +124,9 @@ var _ http.RoundTripper = (*Injector)(nil)
 // next, with its random choices drawn from seed. onDelete, when not nil, is
 // called for every ConfigMap DELETE that reached the server.
 func NewInjector(name string, next http.RoundTripper, seed uint64, onDelete func(Deletion)) *Injector {
-	return &Injector{name: name, next: next, rnd: rand.New(rand.NewPCG(seed, 0x5eed)), onDelete: onDelete}
+	in := &Injector{name: name, next: next, rnd: rand.New(rand.NewPCG(seed, 0x5eed)), onDelete: onDelete}
+	in.idle = sync.NewCond(&in.mu)
+	return in
 }
 
 // WrapConfig returns a copy of cfg whose requests go through an Injector,

@@ -33,7 +33,13 @@ func (in *Injector) OnLateWrite(f func(LateWrite)) {
 }
 
 // WaitLate waits until every write held so far has been sent.
-func (in *Injector) WaitLate() { in.late.Wait() }
+func (in *Injector) WaitLate() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for in.pending > 0 {
+		in.idle.Wait()
+	}
+}
 
 // hold takes req's body and sends req to the server after delay, in the
 // background, whatever becomes of its caller. The copy keeps the values of
@@ -52,9 +58,10 @@ func (in *Injector) hold(req *http.Request, delay time.Duration) error {
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.ContentLength = int64(len(body))
 	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	in.late.Add(1)
+	in.mu.Lock()
+	in.pending++
+	in.mu.Unlock()
 	go func() {
-		defer in.late.Done()
 		time.Sleep(delay)
 		in.sendLate(out, body, delay)
 	}()
@@ -85,6 +92,11 @@ func (in *Injector) sendLate(req *http.Request, body []byte, delay time.Duration
 	in.mu.Unlock()
 	if onLate != nil {
 		onLate(lw)
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.pending--; in.pending == 0 {
+		in.idle.Broadcast()
 	}
 }
 
