@@ -52,6 +52,8 @@ func TestCommandLine(t *testing.T) {
 		{"two bad values", []string{withKubeconfig, "--orphan-grace=-1m", "--concurrency=-1"}, nil,
 			"--orphan-grace must be positive, got -1m0s; --concurrency must not be negative, got -1"},
 		{"bad relink kind", []string{withKubeconfig, "--relink-kinds=machine"}, nil, `--relink-kinds: kind "machine"`},
+		{"secrets without opting in", []string{withKubeconfig, "--relink-kinds=ConfigMap,Secret"}, nil,
+			"--relink-kinds names Secret: relinking Secrets is opt-in, add --relink-secrets and grant the ClusterRole of config/relink-secrets"},
 		{"arguments", []string{withKubeconfig, "extra"}, nil, `unexpected arguments ["extra"]`},
 		{"kubeconfig missing", []string{"--kubeconfig=" + filepath.Join(dir, "nope")}, nil, "--kubeconfig=" + filepath.Join(dir, "nope") + ": stat "},
 		{"no kubeconfig at all", nil, []string{"HOME=" + dir, "KUBECONFIG="}, "no kubeconfig: pass --kubeconfig, set KUBECONFIG, or run in a Pod with a ServiceAccount token"},

@@ -15,8 +15,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -57,6 +59,9 @@ func run(args []string, stdout io.Writer) error {
 		if c.relinkKinds != "" {
 			if ro.Kinds, err = relink.ParseKinds(c.relinkKinds); err != nil {
 				return fmt.Errorf("--relink-kinds: %w", err)
+			}
+			if !c.relinkSecrets && slices.ContainsFunc(ro.Kinds, func(k schema.GroupVersionKind) bool { return k.Group == "" && k.Kind == "Secret" }) {
+				return errors.New("--relink-kinds names Secret: relinking Secrets is opt-in, add --relink-secrets and grant the ClusterRole of config/relink-secrets")
 			}
 		}
 		if c.relinkSecrets {

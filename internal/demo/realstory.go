@@ -150,10 +150,13 @@ func (d *realDemo) seedInitlock() {
 		if err := dst.GrantProviderKinds(d.ctx); err != nil {
 			return err
 		}
-		if _, err := dst.StartManager(d.ctx, "--relink-kinds="+stack.ProviderRelinkKinds); err != nil {
+		if err := dst.GrantRelinkSecrets(d.ctx); err != nil {
 			return err
 		}
-		n("initlock-manager --relink-kinds=%s", stack.ProviderRelinkKinds)
+		if _, err := dst.StartManager(d.ctx, "--relink-kinds="+stack.ProviderRelinkKinds, "--relink-secrets"); err != nil {
+			return err
+		}
+		n("initlock-manager --relink-kinds=%s --relink-secrets", stack.ProviderRelinkKinds)
 		return nil
 	})
 	var restored time.Time

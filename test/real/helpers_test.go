@@ -163,6 +163,7 @@ func describeWrites(ws []stack.Write) string {
 func startManager(t *testing.T, m *stack.Mgmt, args ...string) {
 	t.Helper()
 	must(t, m.GrantProviderKinds(t.Context()))
-	_, err := m.StartManager(t.Context(), append([]string{"--relink-kinds=" + stack.ProviderRelinkKinds}, args...)...)
+	must(t, m.GrantRelinkSecrets(t.Context()))
+	_, err := m.StartManager(t.Context(), append([]string{"--relink-kinds=" + stack.ProviderRelinkKinds, "--relink-secrets"}, args...)...)
 	must(t, err)
 }

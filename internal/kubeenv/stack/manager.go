@@ -45,6 +45,26 @@ func (m *Mgmt) GrantProviderKinds(ctx context.Context) error {
 	return m.bindToManager(ctx, role)
 }
 
+// GrantRelinkSecrets gives ManagerUser the opt-in ClusterRole of
+// config/relink-secrets (list, watch and patch on Secrets), which
+// initlock-manager --relink-secrets needs: ProviderRelinkKinds includes
+// Secret, as CABPK's Secrets are part of a cluster's graph.
+func (m *Mgmt) GrantRelinkSecrets(ctx context.Context) error {
+	root, err := kubeenv.RepoRoot()
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(filepath.Join(root, "config", "relink-secrets", "role.yaml"))
+	if err != nil {
+		return fmt.Errorf("reading the Secrets ClusterRole: %w", err)
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.Unmarshal(b, role); err != nil {
+		return fmt.Errorf("reading config/relink-secrets/role.yaml: %w", err)
+	}
+	return m.bindToManager(ctx, role)
+}
+
 // Manager is a running initlock-manager process.
 type Manager struct {
 	*Proc
@@ -76,6 +96,9 @@ func (m *Mgmt) StartManager(ctx context.Context, args ...string) (*Manager, erro
 		"--kubeconfig=" + kubeconfig,
 		"--leader-elect=false",
 		"--metrics-bind-address=" + addrs[0],
+		// Plain HTTP for the tests that read it; the secure endpoint is
+		// tested with the released image (test/release).
+		"--metrics-secure=false",
 		"--health-probe-bind-address=" + addrs[1],
 	}, args...), nil)
 	if err != nil {
