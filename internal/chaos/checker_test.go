@@ -98,6 +98,11 @@ func TestCheckerUnsafeDelete(t *testing.T) {
 	lock := func(rv int64, typ watch.EventType) chaos.Observed {
 		return chaos.Observed{Kind: chaos.KindConfigMap, Type: typ, Name: "c1-lock", UID: lockUID, RV: rv, LockOf: "c1", Holder: "m1"}
 	}
+	granted := func(rv int64) chaos.Observed {
+		o := cluster(rv, watch.Added, false)
+		o.Grant = `{"machineName":"m1","token":"t1"}`
+		return o
+	}
 	byManager := chaos.Deletion{Actor: "mgr-1", Name: "c1-lock", UID: lockUID, Code: 200}
 	for _, tc := range []struct {
 		name     string
@@ -131,6 +136,12 @@ func TestCheckerUnsafeDelete(t *testing.T) {
 		{"deleted by a Lock call", []chaos.Observed{
 			cluster(1, watch.Added, false), machine(2, watch.Added), lock(3, watch.Added), lock(5, watch.Deleted),
 		}, &chaos.Deletion{Actor: "bc-1", Op: "lock", Name: "c1-lock", UID: lockUID, Code: 200}, []int{chaos.InvNoUnsafeDelete}},
+		{"a Lock withdraws the lock it wrote for its own machine", []chaos.Observed{
+			cluster(1, watch.Added, false), machine(2, watch.Added), lock(3, watch.Added), lock(5, watch.Deleted),
+		}, &chaos.Deletion{Actor: "bc-1", Op: "lock", Caller: "m1", Name: "c1-lock", UID: lockUID, Code: 200}, nil},
+		{"a Lock deletes its machine's granted lock", []chaos.Observed{
+			granted(1), machine(2, watch.Added), lock(3, watch.Added), lock(5, watch.Deleted),
+		}, &chaos.Deletion{Actor: "bc-1", Op: "lock", Caller: "m1", Name: "c1-lock", UID: lockUID, Code: 200}, []int{chaos.InvNoUnsafeDelete}},
 		{"garbage collector or operator", []chaos.Observed{
 			cluster(1, watch.Added, false), machine(2, watch.Added), lock(3, watch.Added), lock(5, watch.Deleted),
 		}, nil, nil},

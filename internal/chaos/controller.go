@@ -110,7 +110,7 @@ func (bc *controller) lock(ctx context.Context, k call) (initlock.Result, int, I
 		ctx, cancel = context.WithTimeoutCause(ctx, k.cutOff, errCutOff)
 		defer cancel()
 	}
-	res, err := bc.locker.Lock(WithOp(ctx, opLock), c, m)
+	res, err := bc.locker.Lock(WithCaller(WithOp(ctx, opLock), k.machine), c, m)
 	return res, epoch, in, err
 }
 
@@ -173,7 +173,7 @@ func (bc *controller) init(ctx context.Context, k call) {
 			return
 		}
 		if err == nil {
-			err = bc.locker.Unlock(WithOp(ctx, opUnlock), c, m)
+			err = bc.locker.Unlock(WithCaller(WithOp(ctx, opUnlock), machine), c, m)
 			if err == nil {
 				r.h.Add(actor, "unlocked", machine, "", "")
 				return

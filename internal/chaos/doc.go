@@ -88,7 +88,10 @@
 //  4. No unsafe deletion (InvNoUnsafeDelete): no lock is deleted by a
 //     manager replica while its holder Machine exists and its Cluster
 //     exists, is not being deleted and was never initialised, and no lock
-//     is deleted by a bootstrap controller other than through Unlock.
+//     is deleted by a bootstrap controller other than through Unlock, or
+//     by a Lock call withdrawing the lock it wrote for its own Machine,
+//     which no grant names (the Cluster turned out paused, or another
+//     Machine won the register).
 //     The Watcher records every write to ConfigMaps, Machines and
 //     Clusters (grant registers included) with its revision; deletions are judged on the
 //     state at their revision, once all three watches have gone past it,

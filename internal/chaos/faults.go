@@ -88,6 +88,9 @@ type Deletion struct {
 	Actor string
 	// Op is the operation the caller named in its context (WithOp), if any.
 	Op string
+	// Caller is the Machine the operation was made for (WithCaller), if
+	// any.
+	Caller string
 	// Namespace and Name of the ConfigMap.
 	Namespace, Name string
 	// UID is the UID precondition of the request, or else the UID of the
@@ -161,6 +164,14 @@ type opKey struct{}
 // Deletion.
 func WithOp(ctx context.Context, op string) context.Context {
 	return context.WithValue(ctx, opKey{}, op)
+}
+
+type callerKey struct{}
+
+// WithCaller names the Machine a request is made for, as reported in a
+// Deletion.
+func WithCaller(ctx context.Context, machine string) context.Context {
+	return context.WithValue(ctx, callerKey{}, machine)
 }
 
 // OpOf returns the operation named in ctx by WithOp.
@@ -310,6 +321,9 @@ func (in *Injector) reportDelete(req *http.Request, body []byte, resp *http.Resp
 	d := Deletion{Actor: in.name, Namespace: ns, Name: name, Code: resp.StatusCode, Lost: lost}
 	if op, ok := OpOf(req.Context()); ok {
 		d.Op = op
+	}
+	if m, ok := req.Context().Value(callerKey{}).(string); ok {
+		d.Caller = m
 	}
 	d.UID = preconditionUID(body)
 	if d.UID == "" && resp.StatusCode < 300 {

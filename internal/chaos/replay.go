@@ -1,6 +1,8 @@
 package chaos
 
 import (
+	"github.com/initlock/initlock/pkg/initlock"
+
 	"strings"
 	"time"
 
@@ -61,6 +63,8 @@ type clusterSeen struct {
 	// initialised is sticky: a restored Cluster, whose status the restore
 	// dropped, is still a cluster whose control plane was initialised.
 	initialised bool
+	// grantee is the Machine its grant register names, "" for none.
+	grantee string
 }
 
 func newReplayState() replayState {
@@ -78,6 +82,8 @@ type lockDeletion struct {
 	clusterLive          bool
 	clusterInitialised   bool
 	holderExists, judged bool
+	// granted: the Cluster's grant register named the holder.
+	granted bool
 }
 
 // StartRevision sets the revision each watch starts from.
@@ -159,6 +165,10 @@ func (c *Checker) process(o Observed) {
 		cs.exists = o.Type != watch.Deleted
 		cs.deleting = cs.exists && o.Deleting
 		cs.initialised = cs.initialised || o.Initialized
+		cs.grantee = ""
+		if g := initlock.GrantFrom(map[string]string{initlock.GrantAnnotation: o.Grant}); o.Grant != "" && g.Held() {
+			cs.grantee = g.MachineName
+		}
 	case KindMachine:
 		r.machines[o.Name] = o.Type != watch.Deleted
 	case KindConfigMap:
@@ -171,6 +181,7 @@ func (c *Checker) process(o Observed) {
 		if cs != nil {
 			ld.clusterLive = cs.exists && !cs.deleting
 			ld.clusterInitialised = cs.initialised
+			ld.granted = cs.exists && cs.grantee == o.Holder
 		}
 		c.deletions = append(c.deletions, ld)
 		if _, ok := c.deleters[o.UID]; ok {
@@ -194,6 +205,12 @@ func (c *Checker) judge(ld *lockDeletion) {
 		}
 	case d.Op == opUnlock:
 		c.counts.DeletesByUnlock++
+	case d.Op == opLock && d.Caller == ld.holder && !ld.granted:
+		// A Lock call that wrote a lock for its own Machine and was then
+		// refused (the Cluster was paused, or another Machine won the
+		// register) deletes that lock: no grant named it.
+		c.counts.DeletesWithdrawn++
+		c.h.Add(d.Actor, "withdrew lock", ld.name, itoa64(ld.rv), "its own, ungranted, written for "+ld.holder)
 	default:
 		c.violate(InvNoUnsafeDelete, "%s deleted lock %s (uid %s, rv %d) held by %s outside Unlock (during %q)",
 			d.Actor, ld.name, ld.uid, ld.rv, ld.holder, d.Op)

@@ -78,8 +78,8 @@ func (t *Totals) String() string {
 		"acquired for a machine or cluster UID gone %d\n",
 		c.LockCalls, c.Grants, c.ReLocks, c.Refused, c.LockErrors+c.Paused+c.NotALock, c.Paused, c.NotALock, c.AcquiredDeleted, c.AcquiredGone)
 	fmt.Fprintf(&b, "  inits %d, failed inits unlocked %d (Unlock errors %d)\n", c.Inits, c.UnlockCalls, c.UnlockErrors)
-	fmt.Fprintf(&b, "  lock deletions: by the manager %d, by Unlock %d, by others (garbage collector, operator, disaster) %d\n",
-		c.DeletesByManager, c.DeletesByUnlock, c.DeletesExternal)
+	fmt.Fprintf(&b, "  lock deletions: by the manager %d, by Unlock %d, by Lock of its own ungranted lock %d, by others (garbage collector, operator, disaster) %d\n",
+		c.DeletesByManager, c.DeletesByUnlock, c.DeletesWithdrawn, c.DeletesExternal)
 	fmt.Fprintf(&b, "  faults injected: bootstrap clients %d of %d requests, managers %d of %d\n",
 		t.ClientFaults.Injected(), t.ClientFaults.Requests, t.ManagerFaults.Injected(), t.ManagerFaults.Requests)
 	fmt.Fprintf(&b, "  manager processes started %d, SIGKILLed %d\n", t.ManagerStarts, t.ManagerKills)
@@ -139,6 +139,9 @@ type Counts struct {
 	Inits int
 	// LockDeletes seen by the watcher, by who made them.
 	DeletesByManager, DeletesByUnlock, DeletesExternal int
+	// DeletesWithdrawn are locks a Lock call deleted that it had written
+	// for its own Machine, which no grant named.
+	DeletesWithdrawn int
 }
 
 // Add sums two Counts.
@@ -153,6 +156,6 @@ func (c Counts) Add(o Counts) Counts {
 		UnlockCalls: c.UnlockCalls + o.UnlockCalls, UnlockErrors: c.UnlockErrors + o.UnlockErrors,
 		Inits:            c.Inits + o.Inits,
 		DeletesByManager: c.DeletesByManager + o.DeletesByManager, DeletesByUnlock: c.DeletesByUnlock + o.DeletesByUnlock,
-		DeletesExternal: c.DeletesExternal + o.DeletesExternal,
+		DeletesExternal: c.DeletesExternal + o.DeletesExternal, DeletesWithdrawn: c.DeletesWithdrawn + o.DeletesWithdrawn,
 	}
 }
