@@ -281,11 +281,6 @@ func toUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
 	return &unstructured.Unstructured{Object: m}, nil
 }
 
-func toConfigMap(obj map[string]any) (*corev1.ConfigMap, error) {
-	cm := &corev1.ConfigMap{}
-	return cm, apimodel.Fill(cm, obj)
-}
-
 func typesUID(v any) types.UID {
 	s, _ := v.(string)
 	return types.UID(s)

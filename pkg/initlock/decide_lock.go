@@ -135,7 +135,7 @@ func ownLockAlone(o Observation) bool {
 		return false
 	}
 	g := o.Cluster.Grant
-	return !(g.Held() && o.mine(g.Token))
+	return !g.Held() || !o.mine(g.Token)
 }
 
 // decideRelease decides for Unlock (IntentUnlock) and for an operator's

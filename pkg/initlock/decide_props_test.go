@@ -85,7 +85,7 @@ func checkProperties(t *testing.T, o initlock.Observation, d initlock.Decision) 
 	// A caller's own lock alone: written by this call, no write of it may
 	// still land, and the register carries none of the call's tokens.
 	ownLockAlone := o.Intent == initlock.IntentLock && o.Lock != nil && o.Lock.Problem == nil && containsToken(o, o.Lock.Record.Token) &&
-		!o.Uncertain && !o.ClaimUncertain && cl != nil && !(cl.Grant.Held() && containsToken(o, cl.Grant.Token))
+		!o.Uncertain && !o.ClaimUncertain && cl != nil && (!cl.Grant.Held() || !containsToken(o, cl.Grant.Token))
 	ownDelete := d.Action == initlock.ActionRelease && ownLockAlone
 	if d.Err != nil && (d.Acquired || (d.Action != initlock.ActionNone && !ownDelete) || (d.Register != initlock.RegisterNone && !ownWithdrawal)) {
 		fail("an error writes nothing but the withdrawal of the call's own grant and the delete of its own lock alone")
