@@ -151,24 +151,17 @@ func toMap(obj client.Object) (map[string]any, error) {
 
 // Create creates obj.
 func (c *Client) Create(ctx context.Context, obj client.Object, _ ...client.CreateOption) error {
-	k, err := keyOf(obj)
-	if err != nil {
-		return err
-	}
-	m, err := toMap(obj)
-	if err != nil {
-		return err
-	}
-	body, _ := json.Marshal(m)
-	res, err := c.do(ctx, "create", k, string(body), func() (map[string]any, error) { return c.Store.Create(k, m) })
-	if err != nil {
-		return err
-	}
-	return Fill(obj, res)
+	return c.put(ctx, "create", obj, c.Store.Create)
 }
 
 // Update replaces obj.
 func (c *Client) Update(ctx context.Context, obj client.Object, _ ...client.UpdateOption) error {
+	return c.put(ctx, "update", obj, c.Store.Update)
+}
+
+// put writes the whole of obj with write (the store's create or update) as
+// request verb, and fills obj with what the store holds then.
+func (c *Client) put(ctx context.Context, verb string, obj client.Object, write func(Key, map[string]any) (map[string]any, error)) error {
 	k, err := keyOf(obj)
 	if err != nil {
 		return err
@@ -178,7 +171,7 @@ func (c *Client) Update(ctx context.Context, obj client.Object, _ ...client.Upda
 		return err
 	}
 	body, _ := json.Marshal(m)
-	res, err := c.do(ctx, "update", k, string(body), func() (map[string]any, error) { return c.Store.Update(k, m) })
+	res, err := c.do(ctx, verb, k, string(body), func() (map[string]any, error) { return write(k, m) })
 	if err != nil {
 		return err
 	}
