@@ -29,6 +29,8 @@ unit: kube ## Run the tests (real control plane) without lint.
 	KUBEBUILDER_ASSETS="$$(hack/kube.sh 2>/dev/null)" $(GO) test $(TEST_FLAGS) $(PKGS)
 	@# The library's benchmarks assert request counts: one iteration each.
 	KUBEBUILDER_ASSETS="$$(hack/kube.sh 2>/dev/null)" $(GO) test -run='^$$' -bench=. -benchtime=1x $(TEST_FLAGS) ./test/library
+	@# The library is a module of its own; its pure tests run there.
+	cd pkg/initlock && $(GO) test $(TEST_FLAGS) ./...
 
 .PHONY: vet
 vet:
@@ -42,6 +44,8 @@ lint: vet verify-generate ## gofmt, go vet, golangci-lint and generated files.
 	cd hack/capi && $(GO) tool -modfile=../tools/golangci-lint/go.mod golangci-lint run --config ../../.golangci.yml ./...
 	@# The S3 server of the real stack is a module of its own too.
 	cd hack/s3 && $(GO) tool -modfile=../tools/golangci-lint/go.mod golangci-lint run --config ../../.golangci.yml ./...
+	@# The library is a module of its own too.
+	cd pkg/initlock && $(GO) vet ./... && $(GO) tool -modfile=../../hack/tools/golangci-lint/go.mod golangci-lint run --config ../../.golangci.yml ./...
 
 # Benchmark report (cmd/initlock-benchreport): the library, the manager and
 # every other package with benchmarks, in one go. Writes results/bench:
