@@ -151,9 +151,11 @@ endef
 .PHONY: test-real
 test-real: kube stack ## Run the scenarios on the real Velero server, CAPI core and CABPK (build tag real).
 	$(GO) vet -tags real ./test/real/...
+	@# CABPK with docs/cabpk.patch, cached by the hash of the patch and the library.
+	@hack/cabpk-initlock.sh >/dev/null
 	@# The test binary is compiled before the clock of the test timeout starts.
 	$(GO) test -tags real -c -o /dev/null ./test/real
-	$(real-env) $(GO) test -tags real -v $(TEST_FLAGS) ./test/real/...
+	$(real-env) INITLOCK_CABPK_INITLOCK="$$(hack/cabpk-initlock.sh 2>/dev/null)" $(GO) test -tags real -v $(TEST_FLAGS) ./test/real/...
 
 .PHONY: demo-real
 demo-real: kube stack ## The seed's story on the real Velero server, CAPI core and CABPK (DEMO_FLAGS=-v).
