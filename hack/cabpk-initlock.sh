@@ -37,7 +37,12 @@ trap 'rm -rf "$tmp"' EXIT
 cp -r "$src" "$tmp/cluster-api"
 chmod -R u+w "$tmp/cluster-api"
 cd "$tmp/cluster-api"
-if ! patch -p1 --quiet --no-backup-if-mismatch < "$root/docs/cabpk.patch"; then
+if command -v patch >/dev/null; then
+  apply=(patch -p1 --quiet --no-backup-if-mismatch)
+else
+  apply=(git apply -p1)
+fi
+if ! "${apply[@]}" < "$root/docs/cabpk.patch"; then
   log "docs/cabpk.patch does not apply to Cluster API $CAPI_VERSION"
   exit 1
 fi
@@ -65,5 +70,12 @@ mkdir -p "$out.tmp"
 mv "$tmp/bin/$bin" "$out.tmp/$bin"
 rm -rf "$out"
 mv "$out.tmp" "$out"
+# Binaries of earlier patches or library versions are not used again.
+for d in "$cache"/*/; do
+  d=${d%/}
+  if [ "${d##*/}" != "$key" ]; then
+    rm -rf "$d"
+  fi
+done
 log "done in $(( $(date +%s) - start ))s$peak (including the wait for the lock)"
 echo "$out/$bin"
