@@ -29,6 +29,8 @@ unit: kube ## Run the tests (real control plane) without lint.
 	KUBEBUILDER_ASSETS="$$(hack/kube.sh 2>/dev/null)" $(GO) test $(TEST_FLAGS) $(PKGS)
 	@# The library's benchmarks assert request counts: one iteration each.
 	KUBEBUILDER_ASSETS="$$(hack/kube.sh 2>/dev/null)" $(GO) test -run='^$$' -bench=. -benchtime=1x $(TEST_FLAGS) ./test/library
+	@# The library is a module of its own; its pure tests run there.
+	cd pkg/initlock && $(GO) test $(TEST_FLAGS) ./...
 
 .PHONY: vet
 vet:
@@ -42,6 +44,8 @@ lint: vet verify-generate ## gofmt, go vet, golangci-lint and generated files.
 	cd hack/capi && $(GO) tool -modfile=../tools/golangci-lint/go.mod golangci-lint run --config ../../.golangci.yml ./...
 	@# The S3 server of the real stack is a module of its own too.
 	cd hack/s3 && $(GO) tool -modfile=../tools/golangci-lint/go.mod golangci-lint run --config ../../.golangci.yml ./...
+	@# The library is a module of its own too.
+	cd pkg/initlock && $(GO) vet ./... && $(GO) tool -modfile=../../hack/tools/golangci-lint/go.mod golangci-lint run --config ../../.golangci.yml ./...
 
 # Benchmark report (cmd/initlock-benchreport): the library, the library under
 # contention next to the upstream lock (module hack/contention), the manager
@@ -161,9 +165,11 @@ endef
 .PHONY: test-real
 test-real: kube stack ## Run the scenarios on the real Velero server, CAPI core and CABPK (build tag real).
 	$(GO) vet -tags real ./test/real/...
+	@# CABPK with docs/cabpk.patch, cached by the hash of the patch and the library.
+	@hack/cabpk-initlock.sh >/dev/null
 	@# The test binary is compiled before the clock of the test timeout starts.
 	$(GO) test -tags real -c -o /dev/null ./test/real
-	$(real-env) $(GO) test -tags real -v $(TEST_FLAGS) ./test/real/...
+	$(real-env) INITLOCK_CABPK_INITLOCK="$$(hack/cabpk-initlock.sh 2>/dev/null)" $(GO) test -tags real -v $(TEST_FLAGS) ./test/real/...
 
 .PHONY: demo-real
 demo-real: kube stack ## The seed's story on the real Velero server, CAPI core and CABPK (DEMO_FLAGS=-v).

@@ -5,107 +5,61 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
+
+	libcapi "github.com/initlock/initlock/pkg/initlock/capi"
 )
 
+// The Cluster API facts the lock relies on are the library's; they are
+// named here too so that the rest of the module has one package to import.
 const (
 	// Group is the Cluster API core group.
-	Group = "cluster.x-k8s.io"
+	Group = libcapi.Group
 	// V1Beta2 is the version Cluster API stores since v1.11.
-	V1Beta2 = "v1beta2"
+	V1Beta2 = libcapi.V1Beta2
 	// V1Beta1 is the version older management clusters serve.
-	V1Beta1 = "v1beta1"
+	V1Beta1 = libcapi.V1Beta1
 
 	// ClusterKind is the kind of the object that owns a lock.
-	ClusterKind = "Cluster"
+	ClusterKind = libcapi.ClusterKind
 	// MachineKind is the kind of a lock holder.
-	MachineKind = "Machine"
+	MachineKind = libcapi.MachineKind
 
 	// ClusterNameLabel names the Cluster an object belongs to.
-	ClusterNameLabel = "cluster.x-k8s.io/cluster-name"
+	ClusterNameLabel = libcapi.ClusterNameLabel
+	// PausedAnnotation pauses reconciliation of an object when present.
+	PausedAnnotation = libcapi.PausedAnnotation
+	// ControlPlaneInitializedCondition is the condition type that turns
+	// true once the first control-plane node has run kubeadm init.
+	ControlPlaneInitializedCondition = libcapi.ControlPlaneInitializedCondition
+
 	// WatchFilterLabel selects the objects a controller started with
 	// --watch-filter=<value> handles: those labelled with that value.
 	WatchFilterLabel = "cluster.x-k8s.io/watch-filter"
-	// PausedAnnotation pauses reconciliation of an object when present.
-	PausedAnnotation = "cluster.x-k8s.io/paused"
-	// ControlPlaneInitializedCondition is the condition type that turns
-	// true once the first control-plane node has run kubeadm init.
-	ControlPlaneInitializedCondition = "ControlPlaneInitialized"
 )
 
-// ClusterGVK returns the Cluster kind in the given version.
-func ClusterGVK(version string) schema.GroupVersionKind {
-	return schema.GroupVersionKind{Group: Group, Version: version, Kind: ClusterKind}
-}
-
-// MachineGVK returns the Machine kind in the given version.
-func MachineGVK(version string) schema.GroupVersionKind {
-	return schema.GroupVersionKind{Group: Group, Version: version, Kind: MachineKind}
-}
-
-// IsClusterAPIVersion tells whether apiVersion is group/version of the Cluster
-// API core group, in any version.
-func IsClusterAPIVersion(apiVersion string) bool {
-	gv, err := schema.ParseGroupVersion(apiVersion)
-	return err == nil && gv.Group == Group
-}
+// The library's readers of Cluster API objects, under the names the rest of
+// the module uses.
+var (
+	// ClusterGVK returns the Cluster kind in the given version.
+	ClusterGVK = libcapi.ClusterGVK
+	// MachineGVK returns the Machine kind in the given version.
+	MachineGVK = libcapi.MachineGVK
+	// IsClusterAPIVersion tells whether apiVersion is group/version of the
+	// Cluster API core group, in any version.
+	IsClusterAPIVersion = libcapi.IsClusterAPIVersion
+	// IsPaused tells whether a Cluster is paused.
+	IsPaused = libcapi.IsPaused
+	// IsControlPlaneInitialized tells whether the Cluster's control plane
+	// has been initialised.
+	IsControlPlaneInitialized = libcapi.IsControlPlaneInitialized
+)
 
 // InWatchFilter tells whether obj is handled under the watch filter value,
 // with Cluster API's semantics: every object when value is empty, else only
 // objects labelled WatchFilterLabel=value.
 func InWatchFilter(obj metav1.Object, value string) bool {
 	return value == "" || obj.GetLabels()[WatchFilterLabel] == value
-}
-
-// IsPaused tells whether a Cluster is paused: spec.paused is true or the
-// paused annotation is present (with any value).
-func IsPaused(cluster *unstructured.Unstructured) bool {
-	if _, ok := cluster.GetAnnotations()[PausedAnnotation]; ok {
-		return true
-	}
-	paused, _, _ := unstructured.NestedBool(cluster.Object, "spec", "paused")
-	return paused
-}
-
-// IsControlPlaneInitialized tells whether the Cluster's control plane has
-// been initialised. v1beta2 Clusters report it in
-// status.initialization.controlPlaneInitialized; both versions report the
-// ControlPlaneInitialized condition, which v1beta1 keeps in status.conditions
-// and, from Cluster API v1.9, also in status.v1beta2.conditions, and which
-// v1beta2 keeps in status.conditions and status.deprecated.v1beta1.conditions.
-func IsControlPlaneInitialized(cluster *unstructured.Unstructured) bool {
-	if ok, found, _ := unstructured.NestedBool(cluster.Object, "status", "initialization", "controlPlaneInitialized"); found && ok {
-		return true
-	}
-	for _, path := range [][]string{
-		{"status", "conditions"},
-		{"status", "v1beta2", "conditions"},
-		{"status", "deprecated", "v1beta1", "conditions"},
-	} {
-		if conditionTrue(cluster.Object, path, ControlPlaneInitializedCondition) {
-			return true
-		}
-	}
-	return false
-}
-
-func conditionTrue(obj map[string]any, path []string, condType string) bool {
-	conds, found, err := unstructured.NestedSlice(obj, path...)
-	if !found || err != nil {
-		return false
-	}
-	for _, c := range conds {
-		m, ok := c.(map[string]any)
-		if !ok {
-			continue
-		}
-		if m["type"] == condType && m["status"] == string(metav1.ConditionTrue) {
-			return true
-		}
-	}
-	return false
 }
 
 // Discover returns the version of the Cluster API core group that the API

@@ -3,7 +3,6 @@ package relink_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,47 +21,6 @@ import (
 	"github.com/initlock/initlock/internal/relink"
 	"github.com/initlock/initlock/internal/relink/secrets"
 )
-
-// markerRules reads the RBAC rules from the kubebuilder markers of the
-// files, the sources controller-gen generates the roles from.
-func markerRules(t *testing.T, files ...string) []rbacv1.PolicyRule {
-	t.Helper()
-	var b []byte
-	for _, f := range files {
-		fb, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b = append(b, fb...)
-	}
-	var rules []rbacv1.PolicyRule
-	for line := range strings.Lines(string(b)) {
-		spec, ok := strings.CutPrefix(strings.TrimSpace(line), "// +kubebuilder:rbac:")
-		if !ok {
-			continue
-		}
-		var rule rbacv1.PolicyRule
-		for kv := range strings.SplitSeq(spec, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			values := strings.Split(strings.Trim(v, `"`), ";")
-			switch k {
-			case "groups":
-				rule.APIGroups = values
-			case "resources":
-				rule.Resources = values
-			case "verbs":
-				rule.Verbs = values
-			default:
-				t.Fatalf("marker %q: unexpected key %q", spec, k)
-			}
-		}
-		rules = append(rules, rule)
-	}
-	if len(rules) == 0 {
-		t.Fatalf("no RBAC marker in %v", files)
-	}
-	return rules
-}
 
 // allowed asks the API server whether the user of cfg may do what attrs
 // describe.
@@ -101,7 +59,7 @@ func testRestrictedRelinker(t *testing.T, withSecrets bool) {
 	if withSecrets {
 		files, opts = append(files, filepath.Join("secrets", "secrets.go")), secrets.Enable(opts)
 	}
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: markerRules(t, files...)}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: kubeenv.MarkerRules(t, files...)}
 	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: user},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
 var clusterResource = schema.GroupResource{Group: capi.Group, Resource: "clusters"}

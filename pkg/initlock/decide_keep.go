@@ -4,7 +4,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
 // OwnerState says how a lock's Cluster ownerReference stands.

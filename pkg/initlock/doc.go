@@ -151,4 +151,10 @@
 // whether an operator's release needs --force). Locker uses them for
 // callers; the manager and the kubectl plugin use them, with Confirm and
 // Apply, to keep locks owned, release them after init and collect orphans.
+//
+// # Providers that hold CABPK's mutex
+//
+// Package locking (github.com/initlock/initlock/pkg/initlock/locking) has
+// the constructor and bool methods of CABPK's ControlPlaneInitMutex over a
+// Locker, so that such a provider swaps its lock with one line.
 package initlock

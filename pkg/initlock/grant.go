@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
 // GrantAnnotation on a Cluster is the cluster's grant register: it names

@@ -16,7 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
 // EventRecorder is the part of k8s.io/client-go/tools/events.EventRecorder

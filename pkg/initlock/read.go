@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
 // Source is where Read reads each kind of object from: the API server (a

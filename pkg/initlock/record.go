@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
 const (
@@ -16,7 +18,7 @@ const (
 	// DataKey is the ConfigMap data key that holds the lock record.
 	DataKey = "lock-information"
 	// ClusterNameLabel labels the lock with its cluster's name.
-	ClusterNameLabel = "cluster.x-k8s.io/cluster-name"
+	ClusterNameLabel = capi.ClusterNameLabel
 	// AnnotationPrefix prefixes every annotation initlock writes.
 	AnnotationPrefix = "initlock.dev/"
 	// ClusterAbsentAnnotation on a lock records since when its Cluster has

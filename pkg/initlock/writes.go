@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
 // clusterOwnerRef is the ownerReference a lock carries to its Cluster: no

@@ -68,7 +68,8 @@ func (m *Mgmt) startCAPIManager(ctx context.Context, name, bin, certDir string) 
 	return &capiManager{Proc: p, webhookPort: webhookPort, diagnostics: addrs[2]}, nil
 }
 
-// startCAPI starts CABPK and the core manager, unmodified.
+// startCAPI starts CABPK (the stack's, unmodified, unless Options.CABPK
+// names another) and the core manager.
 func (m *Mgmt) startCAPI(ctx context.Context) error {
 	capiDir, err := kubeenv.ModuleDir("hack/capi", capiModule)
 	if err != nil {
@@ -78,7 +79,7 @@ func (m *Mgmt) startCAPI(ctx context.Context) error {
 	if m.caBundle, err = writeServingCert(certDir); err != nil {
 		return err
 	}
-	if m.cabpk, err = m.startCAPIManager(ctx, "capi-kubeadm-bootstrap-manager", m.bins.path(BinCABPK), certDir); err != nil {
+	if m.cabpk, err = m.startCAPIManager(ctx, "capi-kubeadm-bootstrap-manager", m.cabpkBin, certDir); err != nil {
 		return err
 	}
 	m.cabpk.manifests = filepath.Join(capiDir, "bootstrap", "kubeadm", "config", "webhook", "manifests.yaml")

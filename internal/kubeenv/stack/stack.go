@@ -25,6 +25,9 @@ type Options struct {
 	NoCAPI bool
 	// Webhooks registers the Cluster API webhooks at start.
 	Webhooks bool
+	// CABPK, when set, is the CABPK binary to run instead of the stack's
+	// (make test-real passes CABPK built with docs/cabpk.patch).
+	CABPK string
 }
 
 // Mgmt is a management cluster of the stack: a local control plane
@@ -40,6 +43,7 @@ type Mgmt struct {
 	Dir string
 
 	bins          Binaries
+	cabpkBin      string
 	s3            *S3
 	caBundle      []byte
 	core, cabpk   *capiManager
@@ -64,7 +68,10 @@ func StartMgmt(ctx context.Context, bins Binaries, opts Options) (_ *Mgmt, retEr
 	if err != nil {
 		return nil, err
 	}
-	m := &Mgmt{Name: opts.Name, Dir: dir, bins: bins, s3: opts.S3}
+	m := &Mgmt{Name: opts.Name, Dir: dir, bins: bins, cabpkBin: opts.CABPK, s3: opts.S3}
+	if m.cabpkBin == "" {
+		m.cabpkBin = bins.path(BinCABPK)
+	}
 	defer func() {
 		if retErr != nil {
 			retErr = errors.Join(retErr, m.Stop())

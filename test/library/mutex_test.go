@@ -1,0 +1,215 @@
+package library_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/locking"
+)
+
+type mutex = locking.ControlPlaneInitMutex[*unstructured.Unstructured, *unstructured.Unstructured]
+
+func newMutex(c client.Client) *mutex {
+	return locking.NewControlPlaneInitMutex[*unstructured.Unstructured, *unstructured.Unstructured](c)
+}
+
+// logs records the messages logged through a context, at every level up
+// to 4.
+type logs struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logs) into(ctx context.Context) context.Context {
+	return ctrl.LoggerInto(ctx, funcr.New(func(prefix, args string) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.lines = append(l.lines, args)
+	}, funcr.Options{Verbosity: 4}))
+}
+
+// has tells whether a line with message msg (and, when error, an error)
+// was logged.
+func (l *logs) has(msg string, withError bool) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range l.lines {
+		if strings.Contains(line, `"msg"="`+msg+`"`) && strings.Contains(line, `"error"=`) == withError {
+			return true
+		}
+	}
+	return false
+}
+
+func (l *logs) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+// TestMutexLock runs every case of TestLock through the drop-in mutex: it
+// makes the same requests and leaves the same state, answers true exactly
+// when Locker.Lock acquires, and logs why it answers false.
+func TestMutexLock(t *testing.T) {
+	for _, tt := range lockCases {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			m := tt.setup(f)
+			before := ""
+			if cm := f.tryLockCM(); cm != nil {
+				before = cm.ResourceVersion
+			}
+			var l logs
+			f.counter.Reset()
+			got := newMutex(f.client).Lock(l.into(t.Context()), f.cluster, m)
+			w := tt.want
+			if got != w.acquired {
+				t.Errorf("Lock() = %v, want %v", got, w.acquired)
+			}
+			if r, wr := f.counter.Reads(), f.counter.Writes(); r != w.reads || wr != w.writes {
+				t.Errorf("Lock() made %d reads and %d writes, want %d and %d", r, wr, w.reads, w.writes)
+			}
+			var msg string
+			withError := false
+			switch {
+			case errors.Is(w.err, initlock.ErrClusterPaused):
+				msg = "Cluster is paused, not taking the init lock"
+			case w.err != nil:
+				msg, withError = "Failed to acquire the init lock", true
+			case !w.acquired:
+				msg = "Waiting for the machine holding the init lock to initialize"
+			default:
+				msg = "Init lock acquired"
+			}
+			if !l.has(msg, withError) {
+				t.Errorf("Lock() did not log %q (error: %v); logged:\n%s", msg, withError, &l)
+			}
+			if w.err != nil {
+				if cm := f.tryLockCM(); cm != nil && cm.ResourceVersion != before {
+					t.Errorf("Lock() changed the configmap it refused")
+				}
+			}
+			if g := f.grant(); !got && g.Held() && g.MachineName == m.GetName() {
+				t.Errorf("refused caller %s left its grant in the register", m.GetName())
+			}
+			if tt.check != nil {
+				tt.check(t, f)
+			}
+		})
+	}
+}
+
+// TestMutexUnlock: Unlock releases the lock whoever holds it, as the
+// provider's join path means it, and never a ConfigMap that is not a lock.
+func TestMutexUnlock(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(f *fixture)
+		want  bool
+		// reads and writes Unlock makes: GET lock ∥ GET Cluster, then the
+		// release's writes.
+		reads, writes int
+		logged        string
+		gone          bool
+	}{{
+		name:  "the lock of the machine that ran init: register retired, then emptied and lock deleted",
+		setup: func(f *fixture) { f.mustLock(f.machine("m1")) },
+		want:  true, reads: 2, writes: 3, gone: true,
+	}, {
+		name: "join path, held by another machine: released all the same",
+		setup: func(f *fixture) {
+			f.mustLock(f.machine("m1"))
+			f.machine("m2")
+		},
+		want: true, reads: 2, writes: 3, gone: true,
+	}, {
+		name:  "an upstream lock: deleted with preconditions",
+		setup: func(f *fixture) { f.upstreamLock("m1", f.clusterRef()) },
+		want:  true, reads: 2, writes: 1, gone: true,
+	}, {
+		name:  "no lock: released already",
+		setup: func(f *fixture) {},
+		want:  true, reads: 2, writes: 0, gone: true,
+	}, {
+		name: "a corrupt lock: released",
+		setup: func(f *fixture) {
+			f.foreign(map[string]string{"lock-information": "garbage"}, map[string]string{capi.ClusterNameLabel: "c1"})
+		},
+		want: true, reads: 2, writes: 1, gone: true,
+	}, {
+		name:  "a configmap that is not a lock: never deleted",
+		setup: func(f *fixture) { f.foreign(map[string]string{"user-data": "precious"}, nil) },
+		want:  false, reads: 2, writes: 0, logged: "Refusing to release a ConfigMap that is not an init lock",
+	}, {
+		name: "paused cluster: nothing written",
+		setup: func(f *fixture) {
+			f.mustLock(f.machine("m1"))
+			f.cluster = f.update(func(u *unstructured.Unstructured) { _ = unstructured.SetNestedField(u.Object, true, "spec", "paused") })
+		},
+		want: false, reads: 2, writes: 0, logged: "Cluster is paused, not releasing the init lock",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			tt.setup(f)
+			var l logs
+			f.counter.Reset()
+			got := newMutex(f.client).Unlock(l.into(t.Context()), f.cluster)
+			if got != tt.want {
+				t.Errorf("Unlock() = %v, want %v; logged:\n%s", got, tt.want, &l)
+			}
+			if r, w := f.counter.Reads(), f.counter.Writes(); r != tt.reads || w != tt.writes {
+				t.Errorf("Unlock() made %d reads and %d writes, want %d and %d", r, w, tt.reads, tt.writes)
+			}
+			if tt.logged != "" && !l.has(tt.logged, tt.logged != "Cluster is paused, not releasing the init lock") {
+				t.Errorf("Unlock() did not log %q; logged:\n%s", tt.logged, &l)
+			}
+			if gone := f.tryLockCM() == nil; gone != tt.gone {
+				t.Errorf("lock gone = %v, want %v", gone, tt.gone)
+			}
+			if tt.gone {
+				f.expectGrant(t, "")
+			}
+		})
+	}
+}
+
+// TestMutexKeepsTheCallerObjectConsistent: after Lock and Unlock, the
+// provider updates the same Cluster object it passed, and the update is
+// not refused for the lock's writes.
+func TestMutexKeepsTheCallerObjectConsistent(t *testing.T) {
+	f := newFixture(t)
+	mu := newMutex(f.client)
+	ctx := logr.NewContext(t.Context(), logr.Discard())
+	if !mu.Lock(ctx, f.cluster, f.machine("m1")) {
+		t.Fatal("Lock() = false on a free lock")
+	}
+	if g := initlock.GrantFrom(f.cluster.GetAnnotations()); !g.Held() || g.MachineName != "m1" {
+		t.Fatalf("caller's object register = %s, want the grant to m1", g.Raw())
+	}
+	f.cluster.SetLabels(map[string]string{"provider": "after-lock"})
+	if err := env.Client.Update(t.Context(), f.cluster); err != nil {
+		t.Fatalf("Update of the caller's object after Lock: %v", err)
+	}
+	if !mu.Unlock(ctx, f.cluster) {
+		t.Fatal("Unlock() = false")
+	}
+	if g := initlock.GrantFrom(f.cluster.GetAnnotations()); g.Held() {
+		t.Errorf("caller's object register = %s after Unlock, want released", g.Raw())
+	}
+	f.cluster.SetLabels(map[string]string{"provider": "after-unlock"})
+	if err := env.Client.Update(t.Context(), f.cluster); err != nil {
+		t.Fatalf("Update of the caller's object after Unlock: %v", err)
+	}
+}
