@@ -31,6 +31,8 @@ unit: kube ## Run the tests (real control plane) without lint.
 	KUBEBUILDER_ASSETS="$$(hack/kube.sh 2>/dev/null)" $(GO) test -run='^$$' -bench=. -benchtime=1x $(TEST_FLAGS) ./test/library
 	@# The library is a module of its own; its pure tests run there.
 	cd pkg/initlock && $(GO) test $(TEST_FLAGS) ./...
+	@# Contention next to the upstream lock: one round, its request counts asserted.
+	cd hack/contention && KUBEBUILDER_ASSETS="$$(../kube.sh 2>/dev/null)" $(GO) test -run='^$$' -bench=. -benchtime=1x $(TEST_FLAGS) ./...
 
 .PHONY: vet
 vet:
@@ -42,6 +44,8 @@ lint: vet verify-generate ## gofmt, go vet, golangci-lint and generated files.
 	$(GOLANGCI_LINT) run $(PKGS)
 	@# The clusterctl move program of the end-to-end tests is a module of its own.
 	cd hack/capi && $(GO) tool -modfile=../tools/golangci-lint/go.mod golangci-lint run --config ../../.golangci.yml ./...
+	@# The contention benchmark is a module of its own (it requires Cluster API).
+	cd hack/contention && $(GO) vet ./... && $(GO) tool -modfile=../tools/golangci-lint/go.mod golangci-lint run --config ../../.golangci.yml ./...
 	@# The S3 server of the real stack is a module of its own too.
 	cd hack/s3 && $(GO) tool -modfile=../tools/golangci-lint/go.mod golangci-lint run --config ../../.golangci.yml ./...
 	@# The library is a module of its own too.

@@ -12,6 +12,7 @@ replace sigs.k8s.io/cluster-api/api => sigs.k8s.io/cluster-api/api v1.14.2
 require (
 	github.com/go-logr/logr v1.4.4
 	github.com/initlock/initlock v0.0.0-00010101000000-000000000000
+	github.com/initlock/initlock/pkg/initlock v0.0.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	sigs.k8s.io/cluster-api v1.14.2
@@ -81,3 +82,5 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+replace github.com/initlock/initlock/pkg/initlock => ../../pkg/initlock
