@@ -23,6 +23,7 @@ func Scenarios() []Scenario {
 			Adversary: []EventKind{RecreateMachine}, Events: 1, MaxSteps: 100},
 		{Name: "upstream-late", UpstreamHolder: "m2", Providers: []Provider{p("m1", 2)},
 			Faults: 2, Late: 2, Adversary: []EventKind{DeleteLock}, Events: 1, Losses: 1, MaxSteps: 100},
+		{Name: "upstream-holder-race", UpstreamHolder: "m1", Providers: []Provider{p("m1", 1), p("m2", 2)}, MaxSteps: 100},
 		{Name: "late-writes", Providers: []Provider{{Machine: "m1", Attempts: 2, Unlock: true}},
 			Faults: 2, Late: 2, FaultKinds: []string{"late", "refused"}, MaxSteps: 100},
 	}

@@ -57,14 +57,16 @@ func decideLock(o Observation, d Decision) Decision {
 	case g == grantOther:
 		// The register protects another Machine: give it the lock back
 		// when it is missing, names a gone Machine or was written by this
-		// call. A lock naming the caller from an earlier acquisition, or
-		// another existing Machine, protects that Machine: nobody is
-		// granted the lock until one of them is gone (a conflict).
+		// call for a caller that did not hold it before. A lock naming the
+		// caller from before this call (an upstream lock, an earlier
+		// acquisition), or another existing Machine, protects that Machine:
+		// nobody is granted the lock until one of them is gone (a
+		// conflict).
 		d.Holder = o.Cluster.Grant.MachineName
 		switch {
 		case lk == lockMissing:
 			d.Action = ActionRecreate
-		case lk == lockGone || (lk == lockCaller && o.mine(o.Lock.Record.Token)):
+		case lk == lockGone || (lk == lockCaller && o.mine(o.Lock.Record.Token) && !o.HeldBefore):
 			d.Action = ActionYield
 		}
 		return d

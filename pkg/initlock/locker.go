@@ -149,6 +149,9 @@ type acquisition struct {
 	tokens         []string
 	uncertain      bool
 	claimUncertain bool
+	// heldBefore tells that a lock this call rewrote named the caller
+	// before (Observation.HeldBefore).
+	heldBefore bool
 }
 
 // free is the free path: the register was empty as the caller saw it, so
@@ -197,7 +200,7 @@ func (a *acquisition) settle(ctx context.Context) (Result, error) {
 		if err != nil {
 			return Result{}, fmt.Errorf("lock %s/%s: %w", a.cl.Namespace, a.lockName, err)
 		}
-		obs.Tokens, obs.Uncertain, obs.ClaimUncertain = a.tokens, a.uncertain, a.claimUncertain
+		obs.Tokens, obs.Uncertain, obs.ClaimUncertain, obs.HeldBefore = a.tokens, a.uncertain, a.claimUncertain, a.heldBefore
 		d := Decide(obs, Policy{}, a.l.clock.Now())
 		if obs.Cluster != nil {
 			a.cl = *obs.Cluster
@@ -295,6 +298,9 @@ func (a *acquisition) write(ctx context.Context, cm *corev1.ConfigMap, d Decisio
 			_, lerr = createLock(ctx, a.l.client, a.cl, a.lockName, a.record(a.m, token))
 			a.noteLockWrite(lerr)
 		case ActionTakeOver:
+			if lk := ObserveLock(cm, a.cl.Name); lk.Problem == nil && lk.Record.Names(&a.cl, &a.m) {
+				a.heldBefore = true
+			}
 			_, lerr = rewriteLock(ctx, a.l.client, cm, a.cl, a.record(a.m, token))
 			a.noteLockWrite(lerr)
 		case ActionAdopt:
