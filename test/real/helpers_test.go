@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/stack"
 )
 
@@ -166,4 +168,24 @@ func startManager(t *testing.T, m *stack.Mgmt, args ...string) {
 	must(t, m.GrantRelinkSecrets(t.Context()))
 	_, err := m.StartManager(t.Context(), append([]string{"--relink-kinds=" + stack.ProviderRelinkKinds, "--relink-secrets"}, args...)...)
 	must(t, err)
+}
+
+// lockOwned tells, with an error saying why not, whether cluster's lock in
+// namespace ns exists and is owned by the live Cluster only.
+func lockOwned(ctx context.Context, m *stack.Mgmt, ns, cluster string) error {
+	c, err := m.Get(ctx, stack.ClusterGVK, ns, cluster)
+	if err != nil {
+		return err
+	}
+	if c == nil {
+		return errors.New("no cluster")
+	}
+	cm, err := m.Lock(ctx, ns, cluster)
+	if err != nil {
+		return err
+	}
+	if cm == nil {
+		return errors.New("no lock")
+	}
+	return kubeenv.LockOwnedBy(cm, c)
 }

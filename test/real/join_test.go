@@ -97,23 +97,7 @@ func TestJoinAfterRestore(t *testing.T) {
 	must(t, target.MarkProvisioned(ctx, stack.LocalMachineGVK, mapped, cp))
 	must(t, target.SetPaused(ctx, mapped, cluster, false))
 	waitInitialized(t, target, mapped, cluster)
-	eventually(t, 60*time.Second, func(ctx context.Context) error {
-		c, err := target.Get(ctx, stack.ClusterGVK, mapped, cluster)
-		if err != nil {
-			return err
-		}
-		if c == nil {
-			return errors.New("no cluster")
-		}
-		cm, err := target.Lock(ctx, mapped, cluster)
-		if err != nil {
-			return err
-		}
-		if cm == nil {
-			return errors.New("no lock")
-		}
-		return kubeenv.LockOwnedBy(cm, c)
-	})
+	eventually(t, 60*time.Second, func(ctx context.Context) error { return lockOwned(ctx, target, mapped, cluster) })
 	adopted := time.Since(restored)
 
 	// A worker joins.

@@ -12,7 +12,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/stack"
 	"github.com/initlock/initlock/pkg/initlock"
 )
@@ -94,23 +93,7 @@ func TestSeedWithPatchedCABPK(t *testing.T) {
 	// objects provisioned again, as it does after any restore.
 	must(t, m.MarkProvisioned(ctx, stack.LocalClusterGVK, ns, seedCluster))
 	must(t, m.MarkProvisioned(ctx, stack.LocalMachineGVK, ns, seedMachine))
-	eventually(t, 60*time.Second, func(ctx context.Context) error {
-		cluster, err := m.Get(ctx, stack.ClusterGVK, ns, seedCluster)
-		if err != nil {
-			return err
-		}
-		if cluster == nil {
-			return errors.New("no cluster")
-		}
-		cm, err := m.Lock(ctx, ns, seedCluster)
-		if err != nil {
-			return err
-		}
-		if cm == nil {
-			return errors.New("no lock")
-		}
-		return kubeenv.LockOwnedBy(cm, cluster)
-	})
+	eventually(t, 60*time.Second, func(ctx context.Context) error { return lockOwned(ctx, m, ns, seedCluster) })
 	healed := time.Since(done)
 	var lockWrites []stack.Write
 	for _, w := range writesBy(t, m, userCABPK, ns, done) {

@@ -115,21 +115,7 @@ func restoreSeed(t *testing.T, m *stack.Mgmt, variant string, backed []*unstruct
 
 	if withInitlock {
 		eventually(t, 60*time.Second, func(ctx context.Context) error {
-			cluster, err := m.Get(ctx, stack.ClusterGVK, ns, seedCluster)
-			if err != nil {
-				return err
-			}
-			if cluster == nil {
-				return errors.New("no cluster")
-			}
-			cm, err := m.Lock(ctx, ns, seedCluster)
-			if err != nil {
-				return err
-			}
-			if cm == nil {
-				return errors.New("no lock")
-			}
-			if err := kubeenv.LockOwnedBy(cm, cluster); err != nil {
+			if err := lockOwned(ctx, m, ns, seedCluster); err != nil {
 				return err
 			}
 			left, err := m.Unlinked(ctx, ns, backed)
