@@ -114,19 +114,26 @@ func (r *runner) cluster(name string) *clusterRT {
 	panic("no cluster " + name)
 }
 
-// deleteLock deletes a Cluster's lock, if it is one, as someone outside
-// initlock would.
-func (r *runner) deleteLock(ctx context.Context, name, why string) error {
+// lockOf reads Cluster name's lock live; nil when there is none, or when
+// the ConfigMap of its name is not a lock.
+func (r *runner) lockOf(ctx context.Context, name string) (*corev1.ConfigMap, error) {
 	cm := &corev1.ConfigMap{}
 	err := r.admin.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: name + initlock.LockSuffix}, cm)
 	if apierrors.IsNotFound(err) {
-		return nil
+		return nil, nil
 	}
-	if err != nil {
+	if err != nil || initlock.ObserveLock(cm, name).Problem != nil {
+		return nil, err
+	}
+	return cm, nil
+}
+
+// deleteLock deletes a Cluster's lock, if it is one, as someone outside
+// initlock would.
+func (r *runner) deleteLock(ctx context.Context, name, why string) error {
+	cm, err := r.lockOf(ctx, name)
+	if cm == nil || err != nil {
 		return err
-	}
-	if initlock.ObserveLock(cm, name).Problem != nil {
-		return nil
 	}
 	err = r.admin.Delete(ctx, cm, client.Preconditions{UID: &cm.UID})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -139,16 +146,9 @@ func (r *runner) deleteLock(ctx context.Context, name, why string) error {
 // staleOwner points the lock's ownerReference at a Cluster UID that does not
 // exist.
 func (r *runner) staleOwner(ctx context.Context, name string) error {
-	cm := &corev1.ConfigMap{}
-	err := r.admin.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: name + initlock.LockSuffix}, cm)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
+	cm, err := r.lockOf(ctx, name)
+	if cm == nil || err != nil {
 		return err
-	}
-	if initlock.ObserveLock(cm, name).Problem != nil {
-		return nil
 	}
 	next := cm.DeepCopy()
 	next.OwnerReferences = []metav1.OwnerReference{{APIVersion: capi.Group + "/" + capi.V1Beta2, Kind: capi.ClusterKind,
