@@ -51,6 +51,8 @@ func TestCommandLine(t *testing.T) {
 		{"bad metrics address", []string{withKubeconfig, "--metrics-bind-address=8443"}, nil, `--metrics-bind-address="8443" is not host:port or 0`},
 		{"two bad values", []string{withKubeconfig, "--orphan-grace=-1m", "--concurrency=-1"}, nil,
 			"--orphan-grace must be positive, got -1m0s; --concurrency must not be negative, got -1"},
+		{"negative event budget", []string{withKubeconfig, "--event-qps=-1"}, nil, "--event-qps and --event-burst must not be negative, got -1 and 100"},
+		{"event qps not a number", []string{withKubeconfig, "--event-qps=often"}, nil, `invalid value "often" for flag -event-qps`},
 		{"bad relink kind", []string{withKubeconfig, "--relink-kinds=machine"}, nil, `--relink-kinds: kind "machine"`},
 		{"secrets without opting in", []string{withKubeconfig, "--relink-kinds=ConfigMap,Secret"}, nil,
 			"--relink-kinds names Secret: relinking Secrets is opt-in, add --relink-secrets and grant the ClusterRole of config/relink-secrets"},

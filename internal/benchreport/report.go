@@ -116,13 +116,13 @@ func WriteMarkdown(w io.Writer, meta Meta, sums []Summary, plots []string) error
 			"(cache sync included) to the last lock owned again. The floor lists the Clusters and the locks and patches each lock once. "+
 			"Both use %s. API requests are the API server's own count (apiserver_request_total) over the run, every client included; "+
 			"CPU is this process's.\n\n", StormLimits(meta.StormQPS, meta.StormBurst))
-		b.WriteString("| Clusters | initlock manager | raw patch loop | ratio | ConfigMap writes per lock | API requests per lock (floor) | CPU (floor) |\n" +
-			"|---|---|---|---|---|---|---|\n")
+		b.WriteString("| Clusters | initlock manager | raw patch loop | ratio | ConfigMap writes per lock (manager's count; API server's) | API writes per lock, events included | API requests per lock (floor) | CPU (floor) |\n" +
+			"|---|---|---|---|---|---|---|---|\n")
 		for _, p := range storm {
 			v := p.Values
-			fmt.Fprintf(&b, "| %.0f | %s | %s | %.2f | %s | %.2f (%.2f) | %s (%s) |\n", p.X, seconds(v["manager-s"]), seconds(v["raw-s"]),
-				v["ratio"], number(v["writes/lock"]), v["apiserver-req/lock"], v["raw-apiserver-req/lock"],
-				seconds(v["manager-cpu-s"]), seconds(v["raw-cpu-s"]))
+			fmt.Fprintf(&b, "| %.0f | %s | %s | %.2f | %s; %s | %s | %.2f (%.2f) | %s (%s) |\n", p.X, seconds(v["manager-s"]), seconds(v["raw-s"]),
+				v["ratio"], number(v["writes/lock"]), perLock(v, "apiserver-cm-writes/lock"), perLock(v, "apiserver-writes/lock"),
+				v["apiserver-req/lock"], v["raw-apiserver-req/lock"], seconds(v["manager-cpu-s"]), seconds(v["raw-cpu-s"]))
 		}
 	}
 	if mem := Series(sums, "MemoryUnrelatedConfigMaps", "configmaps"); len(mem) > 0 {
@@ -142,4 +142,14 @@ func WriteMarkdown(w io.Writer, meta Meta, sums []Summary, plots []string) error
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// perLock prints a per-lock figure with three decimals, or "–" when a run
+// from before it was measured lacks it.
+func perLock(v map[string]float64, unit string) string {
+	x, ok := v[unit]
+	if !ok {
+		return "–"
+	}
+	return fmt.Sprintf("%.3f", x)
 }

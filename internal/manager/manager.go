@@ -79,7 +79,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	r := &lock.Reconciler{
 		Client:      mgr.GetClient(),
 		APIReader:   mgr.GetAPIReader(),
-		Recorder:    mgr.GetEventRecorder(lock.EventSource),
+		Recorder:    lock.NewEventBudget(mgr.GetEventRecorder(lock.EventSource), opts.EventQPS, opts.EventBurst, clk),
 		CAPIVersion: version,
 		Policy: initlock.Policy{
 			ReleaseAfterInit: opts.ReleaseAfterInit,

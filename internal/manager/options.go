@@ -17,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/internal/controllers/lock"
 	"github.com/initlock/initlock/pkg/initlock"
 )
 
@@ -42,6 +43,13 @@ type Options struct {
 	// those of the rest.Config given to New.
 	KubeAPIQPS   float32
 	KubeAPIBurst int
+	// EventQPS and EventBurst bound the Normal events (LockAdopted,
+	// LockReleased, OrphanLockCollected) the manager emits: EventQPS per
+	// second on average, with bursts of EventBurst; the rest are dropped
+	// and counted. Warning events are always emitted. An EventQPS of zero
+	// emits every event.
+	EventQPS   float32
+	EventBurst int
 	// MetricsBindAddress serves /metrics; "0" disables it.
 	MetricsBindAddress string
 	// MetricsSecure serves /metrics over HTTPS, to clients that present a
@@ -116,6 +124,8 @@ func DefaultOptions() Options {
 		Concurrency:            DefaultConcurrency,
 		KubeAPIQPS:             DefaultKubeAPIQPS,
 		KubeAPIBurst:           DefaultKubeAPIBurst,
+		EventQPS:               lock.DefaultEventQPS,
+		EventBurst:             lock.DefaultEventBurst,
 		MetricsBindAddress:     DefaultMetricsBindAddress,
 		MetricsSecure:          true,
 		HealthProbeBindAddress: DefaultHealthProbeBindAddress,
@@ -135,6 +145,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		return parseFloat32(s, &o.KubeAPIQPS)
 	})
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of queries to the API server.")
+	fs.Func("event-qps", fmt.Sprintf("Normal events (LockAdopted, LockReleased, OrphanLockCollected) emitted per second on average; the rest are dropped and counted in initlock_events_dropped_total, warnings are always emitted; 0 emits every event (default %g).", lock.DefaultEventQPS), func(s string) error {
+		return parseFloat32(s, &o.EventQPS)
+	})
+	fs.IntVar(&o.EventBurst, "event-burst", o.EventBurst, "Normal events emitted at once before --event-qps applies.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address /metrics is served on; 0 disables it.")
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "Serve /metrics over HTTPS to clients authorised for get on /metrics (TokenReview and SubjectAccessReview); false serves plain HTTP to anyone.")
 	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", o.MetricsCertDir, "Folder with tls.crt and tls.key for the HTTPS metrics server, reloaded when they change; empty uses a self-signed certificate.")
@@ -174,6 +188,9 @@ func (o Options) Validate() error {
 	}
 	if o.KubeAPIQPS < 0 || o.KubeAPIBurst < 0 {
 		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must not be negative, got %g and %d", o.KubeAPIQPS, o.KubeAPIBurst))
+	}
+	if o.EventQPS < 0 || o.EventBurst < 0 {
+		errs = append(errs, fmt.Errorf("--event-qps and --event-burst must not be negative, got %g and %d", o.EventQPS, o.EventBurst))
 	}
 	for flag, addr := range map[string]string{"--metrics-bind-address": o.MetricsBindAddress, "--health-probe-bind-address": o.HealthProbeBindAddress} {
 		if addr == "" || addr == "0" {

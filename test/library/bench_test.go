@@ -2,7 +2,9 @@ package library_test
 
 import (
 	"encoding/json"
+	"errors"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,52 +59,66 @@ func (t *timed) perOp(n int) float64 { return float64(t.total.Nanoseconds()) / f
 // the two raw writes its free path makes, each measured alone in the same
 // run: a ConfigMap Create, and the same compare-and-swap JSON patch of a
 // fresh Cluster's annotations (tests of the UID, of spec.paused and of the
-// absent annotations, then the add). The three take turns going first, so
-// that none always runs while the API server still digests another's
-// write. It reports the three latencies, Lock against the raw Create
-// (ratio) and against the slower raw write, the floor of a round of
-// parallel writes (floor-ratio), and asserts the requests of every call:
-// Lock 1 read and 2 writes, each raw write 1 write.
+// absent annotations, then the add). It also times the free path's three
+// requests made raw in parallel, on other fresh objects: the Create, the
+// patch and a metadata Get of a Machine. The steps take turns going first,
+// so that none always runs while the API server still digests another's
+// write. It reports the latencies, Lock against the raw Create (ratio),
+// against the slower raw write alone (floor-ratio) and against the raw
+// parallel round (round-ratio), and asserts the requests of every call:
+// Lock and the raw round 1 read and 2 writes, each raw write 1 write.
 func BenchmarkFreeLock(b *testing.B) {
 	defer loadavg.Record(b)()
 	f := newFixture(b)
-	lock := &timed{name: "free Lock", reads: freeLockReads, writes: freeLockWrites}
-	create := &timed{name: "raw ConfigMap Create", writes: 1}
-	patch := &timed{name: "raw compare-and-swap patch of a Cluster", writes: 1}
+	t := freeLockTimers{
+		lock:   &timed{name: "free Lock", reads: freeLockReads, writes: freeLockWrites},
+		create: &timed{name: "raw ConfigMap Create", writes: 1},
+		patch:  &timed{name: "raw compare-and-swap patch of a Cluster", writes: 1},
+		round:  &timed{name: "raw parallel round", reads: freeLockReads, writes: freeLockWrites},
+	}
 	// One round first, untimed, so that no figure carries the client's
 	// first discovery of the Cluster API kinds.
-	freeLockRound(b, f, "warm", 0, &timed{name: "warm-up Lock", reads: freeLockReads, writes: freeLockWrites},
-		&timed{name: "warm-up Create", writes: 1}, &timed{name: "warm-up patch", writes: 1})
+	freeLockRound(b, f, "warm", 0, freeLockTimers{
+		lock:   &timed{name: "warm-up Lock", reads: freeLockReads, writes: freeLockWrites},
+		create: &timed{name: "warm-up Create", writes: 1}, patch: &timed{name: "warm-up patch", writes: 1},
+		round: &timed{name: "warm-up round", reads: freeLockReads, writes: freeLockWrites},
+	})
 	b.ResetTimer()
 	for i := range b.N {
-		freeLockRound(b, f, "b"+strconv.Itoa(i), i, lock, create, patch)
+		freeLockRound(b, f, "b"+strconv.Itoa(i), i, t)
 	}
-	lockNs, createNs, patchNs := lock.perOp(b.N), create.perOp(b.N), patch.perOp(b.N)
+	lockNs, createNs, patchNs, roundNs := t.lock.perOp(b.N), t.create.perOp(b.N), t.patch.perOp(b.N), t.round.perOp(b.N)
 	b.ReportMetric(lockNs, "lock-ns/op")
 	b.ReportMetric(createNs, "raw-create-ns/op")
 	b.ReportMetric(patchNs, "raw-patch-ns/op")
+	b.ReportMetric(roundNs, "raw-round-ns/op")
 	b.ReportMetric(lockNs/createNs, "ratio")
 	b.ReportMetric(lockNs/max(createNs, patchNs), "floor-ratio")
+	b.ReportMetric(lockNs/roundNs, "round-ratio")
 	b.ReportMetric(freeLockReads, "reads/lock")
 	b.ReportMetric(freeLockWrites, "writes/lock")
 }
 
-// freeLockRound creates a fresh Cluster, its Machine and a second fresh
-// Cluster, then times the free Lock, the raw Create and the raw patch one
-// after the other, the ith round starting with the (i mod 3)th.
-func freeLockRound(b *testing.B, f *fixture, name string, i int, lock, create, patch *timed) {
+// freeLockTimers are the steps BenchmarkFreeLock times.
+type freeLockTimers struct{ lock, create, patch, round *timed }
+
+// freeLockRound creates a fresh Cluster with its Machine, and three other
+// fresh Clusters, then times the free Lock, the raw Create, the raw patch
+// and the raw parallel round one after the other, the ith round starting
+// with the (i mod 4)th.
+func freeLockRound(b *testing.B, f *fixture, name string, i int, t freeLockTimers) {
 	b.StopTimer()
 	cl := f.create(kubeenv.NewCluster(capi.V1Beta2, f.ns, name))
 	m := f.create(kubeenv.NewMachine(capi.V1Beta2, f.ns, name, name+"-m"))
 	other := f.create(kubeenv.NewCluster(capi.V1Beta2, f.ns, name+"-raw"))
-	raw := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name + "-raw-lock",
-		Labels: map[string]string{initlock.ClusterNameLabel: name + "-raw"}},
-		Data: map[string]string{initlock.DataKey: `{"machineName":"` + name + `-m"}`}}
-	casPatch := registerLikePatch(b, other)
+	third := f.create(kubeenv.NewCluster(capi.V1Beta2, f.ns, name+"-round"))
+	casPatch, roundPatch := registerLikePatch(b, other), registerLikePatch(b, third)
+	machine := &metav1.PartialObjectMetadata{}
+	machine.SetGroupVersionKind(m.GroupVersionKind())
 	b.StartTimer()
 	steps := []func(){
 		func() {
-			lock.run(b, f, func() error {
+			t.lock.run(b, f, func() error {
 				res, err := f.locker.Lock(b.Context(), cl, m)
 				if err == nil && (!res.Acquired || res.Verdict != initlock.VerdictFree) {
 					b.Fatalf("Lock = %+v, want the free path to acquire it", res)
@@ -110,10 +126,25 @@ func freeLockRound(b *testing.B, f *fixture, name string, i int, lock, create, p
 				return err
 			})
 		},
-		func() { create.run(b, f, func() error { return f.client.Create(b.Context(), raw) }) },
 		func() {
-			patch.run(b, f, func() error {
+			t.create.run(b, f, func() error { return f.client.Create(b.Context(), rawLock(f.ns, name+"-raw")) })
+		},
+		func() {
+			t.patch.run(b, f, func() error {
 				return f.client.Patch(b.Context(), clusterTarget(other), client.RawPatch(types.JSONPatchType, casPatch))
+			})
+		},
+		func() {
+			t.round.run(b, f, func() error {
+				var wg sync.WaitGroup
+				errs := make([]error, 3)
+				wg.Go(func() { errs[0] = f.client.Create(b.Context(), rawLock(f.ns, name+"-round")) })
+				wg.Go(func() {
+					errs[1] = f.client.Patch(b.Context(), clusterTarget(third), client.RawPatch(types.JSONPatchType, roundPatch))
+				})
+				wg.Go(func() { errs[2] = f.client.Get(b.Context(), client.ObjectKeyFromObject(m), machine) })
+				wg.Wait()
+				return errors.Join(errs...)
 			})
 		},
 	}
@@ -122,10 +153,20 @@ func freeLockRound(b *testing.B, f *fixture, name string, i int, lock, create, p
 	}
 }
 
+// rawLock is a lock of the upstream format for the Cluster named cluster,
+// as a raw client would create it.
+func rawLock(ns, cluster string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster + initlock.LockSuffix,
+		Labels: map[string]string{initlock.ClusterNameLabel: cluster}},
+		Data: map[string]string{initlock.DataKey: `{"machineName":"` + cluster + `-m"}`}}
+}
+
 // BenchmarkReLock compares a healthy re-Lock by the holder with a raw Get
-// of the lock, taking turns going first, and asserts the requests of
-// every call: re-Lock 3 reads (lock, Cluster and Machine, in parallel) and
-// no write, the raw Get 1 read.
+// of the lock, and with the re-Lock's three reads made raw in parallel (the
+// lock, the Cluster, and the Machine's metadata), taking turns going
+// first. It reports Lock against the raw Get (ratio) and against the raw
+// parallel reads (round-ratio), and asserts the requests of every call:
+// re-Lock and the raw reads 3 reads and no write, the raw Get 1 read.
 func BenchmarkReLock(b *testing.B) {
 	defer loadavg.Record(b)()
 	f := newFixture(b)
@@ -136,9 +177,23 @@ func BenchmarkReLock(b *testing.B) {
 	key := client.ObjectKey{Namespace: f.ns, Name: f.cluster.GetName() + initlock.LockSuffix}
 	lock := &timed{name: "healthy re-Lock", reads: reLockReads, writes: reLockWrites}
 	get := &timed{name: "raw ConfigMap Get", reads: 1}
-	// The first Lock above discovered the kinds; one untimed raw Get warms
-	// the ConfigMap path likewise.
-	(&timed{name: "warm-up Get", reads: 1}).run(b, f, func() error { return f.client.Get(b.Context(), key, &corev1.ConfigMap{}) })
+	round := &timed{name: "raw parallel reads", reads: reLockReads}
+	threeGets := func() error {
+		cl := &unstructured.Unstructured{}
+		cl.SetGroupVersionKind(f.cluster.GroupVersionKind())
+		machine := &metav1.PartialObjectMetadata{}
+		machine.SetGroupVersionKind(m.GroupVersionKind())
+		var wg sync.WaitGroup
+		errs := make([]error, 3)
+		wg.Go(func() { errs[0] = f.client.Get(b.Context(), key, &corev1.ConfigMap{}) })
+		wg.Go(func() { errs[1] = f.client.Get(b.Context(), client.ObjectKeyFromObject(f.cluster), cl) })
+		wg.Go(func() { errs[2] = f.client.Get(b.Context(), client.ObjectKeyFromObject(m), machine) })
+		wg.Wait()
+		return errors.Join(errs...)
+	}
+	// The first Lock above discovered the kinds; one untimed round of raw
+	// reads warms their paths likewise.
+	(&timed{name: "warm-up reads", reads: reLockReads}).run(b, f, threeGets)
 	b.ResetTimer()
 	for i := range b.N {
 		steps := []func(){
@@ -152,15 +207,18 @@ func BenchmarkReLock(b *testing.B) {
 					return err
 				})
 			},
+			func() { round.run(b, f, threeGets) },
 		}
 		for k := range steps {
 			steps[(i+k)%len(steps)]()
 		}
 	}
-	lockNs, getNs := lock.perOp(b.N), get.perOp(b.N)
+	lockNs, getNs, roundNs := lock.perOp(b.N), get.perOp(b.N), round.perOp(b.N)
 	b.ReportMetric(lockNs, "lock-ns/op")
 	b.ReportMetric(getNs, "raw-get-ns/op")
+	b.ReportMetric(roundNs, "raw-round-ns/op")
 	b.ReportMetric(lockNs/getNs, "ratio")
+	b.ReportMetric(lockNs/roundNs, "round-ratio")
 	b.ReportMetric(reLockReads, "reads/lock")
 	b.ReportMetric(reLockWrites, "writes/lock")
 }

@@ -31,6 +31,10 @@ var (
 		Name: "initlock_lock_warnings_total",
 		Help: "Warning events emitted, by reason (CorruptLock, ForeignConfigMap).",
 	}, []string{"reason"})
+	eventsDroppedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "initlock_events_dropped_total",
+		Help: "Normal events not emitted because the event budget (--event-qps, --event-burst) was spent, by reason.",
+	}, []string{"reason"})
 	holdDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "initlock_lock_hold_duration_seconds",
 		Help: "How long a lock was held, from its acquisition (or creation) to its release or collection.",
@@ -57,7 +61,7 @@ var registerOnce sync.Once
 // per process, however many managers it runs.
 func registerMetrics() {
 	registerOnce.Do(func() {
-		metrics.Registry.MustRegister(locksGauge, adoptionsTotal, releasesTotal, orphansCollectedTotal, warningsTotal, holdDuration)
+		metrics.Registry.MustRegister(locksGauge, adoptionsTotal, releasesTotal, orphansCollectedTotal, warningsTotal, eventsDroppedTotal, holdDuration)
 		for _, v := range gaugeStates {
 			locksGauge.WithLabelValues(string(v))
 		}
@@ -66,6 +70,9 @@ func registerMetrics() {
 		}
 		for _, r := range []string{ReasonCorruptLock, ReasonForeignConfigMap} {
 			warningsTotal.WithLabelValues(r)
+		}
+		for _, r := range []string{ReasonLockAdopted, ReasonLockReleased, ReasonOrphanLockCollected} {
+			eventsDroppedTotal.WithLabelValues(r)
 		}
 	})
 }

@@ -266,7 +266,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, fmt.Errorf("%s lock %s: %w", d.Action, lockKey, err)
 	}
 	m.writtenFrom = objectVersion{cm.UID, cm.ResourceVersion}
-	log.V(1).Info("Lock written")
+	log.Info("Lock written", "holder", d.Holder)
 	r.record(clusterObj, cm, obs, d, now)
 	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
 }
