@@ -39,7 +39,7 @@ func run() error {
 	out := flag.String("out", "results/bench", "Folder the report is written into.")
 	from := flag.String("from", "", "Build the report from this results file instead of running the benchmarks.")
 	quick := flag.Bool("quick", false, "Small sizes: a run of a few minutes, to try the tooling.")
-	scaling := flag.String("scaling", "", "Cluster counts of the unthrottled restore-storm runs (default 1000,2000,5000; add 10000 for the largest).")
+	scaling := flag.String("scaling", "", "Cluster counts of the unthrottled restore-storm runs (default 1000,2000,5000,10000).")
 	throttled := flag.Int("throttled", -1, "Clusters of the restore storm at the manager's default client QPS (default 1000; 0 leaves it out).")
 	relinkObjects := flag.Int("relink-objects", 0, "Objects the relinker's benchmark links (default 50000).")
 	memory := flag.String("memory", "", "Unrelated-ConfigMap counts of the memory runs (default 0,5000,10000,20000).")

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -42,7 +40,6 @@ func TestBinary(t *testing.T) {
 	}
 	ns := env.Namespace(t)
 	metricsAddr, probeAddr := freeAddress(t), freeAddress(t)
-	var logs bytes.Buffer
 	cmd := exec.CommandContext(t.Context(), bin,
 		"--kubeconfig="+kubeconfig,
 		"--namespace="+ns,
@@ -62,34 +59,11 @@ func TestBinary(t *testing.T) {
 		"--leader-elect-renew-deadline=15s",
 		"--leader-elect-retry-period=1s",
 	)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		if err := <-exited; err != nil {
-			t.Logf("initlock-manager ended: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("initlock-manager output:\n%s", logs.String())
-		}
-	})
+	proc := kubeenv.StartProcess(t, "initlock-manager", cmd)
 
 	kubeenv.Eventually(t, 60*time.Second, func() error { return httpOK(t, "http://"+probeAddr+"/readyz") })
 	c := env.Client
-	managertest.Create(t, c, kubeenv.NewLock(ns, "c1", "c1-cp-0", nil))
-	managertest.CreateMachine(t, c, capi.V1Beta2, ns, "c1", "c1-cp-0")
-	cluster := managertest.CreateCluster(t, c, capi.V1Beta2, ns, "c1")
-	kubeenv.Eventually(t, 60*time.Second, func() error {
-		cm, err := managertest.GetLock(t, c, ns, "c1")
-		if err != nil {
-			return err
-		}
-		return kubeenv.LockOwnedBy(cm, cluster)
-	})
+	cluster := managertest.RestoreAndExpectAdoption(t, c, capi.V1Beta2, ns, "c1")
 	kubeenv.Eventually(t, 10*time.Second, func() error { return httpOK(t, "http://"+metricsAddr+"/metrics") })
 	if body := httpBody(t, "http://"+metricsAddr+"/metrics"); !strings.Contains(body, `initlock_build_info{goversion="`+runtime.Version()+`",revision="",version="v0.0.0-test"} 1`) {
 		t.Errorf("/metrics has no initlock_build_info of this build:\n%s", grep(body, "initlock_build_info"))
@@ -116,18 +90,7 @@ func TestBinary(t *testing.T) {
 		return nil
 	})
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		exited <- err // for the cleanup
-		if err != nil {
-			t.Fatalf("initlock-manager exited with %v after SIGTERM", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("initlock-manager still running 30s after SIGTERM")
-	}
+	proc.Terminate(t, 30*time.Second)
 }
 
 // build builds initlock-manager with the version a release would set.

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/initlock/initlock/internal/benchreport/loadavg"
 )
 
 // Meta describes the run a report is about.
@@ -99,8 +101,10 @@ func WriteMarkdown(w io.Writer, meta Meta, sums []Summary, plots []string) error
 	b.WriteString("\nEach figure stands next to its floor: the same work done with the fewest API requests a plain client could make, " +
 		"measured in the same run, or, for the contention rows, the upstream lock of CABPK v1.14.2 doing the same. " +
 		"Figures are medians when a benchmark ran more than once. Load is the one-minute load average at the start and at the end " +
-		"of the run (the highest over the runs); **busy** marks runs during which it was above the machine's core count, " +
-		"whose times are suspect.\n\n")
+		"of the run (the highest over the runs); **busy** marks runs during which it was above the machine's core count. " +
+		"A benchmark's own control plane and clients load the machine on their own, so the Load column also gives the share of the " +
+		"machine's CPU that other processes used during the run (the highest over the runs): a share in bold, above " +
+		fmt.Sprintf("%.0f%%", loadavg.CompetedShare*100) + ", says something else competed with the benchmark and its times are suspect.\n\n")
 	b.WriteString("| Benchmark | Figure | initlock | Floor | Ratio | Target | Met | Runs | Load |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range Rows(sums) {

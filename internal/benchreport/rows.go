@@ -16,11 +16,16 @@ type Row struct {
 	Met  string
 	Runs int
 	// Load is the load average at the start and at the end of the run
-	// ("0.52 → 1.87"), the highest over the runs; "" when not recorded.
+	// ("0.52 → 1.87"), the highest over the runs, then the share of the
+	// CPU other processes used (", others 3%"); "" when not recorded.
 	Load string
 	// Busy tells that the load rose above the machine's core count in one
-	// of the runs: its figures are suspect.
+	// of the runs.
 	Busy bool
+	// Competed tells that other processes used more than
+	// loadavg.CompetedShare of the CPU in one of the runs: its times are
+	// suspect.
+	Competed bool
 }
 
 // Rows turns summaries into the rows of the summary table. Benchmarks it
@@ -32,6 +37,14 @@ func Rows(sums []Summary) []Row {
 			if _, ok := s.Max[loadavg.Before]; ok {
 				r.Load = fmt.Sprintf("%.2f → %.2f", s.Max[loadavg.Before], s.Max[loadavg.After])
 				r.Busy = loadavg.Busy(s.Max)
+				if share, ok := s.Max[loadavg.Others]; ok {
+					r.Competed = share > loadavg.CompetedShare
+					others := fmt.Sprintf("others %.0f%%", share*100)
+					if r.Competed {
+						others = "**" + others + "**"
+					}
+					r.Load += ", " + others
+				}
 			}
 			rows = append(rows, r)
 		}
@@ -98,6 +111,10 @@ func rowsOf(s Summary) []Row {
 			f.add("free Lock vs its three requests made raw in parallel", duration(m["lock-ns/op"]),
 				duration(m["raw-round-ns/op"])+" (raw round)", m["round-ratio"], "", false)
 		}
+		if f.has("raw-pair-ns/op", "raw-create-ns/op", "raw-patch-ns/op", "pair-floor-ratio") {
+			f.add("its two writes made raw in parallel, without initlock, vs the slower of them alone", duration(m["raw-pair-ns/op"]),
+				duration(max(m["raw-create-ns/op"], m["raw-patch-ns/op"])), m["pair-floor-ratio"], "", false)
+		}
 		f.requests("free Lock: requests per call", 1, 2)
 	case "ReLock":
 		if f.has("lock-ns/op", "raw-get-ns/op", "ratio") {
@@ -115,6 +132,10 @@ func rowsOf(s Summary) []Row {
 		stormRows(f)
 	case "RestoreWhileRunning":
 		f.writesPerLock(fmt.Sprintf("restore while running, %s clusters: ConfigMap writes per lock", s.Param("clusters")))
+		if f.has("absence-marks/lock") {
+			f.add("restore while running: of which cluster-absent marks, per lock (locks seen without their Cluster for longer than the orphan settle time)",
+				fmt.Sprintf("%.3f", m["absence-marks/lock"]), "", math.NaN(), "", false)
+		}
 		if f.has("s-from-first-cluster") {
 			f.add("restore while running: first Cluster to every lock owned", seconds(m["s-from-first-cluster"]), "", math.NaN(), "", false)
 		}
@@ -153,7 +174,7 @@ func rowsOf(s Summary) []Row {
 	}
 	// A benchmark this report does not know: one row per metric.
 	for _, u := range s.Units {
-		if u == "B/op" || u == "allocs/op" || u == loadavg.Before || u == loadavg.After || u == loadavg.Cores {
+		if u == "B/op" || u == "allocs/op" || u == loadavg.Before || u == loadavg.After || u == loadavg.Cores || u == loadavg.Others {
 			continue
 		}
 		f.add(u, value(m[u], u), "", math.NaN(), "", false)

@@ -93,7 +93,7 @@ type PlanOptions struct {
 // DefaultPlanOptions are the sizes make bench uses.
 func DefaultPlanOptions() PlanOptions {
 	return PlanOptions{
-		Scaling:           []int{1000, 2000, 5000},
+		Scaling:           []int{1000, 2000, 5000, 10000},
 		Memory:            []int{0, 5000, 10000, 20000},
 		StormQPS:          -1,
 		StormBurst:        0,

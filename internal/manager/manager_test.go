@@ -201,6 +201,7 @@ func TestOrphanCollection(t *testing.T) {
 	opts.OrphanGrace, opts.OrphanSettle = 2*time.Second, 0
 	rm := startManager(t, env.Config, opts)
 	collectedBefore := counterValue(t, "initlock_orphan_locks_collected_total", "")
+	markedBefore := counterValue(t, "initlock_lock_absence_marks_total", "")
 
 	// The absence is recorded on the lock.
 	kubeenv.Eventually(t, 20*time.Second, func() error {
@@ -220,6 +221,9 @@ func TestOrphanCollection(t *testing.T) {
 	})
 	if n := rm.Counter.Writes("configmaps", ns); n != 1 {
 		t.Fatalf("configmap writes = %d, want 1 (the mark):\n%s", n, rm.Counter)
+	}
+	if d := counterValue(t, "initlock_lock_absence_marks_total", "") - markedBefore; d != 1 {
+		t.Fatalf("absence marks metric grew by %v, want 1", d)
 	}
 
 	deleteAndWait(t, machine)

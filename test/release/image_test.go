@@ -108,58 +108,22 @@ func TestReleaseManagerImage(t *testing.T) {
 	}
 	ns := env.Namespace(t)
 	metricsAddr, probeAddr := freeAddress(t), freeAddress(t)
-	var logs bytes.Buffer
 	cmd := u.command(t, "--kubeconfig=/kubeconfig", "--namespace="+ns, "--leader-elect", "--leader-election-namespace="+ns,
 		"--metrics-bind-address="+metricsAddr, "--health-probe-bind-address="+probeAddr)
 	if os.Geteuid() != 0 {
 		cmd.Args[1] = "--kubeconfig=" + filepath.Join(u.root, "kubeconfig")
 	}
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		if err := <-exited; err != nil {
-			t.Logf("initlock-manager ended: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("initlock-manager output:\n%s", logs.String())
-		}
-	})
+	proc := kubeenv.StartProcess(t, "initlock-manager", cmd)
 
 	kubeenv.Eventually(t, 60*time.Second, func() error { return status(t, "http://"+probeAddr+"/readyz", http.StatusOK) })
-	c := env.Client
-	managertest.Create(t, c, kubeenv.NewLock(ns, "c1", "c1-cp-0", nil))
-	managertest.CreateMachine(t, c, capi.V1Beta2, ns, "c1", "c1-cp-0")
-	cluster := managertest.CreateCluster(t, c, capi.V1Beta2, ns, "c1")
-	kubeenv.Eventually(t, 60*time.Second, func() error {
-		cm, err := managertest.GetLock(t, c, ns, "c1")
-		if err != nil {
-			return err
-		}
-		return kubeenv.LockOwnedBy(cm, cluster)
-	})
+	managertest.RestoreAndExpectAdoption(t, env.Client, capi.V1Beta2, ns, "c1")
 	// Secure by default: HTTPS, and no metrics without a token.
 	kubeenv.Eventually(t, 10*time.Second, func() error { return status(t, "https://"+metricsAddr+"/metrics", http.StatusUnauthorized) })
 	if err := status(t, "http://"+metricsAddr+"/metrics", http.StatusOK); err == nil {
 		t.Error("the metrics are served over plain HTTP")
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		exited <- err
-		if err != nil {
-			t.Fatalf("initlock-manager exited with %v after SIGTERM", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("initlock-manager still running 30s after SIGTERM")
-	}
+	proc.Terminate(t, 30*time.Second)
 }
 
 // TestReleasePluginImage runs the Velero plugin image as "velero plugin

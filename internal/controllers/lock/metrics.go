@@ -23,6 +23,10 @@ var (
 		Name: "initlock_lock_releases_total",
 		Help: "Locks released, by reason (initialized, cluster-deleting).",
 	}, []string{"reason"})
+	absenceMarksTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "initlock_lock_absence_marks_total",
+		Help: "Locks on which the absence of their Cluster was recorded (the cluster-absent-since annotation), after the orphan settle time.",
+	})
 	orphansCollectedTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "initlock_orphan_locks_collected_total",
 		Help: "Orphan locks deleted after their grace period.",
@@ -61,7 +65,7 @@ var registerOnce sync.Once
 // per process, however many managers it runs.
 func registerMetrics() {
 	registerOnce.Do(func() {
-		metrics.Registry.MustRegister(locksGauge, adoptionsTotal, releasesTotal, orphansCollectedTotal, warningsTotal, eventsDroppedTotal, holdDuration)
+		metrics.Registry.MustRegister(locksGauge, adoptionsTotal, releasesTotal, absenceMarksTotal, orphansCollectedTotal, warningsTotal, eventsDroppedTotal, holdDuration)
 		for _, v := range gaugeStates {
 			locksGauge.WithLabelValues(string(v))
 		}

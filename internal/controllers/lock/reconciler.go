@@ -369,6 +369,8 @@ func (r *Reconciler) record(clusterObj *unstructured.Unstructured, cm *corev1.Co
 		held()
 		r.event(clusterObj, cm, corev1.EventTypeNormal, ReasonLockReleased, "Release",
 			"Init lock %s, held by Machine %s, was released (%s)", cm.Name, d.Holder, d.Reason)
+	case initlock.ActionMarkOrphan:
+		absenceMarksTotal.Inc()
 	case initlock.ActionCollect:
 		orphansCollectedTotal.Inc()
 		held()

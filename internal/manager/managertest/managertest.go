@@ -257,6 +257,25 @@ func GetLock(t testing.TB, c client.Client, ns, cluster string) (*corev1.ConfigM
 	return cm, err
 }
 
+// RestoreAndExpectAdoption creates, in Velero's order, the lock of a
+// Cluster named cluster held by cluster+"-cp-0" without ownerReferences,
+// that Machine and the Cluster, then waits a minute at most for a running
+// manager to make the Cluster own the lock. It returns the Cluster.
+func RestoreAndExpectAdoption(t testing.TB, c client.Client, version, ns, cluster string) *unstructured.Unstructured {
+	t.Helper()
+	Create(t, c, kubeenv.NewLock(ns, cluster, cluster+"-cp-0", nil))
+	CreateMachine(t, c, version, ns, cluster, cluster+"-cp-0")
+	cl := CreateCluster(t, c, version, ns, cluster)
+	kubeenv.Eventually(t, 60*time.Second, func() error {
+		cm, err := GetLock(t, c, ns, cluster)
+		if err != nil {
+			return err
+		}
+		return kubeenv.LockOwnedBy(cm, cl)
+	})
+	return cl
+}
+
 // LockGone returns a check that the lock of cluster does not exist.
 func LockGone(t testing.TB, c client.Client, ns, cluster string) func() error {
 	return func() error {
