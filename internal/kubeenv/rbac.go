@@ -1,11 +1,14 @@
 package kubeenv
 
 import (
+	"context"
 	"os"
 	"strings"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // MarkerRules reads the RBAC rules from the kubebuilder markers
@@ -48,4 +51,29 @@ func MarkerRules(t testing.TB, files ...string) []rbacv1.PolicyRule {
 		t.Fatalf("no RBAC marker in %v", files)
 	}
 	return rules
+}
+
+// UserSubject is the RBAC subject of the user name, as AddUser creates it.
+func UserSubject(name string) rbacv1.Subject {
+	return rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}
+}
+
+// BindClusterRole creates the ClusterRole name with rules and a
+// ClusterRoleBinding of the same name to subject, and deletes both when t
+// ends. The authorizer applies them a little later: wait for a request
+// they allow before relying on them.
+func (e *Env) BindClusterRole(t testing.TB, name string, rules []rbacv1.PolicyRule, subject rbacv1.Subject) {
+	t.Helper()
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects:   []rbacv1.Subject{subject},
+	}
+	for _, obj := range []client.Object{role, binding} {
+		if err := e.Client.Create(t.Context(), obj); err != nil {
+			t.Fatalf("creating %T %s: %v", obj, name, err)
+		}
+		t.Cleanup(func() { _ = e.Client.Delete(context.WithoutCancel(t.Context()), obj) })
+	}
 }

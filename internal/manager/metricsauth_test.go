@@ -1,7 +1,6 @@
 package manager_test
 
 import (
-	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -16,7 +15,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/initlock/initlock/internal/kubeenv"
@@ -111,14 +109,5 @@ func bindMetricsReader(t *testing.T, ns, sa string) {
 	if err := yaml.UnmarshalStrict(b, role); err != nil {
 		t.Fatalf("reading metrics_reader_role.yaml: %v", err)
 	}
-	role.Name = "initlock-metrics-reader-" + ns
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa}},
-	}
-	for _, obj := range []client.Object{role, binding} {
-		create(t, obj)
-		t.Cleanup(func() { _ = env.Client.Delete(context.WithoutCancel(t.Context()), obj) })
-	}
+	env.BindClusterRole(t, "initlock-metrics-reader-"+ns, role.Rules, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa})
 }

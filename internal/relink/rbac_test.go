@@ -10,7 +10,6 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -59,18 +58,7 @@ func testRestrictedRelinker(t *testing.T, withSecrets bool) {
 	if withSecrets {
 		files, opts = append(files, filepath.Join("secrets", "secrets.go")), secrets.Enable(opts)
 	}
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: kubeenv.MarkerRules(t, files...)}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: user},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
-	}
-	for _, obj := range []client.Object{role, binding} {
-		if err := env.Client.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = env.Client.Delete(context.WithoutCancel(ctx), obj) })
-	}
+	env.BindClusterRole(t, user, kubeenv.MarkerRules(t, files...), kubeenv.UserSubject(user))
 	cfg, err := env.AddUser(user, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package library_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -106,18 +105,7 @@ func lockScenario(t *testing.T, rules []rbacv1.PolicyRule) error {
 func restrictedClient(t *testing.T, user string, rules []rbacv1.PolicyRule) client.Client {
 	t.Helper()
 	ctx := t.Context()
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: rules}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: user},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
-	}
-	for _, obj := range []client.Object{role, binding} {
-		if err := env.Client.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = env.Client.Delete(context.WithoutCancel(ctx), obj) })
-	}
+	env.BindClusterRole(t, user, rules, kubeenv.UserSubject(user))
 	cfg, err := env.AddUser(user, nil)
 	if err != nil {
 		t.Fatal(err)
