@@ -25,8 +25,9 @@ var start = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 // its informer cache (any version not older than what it saw last), calls
 // Lock and, when granted the lock, runs init. The init either goes on to
 // the end of the execution, or fails, after which the provider calls
-// Unlock and tries again; a refusal or an error is tried again too, up to
-// the scenario's number of attempts.
+// Unlock and tries again, or its reconcile ends before the bootstrap data
+// is written and the next one calls Lock again; a refusal or an error is
+// tried again too, up to the scenario's number of attempts.
 func (s *System) provider(ctx context.Context, p Provider) {
 	machine, actor := p.Machine, p.actor()
 	defer s.actorDone(actor)
@@ -54,11 +55,21 @@ func (s *System) provider(ctx context.Context, p Provider) {
 		if !res.Acquired {
 			continue
 		}
-		if !p.Unlock || s.branch(actor, "init", "fails, so Unlock", "goes on") == 1 {
+		ways := []string{}
+		if p.Unlock {
+			ways = append(ways, "fails, so Unlock")
+		}
+		if p.Relock {
+			ways = append(ways, "is not written yet, so Lock again")
+		}
+		ways = append(ways, "goes on")
+		switch ways[s.branch(actor, "init", ways...)] {
+		case "fails, so Unlock":
+			s.checker.unlocking(machine, m.GetUID())
+			_ = l.Unlock(ctx, cl, m)
+		case "goes on":
 			return
 		}
-		s.checker.unlocking(machine, m.GetUID())
-		_ = l.Unlock(ctx, cl, m)
 	}
 }
 

@@ -2,6 +2,7 @@ package explore
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -40,6 +41,21 @@ const (
 	// InvOnlyLocks: nothing that is not a lock is changed: no Machine, and
 	// of a Cluster nothing but its grant register.
 	InvOnlyLocks = "only-locks"
+	// InvPauseTest: no write races the pause test: a write of the lock is
+	// never in flight together with a write of the grant register (which
+	// tests that the Cluster is not paused) of the same actor.
+	InvPauseTest = "pause-test"
+	// InvKeepHeld: a Lock call never deletes a lock that existed before it
+	// began, even with a write applied after the call gave up.
+	InvKeepHeld = "keep-held"
+	// InvStaleLeftover: a Lock call refused because its Machine object is
+	// stale leaves no grant and no lock naming that object's UID.
+	InvStaleLeftover = "stale-leftover"
+	// InvLiveness: once the actors are done, with no holder and the control
+	// plane not initialised, some Machine asking again is granted the lock,
+	// or the state is one only an operator can resolve (a corrupt lock or
+	// register, a ConfigMap in the lock's way).
+	InvLiveness = "liveness"
 )
 
 // Violation is a broken invariant.
@@ -73,11 +89,21 @@ type checker struct {
 	// some moment of each, and the protections the adversary took while
 	// they ran.
 	calls map[string]*call
+	// origin is, for each delete of the lock a Lock call issued, the UID
+	// of the lock when that call began.
+	origin map[*apimodel.Request]types.UID
+	// prev maps the UID of a Machine a restore created to the UID of the
+	// Machine it restored: the same Machine.
+	prev map[types.UID]types.UID
 }
 
 type call struct {
 	live                   map[types.UID]bool
 	lostRegister, lostLock bool
+	// lock is the UID of the lock when the call began, "" when none.
+	lock types.UID
+	// tokens is how many tokens the actor had drawn when the call began.
+	tokens int
 }
 
 func newChecker() *checker { return &checker{} }
@@ -102,7 +128,7 @@ func (c *checker) state() string {
 			us = append(us, string(u))
 		}
 		sort.Strings(us)
-		calls = append(calls, fmt.Sprintf("%s:%s:%v:%v", a, strings.Join(us, ","), cl.lostRegister, cl.lostLock))
+		calls = append(calls, fmt.Sprintf("%s:%s:%v:%v:%s", a, strings.Join(us, ","), cl.lostRegister, cl.lostLock, cl.lock))
 	}
 	sort.Strings(calls)
 	var live []string
@@ -110,7 +136,7 @@ func (c *checker) state() string {
 		live = append(live, string(u))
 	}
 	sort.Strings(live)
-	return strings.Join(gs, ",") + fmt.Sprint(c.reconciling) + strings.Join(live, ",") + strings.Join(calls, ";")
+	return strings.Join(gs, ",") + fmt.Sprint(c.reconciling) + strings.Join(live, ",") + strings.Join(calls, ";") + c.lineageState()
 }
 
 func (c *checker) anyGrant() bool { return len(c.grants) > 0 }
@@ -128,8 +154,12 @@ func (c *checker) callStarted(s *System, actor string) {
 	if c.calls == nil {
 		c.calls = map[string]*call{}
 	}
-	c.calls[actor] = &call{live: map[types.UID]bool{}}
-	c.observeMachines(s, c.calls[actor].live)
+	cl := &call{live: map[types.UID]bool{}, tokens: s.tokens[actor]}
+	if lk := s.snapshot().lock; lk != nil {
+		cl.lock = lk.UID
+	}
+	c.calls[actor] = cl
+	c.observeMachines(s, cl.live)
 }
 
 func (c *checker) observeMachines(s *System, into map[types.UID]bool) {
@@ -138,12 +168,17 @@ func (c *checker) observeMachines(s *System, into map[types.UID]bool) {
 	}
 }
 
-// lockReturned judges a Lock result.
+// lockReturned judges a Lock result. A restored Machine is the Machine it
+// restores: a grant to an object of an earlier incarnation of it is a grant
+// to it.
 func (c *checker) lockReturned(s *System, actor, machine string, uid types.UID, res initlock.Result, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cl := c.calls[actor]
 	delete(c.calls, actor)
+	if errors.Is(err, initlock.ErrStaleMachine) {
+		c.staleLeftover(s, actor, machine, uid, cl.tokens)
+	}
 	if err != nil || !res.Acquired {
 		return
 	}
@@ -151,21 +186,45 @@ func (c *checker) lockReturned(s *System, actor, machine string, uid types.UID, 
 		c.violate(InvLiveCaller, "%s was granted the lock for machine %s of uid %s, which was not live during the call", actor, machine, uid)
 	}
 	for _, g := range c.grants {
-		if g.machine != machine || g.uid != uid {
+		if g.machine != machine || !c.sameMachine(g.uid, uid) {
 			c.violate(InvOneHolder, "machine %s (uid %s) was granted the lock while machine %s (uid %s) holds it", machine, uid, g.machine, g.uid)
 		}
 	}
 	for _, g := range c.grants {
-		if g.machine == machine && g.uid == uid {
+		if g.machine == machine && c.sameMachine(g.uid, uid) {
 			return
 		}
 	}
 	// A grant counts while its Machine exists and the control plane is not
 	// initialised: one to a Machine deleted during the call, or in an
-	// initialised cluster, protects nothing.
-	if !s.initialisedLocked() && s.machineLive(machine, uid) {
-		c.grants = append(c.grants, grant{machine: machine, uid: uid, register: !cl.lostRegister, lock: !cl.lostLock})
+	// initialised cluster, protects nothing. A protection the adversary
+	// took during the call is expected only if the call wrote it again.
+	live := c.liveIncarnation(s, machine, uid)
+	if s.initialisedLocked() || live == "" {
+		return
+	}
+	sn, m := s.snapshot(), &initlock.Machine{Namespace: namespace, Name: machine, UID: live}
+	g := grant{machine: machine, uid: live, register: !cl.lostRegister || sn.registerNames(m), lock: !cl.lostLock || sn.lockNames(m)}
+	if g.register || g.lock {
+		c.grants = append(c.grants, g)
 		c.defended(s)
+	}
+}
+
+// staleLeftover checks that a call refused as stale left no grant and no
+// lock of its own (carrying a token it drew) naming the stale object's UID.
+func (c *checker) staleLeftover(s *System, actor, machine string, uid types.UID, from int) {
+	sn := s.snapshot()
+	mine := func(token string) bool {
+		var n int
+		_, err := fmt.Sscanf(strings.TrimPrefix(token, actor+"-t"), "%d", &n)
+		return strings.HasPrefix(token, actor+"-t") && err == nil && n > from
+	}
+	if g := sn.cluster; g != nil && g.Grant.Held() && g.Grant.MachineUID == uid && mine(g.Grant.Token) {
+		c.violate(InvStaleLeftover, "%s was refused as stale, but left its grant for machine %s of uid %s", actor, machine, uid)
+	}
+	if lk := sn.lock; lk != nil && lk.Problem == nil && lk.Record.MachineUID == uid && mine(lk.Record.Token) {
+		c.violate(InvStaleLeftover, "%s was refused as stale, but left its lock for machine %s of uid %s", actor, machine, uid)
 	}
 }
 
@@ -228,13 +287,27 @@ func (c *checker) defended(s *System) {
 	sn := s.snapshot()
 	for _, g := range c.grants {
 		m := &initlock.Machine{Namespace: namespace, Name: g.machine, UID: g.uid}
-		if g.register && (sn.cluster == nil || !sn.cluster.Grant.Held() || !sn.cluster.Grant.Names(sn.cluster, m)) {
-			c.violate(InvDefence, "machine %s (uid %s) holds a grant, but the grant register no longer names it: %s", g.machine, g.uid, sn.cluster.Grant.Raw())
+		if g.register && !sn.registerNames(m) {
+			raw := ""
+			if sn.cluster != nil {
+				raw = sn.cluster.Grant.Raw()
+			}
+			c.violate(InvDefence, "machine %s (uid %s) holds a grant, but the grant register no longer names it: %s", g.machine, g.uid, raw)
 		}
-		if g.lock && (sn.lock == nil || sn.lock.Problem != nil || !sn.lock.Record.Names(sn.cluster, m)) {
+		if g.lock && !sn.lockNames(m) {
 			c.violate(InvDefence, "machine %s (uid %s) holds a grant, but the lock no longer names it", g.machine, g.uid)
 		}
 	}
+}
+
+// registerNames tells whether the grant register names m.
+func (sn snapshot) registerNames(m *initlock.Machine) bool {
+	return sn.cluster != nil && sn.cluster.Grant.Held() && sn.cluster.Grant.Names(sn.cluster, m)
+}
+
+// lockNames tells whether the lock names m.
+func (sn snapshot) lockNames(m *initlock.Machine) bool {
+	return sn.lock != nil && sn.lock.Problem == nil && sn.lock.Record.Names(sn.cluster, m)
 }
 
 func (c *checker) drop(match func(grant) bool) {
@@ -291,6 +364,9 @@ func (c *checker) applied(s *System, r *apimodel.Request, before [2]map[string]a
 			c.violate(InvOnlyLocks, "%s changed more of the cluster than its grant register: %s", r.Actor, r.Body)
 		}
 	case "ConfigMap":
+		if start, ok := c.origin[r]; ok && before[1] != nil && typesUID(before[1]["metadata"].(map[string]any)["uid"]) == start {
+			c.violate(InvKeepHeld, "%s deleted the lock %s that existed before its Lock call began", r.Actor, start)
+		}
 		if r.Actor != "manager" {
 			return
 		}
@@ -352,4 +428,34 @@ func strip(obj map[string]any) map[string]any {
 		}
 	}
 	return out
+}
+
+// issued checks a request as the actor issues it, against the requests
+// the actor has outstanding: a write of the lock and a write of the grant
+// register, which tests the pause, never go out together. It remembers
+// which lock a delete issued in a Lock call must not delete.
+func (c *checker) issued(pending []*pending, p *pending) {
+	if p.req == nil || !p.req.Write() {
+		return
+	}
+	if cl := c.calls[p.req.Actor]; cl != nil && cl.lock != "" && p.req.Verb == "delete" && p.req.Key == lockKey {
+		if c.origin == nil {
+			c.origin = map[*apimodel.Request]types.UID{}
+		}
+		c.origin[p.req] = cl.lock
+	}
+	for _, q := range pending {
+		if q.req == nil || q.req.Actor != p.req.Actor || !q.req.Write() || q.req.Key.Kind == p.req.Key.Kind {
+			continue
+		}
+		c.violate(InvPauseTest, "%s wrote %s while its write of %s, which tests that the cluster is not paused, was in flight",
+			p.req.Actor, lockOrRegister(p.req.Key), lockOrRegister(q.req.Key))
+	}
+}
+
+func lockOrRegister(k apimodel.Key) string {
+	if k.Kind == "Cluster" {
+		return "the grant register"
+	}
+	return "the lock"
 }

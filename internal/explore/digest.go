@@ -141,5 +141,6 @@ func (s *System) hash() string {
 	sort.Strings(floors)
 	fmt.Fprintln(h, strings.Join(floors, "\n"))
 	fmt.Fprintln(h, s.checker.state())
+	fmt.Fprintln(h, s.adversaryState())
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }

@@ -35,6 +35,14 @@ const (
 	// InitCompletes: the control plane is initialised (only while a
 	// Machine holds a grant).
 	InitCompletes EventKind = "init-completes"
+	// Backup: the namespace is backed up, every object as it stands (once
+	// an execution).
+	Backup EventKind = "backup"
+	// Restore: the namespace is deleted and restored from the backup, as
+	// Velero restores it (velerosim): every object created again with a new
+	// UID, without ownerReferences and status, in Velero's order, in one
+	// step.
+	Restore EventKind = "restore"
 )
 
 type eventCost int
@@ -127,6 +135,17 @@ func (s *System) eventsOf(k EventKind) []*event {
 					s.mustCreate(machineKey(m), kubeenv.NewMachine("v1beta2", namespace, clusterName, m).Object)
 				}
 				s.checker.clusterReplaced()
+			})}
+		}
+	case Backup:
+		if s.backup == nil {
+			return []*event{ev("the namespace is backed up", func(s *System) { s.backup = s.takeBackup() })}
+		}
+	case Restore:
+		if s.backup != nil && !s.restored {
+			return []*event{ev("the namespace is deleted and restored from the backup", func(s *System) {
+				s.restored = true
+				s.restoreBackup(s.backup)
 			})}
 		}
 	case InitCompletes:

@@ -66,6 +66,10 @@ type Provider struct {
 	// Unlock lets its init fail after a grant, and the provider call
 	// Unlock.
 	Unlock bool
+	// Relock lets its reconcile end after a grant before the Machine's
+	// bootstrap data is written (a failed status update, a restore), so
+	// that the next reconcile calls Lock again, as the holder.
+	Relock bool
 	// ViewDepth is how many versions back its cache may be.
 	ViewDepth int
 	// Incarnation, when not 0, restricts the provider to that incarnation
@@ -263,6 +267,9 @@ func (x *explorer) execute(prefix []int) {
 		}
 		opts := s.options()
 		if len(opts) == 0 {
+			if s.liveness(ctx); s.checker.violation != nil {
+				x.found(*s.checker.violation, append(s.trace, "every actor is done: "+s.checker.violation.Detail))
+			}
 			return
 		}
 		if step >= len(path) {

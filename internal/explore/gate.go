@@ -92,6 +92,12 @@ func (g *gate) Serve(_ context.Context, r *apimodel.Request) {
 		r.Err = context.Canceled
 		return
 	}
+	if g.sys.isAuto() {
+		g.sys.autoMu.Lock()
+		defer g.sys.autoMu.Unlock()
+		g.sys.exec(r)
+		return
+	}
 	p := &pending{req: r, done: make(chan struct{})}
 	g.add(p)
 	<-p.done
@@ -108,6 +114,7 @@ func (g *gate) add(p *pending) {
 	}
 	s.outstanding[a]++
 	p.round = s.rounds[a]
+	s.checker.issued(g.pending, p)
 	g.pending = append(g.pending, p)
 	s.mu.Unlock()
 }

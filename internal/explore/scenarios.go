@@ -26,6 +26,12 @@ func Scenarios() []Scenario {
 		{Name: "upstream-holder-race", UpstreamHolder: "m1", Providers: []Provider{p("m1", 1), p("m2", 2)}, MaxSteps: 100},
 		{Name: "late-writes", Providers: []Provider{{Machine: "m1", Attempts: 2, Unlock: true}},
 			Faults: 2, Late: 2, FaultKinds: []string{"late", "refused"}, MaxSteps: 100},
+		{Name: "restore-unlock", Providers: []Provider{{Machine: "m1", Attempts: 1, Unlock: true}, p("m2", 1)},
+			Adversary: []EventKind{Backup, Restore}, Events: 2, MaxSteps: 120},
+		{Name: "restore-relock", Providers: []Provider{{Machine: "m1", Attempts: 2, Relock: true, ViewDepth: 2}}, StaleReads: 1,
+			Adversary: []EventKind{Backup, Restore}, Events: 2, MaxSteps: 120},
+		{Name: "pause-upstream-holder", UpstreamHolder: "m1", Providers: []Provider{p("m1", 1), p("m2", 1)},
+			Adversary: []EventKind{Pause, Unpause}, Events: 2, MaxSteps: 120},
 	}
 }
 

@@ -74,6 +74,34 @@ type System struct {
 	aborted bool
 	trace   []string
 	tokens  map[string]int
+	// backup is the namespace's backup, once taken; restored tells that it
+	// was restored.
+	backup   *backup
+	restored bool
+	// auto serves every request at once, in the liveness probe.
+	auto   bool
+	autoMu sync.Mutex
+}
+
+// adversaryState is what of the adversary's past the future depends on,
+// beyond the store and the budgets.
+func (s *System) adversaryState() string {
+	var b strings.Builder
+	if s.backup != nil {
+		fmt.Fprintf(&b, "backup %s restored %v\n", s.backup.digest, s.restored)
+	}
+	// A delete a Lock call issued must not delete the lock it began with.
+	for _, r := range s.late {
+		if uid, ok := s.checker.origin[r]; ok {
+			fmt.Fprintf(&b, "late %s %s from a call that began with lock %s\n", r.Actor, s.canonical(r), uid)
+		}
+	}
+	for _, p := range s.gate.pending {
+		if uid, ok := s.checker.origin[p.req]; ok && p.req != nil {
+			fmt.Fprintf(&b, "pending %s %s from a call that began with lock %s\n", p.req.Actor, s.canonical(p.req), uid)
+		}
+	}
+	return b.String()
 }
 
 func newSystem(sc *Scenario, initial *System) *System {
@@ -164,13 +192,19 @@ func (s *System) wait(actor, what string) {
 }
 
 func (s *System) choose(actor, what string, wait bool, ways []string) int {
-	if s.isAborted() {
+	if s.isAborted() || s.isAuto() {
 		return len(ways) - 1
 	}
 	p := &pending{branch: &branchPoint{actor: actor, what: what, ways: ways, wait: wait}, done: make(chan struct{})}
 	s.gate.add(p)
 	<-p.done
 	return p.branch.chosen
+}
+
+func (s *System) isAuto() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.auto
 }
 
 func (s *System) isAborted() bool {

@@ -189,10 +189,10 @@ type Observation struct {
 	// have been applied unseen, or may still be applied (its answer was
 	// lost, or it timed out).
 	ClaimUncertain bool
-	// HeldBefore tells that the lock named the caller before this call
-	// rewrote it (an upstream lock of the caller's, or its own from an
-	// earlier call): a lock this call wrote is then still the caller's,
-	// and is never handed to another Machine.
+	// HeldBefore tells that the lock named the caller when this call first
+	// read it, before the call wrote it (an upstream lock of the caller's,
+	// or its own from an earlier call): a lock this call wrote since is
+	// then still the caller's, and is never handed to another Machine.
 	HeldBefore bool
 }
 

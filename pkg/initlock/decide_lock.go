@@ -7,23 +7,24 @@ package initlock
 // when both name it exactly (by UID) with the same token: the token of one
 // acquisition, written into both by that acquisition alone. Otherwise it
 // claims the register (a compare-and-swap against the value read, with a
-// fresh token) and writes the lock with the same token, in parallel, and
-// holds the lock when both writes succeed.
+// fresh token, that also tests that the Cluster is not paused) and, once
+// the claim is written, writes the lock with the same token; it holds the
+// lock when both writes succeed.
 func decideLock(o Observation, d Decision) Decision {
 	switch {
 	case o.Cluster == nil:
 		d.Err = ErrClusterGone
 		return d
 	case o.Cluster.Paused:
+		// Nothing is written to a paused Cluster's lock or register: a
+		// grant this call claimed stays, naming the caller, until it calls
+		// again.
 		d.Err, d.Wait = ErrClusterPaused, WaitPaused
-		// A lock this call created before it saw the pause goes again,
-		// unless its grant stands with it.
-		if ownLockAlone(o) {
-			d.Action = ActionRelease
-		}
 		return d
 	case o.CallerLive == nil || (o.Caller != nil && o.Caller.UID != "" && o.CallerLive.UID != o.Caller.UID):
+		// A grant this call claimed for the stale object is withdrawn.
 		d.Err = ErrStaleMachine
+		d.Register = withdrawOwn(o)
 		return d
 	case o.Lock != nil && o.Lock.Problem != nil:
 		d.Err, d.Wait = o.Lock.Problem, WaitPerson
@@ -57,11 +58,11 @@ func decideLock(o Observation, d Decision) Decision {
 	case g == grantOther:
 		// The register protects another Machine: give it the lock back
 		// when it is missing, names a gone Machine or was written by this
-		// call for a caller that did not hold it before. A lock naming the
-		// caller from before this call (an upstream lock, an earlier
-		// acquisition), or another existing Machine, protects that Machine:
-		// nobody is granted the lock until one of them is gone (a
-		// conflict).
+		// call, which had not found the lock naming the caller when it
+		// began. A lock naming the caller from before this call (an
+		// upstream lock, an earlier acquisition), or another existing
+		// Machine, protects that Machine: nobody is granted the lock until
+		// one of them is gone (a conflict).
 		d.Holder = o.Cluster.Grant.MachineName
 		switch {
 		case lk == lockMissing:
@@ -72,9 +73,16 @@ func decideLock(o Observation, d Decision) Decision {
 		return d
 	case lk == lockOther:
 		// The lock protects another Machine (an upstream lock, or one whose
-		// grant was lost): the caller is refused.
+		// grant was lost): the caller is refused. A grant of the caller's
+		// that the lock does not carry was never completed into a lock
+		// (an earlier call refused while the Cluster was paused, say): it
+		// is withdrawn too, so that the Machine the lock names is not kept
+		// out by it for good.
 		d.Holder = o.Lock.Record.MachineName
 		d.Register = withdrawOwn(o)
+		if d.Register == RegisterNone && g == grantCaller && unfinishedGrant(o) {
+			d.Register = RegisterWithdraw
+		}
 		return d
 	case g == grantCaller && lk == lockCaller && relied(o):
 		d.Acquired, d.Holder = true, caller.Name
@@ -99,6 +107,23 @@ func relied(o Observation) bool {
 	g, r := o.Cluster.Grant, o.Lock.Record
 	return g.Token != "" && g.Token == r.Token &&
 		g.Exact(o.Cluster, o.CallerLive) && r.Exact(o.Cluster, o.CallerLive)
+}
+
+// unfinishedGrant tells whether the register holds a grant written for the
+// caller's very Machine (both UIDs) that the lock does not carry, the lock
+// having been written by initlock for another Machine (it carries a token,
+// or was handed over), and no write of the lock this call made may still
+// complete it. Such a grant was never completed into a lock: had an
+// acquisition of the caller's completed, the lock would carry its token,
+// and initlock writes a lock for another Machine only while the register
+// does not name an existing caller. So the caller is not running init
+// under it. A lock an upstream provider wrote is another matter: upstream
+// providers do not read the register, and may have created it after the
+// caller's lock was lost while the caller was running init; the grant then
+// stays.
+func unfinishedGrant(o Observation) bool {
+	g, r := o.Cluster.Grant, o.Lock.Record
+	return !o.Uncertain && g.Exact(o.Cluster, o.CallerLive) && g.Token != r.Token && (r.Token != "" || r.HandedOverBy != "")
 }
 
 // withdrawOwn withdraws a grant this call recorded, when the call is not
@@ -128,18 +153,6 @@ func withdrawOwn(o Observation) RegisterOp {
 	return RegisterNone
 }
 
-// ownLockAlone tells whether the lock was written by this call (it carries
-// one of its tokens) and no write of the lock this call made may still
-// land, while the register carries none of its tokens: a lock that stands
-// for no grant of the caller's.
-func ownLockAlone(o Observation) bool {
-	if o.Lock == nil || o.Lock.Problem != nil || !o.mine(o.Lock.Record.Token) || o.Uncertain || o.ClaimUncertain {
-		return false
-	}
-	g := o.Cluster.Grant
-	return !g.Held() || !o.mine(g.Token)
-}
-
 // decideRelease decides for Unlock (IntentUnlock) and for an operator's
 // release (IntentRelease). It releases what the caller holds (or, with no
 // caller or for an operator, whatever is held): first it retires the grant
@@ -160,6 +173,13 @@ func decideRelease(o Observation, d Decision) Decision {
 	}
 	if o.Cluster != nil && o.Cluster.Paused {
 		d.Err, d.Wait = ErrClusterPaused, WaitPaused
+		return d
+	}
+	if !anyHolder && (o.CallerLive == nil || (o.Caller.UID != "" && o.CallerLive.UID != o.Caller.UID)) {
+		// A record written before a restore names its Machine by name: only
+		// the live Machine of that name may release it, never an object of
+		// an earlier incarnation.
+		d.Err = ErrStaleMachine
 		return d
 	}
 	lockMine := o.Lock != nil && (anyHolder || o.Lock.Record.Names(o.Cluster, o.Caller))

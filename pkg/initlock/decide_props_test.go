@@ -19,6 +19,7 @@ var (
 		func() *initlock.Lock { return lockOf("m1", "mine") },
 		func() *initlock.Lock { return lockOf("m2", "t2", owned) },
 		func() *initlock.Lock { return lockOf("m2", "") },
+		func() *initlock.Lock { return handedOver("m2") },
 		func() *initlock.Lock { return restoredLock("m1", "t1") },
 		func() *initlock.Lock { return withMark(lockOf("m2", "t2"), t0.Add(-time.Hour)) },
 		func() *initlock.Lock { return &initlock.Lock{Name: "c1-lock", Problem: initlock.ErrNotALock} },
@@ -63,6 +64,9 @@ func propObservation(c []int) initlock.Observation {
 		}
 	case initlock.IntentUnlock:
 		o.Caller = []*initlock.Machine{nil, machine("m1"), recreated("m1")}[pick(7, 3)]
+		if o.Caller != nil {
+			o.CallerLive = propMachines[pick(8, len(propMachines))]("m1")
+		}
 	}
 	if pick(9, 2) == 1 {
 		o.Tokens = []string{"mine"}
@@ -82,16 +86,14 @@ func checkProperties(t *testing.T, o initlock.Observation, d initlock.Decision) 
 	cl := o.Cluster
 	heldBy := func(m *initlock.Machine, ref initlock.Ref) bool { return m != nil && ref.Names(cl, m) }
 	ownWithdrawal := o.Intent == initlock.IntentLock && d.Register == initlock.RegisterWithdraw
-	// A caller's own lock alone: written by this call, no write of it may
-	// still land, and the register carries none of the call's tokens.
-	ownLockAlone := o.Intent == initlock.IntentLock && o.Lock != nil && o.Lock.Problem == nil && containsToken(o, o.Lock.Record.Token) &&
-		!o.Uncertain && !o.ClaimUncertain && cl != nil && (!cl.Grant.Held() || !containsToken(o, cl.Grant.Token))
-	ownDelete := d.Action == initlock.ActionRelease && ownLockAlone
-	if d.Err != nil && (d.Acquired || (d.Action != initlock.ActionNone && !ownDelete) || (d.Register != initlock.RegisterNone && !ownWithdrawal)) {
-		fail("an error writes nothing but the withdrawal of the call's own grant and the delete of its own lock alone")
+	if d.Err != nil && (d.Acquired || d.Action != initlock.ActionNone || (d.Register != initlock.RegisterNone && !ownWithdrawal)) {
+		fail("an error writes nothing but the withdrawal of the call's own grant")
 	}
-	if cl != nil && cl.Paused && (d.Register != initlock.RegisterNone || (d.Action != initlock.ActionNone && !ownDelete)) {
-		fail("nothing is written to a paused Cluster, and of the lock only the delete of the call's own lock alone")
+	if cl != nil && cl.Paused && d.Writes() {
+		fail("nothing is written to a paused Cluster or its lock")
+	}
+	if d.Writes() && d.Register != initlock.RegisterNone && d.Action != initlock.ActionNone && o.Intent != initlock.IntentLock && o.Intent != initlock.IntentUnlock && o.Intent != initlock.IntentRelease {
+		fail("keepers never write the register")
 	}
 	if o.Lock != nil && errors.Is(o.Lock.Problem, initlock.ErrNotALock) && d.Action != initlock.ActionNone {
 		fail("a ConfigMap that is not a lock is never written")
@@ -115,14 +117,16 @@ func checkProperties(t *testing.T, o initlock.Observation, d initlock.Decision) 
 			if d.Register == initlock.RegisterClaim || d.Action == initlock.ActionCreate || d.Action == initlock.ActionTakeOver || d.Action == initlock.ActionAdopt {
 				fail("a refused caller writes nothing for itself")
 			}
-			if d.Register == initlock.RegisterWithdraw && cl.Grant.Held() && (o.Uncertain || !containsToken(o, cl.Grant.Token)) {
-				fail("a caller withdraws only a grant of its own call, and only when no lock write of it may land later")
+			unfinished := cl != nil && cl.Grant.Held() && o.Lock != nil && o.Lock.Problem == nil && o.CallerLive != nil && cl.Grant.Exact(cl, o.CallerLive) &&
+				cl.Grant.Token != o.Lock.Record.Token && (o.Lock.Record.Token != "" || o.Lock.Record.HandedOverBy != "")
+			if d.Register == initlock.RegisterWithdraw && cl.Grant.Held() && (o.Uncertain || (!containsToken(o, cl.Grant.Token) && !unfinished)) {
+				fail("a caller withdraws only a grant of its own call, or its own grant that a lock initlock wrote for another Machine does not carry, and only when no lock write of it may land later")
 			}
 			if d.Register == initlock.RegisterWithdraw && !cl.Grant.Held() && (!o.ClaimUncertain || cl.Grant.Damaged()) {
 				fail("a caller fences a register that names no one only against a claim of its own that may land later")
 			}
-			if d.Action == initlock.ActionRelease && !ownLockAlone {
-				fail("a refused caller deletes only its own lock alone")
+			if d.Action == initlock.ActionRelease {
+				fail("a Lock call deletes no lock")
 			}
 			return
 		}
@@ -152,6 +156,10 @@ func checkProperties(t *testing.T, o initlock.Observation, d initlock.Decision) 
 		if d.Action == initlock.ActionRelease && o.Intent == initlock.IntentUnlock && o.Caller != nil &&
 			(o.Lock.Problem != nil || !o.Lock.Record.Names(cl, o.Caller)) {
 			fail("Unlock deletes only the lock of the Machine it is given")
+		}
+		if o.Intent == initlock.IntentUnlock && o.Caller != nil && d.Writes() &&
+			(o.CallerLive == nil || o.CallerLive.UID != o.Caller.UID) {
+			fail("Unlock by an object that is not the live Machine of its name writes nothing")
 		}
 		if d.Register == initlock.RegisterWithdraw && cl.Grant.Held() && !containsToken(o, cl.Grant.Token) {
 			fail("a grant is withdrawn only once this call has retired it")

@@ -32,6 +32,14 @@ func upstreamLock(holder string, owners ...metav1.OwnerReference) *initlock.Lock
 		Record: initlock.Record{Ref: initlock.Ref{MachineName: holder}}, OwnerReferences: owners}
 }
 
+// handedOver is the lock a refused caller wrote for holder, the Machine the
+// register named: no token.
+func handedOver(holder string) *initlock.Lock {
+	l := lockOf(holder, "", owned)
+	l.Record.HandedOverBy = "m3"
+	return l
+}
+
 // restoredLock is lockOf written before a restore: the Cluster and the
 // holder had other UIDs.
 func restoredLock(holder, token string) *initlock.Lock {
@@ -108,10 +116,27 @@ func lockCall(o initlock.Observation) initlock.Observation {
 }
 
 // unlockCall is an Observation of m1 calling Unlock (nil machine: any
-// holder).
+// holder), the caller's object live unless CallerLive says otherwise.
 func unlockCall(caller *initlock.Machine, o initlock.Observation) initlock.Observation {
 	o.Intent, o.Caller = initlock.IntentUnlock, caller
+	if o.CallerLive == nil {
+		o.CallerLive = caller
+	}
 	return o
+}
+
+// callerGone is o with no live Machine of the caller's name.
+func callerGone(o initlock.Observation) initlock.Observation {
+	o.CallerLive = nil
+	return o
+}
+
+// restoredFrom is an object of machine name read before a restore: the
+// UID it had then.
+func restoredFrom(name string) *initlock.Machine {
+	m := machine(name)
+	m.UID = "old-" + m.UID
+	return m
 }
 
 func operator(o initlock.Observation) initlock.Observation {
@@ -149,9 +174,9 @@ var decideRows = []struct {
 	{"paused: nothing, even when free",
 		lockCall(initlock.Observation{Cluster: cluster(paused)}),
 		nil, want{verdict: initlock.VerdictFree, action: initlock.ActionNone, err: initlock.ErrClusterPaused, wait: initlock.WaitPaused}},
-	{"paused live after this call created the lock alone: the lock goes again",
+	{"paused live after this call wrote the lock, its grant gone: nothing (no write races the pause test)",
 		lockCall(initlock.Observation{Lock: lockOf("m1", "mine", owned), Cluster: cluster(paused), Tokens: []string{"mine"}}),
-		nil, want{verdict: initlock.VerdictHealthy, action: initlock.ActionRelease, holder: "m1", err: initlock.ErrClusterPaused, wait: initlock.WaitPaused}},
+		nil, want{verdict: initlock.VerdictHealthy, action: initlock.ActionNone, holder: "m1", err: initlock.ErrClusterPaused, wait: initlock.WaitPaused}},
 	{"paused live, the lock this call created stands with its grant: nothing",
 		lockCall(initlock.Observation{Lock: lockOf("m1", "mine", owned), Cluster: cluster(paused, grantTo("m1", "mine")), Tokens: []string{"mine"}}),
 		nil, want{verdict: initlock.VerdictHealthy, action: initlock.ActionNone, holder: "m1", err: initlock.ErrClusterPaused, wait: initlock.WaitPaused}},
@@ -207,6 +232,9 @@ var decideRows = []struct {
 	{"the register names the caller from an earlier call, the lock another Machine: refused, grant kept",
 		lockCall(initlock.Observation{Lock: upstreamLock("m2", owned), Cluster: cluster(grantTo("m1", "t1")), Holder: machine("m2")}),
 		nil, want{verdict: initlock.VerdictConflict, action: initlock.ActionNone, holder: "m2"}},
+	{"the register names the caller from an earlier call that never wrote the lock, which initlock handed to another Machine: refused, the grant withdrawn",
+		lockCall(initlock.Observation{Lock: handedOver("m2"), Cluster: cluster(grantTo("m1", "t1")), Holder: machine("m2")}),
+		nil, want{verdict: initlock.VerdictConflict, action: initlock.ActionNone, register: initlock.RegisterWithdraw, holder: "m2"}},
 	{"a grant this call recorded, the lock another Machine's: refused, the grant withdrawn",
 		lockCall(initlock.Observation{Lock: upstreamLock("m2", owned), Cluster: cluster(grantTo("m1", "mine")), Holder: machine("m2"), Tokens: []string{"mine"}}),
 		nil, want{verdict: initlock.VerdictConflict, action: initlock.ActionNone, register: initlock.RegisterWithdraw, holder: "m2"}},
@@ -275,13 +303,13 @@ var decideRows = []struct {
 	// Unlock.
 	{"unlock: the grant is retired first",
 		unlockCall(machine("m1"), initlock.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1"))}),
-		nil, want{verdict: initlock.VerdictStaleHolder, action: initlock.ActionNone, register: initlock.RegisterRetire, holder: "m1"}},
+		nil, want{verdict: initlock.VerdictHealthy, action: initlock.ActionNone, register: initlock.RegisterRetire, holder: "m1"}},
 	{"unlock: once retired by this call, withdrawn and the lock deleted",
 		unlockCall(machine("m1"), initlock.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "u1")), Tokens: []string{"u1"}}),
-		nil, want{verdict: initlock.VerdictStaleHolder, action: initlock.ActionRelease, register: initlock.RegisterWithdraw, holder: "m1"}},
+		nil, want{verdict: initlock.VerdictHealthy, action: initlock.ActionRelease, register: initlock.RegisterWithdraw, holder: "m1"}},
 	{"unlock: a lock alone is deleted",
 		unlockCall(machine("m1"), initlock.Observation{Lock: upstreamLock("m1", owned), Cluster: cluster()}),
-		nil, want{verdict: initlock.VerdictStaleHolder, action: initlock.ActionRelease, holder: "m1"}},
+		nil, want{verdict: initlock.VerdictHealthy, action: initlock.ActionRelease, holder: "m1"}},
 	{"unlock by a deleted Machine's object does not release its successor",
 		unlockCall(recreated("m1"), initlock.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1"))}),
 		nil, want{verdict: initlock.VerdictStaleHolder, action: initlock.ActionNone, holder: "m1", err: initlock.ErrNotHolder}},
@@ -290,7 +318,7 @@ var decideRows = []struct {
 		nil, want{verdict: initlock.VerdictHealthy, action: initlock.ActionNone, holder: "m2", err: initlock.ErrNotHolder}},
 	{"unlock after a restore matches by name",
 		unlockCall(machine("m1"), initlock.Observation{Lock: restoredLock("m1", "t1"), Cluster: cluster()}),
-		nil, want{verdict: initlock.VerdictStaleHolder, action: initlock.ActionRelease, holder: "m1"}},
+		nil, want{verdict: initlock.VerdictUnowned, action: initlock.ActionRelease, holder: "m1"}},
 	{"unlock after init leaves the register, which no longer counts",
 		unlockCall(nil, initlock.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(initialized, grantTo("m1", "t1"))}),
 		nil, want{verdict: initlock.VerdictHeldAfterInit, action: initlock.ActionRelease, holder: "m1"}},
@@ -302,7 +330,13 @@ var decideRows = []struct {
 		nil, want{verdict: initlock.VerdictForeign, action: initlock.ActionNone, err: initlock.ErrNotALock}},
 	{"unlock while paused: nothing",
 		unlockCall(machine("m1"), initlock.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(paused, grantTo("m1", "t1"))}),
-		nil, want{verdict: initlock.VerdictStaleHolder, action: initlock.ActionNone, holder: "m1", err: initlock.ErrClusterPaused, wait: initlock.WaitPaused}},
+		nil, want{verdict: initlock.VerdictHealthy, action: initlock.ActionNone, holder: "m1", err: initlock.ErrClusterPaused, wait: initlock.WaitPaused}},
+	{"unlock by an object of a Machine restored since: refused as stale, nothing written",
+		unlockCall(restoredFrom("m1"), initlock.Observation{Lock: restoredLock("m1", "t1"), Cluster: cluster(restoredGrant("m1", "t1")), CallerLive: machine("m1")}),
+		nil, want{verdict: initlock.VerdictUnowned, action: initlock.ActionNone, holder: "m1", err: initlock.ErrStaleMachine}},
+	{"unlock by an object whose Machine is gone: refused as stale, nothing written",
+		callerGone(unlockCall(machine("m1"), initlock.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1"))})),
+		nil, want{verdict: initlock.VerdictStaleHolder, action: initlock.ActionNone, holder: "m1", err: initlock.ErrStaleMachine}},
 	{"unlock with nothing held: nothing",
 		unlockCall(machine("m1"), initlock.Observation{Cluster: cluster(released)}),
 		nil, want{verdict: initlock.VerdictFree, action: initlock.ActionNone}},

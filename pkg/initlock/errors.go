@@ -34,6 +34,11 @@ var (
 	// deleted and created again (a new UID), since the caller read it.
 	// Nothing was granted; call again with the live object.
 	ErrStaleMachine = errors.New("machine object is stale")
+	// ErrStaleCluster means Unlock was called with a Cluster object that is
+	// not the live Cluster of that name: it was deleted and created again,
+	// restored from a backup or moved since the caller read it. Nothing was
+	// released; call again with the live object.
+	ErrStaleCluster = errors.New("cluster object is stale")
 	// ErrContended means Lock gave up after too many optimistic-concurrency
 	// conflicts in one call; calling again is safe.
 	ErrContended = errors.New("lock is contended")

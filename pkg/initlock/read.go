@@ -68,7 +68,7 @@ func Read(ctx context.Context, src Source, q Query) (Observation, *corev1.Config
 	)
 	wg.Go(func() { cm, cmErr = getConfigMap(ctx, src.Locks, q.Namespace, lockName) })
 	wg.Go(func() { cl, clErr = getCluster(ctx, src.Clusters, gv, q.Namespace, q.ClusterName) })
-	if q.Caller != nil {
+	if q.Caller != nil && q.Intent != IntentUnlock {
 		wg.Go(func() { caller, mErr = getMachine(ctx, src.Machines, gv, q.Namespace, q.Caller.Name) })
 	}
 	wg.Wait()
@@ -80,8 +80,16 @@ func Read(ctx context.Context, src Source, q Query) (Observation, *corev1.Config
 		o.Lock = ObserveLock(cm, q.ClusterName)
 	}
 	if q.Intent == IntentUnlock {
-		// A release decides by the identities the records carry; it needs
-		// no Machine.
+		// A release decides by the identities the records carry, and by the
+		// caller's Machine read after the lock and the Cluster: a restore
+		// between the reads shows the caller's object as stale, and one
+		// after them makes every write of the release fail its
+		// preconditions.
+		if q.Caller != nil {
+			if o.CallerLive, err = getMachine(ctx, src.Machines, gv, q.Namespace, q.Caller.Name); err != nil {
+				return o, nil, err
+			}
+		}
 		return o, cm, nil
 	}
 	var holder, granted string

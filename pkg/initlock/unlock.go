@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -55,19 +54,24 @@ func AsOperator() UnlockOption {
 // Unlock releases cluster's lock held by machine. When the Cluster's grant
 // register names the holder, Unlock first retires that grant (a new token
 // for the same Machine, so that no earlier acquisition is relied on while
-// the release is under way) and, once that is written, withdraws it and
-// deletes the lock, in parallel; a lock alone is deleted. Every write is
-// conditional on what was read: the register by compare-and-swap, the lock
-// by its UID and resourceVersion. The holder is matched by UID while the
-// Cluster keeps the UID recorded; records without UIDs (upstream ones, or
-// written before a restore or move) are matched by name.
+// the release is under way), then withdraws it, then deletes the lock, one
+// write after the other, each once the one before is written; a lock alone
+// is deleted. Every write is conditional on what was read: the register by
+// compare-and-swap (which also tests that the Cluster is not paused), the
+// lock by its UID and resourceVersion. The holder is matched by UID while
+// the Cluster keeps the UID recorded; records without UIDs (upstream ones,
+// or written before a restore or move) are matched by name.
 //
-// A missing lock and an empty register are success. Unlock never deletes a
-// ConfigMap that is not a lock (ErrNotALock), a lock it cannot read
-// (ErrCorruptLock, unless AnyHolder) or a lock another Machine holds
-// (ErrNotHolder, unless AnyHolder), and writes nothing while the Cluster is
-// paused (ErrClusterPaused). Once the control plane is initialised the
-// register no longer counts and is left as it is.
+// Unlock reads machine live, after the lock and the Cluster, and refuses an
+// object whose UID is not the live Machine's (ErrStaleMachine), and a
+// cluster object whose UID is not the live Cluster's (ErrStaleCluster):
+// an object from before a restore or move never releases what the restored
+// Machine holds. A missing lock and an empty register are success. Unlock
+// never deletes a ConfigMap that is not a lock (ErrNotALock), a lock it
+// cannot read (ErrCorruptLock, unless AnyHolder) or a lock another Machine
+// holds (ErrNotHolder, unless AnyHolder), and writes nothing while the
+// Cluster is paused (ErrClusterPaused). Once the control plane is
+// initialised the register no longer counts and is left as it is.
 func (l *Locker) Unlock(ctx context.Context, cluster, machine client.Object, opts ...UnlockOption) error {
 	o := unlockOptions{intent: IntentUnlock}
 	for _, opt := range opts {
@@ -128,6 +132,9 @@ func (r *release) run(ctx context.Context) error {
 			if err := r.unchanged(cm, obs.Cluster); err != nil {
 				return err
 			}
+			if err := r.sameCluster(obs.Cluster); err != nil {
+				return err
+			}
 		}
 		obs.Caller, obs.Tokens = r.m, r.tokens
 		d := Decide(obs, Policy{}, r.l.clock.Now())
@@ -135,9 +142,11 @@ func (r *release) run(ctx context.Context) error {
 			r.cl = *obs.Cluster
 		}
 		switch {
+		case errors.Is(d.Err, ErrStaleMachine):
+			return staleMachineError(*r.m, obs.CallerLive, "nothing was released")
 		case errors.Is(d.Err, ErrNotHolder):
 			return &Error{Namespace: cl.Namespace, Name: lockName, Kind: "configmap", Err: ErrNotHolder,
-				Detail: fmt.Sprintf("it is held by %s, not %s; use AnyHolder to release it anyway", d.Holder, r.m.Name)}
+				Detail: notHolderDetail(obs, d, *r.m)}
 		case errors.Is(d.Err, ErrClusterPaused):
 			return pausedError(r.cl)
 		case d.Err != nil:
@@ -147,9 +156,10 @@ func (r *release) run(ctx context.Context) error {
 		}
 		after, err := r.write(ctx, cm, obs, d)
 		switch {
-		case err == nil && d.Register == RegisterRetire:
-			// The grant is retired: withdraw it and delete the lock, from
-			// the Cluster the API server answered and the lock as read.
+		case err == nil && d.Register != RegisterNone:
+			// The register is written: go on from the Cluster the API
+			// server answered and the lock as read (withdraw the retired
+			// grant, then delete the lock).
 			obs.Cluster, known = after, &obs
 			continue
 		case err == nil:
@@ -162,6 +172,28 @@ func (r *release) run(ctx context.Context) error {
 		}
 	}
 	return lockError(cl.Namespace, lockName, fmt.Errorf("%w: %d rounds in a row did not settle", ErrContended, maxAttempts))
+}
+
+// sameCluster refuses a release made with a cluster object of another
+// incarnation of the Cluster than the live one (one read before a restore
+// or a move, say). An operator's release (AsOperator) is bound by
+// IfUnchanged and IfRegisterUnchanged instead.
+func (r *release) sameCluster(live *Cluster) error {
+	if r.opts.intent == IntentRelease || r.cl.UID == "" || live == nil || live.UID == r.cl.UID {
+		return nil
+	}
+	return &Error{Namespace: r.cl.Namespace, Name: r.cl.Name, Kind: "cluster", Err: ErrStaleCluster,
+		Detail: fmt.Sprintf("the object passed has UID %s, but the live Cluster of that name has UID %s (deleted and created again, restored or moved); nothing was released: call again with the live Cluster", r.cl.UID, live.UID)}
+}
+
+// notHolderDetail says who holds the lock, by UID when the names agree.
+func notHolderDetail(obs Observation, d Decision, m Machine) string {
+	holder := d.Holder
+	if obs.Lock != nil && holder == m.Name {
+		holder = fmt.Sprintf("machine %s of UID %s (another incarnation)", holder, obs.Lock.Record.MachineUID)
+		return fmt.Sprintf("it is held by %s, not by machine %s of UID %s; use AnyHolder to release it anyway", holder, m.Name, m.UID)
+	}
+	return fmt.Sprintf("it is held by %s, not %s; use AnyHolder to release it anyway", holder, m.Name)
 }
 
 // unchanged checks the lock and the register against IfUnchanged and
@@ -184,49 +216,38 @@ func (r *release) unchanged(cm *corev1.ConfigMap, cl *Cluster) error {
 	return nil
 }
 
-// write makes one round of a release: the register's write and the lock's
-// delete, in parallel. It returns the Cluster as the register's write left
-// it.
+// write makes one step of a release: the register's write when the
+// decision has one, or else the lock's delete. It returns the Cluster as
+// the register's write left it; the next step decides on it, with the lock
+// as read.
 func (r *release) write(ctx context.Context, cm *corev1.ConfigMap, obs Observation, d Decision) (*Cluster, error) {
-	var gerr, lerr error
-	var after *Cluster
-	var wg sync.WaitGroup
-	if d.Register != RegisterNone {
-		value := ""
-		token := r.l.tokens()
-		r.tokens = append(r.tokens, token)
-		if d.Register == RegisterRetire {
-			value = retiredGrant(obs.Cluster.Grant, token)
-		} else {
-			value = releasedGrant(token, r.l.clock.Now())
+	if d.Register == RegisterNone {
+		if d.Action != ActionRelease || cm == nil {
+			return nil, nil
 		}
-		cl := r.cl
-		wg.Go(func() {
-			u, err := writeRegister(ctx, r.l.client, cl, value)
-			if err == nil {
-				syncCaller(r.clusterObj, u)
-				if c, cerr := ClusterFrom(u, nil); cerr == nil {
-					after = &c
-				}
-			}
-			gerr = err
-		})
-	}
-	if d.Action == ActionRelease && cm != nil {
-		wg.Go(func() { lerr = deleteLock(ctx, r.l.client, cm) })
-	}
-	wg.Wait()
-	if gerr != nil {
-		gerr = fmt.Errorf("releasing the init-lock grant on cluster %s/%s: %w", r.cl.Namespace, r.cl.Name, gerr)
-		if apierrors.IsForbidden(gerr) {
-			gerr = fmt.Errorf("%w; releasing needs \"get\" and \"patch\" on \"clusters.cluster.x-k8s.io\"", gerr)
+		if err := deleteLock(ctx, r.l.client, cm); err != nil {
+			return nil, fmt.Errorf("releasing lock %s/%s: %w", r.cl.Namespace, r.lockName, err)
 		}
+		return nil, nil
 	}
-	if lerr != nil {
-		lerr = fmt.Errorf("releasing lock %s/%s: %w", r.cl.Namespace, r.lockName, lerr)
+	token := r.l.tokens()
+	r.tokens = append(r.tokens, token)
+	value := releasedGrant(token, r.l.clock.Now())
+	if d.Register == RegisterRetire {
+		value = retiredGrant(obs.Cluster.Grant, token)
 	}
-	if gerr == nil && lerr == nil && after == nil && d.Register != RegisterNone {
-		return nil, fmt.Errorf("releasing the init-lock grant on cluster %s/%s: the API server's answer is not a Cluster", r.cl.Namespace, r.cl.Name)
+	u, err := writeRegister(ctx, r.l.client, r.cl, value)
+	if err != nil {
+		err = fmt.Errorf("releasing the init-lock grant on cluster %s/%s: %w", r.cl.Namespace, r.cl.Name, err)
+		if apierrors.IsForbidden(err) {
+			err = fmt.Errorf("%w; releasing needs \"get\" and \"patch\" on \"clusters.cluster.x-k8s.io\"", err)
+		}
+		return nil, err
 	}
-	return after, errors.Join(gerr, lerr)
+	syncCaller(r.clusterObj, u)
+	after, err := ClusterFrom(u, nil)
+	if err != nil {
+		return nil, fmt.Errorf("releasing the init-lock grant on cluster %s/%s: the API server's answer is not a Cluster: %w", r.cl.Namespace, r.cl.Name, err)
+	}
+	return &after, nil
 }

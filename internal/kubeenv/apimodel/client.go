@@ -248,8 +248,16 @@ func (c *Client) SubResource(string) client.SubResourceClient { return noSubReso
 // Scheme has the built-in types; Cluster API objects are unstructured.
 func (c *Client) Scheme() *runtime.Scheme { return scheme }
 
-// RESTMapper is not served.
-func (c *Client) RESTMapper() meta.RESTMapper { return nil }
+// RESTMapper maps the kinds the model serves to their resources.
+func (c *Client) RESTMapper() meta.RESTMapper { return restMapper }
+
+var restMapper = func() meta.RESTMapper {
+	m := meta.NewDefaultRESTMapper(nil)
+	m.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
+	m.Add(ClusterGVK, meta.RESTScopeNamespace)
+	m.Add(MachineGVK, meta.RESTScopeNamespace)
+	return m
+}()
 
 // GroupVersionKindFor returns obj's kind.
 func (c *Client) GroupVersionKindFor(obj runtime.Object) (schema.GroupVersionKind, error) {

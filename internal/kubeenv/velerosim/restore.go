@@ -97,6 +97,26 @@ func New(cfg *rest.Config, opts Options) (*Restorer, error) {
 	return r, nil
 }
 
+// NewForClient returns a Restorer that creates objects through c, which
+// must have a RESTMapper that knows the items' kinds. It runs no restore
+// item actions: they are resolved against an API server's discovery (New).
+// The model API server of the explorer restores through it.
+func NewForClient(c client.Client, opts Options) *Restorer {
+	if opts.BackupName == "" {
+		opts.BackupName = "backup-1"
+	}
+	if opts.RestoreName == "" {
+		opts.RestoreName = "restore-1"
+	}
+	opts.Actions = nil
+	quiet := logrus.New()
+	quiet.SetOutput(io.Discard)
+	return &Restorer{c: c, opts: opts, log: quiet, restore: &velerov1.Restore{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: opts.RestoreName},
+		Spec:       velerov1.RestoreSpec{BackupName: opts.BackupName, NamespaceMapping: opts.NamespaceMapping},
+	}}
+}
+
 // Restore creates items as the restore does and returns them as the API
 // server created them, in the order they were created. It stops at the
 // first error, naming the item.

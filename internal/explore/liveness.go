@@ -1,0 +1,61 @@
+package explore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/initlock/initlock/internal/kubeenv/apimodel"
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+// probeRounds is how many times each Machine asks again in the liveness
+// probe: a first call may hand the lock back or withdraw a grant that the
+// next one then finds gone.
+const probeRounds = 3
+
+// liveness checks a state in which every actor is done: when no Machine
+// holds a grant and the control plane is not initialised, the Machines
+// ask for the lock again, one at a time, every request served at once, no
+// fault; one of them must be granted it within probeRounds rounds, unless
+// only an operator can resolve the state (a corrupt lock or register, or a
+// ConfigMap in the lock's way, as pkg/initlock documents).
+func (s *System) liveness(ctx context.Context) {
+	sn := s.snapshot()
+	if s.checker.violation != nil || sn.cluster == nil || sn.cluster.Initialized || sn.cluster.Paused || s.checker.anyGrant() {
+		return
+	}
+	s.mu.Lock()
+	s.auto = true
+	s.mu.Unlock()
+	var last []string
+	for round := range probeRounds {
+		last = last[:0]
+		for _, name := range s.sc.machines() {
+			clObj, err1 := s.store.Get(clusterKey)
+			mObj, err2 := s.store.Get(machineKey(name))
+			if err1 != nil || err2 != nil {
+				continue
+			}
+			cl := &unstructured.Unstructured{Object: clObj}
+			cl.SetGroupVersionKind(apimodel.ClusterGVK)
+			m := &unstructured.Unstructured{Object: mObj}
+			m.SetGroupVersionKind(apimodel.MachineGVK)
+			actor := fmt.Sprintf("probe/%s", name)
+			l := initlock.New(s.client(actor), initlock.WithTokens(s.token(actor)),
+				initlock.WithClock(clocktesting.NewFakeClock(start)))
+			res, err := l.Lock(ctx, cl, m)
+			if res.Acquired {
+				return
+			}
+			last = append(last, fmt.Sprintf("%s (round %d): %s %v", name, round+1, res.Verdict, err))
+			if errors.Is(err, initlock.ErrCorruptLock) || errors.Is(err, initlock.ErrNotALock) {
+				return // an operator's release is the documented way out
+			}
+		}
+	}
+	s.checker.violate(InvLiveness, "no Machine is granted the lock, and none holds it: %v", last)
+}

@@ -1,0 +1,348 @@
+package initlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// acquisition is one Lock call.
+type acquisition struct {
+	l          *Locker
+	clusterObj client.Object
+	// cl is the Cluster as passed, then as last read live.
+	cl       Cluster
+	m        Machine
+	lockName string
+	log      logr.Logger
+	// tokens are the tokens this call wrote or tried to write; uncertain
+	// tells that a write of the lock may have been applied unseen, or may
+	// still be applied, and claimUncertain the same of a claim.
+	tokens         []string
+	uncertain      bool
+	claimUncertain bool
+	// read tells that the call has read the lock live; heldBefore that the
+	// lock named the caller then, before this call wrote it
+	// (Observation.HeldBefore).
+	read       bool
+	heldBefore bool
+}
+
+// free is the free path: the register was empty as the caller saw it. The
+// caller claims the register with a fresh token and reads its own Machine,
+// in parallel; once the claim is written, it creates the lock with the same
+// token. The lock is acquired when the three succeed: the claim's
+// compare-and-swap proves that the register named no one and that the
+// Cluster is the one seen and not paused, the read that the caller is the
+// live Machine (read after the caller's view of the Cluster), and the
+// create that there was no lock. Nothing is written to the lock unless the
+// claim was. ok is false when any of them did not settle it: the caller
+// then reads everything live and decides (a claim made for a stale object
+// is withdrawn there).
+func (a *acquisition) free(ctx context.Context) (Result, bool, error) {
+	token := a.token()
+	live, gerr, merr := a.claimAndConfirm(ctx, a.cl, token)
+	switch {
+	case gerr == nil && merr == nil && a.isCaller(live):
+		_, cerr := createLock(ctx, a.l.client, a.cl, a.lockName, a.record(a.m, token))
+		a.noteLockWrite(cerr)
+		switch {
+		case cerr == nil:
+			a.acquired(ActionCreate)
+			return Result{Acquired: true, Holder: a.m.Name, Verdict: VerdictFree, Action: ActionCreate}, true, nil
+		case definite(cerr) && !lostRace(cerr):
+			return Result{}, false, fmt.Errorf("lock %s/%s: create for machine %s: %w", a.cl.Namespace, a.lockName, a.m.Name, cerr)
+		}
+	case gerr != nil && definite(gerr) && !lostRace(gerr):
+		return Result{}, false, a.registerError(gerr)
+	}
+	return Result{}, false, nil
+}
+
+// claimAndConfirm claims cl's register for the caller with token and reads
+// the caller's Machine live, in parallel.
+func (a *acquisition) claimAndConfirm(ctx context.Context, cl Cluster, token string) (live *Machine, gerr, merr error) {
+	var wg sync.WaitGroup
+	wg.Go(func() { gerr = a.claim(ctx, cl, token) })
+	wg.Go(func() { live, merr = getMachine(ctx, a.l.reader, cl.APIVersion, cl.Namespace, a.m.Name) })
+	wg.Wait()
+	return live, gerr, merr
+}
+
+// isCaller tells whether live is the Machine the caller passed.
+func (a *acquisition) isCaller(live *Machine) bool {
+	return live != nil && (a.m.UID == "" || live.UID == a.m.UID)
+}
+
+// settle reads everything live, decides, and writes what the decision
+// says: the claim of the register first, then the lock. A write that lost
+// a race, or failed without telling whether it was applied, starts it
+// again. It never waits: a caller that is not granted the lock is told so
+// at once.
+func (a *acquisition) settle(ctx context.Context) (Result, error) {
+	var last error
+	for range maxAttempts {
+		obs, cm, err := Read(ctx, From(a.l.reader), Query{Namespace: a.cl.Namespace, ClusterName: a.cl.Name,
+			APIVersion: a.cl.APIVersion, Intent: IntentLock, Caller: &a.m})
+		if err != nil {
+			return Result{}, fmt.Errorf("lock %s/%s: %w", a.cl.Namespace, a.lockName, err)
+		}
+		a.noteFirstRead(obs)
+		obs.Tokens, obs.Uncertain, obs.ClaimUncertain, obs.HeldBefore = a.tokens, a.uncertain, a.claimUncertain, a.heldBefore
+		d := Decide(obs, Policy{}, a.l.clock.Now())
+		if obs.Cluster != nil {
+			a.cl = *obs.Cluster
+		}
+		if d.Err != nil {
+			raced, err := a.refuse(ctx, cm, obs, d)
+			if raced {
+				continue
+			}
+			return Result{Verdict: d.Verdict, Holder: d.Holder}, errors.Join(a.decisionError(obs, d), err)
+		}
+		if !d.Acquired {
+			res, raced, err := a.refused(ctx, cm, obs, d)
+			if raced {
+				continue
+			}
+			return res, err
+		}
+		done, err := a.write(ctx, cm, obs, d)
+		if done {
+			a.acquired(d.Action)
+			return Result{Acquired: true, Holder: a.m.Name, Verdict: d.Verdict, Action: d.Action,
+				Recreated: d.Action == ActionCreate && d.Verdict == VerdictLost}, nil
+		}
+		if err != nil && fatal(err) {
+			return Result{}, err
+		}
+		if err != nil {
+			a.log.V(4).Info("Lock changed under us, retrying", "action", d.Action, "register", d.Register, "reason", err.Error())
+			last = err
+		}
+	}
+	return Result{}, lockError(a.cl.Namespace, a.lockName, fmt.Errorf("%w: %d rounds in a row did not settle (last: %w)", ErrContended, maxAttempts, last))
+}
+
+// noteFirstRead remembers, at the call's first live read, whether the lock
+// named the caller before the call wrote it.
+func (a *acquisition) noteFirstRead(obs Observation) {
+	if a.read {
+		return
+	}
+	a.read = true
+	lk := obs.Lock
+	a.heldBefore = lk != nil && lk.Problem == nil && obs.CallerLive != nil &&
+		lk.Record.Names(obs.Cluster, obs.CallerLive) && !obs.mine(lk.Record.Token)
+}
+
+// write carries out an acquiring decision: the claim of the register, with
+// a fresh token, together with a read of the caller's Machine (after the
+// Cluster was read); then, once both say so, the write of the lock with the
+// same token. done tells that the caller holds the lock. A claim that finds
+// the caller's object stale is withdrawn by the next round's decision.
+//
+// A claim that replaces a grant naming the caller by name only (written
+// before a restore or a move) is made only once the caller's Machine, read
+// after the Cluster, is the caller's object: such a grant protects the
+// restored Machine of that name, and an object read before the restore
+// must never replace it with a grant to its own, stale, UID.
+func (a *acquisition) write(ctx context.Context, cm *corev1.ConfigMap, obs Observation, d Decision) (done bool, err error) {
+	token := ""
+	if d.Register == RegisterClaim {
+		if g := a.cl.Grant; g.Held() && obs.CallerLive != nil && g.Names(&a.cl, obs.CallerLive) && !g.Exact(&a.cl, obs.CallerLive) {
+			live, err := getMachine(ctx, a.l.reader, a.cl.APIVersion, a.cl.Namespace, a.m.Name)
+			if err != nil || !a.isCaller(live) {
+				return false, err
+			}
+		}
+		token = a.token()
+		live, gerr, merr := a.claimAndConfirm(ctx, a.cl, token)
+		switch {
+		case gerr != nil:
+			return false, a.registerError(gerr)
+		case merr != nil:
+			return false, merr
+		case !a.isCaller(live):
+			return false, nil
+		}
+	}
+	switch d.Action {
+	case ActionCreate:
+		_, err = createLock(ctx, a.l.client, a.cl, a.lockName, a.record(a.m, token))
+		a.noteLockWrite(err)
+	case ActionTakeOver:
+		_, err = rewriteLock(ctx, a.l.client, cm, a.cl, a.record(a.m, token))
+		a.noteLockWrite(err)
+	case ActionAdopt:
+		_, err = adoptLock(ctx, a.l.client, cm, a.cl)
+	}
+	if err != nil {
+		return false, fmt.Errorf("lock %s/%s: %s for machine %s: %w", a.cl.Namespace, a.lockName, d.Action, a.m.Name, err)
+	}
+	return true, nil
+}
+
+// fatal tells whether one of the errors of a round of writes is a refusal
+// that trying again will not change (a permission, say), rather than a
+// race lost or a failure whose outcome is unknown.
+func fatal(err error) bool {
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else {
+		errs = []error{err}
+	}
+	for _, e := range errs {
+		if definite(e) && !lostRace(e) {
+			return true
+		}
+	}
+	return false
+}
+
+// refused carries out a decision that does not grant the caller the lock:
+// the lock is given back to the Machine the register names when it was
+// lost, names a gone Machine or was written by this call, and a grant this
+// call recorded is withdrawn when that is safe. A write that fails is left:
+// the register decides, and the next call looks again; a withdrawal that
+// lost a race (raced) is decided again on a fresh read.
+func (a *acquisition) refused(ctx context.Context, cm *corev1.ConfigMap, obs Observation, d Decision) (Result, bool, error) {
+	// The lock was lost when it is missing, or when this call wrote it and
+	// now hands it to the granted one.
+	recreated := d.Action == ActionRecreate || (d.Action == ActionYield && obs.Lock != nil && obs.mine(obs.Lock.Record.Token))
+	res := Result{Holder: d.Holder, Verdict: d.Verdict, Action: d.Action, Recreated: recreated}
+	if raced, err := a.refuse(ctx, cm, obs, d); raced || err != nil {
+		return res, raced, err
+	}
+	switch {
+	case recreated:
+		a.l.event(a.clusterObj, corev1.EventTypeWarning, EventLockRecreated, "Recreated lost init lock %s for its granted holder %s; %s was refused", a.lockName, d.Holder, a.m.Name)
+	case d.Action == ActionYield:
+		a.l.event(a.clusterObj, corev1.EventTypeWarning, EventLockRecreated, "Init lock handed to its granted holder %s; %s was refused", d.Holder, a.m.Name)
+	}
+	return res, false, nil
+}
+
+// refuse makes the write of a refusal: the withdrawal of this call's grant,
+// or the lock handed to the Machine the register names (a decision never
+// asks for both). raced tells that the withdrawal lost a race: the register
+// changed since it was read (a claim of this call applied late, say).
+func (a *acquisition) refuse(ctx context.Context, cm *corev1.ConfigMap, obs Observation, d Decision) (raced bool, err error) {
+	if d.Register == RegisterWithdraw {
+		_, err := writeRegister(ctx, a.l.client, a.cl, releasedGrant(a.token(), a.l.clock.Now()))
+		switch {
+		case err == nil:
+			// The register holds a value no claim of this call tests.
+			a.claimUncertain = false
+		case lostRace(err):
+			return true, nil
+		default:
+			return false, fmt.Errorf("withdrawing the init-lock grant of machine %s from cluster %s/%s: %w", a.m.Name, a.cl.Namespace, a.cl.Name, err)
+		}
+	}
+	if d.Action != ActionRecreate && d.Action != ActionYield {
+		return false, nil
+	}
+	a.log.Info("The grant register names another machine, handing the lock to it", "holder", d.Holder)
+	rec := Record{Ref: Ref{MachineName: d.Holder, ClusterUID: a.cl.UID}, HandedOverBy: a.m.Name}
+	if obs.Granted != nil {
+		rec.MachineUID = obs.Granted.UID
+	}
+	if d.Action == ActionRecreate {
+		_, err = createLock(ctx, a.l.client, a.cl, a.lockName, rec)
+	} else {
+		_, err = rewriteLock(ctx, a.l.client, cm, a.cl, rec)
+	}
+	if err != nil && !lostRace(err) {
+		return false, fmt.Errorf("lock %s/%s: handing it to machine %s: %w", a.cl.Namespace, a.lockName, d.Holder, err)
+	}
+	return false, nil
+}
+
+// claim writes a grant for the caller with token into the register of cl,
+// as cl was read, and keeps the caller's Cluster object in step.
+func (a *acquisition) claim(ctx context.Context, cl Cluster, token string) error {
+	u, err := writeRegister(ctx, a.l.client, cl, newGrant(cl, a.m, token, a.l.clock.Now()))
+	switch {
+	case err == nil:
+		syncCaller(a.clusterObj, u)
+	case !definite(err):
+		a.claimUncertain = true
+	}
+	return err
+}
+
+func (a *acquisition) record(m Machine, token string) Record {
+	at := a.l.clock.Now().UTC().Truncate(time.Second)
+	return Record{Ref: refTo(a.cl, m), Token: token, AcquiredAt: &at}
+}
+
+// token returns a fresh token and remembers it as this call's.
+func (a *acquisition) token() string {
+	t := a.l.tokens()
+	a.tokens = append(a.tokens, t)
+	return t
+}
+
+// noteLockWrite remembers a write of the lock that may have been applied
+// unseen.
+func (a *acquisition) noteLockWrite(err error) {
+	if err != nil && !definite(err) {
+		a.uncertain = true
+	}
+}
+
+func (a *acquisition) registerError(err error) error {
+	if apierrors.IsForbidden(err) {
+		return fmt.Errorf("recording the init-lock grant of machine %s on cluster %s/%s: %w; the bootstrap provider needs \"get\" and \"patch\" on \"clusters.cluster.x-k8s.io\"", a.m.Name, a.cl.Namespace, a.cl.Name, err)
+	}
+	return fmt.Errorf("recording the init-lock grant of machine %s on cluster %s/%s: %w", a.m.Name, a.cl.Namespace, a.cl.Name, err)
+}
+
+func (a *acquisition) decisionError(obs Observation, d Decision) error {
+	cl := a.cl
+	switch {
+	case IsDamagedGrant(d.Err):
+		return &Error{Namespace: cl.Namespace, Name: cl.Name, Kind: "cluster", Err: d.Err,
+			Detail: "no machine can be granted the lock until it is repaired: once no machine of the cluster is running kubeadm init, run 'kubectl initlock release " + cl.Name + " -n " + cl.Namespace + " --force'"}
+	case errors.Is(d.Err, ErrClusterGone):
+		return &Error{Namespace: cl.Namespace, Name: cl.Name, Kind: "cluster", Err: d.Err,
+			Detail: "a lock is only granted for an existing Cluster; nothing was changed"}
+	case errors.Is(d.Err, ErrClusterPaused):
+		return pausedError(cl)
+	case errors.Is(d.Err, ErrStaleMachine):
+		return staleMachineError(a.m, obs.CallerLive, "nothing was granted: call again with the live Machine")
+	}
+	return lockError(cl.Namespace, a.lockName, d.Err)
+}
+
+// staleMachineError names the object passed and the live Machine.
+func staleMachineError(m Machine, live *Machine, what string) error {
+	liveDesc := "no Machine of that name exists"
+	if live != nil {
+		liveDesc = fmt.Sprintf("the live Machine of that name has UID %s", live.UID)
+	}
+	return &Error{Namespace: m.Namespace, Name: m.Name, Kind: "machine", Err: ErrStaleMachine,
+		Detail: fmt.Sprintf("the object passed has UID %s, but %s (deleted, created again, or restored from a backup); %s", m.UID, liveDesc, what)}
+}
+
+func (a *acquisition) acquired(action Action) {
+	l, m := a.l, a.m
+	switch action {
+	case ActionCreate:
+		l.event(a.clusterObj, corev1.EventTypeNormal, EventLockAcquired, "Machine %s acquired the init lock", m.Name)
+	case ActionTakeOver:
+		l.event(a.clusterObj, corev1.EventTypeNormal, EventLockTakenOver, "Machine %s took over the init lock", m.Name)
+	case ActionAdopt:
+		l.event(a.clusterObj, corev1.EventTypeNormal, EventLockAdopted, "Init lock re-adopted by cluster UID %s", a.cl.UID)
+	}
+	a.log.V(2).Info("Init lock acquired", "action", action)
+}
