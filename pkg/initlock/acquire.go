@@ -156,22 +156,30 @@ func (a *acquisition) noteFirstRead(obs Observation) {
 // must never replace it with a grant to its own, stale, UID.
 func (a *acquisition) write(ctx context.Context, cm *corev1.ConfigMap, obs Observation, d Decision) (done bool, err error) {
 	token := ""
+	if g := a.cl.Grant; d.Register == RegisterNone && g.Held() && obs.mine(g.Token) {
+		// Completing this call's claim: the lock carries its token.
+		token = g.Token
+	}
 	if d.Register == RegisterClaim {
+		var live *Machine
+		var gerr, merr error
 		if g := a.cl.Grant; g.Held() && obs.CallerLive != nil && g.Names(&a.cl, obs.CallerLive) && !g.Exact(&a.cl, obs.CallerLive) {
-			live, err := getMachine(ctx, a.l.reader, a.cl.APIVersion, a.cl.Namespace, a.m.Name)
-			if err != nil || !a.isCaller(live) {
-				return false, err
+			// The caller's Machine first, then the claim.
+			if live, merr = getMachine(ctx, a.l.reader, a.cl.APIVersion, a.cl.Namespace, a.m.Name); merr == nil && a.isCaller(live) {
+				token = a.token()
+				gerr = a.claim(ctx, a.cl, token)
 			}
+		} else {
+			token = a.token()
+			live, gerr, merr = a.claimAndConfirm(ctx, a.cl, token)
 		}
-		token = a.token()
-		live, gerr, merr := a.claimAndConfirm(ctx, a.cl, token)
 		switch {
-		case gerr != nil:
-			return false, a.registerError(gerr)
 		case merr != nil:
 			return false, merr
 		case !a.isCaller(live):
 			return false, nil
+		case gerr != nil:
+			return false, a.registerError(gerr)
 		}
 	}
 	switch d.Action {

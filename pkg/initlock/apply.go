@@ -67,7 +67,9 @@ func Confirm(ctx context.Context, live client.Reader, o Observation, d Decision,
 	if d.Action == ActionNone || o.Lock == nil || o.Lock.Problem != nil {
 		return o, d, nil
 	}
-	gv := capi.Group + "/" + capi.V1Beta2
+	// The version the observation was read in, which the server serves;
+	// never a default (a v1beta1-only server serves no v1beta2).
+	gv := o.APIVersion
 	if o.Cluster != nil {
 		gv = o.Cluster.APIVersion
 	}

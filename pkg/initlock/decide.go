@@ -160,6 +160,9 @@ type Observation struct {
 	Intent Intent
 	// ClusterName is the cluster the lock belongs to.
 	ClusterName string
+	// APIVersion is the Cluster API group/version the Cluster and the
+	// Machines were read in (Query.APIVersion); Confirm reads in it too.
+	APIVersion string
 	// Lock is the ConfigMap with the lock's name, or nil when there is none.
 	Lock *Lock
 	// Cluster is the Cluster, or nil when it does not exist. Its Grant is

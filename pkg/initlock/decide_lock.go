@@ -90,6 +90,17 @@ func decideLock(o Observation, d Decision) Decision {
 			d.Action = ActionAdopt
 		}
 		return d
+	case g == grantCaller && o.mine(o.Cluster.Grant.Token) && o.Cluster.Grant.Exact(o.Cluster, caller):
+		// This call's claim stands, for this very Cluster and Machine (its
+		// answer was lost, or the lock's write was): the call completes it,
+		// writing the lock with the claim's token. The claim tested the
+		// pause, and the read that shows it shows the Cluster unpaused.
+		d.Action = ActionTakeOver
+		if lk == lockMissing {
+			d.Action = ActionCreate
+		}
+		d.Acquired, d.Holder = true, caller.Name
+		return d
 	}
 	// Neither protection holds another existing Machine: claim the register
 	// and write the lock, both with a fresh token.

@@ -33,7 +33,8 @@ func From(r client.Reader) Source { return Source{Locks: r, Clusters: r, Machine
 type Query struct {
 	Namespace, ClusterName string
 	// APIVersion is the Cluster API group/version to read Clusters and
-	// Machines in; cluster.x-k8s.io/v1beta2 when empty.
+	// Machines in: one the API server serves (cluster.x-k8s.io/v1beta2 or
+	// cluster.x-k8s.io/v1beta1). It is required: no version is assumed.
 	APIVersion string
 	// Intent is set on the Observation.
 	Intent Intent
@@ -56,9 +57,10 @@ func Read(ctx context.Context, src Source, q Query) (Observation, *corev1.Config
 		return o, nil, err
 	}
 	gv := q.APIVersion
-	if gv == "" {
-		gv = capi.Group + "/" + capi.V1Beta2
+	if _, err := groupVersion(gv); err != nil {
+		return o, nil, err
 	}
+	o.APIVersion = gv
 	var (
 		cm                 *corev1.ConfigMap
 		cl                 *Cluster
@@ -161,15 +163,19 @@ func getConfigMap(ctx context.Context, r client.Reader, namespace, name string) 
 
 func getCluster(ctx context.Context, r client.Reader, gv, namespace, name string) (*Cluster, error) {
 	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(groupVersion(gv).WithKind(capi.ClusterKind))
-	err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, u)
+	v, err := groupVersion(gv)
+	if err != nil {
+		return nil, err
+	}
+	u.SetGroupVersionKind(v.WithKind(capi.ClusterKind))
+	err = r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, u)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, &ReadError{Kind: "cluster", Resource: "clusters", Group: capi.Group, Namespace: namespace, Name: name, Err: err}
 	}
-	u.SetGroupVersionKind(groupVersion(gv).WithKind(capi.ClusterKind))
+	u.SetGroupVersionKind(v.WithKind(capi.ClusterKind))
 	cl, err := ClusterFrom(u, nil)
 	if err != nil {
 		return nil, err
@@ -185,15 +191,19 @@ func getMachine(ctx context.Context, r client.Reader, gv, namespace, name string
 		return nil, nil
 	}
 	pom := &metav1.PartialObjectMetadata{}
-	pom.SetGroupVersionKind(groupVersion(gv).WithKind(capi.MachineKind))
-	err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pom)
+	v, err := groupVersion(gv)
+	if err != nil {
+		return nil, err
+	}
+	pom.SetGroupVersionKind(v.WithKind(capi.MachineKind))
+	err = r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pom)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, &ReadError{Kind: "machine", Resource: "machines", Group: capi.Group, Namespace: namespace, Name: name, Err: err}
 	}
-	pom.SetGroupVersionKind(groupVersion(gv).WithKind(capi.MachineKind))
+	pom.SetGroupVersionKind(v.WithKind(capi.MachineKind))
 	m, err := MachineFrom(pom, nil)
 	if err != nil {
 		return nil, err
@@ -201,12 +211,15 @@ func getMachine(ctx context.Context, r client.Reader, gv, namespace, name string
 	return &m, nil
 }
 
-func groupVersion(gv string) schema.GroupVersion {
+// groupVersion parses a Cluster API group/version. There is no default:
+// a management cluster may serve v1beta1 only, or v1beta2 only.
+func groupVersion(gv string) (schema.GroupVersion, error) {
 	v, err := schema.ParseGroupVersion(gv)
 	if err != nil || v.Version == "" || v.Group != capi.Group {
-		return schema.GroupVersion{Group: capi.Group, Version: capi.V1Beta2}
+		return schema.GroupVersion{}, fmt.Errorf("%q is not a Cluster API group/version: pass the version the API server serves, e.g. %s/%s or %s/%s",
+			gv, capi.Group, capi.V1Beta2, capi.Group, capi.V1Beta1)
 	}
-	return v
+	return v, nil
 }
 
 // ReadError is a failed read of one object. Err is the API error.

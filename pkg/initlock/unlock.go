@@ -122,7 +122,7 @@ func (r *release) run(ctx context.Context) error {
 		} else {
 			var err error
 			obs, cm, err = Read(ctx, From(r.l.reader), Query{Namespace: cl.Namespace, ClusterName: cl.Name,
-				APIVersion: cl.APIVersion, Intent: IntentUnlock})
+				APIVersion: cl.APIVersion, Intent: IntentUnlock, Caller: r.m})
 			if err != nil {
 				return fmt.Errorf("unlocking %s/%s: %w", cl.Namespace, lockName, err)
 			}

@@ -63,11 +63,11 @@ func (f *fixture) unchanged(t *testing.T) func(what string) {
 // released the new incarnation's grant and lock, so a second Machine got
 // them.
 //
-// What makes it safe now: Lock reads the caller's Machine live and refuses
-// an object whose UID is not the live one's (ErrStaleMachine) before it
-// writes anything, and the register and the lock name their Machine by
-// UID while the Cluster keeps the UID they were written under, so Unlock
-// with the stale object holds neither (ErrNotHolder).
+// What makes it safe now: Lock and Unlock read the caller's Machine live
+// and refuse an object whose UID is not the live one's (ErrStaleMachine):
+// Lock before it writes the lock, and withdrawing a claim it made for the
+// stale object; Unlock before it writes anything, reading the Machine
+// after the lock and the Cluster.
 func TestRegressionStaleMachineObject(t *testing.T) {
 	t.Run("Lock with the stale object is refused and displaces nothing", func(t *testing.T) {
 		f := newFixture(t)
@@ -84,9 +84,9 @@ func TestRegressionStaleMachineObject(t *testing.T) {
 			// lock ∥ GET Cluster ∥ GET m1.
 			{"cached with the old grant", cachedOld, 3, 0},
 			// The Cluster as the cache showed it before any grant: the free
-			// path's writes fail on the server (CREATE 409, claim 422), and
+			// path's claim fails on the server (422) and no lock is written;
 			// the live read refuses the stale object.
-			{"cached before any grant", cachedBefore, 4, 2},
+			{"cached before any grant", cachedBefore, 4, 1},
 		} {
 			f.counter.Reset()
 			res, err := f.locker.Lock(t.Context(), tc.cluster, stale)
@@ -117,11 +117,14 @@ func TestRegressionStaleMachineObject(t *testing.T) {
 
 		f.counter.Reset()
 		err := f.locker.Unlock(t.Context(), cachedOld, stale)
-		if !errors.Is(err, initlock.ErrNotHolder) {
-			t.Fatalf("Unlock(stale m1) error = %v, want ErrNotHolder", err)
+		if !errors.Is(err, initlock.ErrStaleMachine) {
+			t.Fatalf("Unlock(stale m1) error = %v, want ErrStaleMachine", err)
 		}
-		// GET lock ∥ GET Cluster; nothing written.
-		f.counts(t, "Unlock(stale m1)", 2, 0)
+		if msg := err.Error(); !strings.Contains(msg, string(stale.GetUID())) || !strings.Contains(msg, string(live.GetUID())) {
+			t.Errorf("error %q does not name both UIDs", msg)
+		}
+		// GET lock ∥ GET Cluster; GET m1; nothing written.
+		f.counts(t, "Unlock(stale m1)", 3, 0)
 		same("Unlock(stale m1)")
 
 		res, err := f.locker.Lock(t.Context(), f.get(f.cluster), m2)

@@ -10,79 +10,94 @@ import (
 )
 
 // TestRegressionLateWithdrawal: the holder's Unlock timed out on the
-// client while its withdrawal of the grant and its delete of the lock were
-// still on their way; the server applies them later. An earlier Lock, the
+// client while its withdrawal of the grant, or its delete of the lock, was
+// still on its way; the server applies it later. An earlier Lock, the
 // holder's next call, confirmed its grant live without writing, and the
 // late withdrawal then emptied that grant: a second Machine found an empty
 // register and took over.
 //
 // What makes it safe now: Unlock first retires the grant (a new token for
 // the same Machine) and withdraws only that retired value, with a
-// compare-and-swap. A Lock relies on a grant without writing only when the
-// register and the lock carry the same token, which a retired grant never
-// does, so the holder's next Lock claims the register again with a fresh
-// token; the late withdrawal's test of the retired value then fails (422)
-// and the late delete's resourceVersion precondition fails (409).
+// compare-and-swap, and deletes the lock only once the withdrawal is
+// written. A Lock relies on a grant without writing only when the register
+// and the lock carry the same token, which a retired grant never does, so
+// the holder's next Lock claims the register again with a fresh token; the
+// late withdrawal's test of the retired value then fails (422), and a late
+// delete's resourceVersion precondition fails (409) once the lock is
+// written again.
 func TestRegressionLateWithdrawal(t *testing.T) {
-	f := newFixture(t)
-	m1, m2 := f.machine("m1"), f.machine("m2")
-	f.mustLock(m1)
-	first, _, _ := f.lockRecord(t)
+	for _, tc := range []struct {
+		name string
+		// held tells which write of the Unlock is held back.
+		held func(w write) bool
+		// unlockWrites are the Unlock's writes that reach the server;
+		// lockReads and lockWrites the holder's next Lock's requests.
+		unlockWrites, lockReads, lockWrites int
+		// late is the answer the held write must get once sent.
+		late func(error) bool
+	}{{
+		// GET lock ∥ GET Cluster; GET m1; PATCH retire; PATCH withdraw,
+		// held back. The next Lock: GET lock ∥ GET Cluster ∥ GET m1; PATCH
+		// claim ∥ GET m1; PATCH lock.
+		name: "withdrawal", held: write.withdrawal, unlockWrites: 1, lockReads: 4, lockWrites: 2, late: apierrors.IsInvalid,
+	}, {
+		// GET lock ∥ GET Cluster; GET m1; PATCH retire; PATCH withdraw;
+		// DELETE, held back. The next Lock (free path): PATCH claim ∥ GET
+		// m1; CREATE (409); GET lock ∥ GET Cluster ∥ GET m1; PATCH lock
+		// with the claim's token.
+		name: "delete", held: func(w write) bool { return w.verb == "delete" }, unlockWrites: 2, lockReads: 4, lockWrites: 3, late: apierrors.IsConflict,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			m1, m2 := f.machine("m1"), f.machine("m2")
+			f.mustLock(m1)
+			first, _, _ := f.lockRecord(t)
 
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	fl := f.withFaults(t, func(w write) (outcome, error) {
-		if w.withdrawal() || w.verb == "delete" {
-			// The caller's deadline passes while the request is on its way.
-			cancel()
-			return hold, timedOut
-		}
-		return pass, nil
-	})
-	f.counter.Reset()
-	if err := f.locker.Unlock(ctx, f.cluster, m1); err == nil {
-		t.Fatal("Unlock(m1) succeeded, want the timeout")
-	}
-	// GET lock ∥ GET Cluster; PATCH retire; PATCH withdraw ∥ DELETE, both
-	// held back: they have not reached the server yet.
-	f.counts(t, "Unlock(m1)", 2, 1)
-	if len(fl.held) != 2 {
-		t.Fatalf("%d writes held back, want the withdrawal and the delete", len(fl.held))
-	}
-	retired := f.grant()
-	if !retired.Held() || retired.MachineName != "m1" || retired.Token == first.Token {
-		t.Fatalf("register = %s, want m1's grant retired under a new token", retired.Raw())
-	}
-
-	// The holder's next Lock: its Cluster object shows the retired grant.
-	res, err := f.locker.Lock(t.Context(), f.cluster, m1)
-	expectAcquired(t, "m1", res, err)
-	// GET lock ∥ GET Cluster ∥ GET m1; PATCH claim ∥ PATCH lock: the
-	// retired grant and the lock carry different tokens, so it writes.
-	f.counts(t, "Lock(m1) after the timed-out Unlock", 3, 2)
-	f.expectHeld(t, "m1")
-
-	// Now the server applies the withdrawal and the delete.
-	writes := fl.held
-	for i, err := range fl.late(t.Context()) {
-		switch writes[i].verb {
-		case "patch":
-			if !apierrors.IsInvalid(err) {
-				t.Errorf("late withdrawal: %v, want 422 (its test of the retired grant fails)", err)
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			fl := f.withFaults(t, func(w write) (outcome, error) {
+				if tc.held(w) {
+					// The caller's deadline passes while the request is on its way.
+					cancel()
+					return hold, timedOut
+				}
+				return pass, nil
+			})
+			f.counter.Reset()
+			if err := f.locker.Unlock(ctx, f.cluster, m1); err == nil {
+				t.Fatal("Unlock(m1) succeeded, want the timeout")
 			}
-		case "delete":
-			if !apierrors.IsConflict(err) {
-				t.Errorf("late delete: %v, want 409 (its resourceVersion precondition fails)", err)
+			f.counts(t, "Unlock(m1)", 3, tc.unlockWrites)
+			if len(fl.held) != 1 {
+				t.Fatalf("attack not exercised: %d writes held back, want the %s", len(fl.held), tc.name)
 			}
-		}
-	}
-	f.expectHeld(t, "m1")
+			if g := f.grant(); g.Token == first.Token {
+				t.Fatalf("register = %s, want m1's grant retired under a new token, or withdrawn", g.Raw())
+			}
 
-	f.counter.Reset()
-	res, err = f.locker.Lock(t.Context(), f.get(f.cluster), m2)
-	expectRefused(t, "m2", res, err, "m1")
-	f.counts(t, "Lock(m2)", 4, 0)
-	f.expectHeld(t, "m1")
+			// The holder's next Lock: its Cluster object shows what the
+			// Unlock wrote.
+			f.counter.Reset()
+			res, err := f.locker.Lock(t.Context(), f.cluster, m1)
+			expectAcquired(t, "m1", res, err)
+			f.counts(t, "Lock(m1) after the timed-out Unlock", tc.lockReads, tc.lockWrites)
+			f.expectHeld(t, "m1")
+
+			// Now the server applies the held write.
+			for _, err := range fl.late(t.Context()) {
+				if !tc.late(err) {
+					t.Errorf("late %s: %v, want its precondition to fail", tc.name, err)
+				}
+			}
+			f.expectHeld(t, "m1")
+
+			f.counter.Reset()
+			res, err = f.locker.Lock(t.Context(), f.get(f.cluster), m2)
+			expectRefused(t, "m2", res, err, "m1")
+			f.counts(t, "Lock(m2)", 4, 0)
+			f.expectHeld(t, "m1")
+		})
+	}
 }
 
 // TestRegressionLateClaimLeavesNoPhantomGrant: a Lock whose claim timed

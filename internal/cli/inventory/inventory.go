@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"fmt"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -68,7 +69,7 @@ type key struct{ namespace, name string }
 // manager and the library observe it, from a snapshot of what was listed.
 func Gather(ctx context.Context, c Reader, opts Options) (*Inventory, error) {
 	if opts.CAPIVersion == "" {
-		opts.CAPIVersion = capi.V1Beta2
+		return nil, fmt.Errorf("listing init locks: no Cluster API version given: discover the one the API server serves (capi.Discover)")
 	}
 	if opts.PageSize == 0 {
 		opts.PageSize = DefaultPageSize

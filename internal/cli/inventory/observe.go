@@ -3,6 +3,7 @@ package inventory
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/initlock/initlock/internal/capi"
 	"github.com/initlock/initlock/pkg/initlock"
@@ -15,7 +16,7 @@ import (
 // must be a valid cluster name.
 func Observe(ctx context.Context, c Reader, version, namespace, clusterName string) (Entry, error) {
 	if version == "" {
-		version = capi.V1Beta2
+		return Entry{}, fmt.Errorf("observing the init lock of cluster %s/%s: no Cluster API version given: discover the one the API server serves (capi.Discover)", namespace, clusterName)
 	}
 	return observe(ctx, initlock.From(c), version, namespace, clusterName)
 }

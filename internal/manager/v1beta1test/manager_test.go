@@ -11,6 +11,7 @@ import (
 	"github.com/initlock/initlock/internal/capi"
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/manager/managertest"
+	"github.com/initlock/initlock/pkg/initlock"
 )
 
 var env *kubeenv.Env
@@ -76,5 +77,42 @@ func TestV1Beta1Only(t *testing.T) {
 	}
 	if n := rm.Counter.Writes("configmaps", ns); n != 1 {
 		t.Fatalf("configmap writes = %d, want 1:\n%s", n, rm.Counter)
+	}
+}
+
+// TestV1Beta1OrphanCollected: on a management cluster that serves only
+// v1beta1, an orphan lock (its Cluster absent) is marked and, once its
+// holder is gone too, collected: the live confirmations read the Cluster
+// and the holder in v1beta1, the version the server serves, never in a
+// default version it does not serve.
+func TestV1Beta1OrphanCollected(t *testing.T) {
+	ns := env.Namespace(t)
+	c := env.Client
+	machine := managertest.CreateMachine(t, c, v, ns, "gone", "gone-cp-0")
+	managertest.Create(t, c, kubeenv.NewLock(ns, "gone", "gone-cp-0", nil))
+	opts := managertest.Options(ns)
+	opts.OrphanGrace, opts.OrphanSettle = 2*time.Second, 0
+	rm := managertest.Start(t, env.Config, opts)
+
+	kubeenv.Eventually(t, 20*time.Second, func() error {
+		cm, err := managertest.GetLock(t, c, ns, "gone")
+		if err != nil {
+			return err
+		}
+		if _, ok := cm.Annotations[initlock.ClusterAbsentAnnotation]; !ok {
+			return fmt.Errorf("lock not marked yet")
+		}
+		return nil
+	})
+	kubeenv.DeleteAndWait(t, c, machine)
+	kubeenv.Eventually(t, 20*time.Second, managertest.LockGone(t, c, ns, "gone"))
+	managertest.EventOn(t, c, ns, "OrphanLockCollected", "ConfigMap", "gone-lock")
+	if n := rm.Counter.Writes("configmaps", ns); n != 2 {
+		t.Fatalf("configmap writes = %d, want 2 (the mark, the delete):\n%s", n, rm.Counter)
+	}
+	// Every read of Cluster API objects was in v1beta1: none was refused
+	// as a kind the server does not serve.
+	if n := rm.Counter.Count("clusters", ns, "get"); n == 0 {
+		t.Fatalf("no live read of the Cluster: the collection was not confirmed:\n%s", rm.Counter)
 	}
 }
