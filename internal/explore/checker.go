@@ -95,6 +95,9 @@ type checker struct {
 	// prev maps the UID of a Machine a restore created to the UID of the
 	// Machine it restored: the same Machine.
 	prev map[types.UID]types.UID
+	// operatorNeeded tells that the execution ended in a state only an
+	// operator can resolve (the liveness probe's documented exception).
+	operatorNeeded bool
 }
 
 type call struct {

@@ -163,6 +163,9 @@ type Result struct {
 	// Truncated counts the executions cut at MaxSteps; Complete tells that
 	// none was, so that every execution ran to its end.
 	Truncated int
+	// OperatorNeeded counts the executions that ended in a state only an
+	// operator can resolve (a conflict a restore brought back).
+	OperatorNeeded int
 	// Stopped tells that Scenario.Stop ended the exploration before it
 	// was complete: nothing is proved then.
 	Stopped bool
@@ -189,6 +192,9 @@ func (r Result) String() string {
 	s := fmt.Sprintf("%s: %d states, %d executions, deepest %d steps", r.Scenario, r.States, r.Executions, r.Deepest)
 	if r.Truncated > 0 {
 		s += fmt.Sprintf(", %d executions cut at the step bound", r.Truncated)
+	}
+	if r.OperatorNeeded > 0 {
+		s += fmt.Sprintf(", %d ending in a conflict for an operator", r.OperatorNeeded)
 	}
 	if r.Stopped {
 		s += ", stopped by its time budget before the end (incomplete)"
@@ -269,6 +275,9 @@ func (x *explorer) execute(prefix []int) {
 		if len(opts) == 0 {
 			if s.liveness(ctx); s.checker.violation != nil {
 				x.found(*s.checker.violation, append(s.trace, "every actor is done: "+s.checker.violation.Detail))
+			}
+			if s.checker.operatorNeeded {
+				x.res.OperatorNeeded++
 			}
 			return
 		}

@@ -2,6 +2,7 @@ package manager_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -344,5 +345,43 @@ func TestDeletingClusterReleasesUnownedLock(t *testing.T) {
 		if err := env.Client.Update(t.Context(), cluster); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestConflictWarning: the lock and the Cluster's grant register name two
+// existing Machines (a restore from a backup taken while two calls were in
+// flight can leave them so). Only a person can tell which one, if any,
+// runs kubeadm init: the manager writes nothing and says so once, with a
+// LockConflict warning on the Cluster.
+func TestConflictWarning(t *testing.T) {
+	ns := env.Namespace(t)
+	cluster := createCluster(t, v, ns, "x", func(u *unstructured.Unstructured) {
+		u.SetAnnotations(map[string]string{initlock.GrantAnnotation: `{"machineName":"x-cp-1","token":"t1"}`})
+	})
+	createMachine(t, v, ns, "x", "x-cp-0")
+	createMachine(t, v, ns, "x", "x-cp-1")
+	cm := lockFor(ns, "x", "x-cp-0", cluster)
+	create(t, cm)
+	rm := startManager(t, env.Config, testOptions(ns))
+
+	e := managertest.EventOn(t, env.Client, ns, "LockConflict", "Cluster", "x")
+	if !strings.Contains(e.Note, "x-cp-0") || !strings.Contains(e.Note, "x-cp-1") || !strings.Contains(e.Note, "kubectl initlock release") {
+		t.Errorf("LockConflict note %q does not name both Machines and the way out", e.Note)
+	}
+	kubeenv.Consistently(t, 2*time.Second, func() error {
+		if n := len(events(t, ns, "LockConflict")); n != 1 {
+			return fmt.Errorf("%d LockConflict events, want 1", n)
+		}
+		return nil
+	})
+	got, err := getLock(t, ns, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ResourceVersion != cm.ResourceVersion {
+		t.Fatalf("the lock in conflict was written: resourceVersion %s, created as %s", got.ResourceVersion, cm.ResourceVersion)
+	}
+	if n := rm.Counter.Writes("configmaps", ""); n != 0 {
+		t.Fatalf("configmap writes = %d, want 0:\n%s", n, rm.Counter)
 	}
 }

@@ -44,10 +44,17 @@
 // Identity is by UID. A record and a grant name their Machine by name, and,
 // while the Cluster keeps the UID they were written under, by the Machine's
 // UID too (Ref.Names); after a restore or a move (new UIDs) they name it by
-// name. Lock reads the caller's Machine live and refuses a Machine object
-// whose UID is not the live one's (ErrStaleMachine): a stale object of a
-// Machine deleted and created again under its name is never granted the
-// lock, and Unlock releases only the exact Machine's grant and lock.
+// name, and then only by the live incarnation of that Machine, never by an
+// object carrying an earlier UID. Lock and Unlock read the caller's Machine
+// live and refuse a Machine object whose UID is not the live one's
+// (ErrStaleMachine): a stale object of a Machine deleted and created again,
+// or restored, is never granted the lock and never releases it. The read
+// that confirms the caller comes after the read of the Cluster it is
+// decided against (Unlock reads the lock and the Cluster, then the
+// Machine; Lock reads the Machine again with its claim), so that a restore
+// between two requests shows the caller's object as stale, and a restore
+// after them makes every write fail its preconditions. Unlock also refuses
+// a Cluster object that is not the live Cluster (ErrStaleCluster).
 //
 // # Tokens and preconditions
 //
@@ -65,28 +72,35 @@
 //	rewrite or adopt the lock     resourceVersion read (409 on any change)
 //	delete the lock               UID and resourceVersion read
 //
+// No write races the pause test: the lock is written only once the claim
+// that tests the pause is written, never in parallel with it, and Lock
+// never deletes a lock; a Lock whose view is unpaused while the Cluster is
+// paused live writes nothing.
+//
 // A grant is withdrawn by the call that claimed it only when no lock write
 // of that call may still land (Observation.Uncertain); otherwise it stays,
 // naming the caller, and is released by the caller's Unlock or ends with
 // its Machine. A refused call whose claim's answer was lost, and that does
 // not see the claim in the register, fences the register (a release
-// written against the value read), so that the claim, applied late, fails. Unlock first retires the grant (a new token for the same
-// Machine, so that no earlier acquisition is relied on while the release is
-// under way), then withdraws it and deletes the lock, in parallel.
+// written against the value read), so that the claim, applied late, fails.
+// Unlock first retires the grant (a new token for the same Machine, so
+// that no earlier acquisition is relied on while the release is under
+// way), then withdraws it, then deletes the lock.
 //
 // # What backs each "Acquired: true"
 //
 //	path                            the server-side facts
-//	free Lock (CREATE ∥ PATCH ∥ GET) the lock did not exist (create), the register
-//	                                was empty and the Cluster unpaused with the UID
-//	                                read (the claim's tests), the caller's Machine
-//	                                is live with its UID (GET)
+//	free Lock (PATCH ∥ GET, CREATE) the register was empty and the Cluster unpaused
+//	                                with the UID read (the claim's tests), the
+//	                                caller's Machine is live with its UID (GET),
+//	                                then the lock did not exist (create)
 //	healthy re-Lock (3 GETs)        live reads of the lock, the Cluster and the
 //	                                Machine show both protections naming the caller
 //	                                exactly, with one token
-//	claim and write (settle)        the claim's tests against the value read live,
-//	                                and the lock's create or resourceVersion, both
-//	                                with the claim's fresh token
+//	claim, then write (settle)      the claim's tests against the value read live,
+//	                                the caller's Machine read after that Cluster,
+//	                                then the lock's create or resourceVersion, with
+//	                                the claim's fresh token
 //
 // No answer relies on the Cluster or Machine objects the caller passes,
 // which may come from a lagging informer cache: they only choose the first
@@ -98,22 +112,24 @@
 // are creates, patches and deletes, a failed one included):
 //
 //	path                                              reads  writes
-//	free Lock                                         1      2 (create ∥ claim)
+//	free Lock                                         1      2 (claim, then create)
 //	healthy re-Lock by the holder                     3      0
-//	re-adoption after a restore                       3      1
+//	re-adoption (owner reference stripped)            3      1
+//	the holder after a restore                        4      2 (claim, then rewrite)
 //	held by another Machine with a grant              4      0
 //	held by an upstream lock, caller refused          5      3 (claim withdrawn)
-//	take-over from a Machine that is gone             5      4
-//	Unlock                                            2      3 (retire; withdraw ∥ delete)
+//	take-over from a Machine that is gone             5      3
+//	Unlock                                            3      3 (retire, withdraw, delete)
 //
 // # What it does not guarantee
 //
 //   - Safety is proved by internal/explore for the real Lock, Unlock and the
 //     manager's lock reconciler against a model API server, exhaustively up
 //     to bounds: two or three Machines, one or two attempts each, up to two
-//     faulty writes (applied late, failed, answer lost, refused), up to two
-//     adversary events with at most one protection lost, caches one to
-//     three versions behind. docs/design.md lists the scenarios, the states
+//     faulty writes (applied late, failed, answer lost, refused), up to
+//     three adversary events (a backup and a restore of the namespace among
+//     them) with at most one protection lost, caches one to three versions
+//     behind. docs/design.md lists the scenarios, the states
 //     explored and the bound. Beyond the bounds it is argued, not proved.
 //   - Losing both protections at once (the ConfigMap deleted and the
 //     Cluster restored from a backup older than the grant) leaves nothing
@@ -129,10 +145,11 @@
 //     a caller of this package never takes them while their holder exists.
 //   - A register holding something else than a grant record refuses every
 //     caller (ErrCorruptLock) until an operator releases it.
-//   - While a Cluster is paused, Lock writes nothing to it and returns
-//     ErrClusterPaused: objects arrive in any order during restore and move.
-//     A free path that meets a Cluster paused live, behind an unpaused view,
-//     deletes the lock it created (UID and resourceVersion preconditions).
+//   - While a Cluster is paused, Lock writes nothing to it or its lock and
+//     returns ErrClusterPaused: objects arrive in any order during restore
+//     and move. A pause that lands after a claim was written, before the
+//     lock's write, does not stop that write (as a controller's reconcile
+//     in flight finishes); the call then holds the lock.
 //   - A caller whose claim's outcome is unknown, and whose lock write may
 //     still land, keeps its grant when refused; it ends with the caller's
 //     Unlock or its Machine, and blocks others until then.

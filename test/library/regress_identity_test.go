@@ -135,3 +135,60 @@ func TestRegressionStaleMachineObject(t *testing.T) {
 		f.expectHeld(t, "m1")
 	})
 }
+
+// TestRegressionStaleCallerLeavesNothing: with an empty register, Lock
+// with a stale Machine object (deleted and created again since) wrote a
+// grant and a lock for the stale UID before it refused the caller; and an
+// Unlock refused because the lock names another incarnation of the same
+// name said "held by m1, not m1".
+//
+// What makes it safe now: the lock is written only once the caller's
+// Machine, read with the claim, is the caller's object, and a claim made
+// for a stale object is withdrawn before the call returns; the refusal
+// names both UIDs.
+func TestRegressionStaleCallerLeavesNothing(t *testing.T) {
+	t.Run("Lock with an empty register", func(t *testing.T) {
+		f := newFixture(t)
+		stale := f.machine("m1")
+		kubeenv.DeleteAndWait(t, env.Client, stale.DeepCopy())
+		live := f.create(kubeenv.NewMachine(capi.V1Beta2, f.ns, "c1", "m1"))
+
+		f.counter.Reset()
+		res, err := f.locker.Lock(t.Context(), f.cluster, stale)
+		if !errors.Is(err, initlock.ErrStaleMachine) || res.Acquired {
+			t.Fatalf("Lock(stale m1) = %+v, %v; want ErrStaleMachine", res, err)
+		}
+		if msg := err.Error(); !strings.Contains(msg, string(stale.GetUID())) || !strings.Contains(msg, string(live.GetUID())) {
+			t.Errorf("error %q does not name both UIDs", msg)
+		}
+		// PATCH claim ∥ GET m1 (another UID); GET lock ∥ GET Cluster ∥ GET
+		// m1; PATCH register (the claim withdrawn). No lock write.
+		f.counts(t, "Lock(stale m1)", 4, 2)
+		if cm := f.tryLockCM(); cm != nil {
+			t.Errorf("a lock was left behind: %s", cm.Data[initlock.DataKey])
+		}
+		if g := f.grant(); g.Held() {
+			t.Errorf("a grant was left behind: %s", g.Raw())
+		}
+		res, err = f.locker.Lock(t.Context(), f.get(f.cluster), live)
+		expectAcquired(t, "m1", res, err)
+		f.expectHeld(t, "m1")
+	})
+
+	t.Run("Unlock of another incarnation's lock names both UIDs", func(t *testing.T) {
+		f := newFixture(t)
+		old := f.machine("m1")
+		f.mustLock(old)
+		kubeenv.DeleteAndWait(t, env.Client, old.DeepCopy())
+		live := f.create(kubeenv.NewMachine(capi.V1Beta2, f.ns, "c1", "m1"))
+		same := f.unchanged(t)
+		err := f.locker.Unlock(t.Context(), f.get(f.cluster), live)
+		if !errors.Is(err, initlock.ErrNotHolder) {
+			t.Fatalf("Unlock(new m1) = %v, want ErrNotHolder: the lock names the deleted incarnation", err)
+		}
+		if msg := err.Error(); !strings.Contains(msg, string(old.GetUID())) || !strings.Contains(msg, string(live.GetUID())) {
+			t.Errorf("error %q does not name both UIDs", msg)
+		}
+		same("Unlock(new m1)")
+	})
+}

@@ -1,10 +1,13 @@
 package library_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/initlock/initlock/internal/capi"
 	"github.com/initlock/initlock/internal/kubeenv"
@@ -73,6 +76,107 @@ func TestRegressionPausedLiveFreePath(t *testing.T) {
 			res, err = f.locker.Lock(t.Context(), f.get(f.cluster), m2)
 			expectAcquired(t, "m2", res, err)
 			f.expectHeld(t, "m2")
+		})
+	}
+}
+
+// pauseAtClaim returns a Locker whose client pauses the Cluster (as an
+// operator, with spec.paused) just before the first claim of the grant
+// register reaches the server: the pause lands while the Lock is in
+// flight, after its live read. paused counts the pauses made.
+func (f *fixture) pauseAtClaim(t *testing.T) (*initlock.Locker, *int) {
+	t.Helper()
+	base, err := client.NewWithWatch(f.counter.CountingConfig(env.Config), client.Options{Scheme: kubeenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	c := interceptor.NewClient(base, interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+			if obj.GetObjectKind().GroupVersionKind().Kind == "Cluster" && n == 0 {
+				n++
+				f.update(kubeenv.Paused)
+			}
+			return c.Patch(ctx, obj, p, opts...)
+		},
+	})
+	return initlock.New(c), &n
+}
+
+// TestRegressionPauseDuringLock: a Lock is in flight (it read everything
+// live, unpaused) when the Cluster is paused. An earlier Lock sent the
+// register's claim and the lock's rewrite in parallel; only the claim
+// tests the pause, so it failed (422) while the rewrite landed, and the
+// next round, reading the Cluster paused, found "the lock carries my
+// token, the register none of mine" and deleted a lock that had named the
+// caller before the call began. With one protection already lost, a
+// second Machine was then granted the lock while the first existed.
+//
+// What makes it safe now: the lock is written only once the claim is,
+// and a Lock call never deletes a lock: here the claim fails, nothing
+// else is written, and the lock that named m1 still stands.
+func TestRegressionPauseDuringLock(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// setup leaves a lock naming m1, and returns what m1's provider
+		// passes to Lock.
+		setup func(t *testing.T, f *fixture, m1 *unstructured.Unstructured) *unstructured.Unstructured
+	}{{
+		name: "m1's lock deleted and recreated for it by a refused caller",
+		setup: func(t *testing.T, f *fixture, m1 *unstructured.Unstructured) *unstructured.Unstructured {
+			f.mustLock(m1)
+			if err := env.Client.Delete(t.Context(), f.lockCM()); err != nil {
+				t.Fatal(err)
+			}
+			if res := f.mustLock(f.machine("m3")); res.Acquired || !res.Recreated {
+				t.Fatalf("Lock(m3) = %+v, want refused, the lock recreated for m1", res)
+			}
+			return f.get(f.cluster)
+		},
+	}, {
+		name: "the register lost (annotation edited away)",
+		setup: func(t *testing.T, f *fixture, m1 *unstructured.Unstructured) *unstructured.Unstructured {
+			f.mustLock(m1)
+			return f.update(func(u *unstructured.Unstructured) { u.SetAnnotations(nil) })
+		},
+	}, {
+		name: "a lock written by stock CABPK for m1",
+		setup: func(t *testing.T, f *fixture, m1 *unstructured.Unstructured) *unstructured.Unstructured {
+			f.upstreamLock("m1", f.clusterRef())
+			return f.get(f.cluster)
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			m1, m2 := f.machine("m1"), f.machine("m2")
+			view := tc.setup(t, f, m1)
+			before := f.lockCM()
+			if f.lockHolder() != "m1" {
+				t.Fatalf("lock held by %s before the call, want m1", f.lockHolder())
+			}
+
+			locker, paused := f.pauseAtClaim(t)
+			res, err := locker.Lock(t.Context(), view, m1)
+			if *paused != 1 {
+				t.Fatalf("attack not exercised: %d pauses while the Lock was in flight", *paused)
+			}
+			if !errors.Is(err, initlock.ErrClusterPaused) || res.Acquired {
+				t.Fatalf("Lock(m1) with a pause in flight = %+v, %v; want ErrClusterPaused", res, err)
+			}
+			after := f.tryLockCM()
+			if after == nil {
+				t.Fatal("the lock that named m1 before the call was deleted")
+			}
+			if after.UID != before.UID || after.ResourceVersion != before.ResourceVersion {
+				t.Errorf("the lock was written while the Cluster was paused: resourceVersion %s, was %s", after.ResourceVersion, before.ResourceVersion)
+			}
+
+			f.update(func(u *unstructured.Unstructured) { unstructured.RemoveNestedField(u.Object, "spec", "paused") })
+			res, err = f.locker.Lock(t.Context(), f.get(f.cluster), m2)
+			expectRefused(t, "m2", res, err, "m1")
+			res, err = f.locker.Lock(t.Context(), f.get(f.cluster), m1)
+			expectAcquired(t, "m1", res, err)
+			f.expectHeld(t, "m1")
 		})
 	}
 }

@@ -33,7 +33,7 @@ var (
 	})
 	warningsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "initlock_lock_warnings_total",
-		Help: "Warning events emitted, by reason (CorruptLock, ForeignConfigMap).",
+		Help: "Warning events emitted, by reason (CorruptLock, ForeignConfigMap, LockConflict).",
 	}, []string{"reason"})
 	eventsDroppedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "initlock_events_dropped_total",
@@ -72,7 +72,7 @@ func registerMetrics() {
 		for _, r := range []string{initlock.ReasonInitialized, initlock.ReasonClusterDeleting} {
 			releasesTotal.WithLabelValues(r)
 		}
-		for _, r := range []string{ReasonCorruptLock, ReasonForeignConfigMap} {
+		for _, r := range []string{ReasonCorruptLock, ReasonForeignConfigMap, ReasonLockConflict} {
 			warningsTotal.WithLabelValues(r)
 		}
 		for _, r := range []string{ReasonLockAdopted, ReasonLockReleased, ReasonOrphanLockCollected} {

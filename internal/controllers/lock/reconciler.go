@@ -32,6 +32,7 @@ const (
 	ReasonOrphanLockCollected = "OrphanLockCollected"
 	ReasonCorruptLock         = "CorruptLock"
 	ReasonForeignConfigMap    = "ForeignConfigMap"
+	ReasonLockConflict        = "LockConflict"
 )
 
 const (
@@ -224,7 +225,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case d.Err != nil:
 		return ctrl.Result{}, fmt.Errorf("deciding on lock %s: %w", lockKey, d.Err)
 	}
-	m.warned = ""
+	if d.Verdict == initlock.VerdictConflict {
+		// Only a person can resolve it: say so once per version of the lock.
+		r.warn(m, clusterObj, cm, ReasonLockConflict, fmt.Errorf("the lock names machine %s, the Cluster's grant register machine %s",
+			obs.Lock.Record.MachineName, obs.Cluster.Grant.MachineName))
+	} else {
+		m.warned = ""
+	}
 
 	if d.Verdict != initlock.VerdictOrphan {
 		m.orphanUID, m.orphanSince = "", time.Time{}
@@ -342,6 +349,10 @@ func (r *Reconciler) warn(m *memo, clusterObj *unstructured.Unstructured, cm *co
 	case ReasonForeignConfigMap:
 		r.event(regarding, related, corev1.EventTypeWarning, reason, "Inspect",
 			"ConfigMap %s has the name of the cluster's init lock but is not a lock (%v); it is left untouched: rename or remove it", cm.Name, problem)
+	case ReasonLockConflict:
+		r.event(regarding, related, corev1.EventTypeWarning, reason, "Inspect",
+			"Init lock %s is in conflict (%v): no Machine is granted it until one of them is gone or the control plane is initialised; "+
+				"once you know which Machine runs kubeadm init, if any, release it with kubectl initlock release", cm.Name, problem)
 	default:
 		r.event(regarding, related, corev1.EventTypeWarning, reason, "Inspect",
 			"Init lock %s cannot be read (%v); it is left untouched: repair it or release it with kubectl initlock", cm.Name, problem)

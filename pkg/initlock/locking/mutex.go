@@ -66,8 +66,10 @@ func (m *ControlPlaneInitMutex[C, M]) Lock(ctx context.Context, cluster C, machi
 // join path and its failed-init path mean it (initlock.AnyHolder). It is
 // true when the lock is released or was already gone, and false on every
 // error, logged: in particular it never deletes a ConfigMap of the lock's
-// name that is not an init lock (initlock.ErrNotALock), and writes nothing
-// while the Cluster is paused.
+// name that is not an init lock (initlock.ErrNotALock), releases nothing
+// with a Cluster object that is not the live Cluster (one read before a
+// restore or a move: initlock.ErrStaleCluster), and writes nothing while
+// the Cluster is paused.
 func (m *ControlPlaneInitMutex[C, M]) Unlock(ctx context.Context, cluster C) bool {
 	log := logger(ctx, cluster)
 	err := m.locker.Unlock(ctx, cluster, nil, initlock.AnyHolder())
@@ -78,6 +80,8 @@ func (m *ControlPlaneInitMutex[C, M]) Unlock(ctx context.Context, cluster C) boo
 		log.V(4).Info("Cluster is paused, not releasing the init lock")
 	case errors.Is(err, initlock.ErrNotALock):
 		log.Error(err, "Refusing to release a ConfigMap that is not an init lock")
+	case errors.Is(err, initlock.ErrStaleCluster):
+		log.Error(err, "Refusing to release the init lock with a Cluster object of another incarnation")
 	default:
 		log.Error(err, "Failed to release the init lock")
 	}
