@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -93,6 +94,35 @@ var scripts = map[string][]step{
 		}},
 		{"delete a missing lock", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
 	},
+	"protected lock": {
+		{"create the lock", func(ctx context.Context, b *backend) error { return b.createLock(ctx) }},
+		{"protect it with a finalizer", b(lockJSONPatch(`[{"op":"test","path":"/metadata/resourceVersion","value":"$rv"},{"op":"add","path":"/metadata/finalizers","value":["initlock.dev/held"]}]`))},
+		{"delete it: marked, kept", func(ctx context.Context, b *backend) error {
+			uid, rv := b.uid["c1-lock"], b.rv["c1-lock"]
+			return b.deleteLock(ctx, &uid, &rv)
+		}},
+		{"delete it again", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
+		{"create it again: the name is taken", func(ctx context.Context, b *backend) error { return b.createLock(ctx) }},
+		{"rewrite its record while it is being deleted", func(ctx context.Context, b *backend) error { return b.patchLock(ctx, "while-deleting", "") }},
+		{"a new finalizer is refused while it is being deleted", b(lockJSONPatch(`[{"op":"add","path":"/metadata/finalizers/-","value":"example.com/other"}]`))},
+		{"remove the finalizer: gone", b(lockJSONPatch(`[{"op":"test","path":"/metadata/finalizers","value":["initlock.dev/held"]},{"op":"remove","path":"/metadata/finalizers"}]`))},
+		{"create it again", func(ctx context.Context, b *backend) error { return b.createLock(ctx) }},
+	},
+}
+
+// lockJSONPatch patches the lock with a JSON patch; $rv is the
+// resourceVersion last read.
+func lockJSONPatch(body string) func(context.Context, *backend) error {
+	return func(ctx context.Context, b *backend) error {
+		cm := &corev1.ConfigMap{}
+		cm.Namespace, cm.Name = b.ns, "c1-lock"
+		body := strings.ReplaceAll(body, "$rv", b.rv["c1-lock"])
+		if err := b.c.Patch(ctx, cm, client.RawPatch(types.JSONPatchType, []byte(body))); err != nil {
+			return err
+		}
+		b.rv["c1-lock"] = cm.ResourceVersion
+		return nil
+	}
 }
 
 // TestConformance runs each script against the model and the API server
@@ -190,6 +220,9 @@ func (b *backend) patchLock(ctx context.Context, note, rv string) error {
 	cm := &corev1.ConfigMap{}
 	cm.Namespace, cm.Name = b.ns, "c1-lock"
 	body := fmt.Sprintf(`{"metadata":{"annotations":{"note":%q},"resourceVersion":%q}}`, note, rv)
+	if rv == "" {
+		body = fmt.Sprintf(`{"metadata":{"annotations":{"note":%q}}}`, note)
+	}
 	if err := b.c.Patch(ctx, cm, client.RawPatch(types.MergePatchType, []byte(body))); err != nil {
 		return err
 	}
@@ -228,7 +261,8 @@ func (b *backend) state(t *testing.T) map[string]any {
 		t.Fatal(err)
 	default:
 		out["lock"] = map[string]any{"labels": cm.Labels, "annotations": cm.Annotations, "data": cm.Data,
-			"owners": cm.OwnerReferences, "lastPatchChangedIt": b.changed}
+			"owners": cm.OwnerReferences, "lastPatchChangedIt": b.changed,
+			"finalizers": cm.Finalizers, "deleting": cm.DeletionTimestamp != nil}
 	}
 	return out
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Key names a stored object: its kind ("ConfigMap", "Cluster",
@@ -205,11 +206,30 @@ func (s *Store) update(k Key, cur, next map[string]any) (map[string]any, error) 
 		return nil, apierrors.NewConflict(s.gr(k.Kind), k.Name,
 			fmt.Errorf("precondition failed: UID in precondition: %v, UID in object meta: %v", uid, curMeta["uid"]))
 	}
-	for _, f := range []string{"uid", "creationTimestamp", "namespace", "name", "generation", "resourceVersion"} {
+	for _, f := range []string{"uid", "creationTimestamp", "namespace", "name", "generation", "resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"} {
 		if v, ok := curMeta[f]; ok {
 			meta[f] = v
 		} else {
 			delete(meta, f)
+		}
+	}
+	if _, deleting := curMeta["deletionTimestamp"]; deleting {
+		// An object being deleted takes no new finalizer; once it has none
+		// left, it is gone.
+		had := map[any]bool{}
+		for _, f := range finalizersOf(curMeta) {
+			had[f] = true
+		}
+		for _, f := range finalizersOf(meta) {
+			if !had[f] {
+				return nil, apierrors.NewInvalid(schema.GroupKind{Group: s.gr(k.Kind).Group, Kind: k.Kind}, k.Name, field.ErrorList{
+					field.Forbidden(field.NewPath("metadata", "finalizers"), "no new finalizers can be added if the object is being deleted")})
+			}
+		}
+		if len(finalizersOf(meta)) == 0 {
+			next = normalize(next)
+			s.remove(k)
+			return next, nil
 		}
 	}
 	if statusSubresource[k.Kind] {
@@ -246,10 +266,32 @@ func (s *Store) Delete(k Key, uid *types.UID, rv *string) error {
 		return apierrors.NewConflict(s.gr(k.Kind), k.Name,
 			fmt.Errorf("precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *rv, meta["resourceVersion"]))
 	}
+	if len(finalizersOf(meta)) > 0 {
+		// Finalizers hold the object: it is marked for deletion once, and
+		// goes when the last of them is removed.
+		if _, ok := meta["deletionTimestamp"]; !ok {
+			next := deepCopy(cur)
+			m := metadata(next)
+			m["deletionTimestamp"] = s.now.Format(time.RFC3339)
+			m["deletionGracePeriodSeconds"] = int64(0)
+			s.commit(k, next)
+		}
+		return nil
+	}
+	s.remove(k)
+	return nil
+}
+
+// remove deletes k, as a new revision.
+func (s *Store) remove(k Key) {
 	s.rev++
 	delete(s.objects, k)
 	s.history[k] = append(s.history[k], Version{RV: s.rev, Digest: "deleted"})
-	return nil
+}
+
+func finalizersOf(meta map[string]any) []any {
+	f, _ := meta["finalizers"].([]any)
+	return f
 }
 
 // Mutate changes the object directly, as another client (a person, a
