@@ -84,6 +84,9 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		Policy: initlock.Policy{
 			ReleaseAfterInit: opts.ReleaseAfterInit,
 			OrphanGrace:      opts.OrphanGrace,
+			Protect:          opts.Protect,
+			FailedInitSettle: opts.FailedInitSettle,
+			HeldRecheck:      opts.HeldRecheck,
 		},
 		OrphanSettle: opts.OrphanSettle,
 		Clock:        clk,

@@ -2,6 +2,7 @@ package manager_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +30,8 @@ const v = capi.V1Beta2
 
 // TestSeedScenario: a lock held by a control-plane Machine survives a
 // Velero-style backup, delete and restore (ConfigMaps first, new UIDs, no
-// ownerReferences): it is re-adopted by the new Cluster with one write, and
+// ownerReferences): it is protected by the finalizer once, re-adopted by
+// the new Cluster with one write (the finalizer comes back with it), and
 // collected by the garbage collector with the Cluster.
 func TestSeedScenario(t *testing.T) {
 	ns := env.Namespace(t)
@@ -38,10 +40,21 @@ func TestSeedScenario(t *testing.T) {
 	create(t, lockFor(ns, "c1", "c1-cp-0", cluster))
 	rm := startManager(t, env.Config, testOptions(ns))
 
-	// Healthy: no write.
+	// Held by an existing Machine: protected, with one write, then no more.
+	kubeenv.Eventually(t, 20*time.Second, func() error {
+		cm, err := getLock(t, ns, "c1")
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(cm.Finalizers, initlock.HeldFinalizer) {
+			return fmt.Errorf("lock not protected yet")
+		}
+		return nil
+	})
+	eventOn(t, ns, "LockProtected", "Cluster", "c1")
 	kubeenv.Consistently(t, time.Second, func() error {
-		if n := rm.Counter.Writes("", ns); n != 0 {
-			return fmt.Errorf("%d writes to a healthy lock:\n%s", n, rm.Counter)
+		if n := rm.Counter.Writes("configmaps", ns); n != 1 {
+			return fmt.Errorf("%d writes to a protected healthy lock, want 1 (the finalizer):\n%s", n, rm.Counter)
 		}
 		return nil
 	})
@@ -79,14 +92,31 @@ func TestSeedScenario(t *testing.T) {
 		t.Fatalf("configmap writes = %d, want %d:\n%s", n, want, rm.Counter)
 	}
 
-	// The lock is owned again: the garbage collector takes it with the
-	// Cluster.
+	// The lock is owned again: the garbage collector deletes it with the
+	// Cluster, and the finalizer lets it go once its holder is gone too
+	// (Cluster API deletes a Cluster's Machines with it).
 	if err := env.Client.Delete(t.Context(), restored); err != nil {
 		t.Fatal(err)
 	}
+	kubeenv.Eventually(t, 30*time.Second, func() error {
+		cm, err := getLock(t, ns, "c1")
+		if err != nil {
+			return err
+		}
+		if cm.DeletionTimestamp == nil {
+			return fmt.Errorf("lock not being deleted yet")
+		}
+		return nil
+	})
+	eventOn(t, ns, "LockDeleteHeldBack", "ConfigMap", "c1-lock")
+	restoredMachine := &unstructured.Unstructured{}
+	restoredMachine.SetGroupVersionKind(capi.MachineGVK(v))
+	restoredMachine.SetNamespace(ns)
+	restoredMachine.SetName("c1-cp-0")
+	deleteAndWait(t, restoredMachine)
 	kubeenv.Eventually(t, 30*time.Second, lockGone(t, ns, "c1"))
-	if n, want := rm.Counter.Writes("configmaps", ns), 1; n != want {
-		t.Fatalf("configmap writes after the Cluster's deletion = %d, want %d:\n%s", n, want, rm.Counter)
+	if n, want := rm.Counter.Writes("configmaps", ns), 2; n != want {
+		t.Fatalf("configmap writes after the Cluster's deletion = %d, want %d (adopt, then the finalizer off):\n%s", n, want, rm.Counter)
 	}
 }
 
@@ -378,10 +408,11 @@ func TestConflictWarning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.ResourceVersion != cm.ResourceVersion {
-		t.Fatalf("the lock in conflict was written: resourceVersion %s, created as %s", got.ResourceVersion, cm.ResourceVersion)
+	if got.Data[initlock.DataKey] != cm.Data[initlock.DataKey] {
+		t.Fatalf("the record of the lock in conflict was written: %s", got.Data[initlock.DataKey])
 	}
-	if n := rm.Counter.Writes("configmaps", ""); n != 0 {
-		t.Fatalf("configmap writes = %d, want 0:\n%s", n, rm.Counter)
+	// Its holder exists: the one write protects it.
+	if n := rm.Counter.Writes("configmaps", ""); n != 1 || !slices.Contains(got.Finalizers, initlock.HeldFinalizer) {
+		t.Fatalf("configmap writes = %d (finalizers %v), want the one that protects it:\n%s", n, got.Finalizers, rm.Counter)
 	}
 }

@@ -42,6 +42,9 @@ func Apply(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, o Observa
 		}
 		_, err := adoptLock(ctx, c, cm, *o.Cluster)
 		return err
+	case ActionProtect, ActionUnprotect, ActionDisarm, ActionRearm:
+		_, err := protectLock(ctx, c, cm, o, d.Action, now)
+		return err
 	case ActionRelease, ActionCollect:
 		return deleteLock(ctx, c, cm)
 	case ActionMarkOrphan:
@@ -81,9 +84,16 @@ func Confirm(ctx context.Context, live client.Reader, o Observation, d Decision,
 	if cl != nil && cl.Initialized {
 		o.Granted = nil
 	}
-	if d.Action == ActionCollect {
-		if o.Holder, err = getMachine(ctx, live, gv, o.Lock.Namespace, o.Lock.Record.MachineName); err != nil {
+	if d.Action == ActionCollect || d.Action == ActionUnprotect || d.Action == ActionDisarm || d.Action == ActionRearm {
+		// Letting a lock go, or disarming it, rests on its holder being
+		// gone, or on its bootstrap: read live.
+		if o.Holder, err = getMachine(ctx, live, gv, o.Lock.Namespace, holderName(o.Lock)); err != nil {
 			return o, d, err
+		}
+		if o.Lock.Deleting && o.Holder != nil {
+			if o.HolderBootstrap, err = readBootstrap(ctx, live, gv, o.Lock.Namespace, o.Holder.Name); err != nil {
+				return o, d, err
+			}
 		}
 	}
 	return o, Decide(o, p, now), nil

@@ -75,6 +75,18 @@ const (
 	ActionMarkOrphan Action = "mark-orphan"
 	// ActionCollect: delete an orphan lock.
 	ActionCollect Action = "collect"
+	// ActionProtect: put HeldFinalizer on the lock (and adopt it, when it
+	// needs it, in the same patch).
+	ActionProtect Action = "protect"
+	// ActionUnprotect: remove HeldFinalizer; a lock being deleted goes.
+	ActionUnprotect Action = "unprotect"
+	// ActionDisarm: on a held lock being deleted whose holder's bootstrap
+	// failed, record the holder in DisarmedAnnotation and name
+	// DisarmedHolder in the record.
+	ActionDisarm Action = "disarm"
+	// ActionRearm: give a disarmed lock back to its holder, which got its
+	// bootstrap data meanwhile.
+	ActionRearm Action = "rearm"
 )
 
 // RegisterOp is what should be done to the Cluster's grant register, in
@@ -121,6 +133,12 @@ const (
 	ReasonClusterDeleting = "cluster-deleting"
 	ReasonOrphan          = "orphan"
 	ReasonUnlock          = "unlock"
+	// ReasonHolderGone: a held lock being deleted lets go once its holder
+	// Machine is gone.
+	ReasonHolderGone = "holder-gone"
+	// ReasonInitFailed: a held lock being deleted lets go once its
+	// holder's bootstrap failed and stayed failed for the settle time.
+	ReasonInitFailed = "init-failed"
 )
 
 // Wait says why a lock that is not healthy is left as it is for now.
@@ -151,6 +169,14 @@ const (
 	// WaitPerson: only a person can resolve it (a corrupt lock or register,
 	// a ConfigMap in the lock's way, two Machines in conflict).
 	WaitPerson Wait = "person"
+	// WaitHeld: the lock is being deleted, but its holder exists and the
+	// control plane is not initialised: HeldFinalizer keeps it until the
+	// holder is done.
+	WaitHeld Wait = "held"
+	// WaitDisarmed: the lock was disarmed after its holder's bootstrap
+	// failed; it goes at Decision.WaitUntil if the holder still has no
+	// bootstrap data.
+	WaitDisarmed Wait = "disarmed"
 )
 
 // Observation is everything Decide looks at. Read gathers it, from a cache
@@ -171,6 +197,9 @@ type Observation struct {
 	// Holder is the Machine of the name the lock's record gives, or nil
 	// when none exists. Only meaningful when Lock holds a valid record.
 	Holder *Machine
+	// HolderBootstrap is what the holder's bootstrap says, read only for
+	// the keeper's decision on a held lock being deleted; nil otherwise.
+	HolderBootstrap *Bootstrap
 	// Granted is the Machine of the name the grant register gives, or nil
 	// when none exists, the register names none, or the control plane is
 	// initialised.
@@ -207,10 +236,21 @@ type Policy struct {
 	// OrphanGrace is how long a Cluster must have been missing before its
 	// lock is collected.
 	OrphanGrace time.Duration
+	// Protect puts HeldFinalizer on every lock held by an existing Machine
+	// of an uninitialised Cluster, and lets it go only when safe.
+	Protect bool
+	// FailedInitSettle is how long a held lock being deleted stays
+	// disarmed, its holder's bootstrap failed, before it goes (zero: it
+	// stays until the holder is gone or an operator releases it).
+	FailedInitSettle time.Duration
+	// HeldRecheck is how often a held lock being deleted is looked at
+	// again, for its holder's bootstrap.
+	HeldRecheck time.Duration
 }
 
 // DefaultPolicy is the manager's default policy.
-var DefaultPolicy = Policy{ReleaseAfterInit: true, OrphanGrace: 10 * time.Minute}
+var DefaultPolicy = Policy{ReleaseAfterInit: true, OrphanGrace: 10 * time.Minute, Protect: true,
+	FailedInitSettle: 2 * time.Minute, HeldRecheck: 30 * time.Second}
 
 // Decision is the verdict on a lock and what to do about it.
 type Decision struct {

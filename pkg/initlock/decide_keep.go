@@ -23,9 +23,9 @@ const (
 	OwnerWrongCluster OwnerState = "wrong-cluster"
 )
 
-// decideKeeper decides for the manager and the CLI, which keep locks owned,
-// release them after init and collect orphans. They never write the grant
-// register and never create a lock.
+// decideKeeper decides for the manager and the CLI, which keep locks owned
+// and protected, release them after init and collect orphans. They never
+// write the grant register and never create a lock.
 func decideKeeper(o Observation, p Policy, now time.Time, d Decision) Decision {
 	if o.Lock == nil {
 		switch {
@@ -44,10 +44,14 @@ func decideKeeper(o Observation, p Policy, now time.Time, d Decision) Decision {
 		d.Err, d.Wait = ErrClusterPaused, WaitPaused
 		return d
 	}
+	if o.Lock.Deleting {
+		return decideDeleting(o, p, now, d)
+	}
+	lk := o.Lock
 	switch {
 	case o.Cluster == nil:
 		d.Reason = ReasonOrphan
-		since := o.Lock.ClusterAbsentSince
+		since := lk.ClusterAbsentSince
 		if since == nil {
 			d.Action, d.RequeueAfter = ActionMarkOrphan, p.OrphanGrace
 			return d
@@ -58,6 +62,8 @@ func decideKeeper(o Observation, p Policy, now time.Time, d Decision) Decision {
 			return d
 		}
 		if o.Holder == nil {
+			// A protected lock is deleted, then let go once its holder is
+			// confirmed gone (decideDeleting).
 			d.Action = ActionCollect
 			return d
 		}
@@ -66,10 +72,18 @@ func decideKeeper(o Observation, p Policy, now time.Time, d Decision) Decision {
 		d.RequeueAfter, d.Wait = p.OrphanGrace, WaitHolder
 		return d
 	case o.Cluster.Deleting:
-		if d.Owner != OwnerOK {
+		switch {
+		case lk.Protected:
+			d.Action, d.Reason = ActionUnprotect, ReasonClusterDeleting
+		case d.Owner != OwnerOK:
 			// The garbage collector will not take an unowned lock.
 			d.Action, d.Reason = ActionRelease, ReasonClusterDeleting
 		}
+		return d
+	case o.Cluster.Initialized && lk.Protected:
+		// No init to protect any more: the finalizer goes first, the lock
+		// (after init, as upstream) next.
+		d.Action, d.Reason = ActionUnprotect, ReasonInitialized
 		return d
 	case o.Cluster.Initialized && p.ReleaseAfterInit:
 		d.Action, d.Reason = ActionRelease, ReasonInitialized
@@ -77,7 +91,10 @@ func decideKeeper(o Observation, p Policy, now time.Time, d Decision) Decision {
 	case d.Verdict == VerdictCorrupt:
 		d.Err, d.Wait = errDamagedGrant, WaitPerson
 		return d
-	case needsAdoption(o.Lock, d.Owner):
+	case p.Protect && !lk.Protected && !o.Cluster.Initialized && heldByHolder(o):
+		// One patch protects it, and adopts it when it needs it.
+		d.Action = ActionProtect
+	case needsAdoption(lk, d.Owner):
 		d.Action = ActionAdopt
 	}
 	switch d.Verdict {
@@ -85,6 +102,63 @@ func decideKeeper(o Observation, p Policy, now time.Time, d Decision) Decision {
 		d.Wait = WaitPerson
 	case VerdictStaleHolder:
 		d.Wait = WaitTakeOver
+	}
+	return d
+}
+
+// heldByHolder tells whether the lock names an existing Machine.
+func heldByHolder(o Observation) bool {
+	return o.Holder != nil && o.Lock.Record.Names(o.Cluster, o.Holder)
+}
+
+// holderName is the Machine a lock stands for: the one its record names,
+// or, once disarmed, the one it named.
+func holderName(l *Lock) string {
+	if l.Disarmed != nil {
+		return l.Disarmed.Holder
+	}
+	return l.Record.MachineName
+}
+
+// decideDeleting decides on a lock that is being deleted (by the garbage
+// collector, an operator, or a bootstrap provider's release). HeldFinalizer
+// keeps it while its holder exists and the control plane is not
+// initialised; it is let go when the holder is gone, the Cluster is
+// deleted or initialised, or the holder's bootstrap failed and stayed
+// failed, disarmed, for the settle time.
+func decideDeleting(o Observation, p Policy, now time.Time, d Decision) Decision {
+	lk, cl := o.Lock, o.Cluster
+	if !lk.Protected {
+		return d // it goes by itself, or another finalizer holds it
+	}
+	holder := o.Holder != nil && o.Holder.Name == holderName(lk) && (lk.Disarmed != nil || lk.Record.Names(cl, o.Holder))
+	switch {
+	case !holder:
+		d.Action, d.Reason = ActionUnprotect, ReasonHolderGone
+	case cl == nil:
+		// The Cluster is gone but the holder is not (yet): keep it.
+		d.Wait, d.RequeueAfter = WaitHeld, p.HeldRecheck
+	case cl.Deleting:
+		d.Action, d.Reason = ActionUnprotect, ReasonClusterDeleting
+	case cl.Initialized:
+		d.Action, d.Reason = ActionUnprotect, ReasonInitialized
+	case lk.Disarmed != nil && o.HolderBootstrap.HasData():
+		// The holder got its bootstrap data after all: it may run init.
+		d.Action = ActionRearm
+	case lk.Disarmed != nil:
+		until := lk.Disarmed.Since.Add(p.FailedInitSettle)
+		if left := until.Sub(now); left > 0 || p.FailedInitSettle == 0 {
+			d.Wait, d.WaitUntil, d.RequeueAfter = WaitDisarmed, until, p.HeldRecheck
+			if left > 0 {
+				d.RequeueAfter = left
+			}
+			return d
+		}
+		d.Action, d.Reason = ActionUnprotect, ReasonInitFailed
+	case p.FailedInitSettle > 0 && o.HolderBootstrap != nil && !o.HolderBootstrap.HasData() && o.HolderBootstrap.Failed:
+		d.Action, d.Reason = ActionDisarm, ReasonInitFailed
+	default:
+		d.Wait, d.RequeueAfter = WaitHeld, p.HeldRecheck
 	}
 	return d
 }

@@ -217,6 +217,15 @@ func decideRelease(o Observation, d Decision) Decision {
 	default:
 		d.Action = ActionRelease
 	}
+	switch {
+	case d.Action != ActionRelease || o.Lock == nil:
+	case o.Lock.Protected:
+		// The holder releases its own lock: initlock-manager's finalizer
+		// goes first (a lock being deleted then goes with it).
+		d.Action = ActionUnprotect
+	case o.Lock.Deleting:
+		d.Action = ActionNone // it is going already
+	}
 	return d
 }
 

@@ -20,6 +20,12 @@ var (
 		func() *initlock.Lock { return lockOf("m2", "t2", owned) },
 		func() *initlock.Lock { return lockOf("m2", "") },
 		func() *initlock.Lock { return handedOver("m2") },
+		func() *initlock.Lock { return protected(upstreamLock("m1", owned)) },
+		func() *initlock.Lock { return beingDeleted(protected(lockOf("m1", "t1", owned))) },
+		func() *initlock.Lock { return beingDeleted(lockOf("m1", "t1", owned)) },
+		func() *initlock.Lock {
+			return disarmed(beingDeleted(protected(upstreamLock("m1", owned))), "m1", t0.Add(-time.Hour))
+		},
 		func() *initlock.Lock { return restoredLock("m1", "t1") },
 		func() *initlock.Lock { return withMark(lockOf("m2", "t2"), t0.Add(-time.Hour)) },
 		func() *initlock.Lock { return &initlock.Lock{Name: "c1-lock", Problem: initlock.ErrNotALock} },
@@ -33,7 +39,8 @@ var (
 	propMachines = []func(string) *initlock.Machine{
 		func(string) *initlock.Machine { return nil }, machine, recreated,
 	}
-	propIntents = []initlock.Intent{initlock.IntentKeep, initlock.IntentLock, initlock.IntentUnlock, initlock.IntentRelease}
+	propBootstraps = []*initlock.Bootstrap{nil, {}, {Failed: true}, {Failed: true, DataSecretName: "m1"}}
+	propIntents    = []initlock.Intent{initlock.IntentKeep, initlock.IntentLock, initlock.IntentUnlock, initlock.IntentRelease}
 )
 
 // propObservation builds an Observation from choice indexes.
@@ -45,7 +52,16 @@ func propObservation(c []int) initlock.Observation {
 		o.Cluster = cluster(propRegisters[pick(3, len(propRegisters))], propStates[pick(4, len(propStates))])
 	}
 	if o.Lock != nil && o.Lock.Problem == nil {
-		o.Holder = propMachines[pick(5, len(propMachines))](o.Lock.Record.MachineName)
+		name := o.Lock.Record.MachineName
+		if o.Lock.Disarmed != nil {
+			name = o.Lock.Disarmed.Holder
+		}
+		o.Holder = propMachines[pick(5, len(propMachines))](name)
+		if o.Holder != nil && o.Lock.Deleting && o.Lock.Protected {
+			// The Uncertain and ClaimUncertain choices, which keepers do not
+			// read, pick the holder's bootstrap.
+			o.HolderBootstrap = propBootstraps[pick(10, 2)*2+pick(11, 2)]
+		}
 	}
 	if o.Cluster != nil && o.Cluster.Grant.Held() && !o.Cluster.Initialized {
 		o.Granted = propMachines[pick(6, len(propMachines))](o.Cluster.Grant.MachineName)
@@ -104,9 +120,22 @@ func checkProperties(t *testing.T, o initlock.Observation, d initlock.Decision) 
 			fail("keepers never write the register nor acquire")
 		}
 		switch d.Action {
-		case initlock.ActionNone, initlock.ActionAdopt, initlock.ActionRelease, initlock.ActionMarkOrphan, initlock.ActionCollect:
+		case initlock.ActionNone, initlock.ActionAdopt, initlock.ActionRelease, initlock.ActionMarkOrphan, initlock.ActionCollect,
+			initlock.ActionProtect, initlock.ActionUnprotect, initlock.ActionDisarm, initlock.ActionRearm:
 		default:
 			fail("keepers never create or rewrite a lock")
+		}
+		holderLive := o.Lock != nil && o.Lock.Problem == nil && o.Holder != nil &&
+			(o.Lock.Record.Names(cl, o.Holder) || o.Lock.Disarmed != nil && o.Lock.Disarmed.Holder == o.Holder.Name)
+		if d.Action == initlock.ActionUnprotect && holderLive && cl != nil && !cl.Initialized && !cl.Deleting &&
+			(o.Lock.Disarmed == nil || o.HolderBootstrap.HasData()) {
+			fail("keepers never take the finalizer off a lock whose holder exists in a live, uninitialised Cluster, but once disarmed for a failed bootstrap without data")
+		}
+		if (d.Action == initlock.ActionRelease || d.Action == initlock.ActionCollect) && o.Lock.Protected && cl != nil {
+			fail("keepers delete a protected lock only when its Cluster is gone (the finalizer then holds it until its holder is gone)")
+		}
+		if d.Action == initlock.ActionDisarm && (o.HolderBootstrap.HasData() || !o.HolderBootstrap.Failed || !o.Lock.Deleting) {
+			fail("keepers disarm only a lock being deleted whose holder's bootstrap failed and has no data")
 		}
 		if (d.Action == initlock.ActionRelease || d.Action == initlock.ActionCollect) && cl != nil && !cl.Initialized && !cl.Deleting &&
 			o.Lock.Problem == nil && heldBy(o.Holder, o.Lock.Record.Ref) {

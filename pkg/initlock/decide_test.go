@@ -32,6 +32,16 @@ func upstreamLock(holder string, owners ...metav1.OwnerReference) *initlock.Lock
 		Record: initlock.Record{Ref: initlock.Ref{MachineName: holder}}, OwnerReferences: owners}
 }
 
+// protected is l carrying HeldFinalizer, beingDeleted l being deleted, and
+// disarmed l disarmed for holder since then.
+func protected(l *initlock.Lock) *initlock.Lock    { l.Protected = true; return l }
+func beingDeleted(l *initlock.Lock) *initlock.Lock { l.Deleting = true; return l }
+func disarmed(l *initlock.Lock, holder string, since time.Time) *initlock.Lock {
+	l.Disarmed = &initlock.Disarm{Holder: holder, Since: since}
+	l.Record.MachineName = initlock.DisarmedHolder
+	return l
+}
+
 // handedOver is the lock a refused caller wrote for holder, the Machine the
 // register named: no token.
 func handedOver(holder string) *initlock.Lock {
@@ -372,16 +382,61 @@ var decideRows = []struct {
 
 	// Keepers (the manager and kubectl initlock repair).
 	{"keeper: healthy lock, nothing to do",
-		initlock.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1")), Holder: machine("m1"), Granted: machine("m1")},
+		initlock.Observation{Lock: protected(lockOf("m1", "t1", owned)), Cluster: cluster(grantTo("m1", "t1")), Holder: machine("m1"), Granted: machine("m1")},
 		nil, want{verdict: initlock.VerdictHealthy, action: initlock.ActionNone, holder: "m1"}},
-	{"keeper: restored lock without owner is adopted",
+	{"keeper: a held lock is protected with the finalizer",
+		initlock.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1")), Holder: machine("m1"), Granted: machine("m1")},
+		nil, want{verdict: initlock.VerdictHealthy, action: initlock.ActionProtect, holder: "m1"}},
+	{"keeper: a restored held lock without owner is protected and adopted, in one patch",
 		initlock.Observation{Lock: upstreamLock("m1"), Cluster: cluster(), Holder: machine("m1")},
+		nil, want{verdict: initlock.VerdictUnowned, action: initlock.ActionProtect, holder: "m1"}},
+	{"keeper: protection off: adopted only",
+		initlock.Observation{Lock: upstreamLock("m1"), Cluster: cluster(), Holder: machine("m1")},
+		&initlock.Policy{ReleaseAfterInit: true, OrphanGrace: time.Minute}, want{verdict: initlock.VerdictUnowned, action: initlock.ActionAdopt, holder: "m1"}},
+	{"keeper: a lock naming a gone Machine is not protected",
+		initlock.Observation{Lock: upstreamLock("m9", owned), Cluster: cluster()},
+		nil, want{verdict: initlock.VerdictStaleHolder, action: initlock.ActionNone, holder: "m9", wait: initlock.WaitTakeOver}},
+	{"keeper: a protected lock after init: the finalizer goes first",
+		initlock.Observation{Lock: protected(lockOf("m1", "t1", owned)), Cluster: cluster(initialized), Holder: machine("m1")},
+		nil, want{verdict: initlock.VerdictHeldAfterInit, action: initlock.ActionUnprotect, holder: "m1"}},
+	{"keeper: deleted while its holder may run init: held",
+		initlock.Observation{Lock: beingDeleted(protected(upstreamLock("m1", owned))), Cluster: cluster(), Holder: machine("m1"), HolderBootstrap: &initlock.Bootstrap{}},
+		nil, want{verdict: initlock.VerdictHealthy, action: initlock.ActionNone, holder: "m1", wait: initlock.WaitHeld, requeue: 30 * time.Second}},
+	{"keeper: deleted, its holder gone: let go",
+		initlock.Observation{Lock: beingDeleted(protected(upstreamLock("m1", owned))), Cluster: cluster()},
+		nil, want{verdict: initlock.VerdictStaleHolder, action: initlock.ActionUnprotect, holder: "m1"}},
+	{"keeper: deleted with its Cluster: let go",
+		initlock.Observation{Lock: beingDeleted(protected(upstreamLock("m1", owned))), Cluster: cluster(deleting), Holder: machine("m1")},
+		nil, want{verdict: initlock.VerdictHealthy, action: initlock.ActionUnprotect, holder: "m1"}},
+	{"keeper: deleted after init: let go",
+		initlock.Observation{Lock: beingDeleted(protected(upstreamLock("m1", owned))), Cluster: cluster(initialized), Holder: machine("m1")},
+		nil, want{verdict: initlock.VerdictHeldAfterInit, action: initlock.ActionUnprotect, holder: "m1"}},
+	{"keeper: deleted, not protected: nothing",
+		initlock.Observation{Lock: beingDeleted(upstreamLock("m1", owned)), Cluster: cluster(), Holder: machine("m1")},
+		nil, want{verdict: initlock.VerdictHealthy, action: initlock.ActionNone, holder: "m1"}},
+	{"keeper: deleted by its provider after its bootstrap failed, no data: disarmed",
+		initlock.Observation{Lock: beingDeleted(protected(upstreamLock("m1", owned))), Cluster: cluster(), Holder: machine("m1"), HolderBootstrap: &initlock.Bootstrap{Failed: true}},
+		nil, want{verdict: initlock.VerdictHealthy, action: initlock.ActionDisarm, holder: "m1"}},
+	{"keeper: deleted, its bootstrap failed but it has data: held",
+		initlock.Observation{Lock: beingDeleted(protected(upstreamLock("m1", owned))), Cluster: cluster(), Holder: machine("m1"), HolderBootstrap: &initlock.Bootstrap{Failed: true, DataSecretName: "m1"}},
+		nil, want{verdict: initlock.VerdictHealthy, action: initlock.ActionNone, holder: "m1", wait: initlock.WaitHeld, requeue: 30 * time.Second}},
+	{"keeper: disarmed, within the settle time: waits",
+		initlock.Observation{Lock: disarmed(beingDeleted(protected(upstreamLock("m1", owned))), "m1", t0.Add(-time.Minute)), Cluster: cluster(), Holder: machine("m1"), HolderBootstrap: &initlock.Bootstrap{Failed: true}},
+		nil, want{verdict: initlock.VerdictStaleHolder, action: initlock.ActionNone, holder: initlock.DisarmedHolder, wait: initlock.WaitDisarmed, requeue: time.Minute}},
+	{"keeper: disarmed past the settle time, still no data: let go",
+		initlock.Observation{Lock: disarmed(beingDeleted(protected(upstreamLock("m1", owned))), "m1", t0.Add(-3*time.Minute)), Cluster: cluster(), Holder: machine("m1"), HolderBootstrap: &initlock.Bootstrap{Failed: true}},
+		nil, want{verdict: initlock.VerdictStaleHolder, action: initlock.ActionUnprotect, holder: initlock.DisarmedHolder}},
+	{"keeper: disarmed, the holder got its data meanwhile: given back",
+		initlock.Observation{Lock: disarmed(beingDeleted(protected(upstreamLock("m1", owned))), "m1", t0.Add(-3*time.Minute)), Cluster: cluster(), Holder: machine("m1"), HolderBootstrap: &initlock.Bootstrap{DataSecretName: "m1"}},
+		nil, want{verdict: initlock.VerdictStaleHolder, action: initlock.ActionRearm, holder: initlock.DisarmedHolder}},
+	{"keeper: restored lock without owner is adopted",
+		initlock.Observation{Lock: protected(upstreamLock("m1")), Cluster: cluster(), Holder: machine("m1")},
 		nil, want{verdict: initlock.VerdictUnowned, action: initlock.ActionAdopt, holder: "m1"}},
 	{"keeper: owner pointing at another cluster is replaced",
-		initlock.Observation{Lock: upstreamLock("m1", ownerRef("c9", "c9-uid")), Cluster: cluster(), Holder: machine("m1")},
+		initlock.Observation{Lock: protected(upstreamLock("m1", ownerRef("c9", "c9-uid"))), Cluster: cluster(), Holder: machine("m1")},
 		nil, want{verdict: initlock.VerdictUnowned, action: initlock.ActionAdopt, holder: "m1"}},
 	{"keeper: two owner refs to the cluster are reduced to one",
-		initlock.Observation{Lock: upstreamLock("m1", owned, owned), Cluster: cluster(), Holder: machine("m1")},
+		initlock.Observation{Lock: protected(upstreamLock("m1", owned, owned)), Cluster: cluster(), Holder: machine("m1")},
 		nil, want{verdict: initlock.VerdictUnowned, action: initlock.ActionAdopt, holder: "m1"}},
 	{"keeper: paused cluster is left alone",
 		initlock.Observation{Lock: upstreamLock("m1"), Cluster: cluster(paused), Holder: machine("m1")},
@@ -396,7 +451,7 @@ var decideRows = []struct {
 		initlock.Observation{Lock: upstreamLock("m1", owned), Cluster: cluster()},
 		nil, want{verdict: initlock.VerdictStaleHolder, action: initlock.ActionNone, holder: "m1", wait: initlock.WaitTakeOver}},
 	{"keeper: a conflict is left to a person",
-		initlock.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m2", "t2")), Holder: machine("m1"), Granted: machine("m2")},
+		initlock.Observation{Lock: protected(lockOf("m1", "t1", owned)), Cluster: cluster(grantTo("m2", "t2")), Holder: machine("m1"), Granted: machine("m2")},
 		nil, want{verdict: initlock.VerdictConflict, action: initlock.ActionNone, holder: "m2", wait: initlock.WaitPerson}},
 	{"keeper: a damaged register is left to a person",
 		initlock.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(damagedGrant), Holder: machine("m1")},
@@ -420,7 +475,7 @@ var decideRows = []struct {
 		initlock.Observation{Lock: withMark(upstreamLock("m1"), t0.Add(-time.Hour)), Holder: machine("m1")},
 		nil, want{verdict: initlock.VerdictOrphan, action: initlock.ActionNone, holder: "m1", requeue: 10 * time.Minute, wait: initlock.WaitHolder}},
 	{"keeper: cluster back after a mark: adopted, which drops the mark",
-		initlock.Observation{Lock: withMark(upstreamLock("m1", owned), t0), Cluster: cluster(), Holder: machine("m1")},
+		initlock.Observation{Lock: withMark(protected(upstreamLock("m1", owned)), t0), Cluster: cluster(), Holder: machine("m1")},
 		nil, want{verdict: initlock.VerdictHealthy, action: initlock.ActionAdopt, holder: "m1"}},
 	{"keeper: foreign ConfigMap is never touched",
 		initlock.Observation{Lock: &initlock.Lock{Name: "c1-lock", Problem: initlock.ErrNotALock}, Cluster: cluster(initialized)},

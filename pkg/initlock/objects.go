@@ -165,6 +165,11 @@ type Lock struct {
 	// StaleMark tells that the lock carries a cluster-absent mark that is
 	// not valid for it (made before a restore or move, or unreadable).
 	StaleMark bool
+	// Protected tells that the lock carries HeldFinalizer, Deleting that
+	// it is being deleted (held by a finalizer), and Disarmed what its
+	// DisarmedAnnotation says (nil when it has none).
+	Protected, Deleting bool
+	Disarmed            *Disarm
 }
 
 // ObserveLock reads cm as the lock of cluster clusterName.
@@ -178,6 +183,7 @@ func ObserveLock(cm *corev1.ConfigMap, clusterName string) *Lock {
 		OwnerReferences: cm.OwnerReferences,
 	}
 	l.Record, l.Problem = classify(cm, clusterName)
+	l.protection(cm)
 	if v, ok := cm.Annotations[ClusterAbsentAnnotation]; ok {
 		since, uid, ok := parseAbsentMark(v)
 		if ok && uid == cm.UID {

@@ -31,6 +31,14 @@ var (
 		Name: "initlock_orphan_locks_collected_total",
 		Help: "Orphan locks deleted after their grace period.",
 	})
+	protectionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "initlock_lock_protections_total",
+		Help: "Writes of the finalizer initlock.dev/held, by what they did (protect, unprotect, disarm, rearm).",
+	}, []string{"action"})
+	deletesHeldTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "initlock_lock_deletes_held_total",
+		Help: "Locks whose delete the finalizer held back while their holder existed and the control plane was not initialised.",
+	})
 	warningsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "initlock_lock_warnings_total",
 		Help: "Warning events emitted, by reason (CorruptLock, ForeignConfigMap, LockConflict).",
@@ -65,7 +73,7 @@ var registerOnce sync.Once
 // per process, however many managers it runs.
 func registerMetrics() {
 	registerOnce.Do(func() {
-		metrics.Registry.MustRegister(locksGauge, adoptionsTotal, releasesTotal, absenceMarksTotal, orphansCollectedTotal, warningsTotal, eventsDroppedTotal, holdDuration)
+		metrics.Registry.MustRegister(locksGauge, adoptionsTotal, releasesTotal, absenceMarksTotal, orphansCollectedTotal, warningsTotal, eventsDroppedTotal, holdDuration, protectionsTotal, deletesHeldTotal)
 		for _, v := range gaugeStates {
 			locksGauge.WithLabelValues(string(v))
 		}
@@ -75,7 +83,10 @@ func registerMetrics() {
 		for _, r := range []string{ReasonCorruptLock, ReasonForeignConfigMap, ReasonLockConflict} {
 			warningsTotal.WithLabelValues(r)
 		}
-		for _, r := range []string{ReasonLockAdopted, ReasonLockReleased, ReasonOrphanLockCollected} {
+		for _, a := range []string{"protect", "unprotect", "disarm", "rearm"} {
+			protectionsTotal.WithLabelValues(a)
+		}
+		for _, r := range []string{ReasonLockAdopted, ReasonLockReleased, ReasonOrphanLockCollected, ReasonLockProtected, ReasonLockUnprotected} {
 			eventsDroppedTotal.WithLabelValues(r)
 		}
 	})

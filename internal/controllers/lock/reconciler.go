@@ -33,6 +33,11 @@ const (
 	ReasonCorruptLock         = "CorruptLock"
 	ReasonForeignConfigMap    = "ForeignConfigMap"
 	ReasonLockConflict        = "LockConflict"
+	ReasonLockProtected       = "LockProtected"
+	ReasonLockUnprotected     = "LockUnprotected"
+	ReasonLockDeleteHeldBack  = "LockDeleteHeldBack"
+	ReasonLockDisarmed        = "LockDisarmed"
+	ReasonLockRearmed         = "LockRearmed"
 )
 
 const (
@@ -103,6 +108,10 @@ type memo struct {
 	// checked is the Cluster UID and generation for which a live read
 	// found no ConfigMap with the lock's name.
 	checked string
+	// heldBack is the UID of the lock whose held-back delete was reported,
+	// conflict the pair of Machines whose conflict was.
+	heldBack types.UID
+	conflict string
 }
 
 type objectVersion struct {
@@ -145,6 +154,9 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// A held lock being deleted is disarmed when its holder's bootstrap
+// configuration reports a failed generation of the init data.
+// +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=kubeadmconfigs,verbs=get
 
 // Reconcile looks at the lock of the Cluster req names and makes at most one
 // write to it. It decides from the cache; a decision that writes is
@@ -160,7 +172,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	lockKey := types.NamespacedName{Namespace: req.Namespace, Name: lockName}
-	obs, cm, err := initlock.Read(ctx, initlock.From(r.Client), initlock.Query{
+	src := initlock.From(r.Client)
+	src.Bootstrap = r.APIReader
+	obs, cm, err := initlock.Read(ctx, src, initlock.Query{
 		Namespace: req.Namespace, ClusterName: req.Name, APIVersion: capi.Group + "/" + r.CAPIVersion})
 	if err != nil {
 		return ctrl.Result{}, err
@@ -226,10 +240,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, fmt.Errorf("deciding on lock %s: %w", lockKey, d.Err)
 	}
 	if d.Verdict == initlock.VerdictConflict {
-		// Only a person can resolve it: say so once per version of the lock.
-		r.warn(m, clusterObj, cm, ReasonLockConflict, fmt.Errorf("the lock names machine %s, the Cluster's grant register machine %s",
-			obs.Lock.Record.MachineName, obs.Cluster.Grant.MachineName))
+		// Only a person can resolve it: say so once per pair of Machines.
+		pair := obs.Lock.Record.MachineName + "/" + obs.Cluster.Grant.MachineName
+		if m.conflict != pair {
+			m.conflict = pair
+			r.warn(m, clusterObj, cm, ReasonLockConflict, fmt.Errorf("the lock names machine %s, the Cluster's grant register machine %s",
+				obs.Lock.Record.MachineName, obs.Cluster.Grant.MachineName))
+		}
 	} else {
+		m.conflict = ""
 		m.warned = ""
 	}
 
@@ -241,6 +260,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			log.V(4).Info("Lock's Cluster is absent; waiting before recording it", "after", wait)
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
+	}
+	if d.Wait == initlock.WaitHeld && m.heldBack != cm.UID {
+		// Once per lock: its delete is held back by the finalizer.
+		m.heldBack = cm.UID
+		deletesHeldTotal.Inc()
+		regarding, related := about(clusterObj, cm)
+		r.event(regarding, related, corev1.EventTypeWarning, ReasonLockDeleteHeldBack, "Protect",
+			"Init lock %s is being deleted, but its holder Machine %s exists and the control plane is not initialised: finalizer %s keeps it until the holder is done "+
+				"(initialised, gone, or its bootstrap failed); to let it go now, once no Machine runs kubeadm init: kubectl initlock release %s -n %s --force",
+			cm.Name, d.Holder, initlock.HeldFinalizer, req.Name, req.Namespace)
 	}
 	if d.Action == initlock.ActionNone {
 		return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
@@ -382,12 +411,46 @@ func (r *Reconciler) record(clusterObj *unstructured.Unstructured, cm *corev1.Co
 			"Init lock %s, held by Machine %s, was released (%s)", cm.Name, d.Holder, d.Reason)
 	case initlock.ActionMarkOrphan:
 		absenceMarksTotal.Inc()
+	case initlock.ActionProtect:
+		protectionsTotal.WithLabelValues("protect").Inc()
+		if d.Owner != initlock.OwnerOK || obs.Lock.ClusterAbsentSince != nil || obs.Lock.StaleMark {
+			// The same patch adopted it.
+			adoptionsTotal.Inc()
+			r.event(clusterObj, cm, corev1.EventTypeNormal, ReasonLockAdopted, "Adopt",
+				"Init lock %s, held by Machine %s, is owned by this Cluster (UID %s) again, and protected by finalizer %s", cm.Name, d.Holder, obs.Cluster.UID, initlock.HeldFinalizer)
+			return
+		}
+		r.event(clusterObj, cm, corev1.EventTypeNormal, ReasonLockProtected, "Protect",
+			"Init lock %s, held by Machine %s, is protected by finalizer %s until the control plane is initialised or its holder is gone", cm.Name, d.Holder, initlock.HeldFinalizer)
+	case initlock.ActionUnprotect:
+		protectionsTotal.WithLabelValues("unprotect").Inc()
+		regarding, related := about(clusterObj, cm)
+		r.event(regarding, related, corev1.EventTypeNormal, ReasonLockUnprotected, "Protect",
+			"Finalizer %s removed from init lock %s (%s)", initlock.HeldFinalizer, cm.Name, d.Reason)
+	case initlock.ActionDisarm:
+		protectionsTotal.WithLabelValues("disarm").Inc()
+		r.event(clusterObj, cm, corev1.EventTypeWarning, ReasonLockDisarmed, "Protect",
+			"Init lock %s was released by its provider after Machine %s failed to get its init data (%s); no Machine takes it for now, and it goes in %s unless %s gets its data",
+			cm.Name, obs.Lock.Record.MachineName, obs.HolderBootstrap.Reason, r.Policy.FailedInitSettle, obs.Lock.Record.MachineName)
+	case initlock.ActionRearm:
+		protectionsTotal.WithLabelValues("rearm").Inc()
+		r.event(clusterObj, cm, corev1.EventTypeWarning, ReasonLockRearmed, "Protect",
+			"Init lock %s is given back to Machine %s, which got its init data after its provider released the lock", cm.Name, obs.Lock.Disarmed.Holder)
 	case initlock.ActionCollect:
 		orphansCollectedTotal.Inc()
 		held()
 		r.event(cm, nil, corev1.EventTypeNormal, ReasonOrphanLockCollected, "Collect",
 			"Orphan init lock %s was deleted: its Cluster was absent for the grace period of %s and its holder Machine %s does not exist", cm.Name, r.Policy.OrphanGrace, d.Holder)
 	}
+}
+
+// about is what an event about lock cm regards: its Cluster, with the lock
+// as related object, or the lock itself when the Cluster does not exist.
+func about(clusterObj *unstructured.Unstructured, cm *corev1.ConfigMap) (regarding, related runtime.Object) {
+	if clusterObj == nil {
+		return cm, nil
+	}
+	return clusterObj, cm
 }
 
 func (r *Reconciler) event(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {

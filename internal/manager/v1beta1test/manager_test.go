@@ -75,8 +75,8 @@ func TestV1Beta1Only(t *testing.T) {
 	if n := rm.Counter.Count("configmaps", ns, "delete"); n != 1 {
 		t.Fatalf("deletes = %d, want 1:\n%s", n, rm.Counter)
 	}
-	if n := rm.Counter.Writes("configmaps", ns); n != 1 {
-		t.Fatalf("configmap writes = %d, want 1:\n%s", n, rm.Counter)
+	if n := rm.Counter.Writes("configmaps", ns); n != 2 {
+		t.Fatalf("configmap writes = %d, want 2 (the finalizer off, the delete):\n%s", n, rm.Counter)
 	}
 }
 
