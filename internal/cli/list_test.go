@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"context"
 	"os"
 	"regexp"
 	"strings"
@@ -8,7 +9,9 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/pkg/initlock"
@@ -20,6 +23,7 @@ import (
 //	c-foreign      c-foreign-lock has no cluster-name label
 //	c-free         no lock
 //	c-healthy      held by an existing machine, owned
+//	c-held         held by an existing machine, protected, being deleted
 //	c-init         control plane initialised, still held
 //	c-lost         no lock, but m-lost carries the grant
 //	c-orphan       lock without Cluster (and without holder)
@@ -41,6 +45,20 @@ func fleet(t *testing.T, ns string) {
 	healthy := newCluster(t, ns, "c-healthy", false)
 	newMachine(t, ns, "c-healthy", "m-healthy", nil)
 	newLock(t, ns, "c-healthy", "m-healthy", healthy)
+
+	held := newCluster(t, ns, "c-held", false)
+	newMachine(t, ns, "c-held", "m-held", nil)
+	heldLock := kubeenv.NewLock(ns, "c-held", "m-held", held)
+	heldLock.Finalizers = []string{initlock.HeldFinalizer}
+	if err := env.Client.Create(t.Context(), heldLock); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(t.Context(), heldLock); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.Patch(context.Background(), heldLock, client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`)))
+	})
 
 	initialised := newCluster(t, ns, "c-init", true)
 	newMachine(t, ns, "c-init", "m-init", nil)

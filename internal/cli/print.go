@@ -103,7 +103,7 @@ func orNone(s string) string {
 // flag, the action repair would take and the problem.
 func printTable(w io.Writer, items []LockStatus, wide, colour bool, now time.Time) error {
 	t := newTable(w, colour)
-	header := []string{"NAMESPACE", "CLUSTER", "HOLDER", "HOLDER-EXISTS", "OWNER", "INITIALIZED", "AGE", t.verdict("VERDICT")}
+	header := []string{"NAMESPACE", "CLUSTER", "HOLDER", "HOLDER-EXISTS", "OWNER", "PROTECTION", "INITIALIZED", "AGE", t.verdict("VERDICT")}
 	if wide {
 		header = append(header, "LOCK", "PAUSED", "ACTION", "PROBLEM")
 	}
@@ -124,7 +124,11 @@ func printTable(w io.Writer, items []LockStatus, wide, colour bool, now time.Tim
 		if !s.LockExists {
 			lock = "<none>"
 		}
-		cells := []string{s.Namespace, s.Cluster, orNone(s.Holder), holderExists, orNone(s.Owner), initialised, age, t.verdict(s.Verdict)}
+		protection := s.Protection
+		if protection == "" {
+			protection = "-"
+		}
+		cells := []string{s.Namespace, s.Cluster, orNone(s.Holder), holderExists, orNone(s.Owner), protection, initialised, age, t.verdict(s.Verdict)}
 		if wide {
 			paused := "-"
 			if s.ClusterExists {

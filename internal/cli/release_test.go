@@ -1,8 +1,10 @@
 package cli_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -209,5 +211,52 @@ func TestReleaseArguments(t *testing.T) {
 	r.expectCode(t, cli.ExitError)
 	if !strings.Contains(r.err, `cluster "Not_A_Name"`) {
 		t.Errorf("stderr: %s", r.err)
+	}
+}
+
+// TestReleaseHeldLockWithoutTheManager: a protected lock whose Cluster was
+// deleted stays, being deleted, while its holder exists, and with
+// initlock-manager down nothing lets it go: the namespace cannot finish
+// deleting. The one command that clears it is release --force: it takes
+// the finalizer off and the lock goes.
+func TestReleaseHeldLockWithoutTheManager(t *testing.T) {
+	ns, cluster := lockedCluster(t)
+	cm := getLock(t, ns, "c1-lock")
+	cm.Finalizers = append(cm.Finalizers, initlock.HeldFinalizer) // as initlock-manager protects it
+	if err := env.Client.Update(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(t.Context(), cluster); err != nil {
+		t.Fatal(err)
+	}
+	kubeenv.Eventually(t, 20*time.Second, func() error {
+		if got := getLock(t, ns, "c1-lock"); got == nil || got.DeletionTimestamp == nil {
+			return fmt.Errorf("lock not being deleted by the garbage collector yet")
+		}
+		return nil
+	})
+	kubeenv.Consistently(t, time.Second, func() error {
+		if getLock(t, ns, "c1-lock") == nil {
+			return fmt.Errorf("the held lock went while its holder exists")
+		}
+		return nil
+	})
+
+	r := run(t, "list", "-n", ns)
+	r.expectCode(t, cli.ExitOK)
+	if !strings.Contains(r.out, "held") {
+		t.Errorf("list does not show the lock as held:\n%s", r.out)
+	}
+	run(t, "release", "c1", "-n", ns).expectCode(t, cli.ExitError)
+	var c kubeenv.Counter
+	r = invocation{wrap: counting(&c)}.run(t, "release", "c1", "-n", ns, "--force")
+	r.expectCode(t, cli.ExitOK)
+	if got := getLock(t, ns, "c1-lock"); got != nil {
+		t.Fatalf("lock still exists after release --force: finalizers %v", got.Finalizers)
+	}
+	// The Cluster is gone, so the register is not read or written: one
+	// patch takes the finalizer off, and the lock being deleted goes.
+	if n := c.Count("patch"); n != 1 {
+		t.Errorf("release --force made %d patches, want 1 (the finalizer off)", n)
 	}
 }

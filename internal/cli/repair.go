@@ -92,7 +92,7 @@ func plan(rows []row) planned {
 			p.human = append(p.human, r)
 		case d.Err == nil && d.Action != initlock.ActionNone:
 			p.changes = append(p.changes, r)
-		case d.Wait != initlock.WaitNone && d.Verdict != initlock.VerdictHealthy:
+		case d.Wait != initlock.WaitNone && (d.Verdict != initlock.VerdictHealthy || d.Wait == initlock.WaitHeld):
 			p.waiting = append(p.waiting, r)
 		}
 	}
@@ -277,6 +277,14 @@ func changeWhy(r row, p initlock.Policy) string {
 		return "control plane initialised: the lock has done its job; delete it (--release-after-init)"
 	case initlock.ActionMarkOrphan:
 		return fmt.Sprintf("Cluster not found: mark the lock now; a repair run %s or more later (--orphan-grace) collects it if the Cluster is still missing and the holder is gone", p.OrphanGrace)
+	case initlock.ActionUnprotect:
+		return fmt.Sprintf("being deleted, kept by finalizer %s, and safe to let go (%s): remove the finalizer", initlock.HeldFinalizer, d.Reason)
+	case initlock.ActionRearm:
+		return "disarmed after a failed bootstrap, but its holder got its init data since: give it back to the holder"
+	case initlock.ActionDisarm:
+		return "being deleted by its provider after its holder's bootstrap failed: disarm it until the settle time"
+	case initlock.ActionProtect:
+		return fmt.Sprintf("held by an existing machine: protect it with finalizer %s", initlock.HeldFinalizer)
 	case initlock.ActionCollect:
 		since := "-"
 		if o.Lock != nil && o.Lock.ClusterAbsentSince != nil {
@@ -306,6 +314,10 @@ func waitingWhy(r row) string {
 		return fmt.Sprintf("lock deleted while machine %q holds the grant: the bootstrap provider recreates it for that machine at its next lock attempt", d.Holder)
 	case initlock.WaitTakeOver:
 		return fmt.Sprintf("holder machine %q does not exist: the next machine of the cluster to ask for the lock takes it over", d.Holder)
+	case initlock.WaitHeld:
+		return fmt.Sprintf("being deleted, but holder machine %q exists and the control plane is not initialised: finalizer %s keeps it until the holder is done; 'kubectl initlock release --force' lets it go", d.Holder, initlock.HeldFinalizer)
+	case initlock.WaitDisarmed:
+		return fmt.Sprintf("disarmed after its holder's bootstrap failed: initlock-manager lets it go from %s unless the holder gets its init data", d.WaitUntil.UTC().Format(time.RFC3339))
 	}
 	return string(d.Wait)
 }
@@ -406,6 +418,8 @@ func pastTense(a initlock.Action) string {
 		return "marked"
 	case initlock.ActionCollect:
 		return "collected"
+	case initlock.ActionUnprotect:
+		return "let go"
 	case initlock.ActionNone:
 		return "unchanged"
 	}

@@ -63,6 +63,11 @@ type LockStatus struct {
 	Created string `json:"created,omitempty"`
 	// ClusterAbsentSince is when the lock was marked as having no Cluster.
 	ClusterAbsentSince string `json:"clusterAbsentSince,omitempty"`
+	// Protection is the lock's protection by initlock-manager's finalizer
+	// (initlock.dev/held): none, protected, held (being deleted, kept while
+	// its holder may run init) or disarmed (its holder's bootstrap failed;
+	// it goes unless the holder gets its data).
+	Protection string `json:"protection,omitempty"`
 	// Verdict: healthy, unowned, held-after-init, stale-holder, orphan,
 	// corrupt, foreign, lost or free.
 	Verdict string `json:"verdict"`
@@ -108,6 +113,7 @@ func (r row) status() LockStatus {
 			s.ClusterAbsentSince = o.Lock.ClusterAbsentSince.UTC().Format(time.RFC3339)
 		}
 		s.HolderExists = o.Holder != nil
+		s.Protection = protection(o.Lock)
 	} else if d.Verdict == initlock.VerdictLost {
 		s.HolderExists = true // a grant is only ever read from an existing Machine
 	}
@@ -115,6 +121,21 @@ func (r row) status() LockStatus {
 		s.Problem = problem(d.Err)
 	}
 	return s
+}
+
+// protection names how the manager's finalizer protects a lock.
+func protection(l *initlock.Lock) string {
+	switch {
+	case l.Problem != nil:
+		return ""
+	case l.Disarmed != nil && l.Protected:
+		return "disarmed"
+	case l.Deleting && l.Protected:
+		return "held"
+	case l.Protected:
+		return "protected"
+	}
+	return "none"
 }
 
 // problem renders a decision error without repeating the sentinel's
