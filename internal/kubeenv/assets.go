@@ -102,7 +102,13 @@ func CRDDirs(c CAPI) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []string{filepath.Join(dir, sub)}, nil
+	dirs := []string{filepath.Join(dir, sub)}
+	if c != CAPIV1Beta1 {
+		// CABPK's KubeadmConfig, whose conditions initlock-manager reads
+		// when a held lock's provider gave it up.
+		dirs = append(dirs, filepath.Join(dir, "bootstrap/kubeadm/config/crd/bases"))
+	}
+	return dirs, nil
 }
 
 // ModuleDir returns the folder of module path as required by the tools

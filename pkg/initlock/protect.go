@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -134,7 +135,9 @@ func readBootstrap(ctx context.Context, r client.Reader, gv, namespace, name str
 	}
 	cfg.SetKind(kind)
 	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: cname}, cfg); err != nil {
-		if apierrors.IsNotFound(err) {
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) || apierrors.IsForbidden(err) {
+			// Nothing tells of a failure (a kind not served, or not
+			// readable: another provider's): the lock stays held.
 			return b, nil
 		}
 		return nil, &ReadError{Kind: strings.ToLower(kind), Resource: strings.ToLower(kind) + "s", Group: cfg.GroupVersionKind().Group, Namespace: namespace, Name: cname, Err: err}

@@ -110,7 +110,7 @@ func Read(ctx context.Context, src Source, q Query) (Observation, *corev1.Config
 		return o, nil, err
 	}
 	o.Holder, o.Granted = found[holder], found[granted]
-	if q.Intent == IntentKeep && src.Bootstrap != nil && o.Holder != nil && o.Lock.Deleting && o.Lock.Protected {
+	if (q.Intent == IntentKeep || q.Intent == "") && src.Bootstrap != nil && o.Holder != nil && o.Lock.Deleting && o.Lock.Protected {
 		if o.HolderBootstrap, err = readBootstrap(ctx, src.Bootstrap, gv, q.Namespace, holder); err != nil {
 			return o, nil, err
 		}
