@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/controllers/lock"
 	"github.com/initlock/initlock/internal/kubeenv/apimodel"
@@ -30,7 +31,11 @@ var start = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 func (s *System) provider(ctx context.Context, p Provider) {
 	machine, actor := p.Machine, p.actor()
 	defer s.actorDone(actor)
-	l := initlock.New(s.client(actor), initlock.WithTokens(s.token(actor)), initlock.WithClock(&schedClock{
+	var c client.Client = s.client(actor)
+	if s.sc.bug != nil {
+		c = s.sc.bug(c)
+	}
+	l := initlock.New(c, initlock.WithTokens(s.token(actor)), initlock.WithClock(&schedClock{
 		FakePassiveClock: clocktesting.NewFakePassiveClock(start), sys: s, actor: actor}))
 	for range p.Attempts {
 		if s.isAborted() {
@@ -46,6 +51,7 @@ func (s *System) provider(ctx context.Context, p Provider) {
 		m := &unstructured.Unstructured{Object: mObj}
 		m.SetGroupVersionKind(apimodel.MachineGVK)
 		s.checker.callStarted(s, actor)
+		s.touch(hookCallStarted)
 		res, err := l.Lock(ctx, cl, m)
 		if s.isAborted() {
 			return
@@ -54,10 +60,12 @@ func (s *System) provider(ctx context.Context, p Provider) {
 		if !res.Acquired {
 			continue
 		}
+		s.touch(hookGranted)
 		if !p.Unlock || s.branch(actor, "init", "fails, so Unlock", "goes on") == 1 {
 			return
 		}
 		s.checker.unlocking(machine, m.GetUID())
+		s.touch(hookUnlocking)
 		_ = l.Unlock(ctx, cl, m)
 	}
 }
@@ -83,6 +91,7 @@ func (s *System) manager(ctx context.Context) {
 		}
 		s.wait(actor, "reconcile")
 		s.checker.reconcileStarted(s)
+		s.touch(hookReconcile)
 		_, _ = r.Reconcile(ctx, req)
 		s.checker.reconcileEnded(s)
 	}

@@ -1,9 +1,10 @@
 package explore
 
 import (
+	"bytes"
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strconv"
@@ -15,11 +16,14 @@ import (
 )
 
 // actorHistory is what an actor was told, with revisions named by their
-// ranks (apimodel.Store.Rank): a digest of its closed rounds of requests,
-// and the answers of its open round, which its code may receive in any
-// order.
+// ranks (apimodel.Store.Rank): its closed rounds of requests, and the
+// answers of its open round, which its code may receive in any order.
+// Each round is a set: its answers are sorted when it is described, after
+// any renaming.
 type actorHistory struct {
-	digest string
+	closed [][]string
+	// sorted describes the closed rounds without renaming.
+	sorted strings.Builder
 	round  int
 	open   []string
 }
@@ -36,15 +40,36 @@ func (h *actorHistory) close() {
 	if len(h.open) == 0 {
 		return
 	}
-	sort.Strings(h.open)
-	sum := sha256.Sum256([]byte(h.digest + "\n" + strings.Join(h.open, "|")))
-	h.digest, h.open = hex.EncodeToString(sum[:16]), nil
+	h.closed = append(h.closed, h.open)
+	h.sorted.WriteString(roundText(h.open, nil))
+	h.sorted.WriteByte('\n')
+	h.open = nil
 }
 
-func (h *actorHistory) String() string {
-	open := slices.Clone(h.open)
-	sort.Strings(open)
-	return h.digest + " " + strings.Join(open, "|")
+// text describes the history, its texts renamed by rename (nil: none).
+func (h *actorHistory) text(rename func(string) string) string {
+	if rename == nil {
+		return h.sorted.String() + " " + roundText(h.open, nil)
+	}
+	var b strings.Builder
+	for _, r := range h.closed {
+		b.WriteString(roundText(r, rename))
+		b.WriteByte('\n')
+	}
+	b.WriteByte(' ')
+	b.WriteString(roundText(h.open, rename))
+	return b.String()
+}
+
+func roundText(r []string, rename func(string) string) string {
+	r = slices.Clone(r)
+	if rename != nil {
+		for i := range r {
+			r[i] = rename(r[i])
+		}
+	}
+	sort.Strings(r)
+	return strings.Join(r, "|")
 }
 
 // record adds what an actor was told to its history.
@@ -102,44 +127,103 @@ func (s *System) canonicalAnswer(r *apimodel.Request) string {
 	return fmt.Sprintf("ok #%d", s.store.Rank(r.Key, rv))
 }
 
-// hash digests the state: the store, what is pending and held back, what
+// stateKey is a state's digest.
+type stateKey [16]byte
+
+// section is a part of a state's description: lines in order, or a set of
+// lines (sorted, after any renaming). render, when set, gives the lines
+// renamed, for lines whose parts are sets themselves.
+type section struct {
+	set    bool
+	lines  []string
+	render func(rename func(string) string) []string
+}
+
+// digest digests the state: the store, what is pending and held back, what
 // each actor was told (in any order within a round of requests it issued
 // together), the budgets, the caches' floors and the checker's state,
 // every revision named by its rank. Two executions that reach the same
-// digest have the same futures.
-func (s *System) hash() string {
+// digest have the same futures. With interchangeable Machines, the digest
+// is the smallest over their renamings, and rename maps the texts of the
+// state's choices to the names that digest gives them.
+func (s *System) digest() (key stateKey, rename func(string) string) {
+	secs := s.sections()
+	if s.sym == nil {
+		return digestOf(secs, nil), func(l string) string { return l }
+	}
+	best := -1
+	for p := range s.sym.perms {
+		k := digestOf(secs, func(l string) string { return s.sym.rename(p, l) })
+		if best < 0 || bytes.Compare(k[:], key[:]) < 0 {
+			key, best = k, p
+		}
+	}
+	return key, func(l string) string { return s.sym.rename(best, l) }
+}
+
+func digestOf(secs []section, rename func(string) string) stateKey {
 	h := sha256.New()
-	fmt.Fprintln(h, s.store.Fingerprint(s.maxViewDepth()+1))
-	keys := make([]string, 0, len(s.gate.pending))
+	var lines []string
+	for _, sec := range secs {
+		switch {
+		case sec.render != nil:
+			lines = sec.render(rename)
+		case rename != nil:
+			lines = lines[:0]
+			for _, l := range sec.lines {
+				lines = append(lines, rename(l))
+			}
+		default:
+			lines = append(lines[:0], sec.lines...)
+		}
+		if sec.set {
+			sort.Strings(lines)
+		}
+		for _, l := range lines {
+			io.WriteString(h, l)
+			h.Write([]byte{'\n'})
+		}
+		h.Write([]byte{0})
+	}
+	var k stateKey
+	copy(k[:], h.Sum(nil))
+	return k
+}
+
+// sections describes the state.
+func (s *System) sections() []section {
+	store := section{set: true, lines: s.store.FingerprintLines(s.maxViewDepth()+1, s.sym != nil)}
+	pend := section{set: true}
 	for _, p := range s.gate.pending {
 		if p.req != nil {
-			keys = append(keys, p.req.Actor+" "+s.canonical(p.req))
+			pend.lines = append(pend.lines, p.req.Actor+" "+s.canonical(p.req))
 		} else {
-			keys = append(keys, pendingKey(p))
+			pend.lines = append(pend.lines, pendingKey(p))
 		}
 	}
-	sort.Strings(keys)
-	fmt.Fprintln(h, strings.Join(keys, "\n"))
+	var late section
 	for _, l := range s.late {
-		fmt.Fprintln(h, "late", l.Actor, s.canonical(l))
+		late.lines = append(late.lines, "late "+l.Actor+" "+s.canonical(l))
 	}
-	actors := make([]string, 0, len(s.history))
-	for a := range s.history {
-		actors = append(actors, a)
-	}
-	sort.Strings(actors)
-	for _, a := range actors {
-		fmt.Fprintln(h, a, s.history[a])
-	}
-	fmt.Fprintf(h, "%+v\n", s.budget)
-	var floors []string
+	hist := section{set: true, render: func(rename func(string) string) []string {
+		var lines []string
+		for a, h := range s.history {
+			if rename != nil {
+				a = rename(a)
+			}
+			lines = append(lines, a+" "+h.text(rename))
+		}
+		return lines
+	}}
+	floors := section{set: true}
 	for a, fs := range s.floors {
 		for k, rv := range fs {
-			floors = append(floors, fmt.Sprintf("floor %s %s #%d", a, k, s.store.Rank(k, rv)))
+			floors.lines = append(floors.lines, fmt.Sprintf("floor %s %s #%d", a, k, s.store.Rank(k, rv)))
 		}
 	}
-	sort.Strings(floors)
-	fmt.Fprintln(h, strings.Join(floors, "\n"))
-	fmt.Fprintln(h, s.checker.state())
-	return hex.EncodeToString(h.Sum(nil)[:16])
+	secs := []section{store, pend, late, hist, {lines: []string{fmt.Sprintf("%+v", s.budget)}}, floors}
+	for _, part := range s.checker.stateParts() {
+		secs = append(secs, section{set: true, lines: part})
+	}
+	return secs
 }

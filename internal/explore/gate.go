@@ -153,13 +153,32 @@ func pendingKey(p *pending) string {
 // what the actor saw, so reading at once, and possibly an old version,
 // shows what reading later would.
 func (s *System) options() []choice {
+	if p := s.eagerPending(); p != nil {
+		return s.optionsOf(p)
+	}
+	return s.allOptions()
+}
+
+// eagerPending is the first cache read or actor's own choice pending, nil
+// when there is none.
+func (s *System) eagerPending() *pending {
 	g := s.gate
 	g.sortPending()
 	for _, p := range g.pending {
 		if p.view != nil || (p.branch != nil && !p.branch.wait) {
-			return s.optionsOf(p)
+			return p
 		}
 	}
+	return nil
+}
+
+// eager tells whether the state's choices are those of an eager item.
+func (s *System) eager() bool { return s.eagerPending() != nil }
+
+// allOptions lists every choice, as options does without its reduction.
+func (s *System) allOptions() []choice {
+	g := s.gate
+	g.sortPending()
 	var out []choice
 	for _, p := range g.pending {
 		out = append(out, s.optionsOf(p)...)

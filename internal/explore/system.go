@@ -74,6 +74,13 @@ type System struct {
 	aborted bool
 	trace   []string
 	tokens  map[string]int
+	// stepFP is what the actors did, beyond the choice itself, in the step
+	// under way (footprint.go).
+	stepFP footprint
+	// machineNames and actorNames number the Machines and actors for
+	// footprints; sym permutes interchangeable Machines (symmetry.go).
+	machineNames, actorNames []string
+	sym                      *symmetry
 }
 
 func newSystem(sc *Scenario, initial *System) *System {
@@ -90,11 +97,18 @@ func newSystem(sc *Scenario, initial *System) *System {
 	}
 	s.gate = &gate{sys: s}
 	s.checker = newChecker()
+	s.machineNames = sc.machines()
+	for _, p := range sc.Providers {
+		s.actorNames = append(s.actorNames, p.actor())
+	}
+	s.actorNames = append(s.actorNames, "manager")
 	if initial != nil {
+		s.sym = initial.sym
 		s.store = initial.store.Clone()
 		s.checker.grants = append(s.checker.grants, initial.checker.grants...)
 		return s
 	}
+	s.sym = newSymmetry(sc)
 	s.setUp()
 	return s
 }
@@ -211,6 +225,7 @@ func (s *System) actorStarted(name string) {
 func (s *System) actorDone(name string) {
 	s.mu.Lock()
 	s.running[name] = false
+	s.stepFP = s.stepFP.union(hookDone)
 	s.mu.Unlock()
 }
 

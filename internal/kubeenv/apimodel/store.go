@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +38,8 @@ type Version struct {
 	RV     int64
 	Object map[string]any
 	Digest string
+	// text is the JSON Digest digests.
+	text string
 }
 
 // Store is the model's linearizable storage: objects with UIDs and
@@ -279,7 +282,7 @@ func (s *Store) commit(k Key, obj map[string]any) map[string]any {
 	sum := sha256.Sum256(js)
 	metadata(obj)["resourceVersion"] = strconv.FormatInt(s.rev, 10)
 	s.objects[k] = obj
-	s.history[k] = append(s.history[k], Version{RV: s.rev, Object: obj, Digest: hex.EncodeToString(sum[:12])})
+	s.history[k] = append(s.history[k], Version{RV: s.rev, Object: obj, Digest: hex.EncodeToString(sum[:12]), text: string(js)})
 	return deepCopy(obj)
 }
 
@@ -328,6 +331,14 @@ func (s *Store) Keys() []Key {
 // alike, up to the names of revisions. Only the last depth versions of each
 // object are digested (all of them when depth is 0).
 func (s *Store) Fingerprint(depth int) string {
+	return strings.Join(s.FingerprintLines(depth, false), "\n") + "\n"
+}
+
+// FingerprintLines is the fingerprint as one line per object, sorted by
+// key: its key, its number of versions and the digests of the last depth
+// ones, or with texts their JSON (without their resourceVersion), which a
+// caller may rewrite (rename what they name) before digesting it.
+func (s *Store) FingerprintLines(depth int, texts bool) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	keys := make([]Key, 0, len(s.history))
@@ -335,21 +346,30 @@ func (s *Store) Fingerprint(depth int) string {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
-	var b bytes.Buffer
+	lines := make([]string, 0, len(keys))
+	var b strings.Builder
 	for _, k := range keys {
 		h := s.history[k]
 		from := 0
 		if depth > 0 && len(h) > depth {
 			from = len(h) - depth
 		}
-		fmt.Fprintf(&b, "%s %d:", k, len(h))
+		b.Reset()
+		b.WriteString(k.String())
+		b.WriteByte(' ')
+		b.WriteString(strconv.Itoa(len(h)))
+		b.WriteByte(':')
 		for _, v := range h[from:] {
-			b.WriteString(v.Digest)
+			if texts && v.Object != nil {
+				b.WriteString(v.text)
+			} else {
+				b.WriteString(v.Digest)
+			}
 			b.WriteByte(' ')
 		}
-		b.WriteByte('\n')
+		lines = append(lines, b.String())
 	}
-	return b.String()
+	return lines
 }
 
 func metadata(obj map[string]any) map[string]any {
