@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -16,7 +17,8 @@ import (
 // default), and logs a table of states, executions, deepest step and wall
 // time: the measure of the reductions. It runs with
 // INITLOCK_EXPLORE_TABLE=all, =test (Scenarios), =deep (DeepScenarios) or
-// a comma-separated list of names.
+// a comma-separated list of names; INITLOCK_EXPLORE_OFF=sleep,symmetry
+// turns reductions off.
 func TestTable(t *testing.T) {
 	which := os.Getenv("INITLOCK_EXPLORE_TABLE")
 	if which == "" {
@@ -42,13 +44,26 @@ func TestTable(t *testing.T) {
 			}
 		}
 	}
+	var off explore.Reduction
+	for _, name := range strings.Split(os.Getenv("INITLOCK_EXPLORE_OFF"), ",") {
+		switch name {
+		case "sleep":
+			off |= explore.SleepSets
+		case "symmetry":
+			off |= explore.Symmetry
+		case "":
+		default:
+			t.Fatalf("INITLOCK_EXPLORE_OFF: unknown reduction %q (sleep, symmetry)", name)
+		}
+	}
 	var rows []string
 	for _, sc := range scs {
+		sc.Off = off
 		stop := make(chan struct{})
 		timer := time.AfterFunc(budget, func() { close(stop) })
 		sc.Stop = stop
 		var res explore.Result
-		start := time.Now()
+		start, cpu := time.Now(), cpuTime()
 		synctest.Test(t, func(t *testing.T) { res = explore.Explore(sc) })
 		timer.Stop()
 		end := "complete"
@@ -60,12 +75,12 @@ func TestTable(t *testing.T) {
 		case res.Truncated > 0:
 			end = fmt.Sprintf("%d cut", res.Truncated)
 		}
-		row := fmt.Sprintf("| %s | %d | %d | %d | %s | %s |", sc.Name, res.States, res.Executions, res.Deepest,
-			time.Since(start).Round(10*time.Millisecond), end)
+		row := fmt.Sprintf("| %s | %d | %d | %d | %s | %s | %s |", sc.Name, res.States, res.Executions, res.Deepest,
+			time.Since(start).Round(10*time.Millisecond), (cpuTime() - cpu).Round(10*time.Millisecond), end)
 		t.Log(row)
 		rows = append(rows, row)
 	}
-	t.Log("\n| scenario | states | executions | deepest | wall | end |\n|---|---|---|---|---|---|\n" + strings.Join(rows, "\n"))
+	t.Log("\n| scenario | states | executions | deepest | wall | CPU | end |\n|---|---|---|---|---|---|---|\n" + strings.Join(rows, "\n"))
 }
 
 func contains(s []string, v string) bool {
@@ -75,4 +90,13 @@ func contains(s []string, v string) bool {
 		}
 	}
 	return false
+}
+
+// cpuTime is the CPU time the process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
