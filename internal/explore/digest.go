@@ -1,7 +1,6 @@
 package explore
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/initlock/initlock/internal/kubeenv/apimodel"
+	"github.com/initlock/initlock/pkg/initlock"
 )
 
 // actorHistory is what an actor was told, with revisions named by their
@@ -41,33 +41,18 @@ func (h *actorHistory) close() {
 		return
 	}
 	h.closed = append(h.closed, h.open)
-	h.sorted.WriteString(roundText(h.open, nil))
+	h.sorted.WriteString(roundText(h.open))
 	h.sorted.WriteByte('\n')
 	h.open = nil
 }
 
-// text describes the history, its texts renamed by rename (nil: none).
-func (h *actorHistory) text(rename func(string) string) string {
-	if rename == nil {
-		return h.sorted.String() + " " + roundText(h.open, nil)
-	}
-	var b strings.Builder
-	for _, r := range h.closed {
-		b.WriteString(roundText(r, rename))
-		b.WriteByte('\n')
-	}
-	b.WriteByte(' ')
-	b.WriteString(roundText(h.open, rename))
-	return b.String()
+// text describes the history.
+func (h *actorHistory) text() string {
+	return h.sorted.String() + " " + roundText(h.open)
 }
 
-func roundText(r []string, rename func(string) string) string {
+func roundText(r []string) string {
 	r = slices.Clone(r)
-	if rename != nil {
-		for i := range r {
-			r[i] = rename(r[i])
-		}
-	}
 	sort.Strings(r)
 	return strings.Join(r, "|")
 }
@@ -131,12 +116,18 @@ func (s *System) canonicalAnswer(r *apimodel.Request) string {
 type stateKey [16]byte
 
 // section is a part of a state's description: lines in order, or a set of
-// lines (sorted, after any renaming). render, when set, gives the lines
-// renamed, for lines whose parts are sets themselves.
+// lines (sorted, after any renaming). hist, for the actors' histories
+// when Machines may be renamed, holds them as rounds of answers, each a
+// set itself.
 type section struct {
-	set    bool
-	lines  []string
-	render func(rename func(string) string) []string
+	set   bool
+	lines []string
+	hist  []histLine
+}
+
+type histLine struct {
+	actor  string
+	rounds [][]string
 }
 
 // digest digests the state: the store, what is pending and held back, what
@@ -144,42 +135,23 @@ type section struct {
 // together), the budgets, the caches' floors and the checker's state,
 // every revision named by its rank. Two executions that reach the same
 // digest have the same futures. With interchangeable Machines, the digest
-// is the smallest over their renamings, and rename maps the texts of the
-// state's choices to the names that digest gives them.
+// is the canonical one of the state's orbit (symmetry.canonical), and
+// rename maps the texts of the state's choices to the names it gives them.
 func (s *System) digest() (key stateKey, rename func(string) string) {
-	secs := s.sections()
 	if s.sym == nil {
-		return digestOf(secs, nil), func(l string) string { return l }
+		return digestOf(s.sections(false)), func(l string) string { return l }
 	}
-	best := -1
-	for p := range s.sym.perms {
-		k := digestOf(secs, func(l string) string { return s.sym.rename(p, l) })
-		if best < 0 || bytes.Compare(k[:], key[:]) < 0 {
-			key, best = k, p
-		}
-	}
-	return key, func(l string) string { return s.sym.rename(best, l) }
+	key, names := s.sym.canonical(s.sections(true))
+	return key, func(l string) string { return s.sym.rename(names, l) }
 }
 
-func digestOf(secs []section, rename func(string) string) stateKey {
+func digestOf(secs []section) stateKey {
 	h := sha256.New()
-	var lines []string
 	for _, sec := range secs {
-		switch {
-		case sec.render != nil:
-			lines = sec.render(rename)
-		case rename != nil:
-			lines = lines[:0]
-			for _, l := range sec.lines {
-				lines = append(lines, rename(l))
-			}
-		default:
-			lines = append(lines[:0], sec.lines...)
-		}
 		if sec.set {
-			sort.Strings(lines)
+			sort.Strings(sec.lines)
 		}
-		for _, l := range lines {
+		for _, l := range sec.lines {
 			io.WriteString(h, l)
 			h.Write([]byte{'\n'})
 		}
@@ -190,9 +162,9 @@ func digestOf(secs []section, rename func(string) string) stateKey {
 	return k
 }
 
-// sections describes the state.
-func (s *System) sections() []section {
-	store := section{set: true, lines: s.store.FingerprintLines(s.maxViewDepth()+1, s.sym != nil)}
+// sections describes the state; with rounds, the histories as rounds.
+func (s *System) sections(rounds bool) []section {
+	store := section{set: true, lines: s.store.FingerprintLines(s.maxViewDepth()+1, rounds)}
 	pend := section{set: true}
 	for _, p := range s.gate.pending {
 		if p.req != nil {
@@ -205,25 +177,47 @@ func (s *System) sections() []section {
 	for _, l := range s.late {
 		late.lines = append(late.lines, "late "+l.Actor+" "+s.canonical(l))
 	}
-	hist := section{set: true, render: func(rename func(string) string) []string {
-		var lines []string
-		for a, h := range s.history {
-			if rename != nil {
-				a = rename(a)
-			}
-			lines = append(lines, a+" "+h.text(rename))
+	hist := section{set: true}
+	for a, h := range s.history {
+		if rounds {
+			hist.hist = append(hist.hist, histLine{actor: a, rounds: append(slices.Clone(h.closed), h.open)})
+		} else {
+			hist.lines = append(hist.lines, a+" "+h.text())
 		}
-		return lines
-	}}
+	}
 	floors := section{set: true}
 	for a, fs := range s.floors {
 		for k, rv := range fs {
 			floors.lines = append(floors.lines, fmt.Sprintf("floor %s %s #%d", a, k, s.store.Rank(k, rv)))
 		}
 	}
-	secs := []section{store, pend, late, hist, {lines: []string{fmt.Sprintf("%+v", s.budget)}}, floors}
+	secs := []section{store, pend, late, hist, {lines: []string{fmt.Sprintf("%+v", s.budget)}}, floors, s.registers()}
 	for _, part := range s.checker.stateParts() {
 		secs = append(secs, section{set: true, lines: part})
 	}
 	return secs
+}
+
+// registers are the values the grant register has held, which the store's
+// fingerprint may no longer show and the adversary may revert it to.
+func (s *System) registers() section {
+	sec := section{set: true}
+	if !slices.Contains(s.sc.Adversary, RevertRegister) {
+		return sec
+	}
+	seen := map[string]bool{}
+	for _, v := range s.store.History(clusterKey) {
+		if v.Object == nil {
+			continue
+		}
+		meta, _ := v.Object["metadata"].(map[string]any)
+		ann, _ := meta["annotations"].(map[string]any)
+		val, _ := ann[initlock.GrantAnnotation].(string)
+		line := fmt.Sprintf("register %v %s", meta["uid"], val)
+		if !seen[line] {
+			seen[line] = true
+			sec.lines = append(sec.lines, line)
+		}
+	}
+	return sec
 }

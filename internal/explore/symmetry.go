@@ -13,11 +13,19 @@ import (
 // every violation to one of the same invariant and length, so that the
 // search needs to expand only one state of each orbit.
 type symmetry struct {
-	// names are the interchangeable Machines; perms the renamings, each
-	// giving the new name of names[i] at index i (the identity first).
-	names []string
-	perms [][]string
-	index map[string]int
+	// names are the interchangeable Machines, groups their indexes by
+	// script (each group's names sorted).
+	names  []string
+	groups [][]int
+	index  map[string]int
+	// templates caches template's answers: states share most of their
+	// lines.
+	templates map[string]templated
+}
+
+type templated struct {
+	text  string
+	names uint64
 }
 
 // newSymmetry finds sc's interchangeable Machines; nil when there are none.
@@ -37,31 +45,22 @@ func newSymmetry(sc *Scenario) *symmetry {
 		}
 		groups[sig] = append(groups[sig], m)
 	}
-	sy := &symmetry{index: map[string]int{}}
-	var perGroup [][][]string
+	sy := &symmetry{index: map[string]int{}, templates: map[string]templated{}}
 	for _, sig := range sigs {
 		g := groups[sig]
 		if len(g) < 2 {
 			continue
 		}
+		var idx []int
 		for _, m := range g {
 			sy.index[m] = len(sy.names)
+			idx = append(idx, len(sy.names))
 			sy.names = append(sy.names, m)
 		}
-		perGroup = append(perGroup, permutations(g))
+		sy.groups = append(sy.groups, idx)
 	}
 	if len(sy.names) == 0 {
 		return nil
-	}
-	sy.perms = [][]string{nil}
-	for _, gp := range perGroup {
-		var next [][]string
-		for _, p := range sy.perms {
-			for _, q := range gp {
-				next = append(next, append(slices.Clone(p), q...))
-			}
-		}
-		sy.perms = next
 	}
 	return sy
 }
@@ -108,36 +107,43 @@ func isAlnum(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
-// permutations lists the orders of xs, xs itself first.
-func permutations(xs []string) [][]string {
+// permutations lists the orders of xs.
+func permutations(xs []int) [][]int {
 	if len(xs) <= 1 {
-		return [][]string{slices.Clone(xs)}
+		return [][]int{slices.Clone(xs)}
 	}
-	var out [][]string
+	var out [][]int
 	for i := range xs {
 		rest := append(slices.Clone(xs[:i]), xs[i+1:]...)
 		for _, p := range permutations(rest) {
-			out = append(out, append([]string{xs[i]}, p...))
-		}
-	}
-	// xs itself first: the identity.
-	for i, p := range out {
-		if slices.Equal(p, xs) {
-			out[0], out[i] = out[i], out[0]
+			out = append(out, append([]int{xs[i]}, p...))
 		}
 	}
 	return out
 }
 
-// rename rewrites every token of text (a maximal run of letters and
-// digits) that is an interchangeable Machine's name as permutation p
-// renames it.
-func (sy *symmetry) rename(p int, text string) string {
-	if p == 0 {
-		return text
+// marker stands for the interchangeable Machine of index k in a template;
+// no text of a state holds the byte 1 (JSON escapes it).
+func marker(k int) string { return string([]byte{1, byte('0' + k)}) }
+
+// template replaces every token of text (a maximal run of letters and
+// digits) that is an interchangeable Machine's name by its marker, and
+// tells which Machines it names (a bit each).
+func (sy *symmetry) template(text string) (string, uint64) {
+	if t, ok := sy.templates[text]; ok {
+		return t.text, t.names
 	}
-	perm := sy.perms[p]
+	t, names := sy.templateOf(text)
+	if len(sy.templates) >= 1<<16 {
+		clear(sy.templates)
+	}
+	sy.templates[text] = templated{t, names}
+	return t, names
+}
+
+func (sy *symmetry) templateOf(text string) (string, uint64) {
 	var b []byte
+	var names uint64
 	last := 0
 	for i := 0; i < len(text); {
 		if !isAlnum(text[i]) {
@@ -148,18 +154,41 @@ func (sy *symmetry) rename(p int, text string) string {
 		for j < len(text) && isAlnum(text[j]) {
 			j++
 		}
-		if k, ok := sy.index[text[i:j]]; ok && perm[k] != text[i:j] {
+		if k, ok := sy.index[text[i:j]]; ok {
 			if b == nil {
-				b = make([]byte, 0, len(text))
+				b = make([]byte, 0, len(text)+8)
 			}
 			b = append(b, text[last:i]...)
-			b = append(b, perm[k]...)
+			b = append(b, 1, byte('0'+k))
+			names |= 1 << k
 			last = j
 		}
 		i = j
 	}
 	if b == nil {
+		return text, 0
+	}
+	return string(append(b, text[last:]...)), names
+}
+
+// fill writes template t with the Machine of index k named names[k].
+func fill(b []byte, t string, names []string) []byte {
+	for {
+		i := strings.IndexByte(t, 1)
+		if i < 0 {
+			return append(b, t...)
+		}
+		b = append(b, t[:i]...)
+		b = append(b, names[t[i+1]-'0']...)
+		t = t[i+2:]
+	}
+}
+
+// rename renames the Machines of text: the one of index k to names[k].
+func (sy *symmetry) rename(names []string, text string) string {
+	t, n := sy.template(text)
+	if n == 0 {
 		return text
 	}
-	return string(append(b, text[last:]...))
+	return string(fill(nil, t, names))
 }
