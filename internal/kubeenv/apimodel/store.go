@@ -225,7 +225,11 @@ func (s *Store) update(k Key, cur, next map[string]any) (map[string]any, error) 
 			meta["generation"] = curMeta["generation"].(int64) + 1
 		}
 	}
-	if reflect.DeepEqual(normalize(cur), normalize(next)) {
+	// Stored objects are normalized, and next is plain JSON (decoded, or
+	// normalized by the caller, with metadata taken from cur): only its
+	// emptied metadata maps are left to drop.
+	next = tidy(next)
+	if reflect.DeepEqual(cur, next) {
 		return deepCopy(cur), nil // no change: no new revision
 	}
 	return s.commit(k, next), nil
@@ -267,16 +271,16 @@ func (s *Store) Mutate(k Key, change func(obj map[string]any)) bool {
 	}
 	next := deepCopy(cur)
 	change(next)
-	if !reflect.DeepEqual(normalize(cur), normalize(next)) {
+	if next = normalize(next); !reflect.DeepEqual(cur, next) {
 		s.commit(k, next)
 	}
 	return true
 }
 
-// commit stores obj as the next revision of k and returns a copy.
+// commit stores obj, normalized, as the next revision of k and returns a
+// copy.
 func (s *Store) commit(k Key, obj map[string]any) map[string]any {
 	s.rev++
-	obj = normalize(obj)
 	delete(metadata(obj), "resourceVersion")
 	js, _ := json.Marshal(obj)
 	sum := sha256.Sum256(js)
@@ -392,6 +396,12 @@ func normalize(obj map[string]any) map[string]any {
 	if err != nil {
 		panic(err)
 	}
+	return tidy(out)
+}
+
+// tidy drops the empty metadata maps and lists of a plain JSON object, as
+// the API server does.
+func tidy(out map[string]any) map[string]any {
 	meta := metadata(out)
 	for _, f := range []string{"annotations", "labels", "ownerReferences", "finalizers"} {
 		switch v := meta[f].(type) {
