@@ -39,6 +39,8 @@ type pending struct {
 	branch *branchPoint
 	done   chan struct{}
 	seq    int
+	// key orders the pending items (pendingKey).
+	key string
 	// round numbers the requests an actor issues together: those it has
 	// outstanding at once are answered in any order, and its code joins
 	// them before going on.
@@ -83,6 +85,8 @@ type gate struct {
 	sys     *System
 	pending []*pending
 	seq     int
+	// sorted tells that pending is in order.
+	sorted bool
 }
 
 var _ apimodel.Gate = (*gate)(nil)
@@ -109,6 +113,7 @@ func (g *gate) add(p *pending) {
 	s.outstanding[a]++
 	p.round = s.rounds[a]
 	g.pending = append(g.pending, p)
+	g.sorted = false
 	s.mu.Unlock()
 }
 
@@ -127,12 +132,23 @@ type choice struct {
 // sortPending orders the blocked requests independently of the order in
 // which goroutines reached the gate: by actor, then by what they ask.
 func (g *gate) sortPending() {
+	if g.sorted {
+		return
+	}
 	sort.SliceStable(g.pending, func(i, j int) bool {
 		return pendingKey(g.pending[i]) < pendingKey(g.pending[j])
 	})
+	g.sorted = true
 }
 
 func pendingKey(p *pending) string {
+	if p.key == "" {
+		p.key = pendingKeyOf(p)
+	}
+	return p.key
+}
+
+func pendingKeyOf(p *pending) string {
 	switch {
 	case p.req != nil:
 		return p.req.Actor + "\x00" + p.req.Verb + "\x00" + p.req.Key.String() + "\x00" + p.req.Body
