@@ -37,10 +37,13 @@ func (s *System) provider(ctx context.Context, p Provider) {
 	}
 	l := initlock.New(c, initlock.WithTokens(s.token(actor)), initlock.WithClock(&schedClock{
 		FakePassiveClock: clocktesting.NewFakePassiveClock(start), sys: s, actor: actor}))
-	for range p.Attempts {
+	for i := range p.Attempts {
 		if s.isAborted() {
 			return
 		}
+		// Between attempts the provider's future depends on nothing it was
+		// told: its Locker keeps nothing from one call to the next.
+		s.forget(actor, fmt.Sprintf("attempt %d", i))
 		s.wait(actor, "reconcile")
 		clObj, mObj := s.view(actor, clusterKey), s.view(actor, machineKey(machine))
 		if clObj == nil || mObj == nil || (p.Incarnation != 0 && !strings.HasSuffix(uidOf(mObj), fmt.Sprintf("-%d", p.Incarnation))) {

@@ -18,7 +18,7 @@ import (
 // no eager choice is pending must be the same, each at the same shortest
 // step (sleep sets skip steps, never such states; symmetry maps each to
 // its orbit's digest), and so must every invariant's violations and the
-// shortest length of each.
+// shortest length of each, with the digest forgetting or not.
 func TestReductions(t *testing.T) {
 	p := func(m string) Provider { return Provider{Machine: m, Attempts: 1} }
 	cases := []Scenario{
@@ -49,6 +49,10 @@ func TestReductions(t *testing.T) {
 				if !maps.Equal(got.orbits, none.orbits) {
 					t.Errorf("off=%d: %d orbits reached, without reductions %d; %d differ", off, len(got.orbits), len(none.orbits), differ(got.orbits, none.orbits))
 				}
+			}
+			// Forgetting changes the digest, not what is reachable.
+			if all := search(t, sc, SleepSets|Symmetry|Forget); !maps.Equal(all.violations, none.violations) {
+				t.Errorf("without forgetting: violations %v, forgetting %v", all.violations, none.violations)
 			}
 			if len(none.violations) == 0 && sc.bug != nil {
 				t.Errorf("the buggy variant has no violation")

@@ -19,6 +19,9 @@ const (
 	// Symmetry: states that differ only by a permutation of interchangeable
 	// Machines' names are one state (symmetry.go).
 	Symmetry
+	// Forget: the digest forgets what an actor was told once its future no
+	// longer depends on it (a finished actor, a provider between attempts).
+	Forget
 )
 
 type explorer struct {

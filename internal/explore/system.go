@@ -227,6 +227,27 @@ func (s *System) actorDone(name string) {
 	s.running[name] = false
 	s.stepFP = s.stepFP.union(hookDone)
 	s.mu.Unlock()
+	s.forget(name, "done")
+}
+
+// forget replaces what actor was told by what of it its future depends
+// on, at a point of its script where that is all (Forget): a finished
+// actor's past, and its caches, count for nothing.
+func (s *System) forget(actor, what string) {
+	if s.sc.Off&Forget != 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if what == "done" {
+		delete(s.floors, actor)
+	} else {
+		what += fmt.Sprintf(" tokens %d", s.tokens[actor])
+	}
+	h := &actorHistory{round: -1}
+	h.open = []string{what}
+	h.close()
+	s.history[actor] = h
 }
 
 func (s *System) anyRunning() bool {

@@ -17,7 +17,7 @@ import (
 // default), and logs a table of states, executions, deepest step and wall
 // time: the measure of the reductions. It runs with
 // INITLOCK_EXPLORE_TABLE=all, =test (Scenarios), =deep (DeepScenarios) or
-// a comma-separated list of names; INITLOCK_EXPLORE_OFF=sleep,symmetry
+// a comma-separated list of names; INITLOCK_EXPLORE_OFF=sleep,symmetry,forget
 // turns reductions off.
 func TestTable(t *testing.T) {
 	which := os.Getenv("INITLOCK_EXPLORE_TABLE")
@@ -51,9 +51,11 @@ func TestTable(t *testing.T) {
 			off |= explore.SleepSets
 		case "symmetry":
 			off |= explore.Symmetry
+		case "forget":
+			off |= explore.Forget
 		case "":
 		default:
-			t.Fatalf("INITLOCK_EXPLORE_OFF: unknown reduction %q (sleep, symmetry)", name)
+			t.Fatalf("INITLOCK_EXPLORE_OFF: unknown reduction %q (sleep, symmetry, forget)", name)
 		}
 	}
 	var rows []string
