@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -210,17 +211,51 @@ func (d *demo) seedScenario() {
 		return d.kubectlInitlock(n, initlock.VerdictHealthy, "list", "-n", seedNamespace)
 	})
 
-	tl.step("Delete Cluster "+seedCluster+": the garbage collector deletes its lock", func(n note) error {
+	tl.step("kubectl delete configmap "+seedCluster+initlock.LockSuffix+": initlock-manager's finalizer holds the lock", func(n note) error {
+		cm, err := d.getLock(seedNamespace, seedCluster)
+		if err != nil {
+			return err
+		}
+		if cm == nil {
+			return errors.New("the lock is gone")
+		}
+		if err := d.c.Delete(d.ctx, cm); err != nil {
+			return fmt.Errorf("deleting lock %s/%s: %w", seedNamespace, cm.Name, err)
+		}
+		n("an operator \"unsticks\" the cluster while %s may be running kubeadm init; upstream, the next Machine would be granted the lock", seedMachine)
+		ev, err := d.event(seedNamespace, "LockDeleteHeldBack", capi.ClusterKind, seedCluster)
+		if err != nil {
+			return err
+		}
+		if cm, err = d.getLock(seedNamespace, seedCluster); err != nil {
+			return err
+		}
+		if cm == nil || cm.DeletionTimestamp == nil {
+			return fmt.Errorf("lock %s: want it there, being deleted", describeLock(cm))
+		}
+		n("the lock stays, being deleted (finalizer %s): %s", initlock.HeldFinalizer, describeLock(cm))
+		n("event %s: %s", ev.Reason, ev.Note)
+		return nil
+	})
+
+	tl.step("Delete Cluster "+seedCluster+" and its Machine, as Cluster API does: the lock goes with them", func(n note) error {
 		d.lockWrites.take()
 		if err := d.c.Delete(d.ctx, cluster); err != nil {
 			return fmt.Errorf("deleting cluster %s/%s: %w", seedNamespace, seedCluster, err)
+		}
+		machine := &unstructured.Unstructured{}
+		machine.SetGroupVersionKind(capi.MachineGVK(d.capiVersion))
+		machine.SetNamespace(seedNamespace)
+		machine.SetName(seedMachine)
+		if err := d.c.Delete(d.ctx, machine); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting machine %s/%s: %w", seedNamespace, seedMachine, err)
 		}
 		started := time.Now()
 		if err := d.waitLockGone(seedNamespace, seedCluster); err != nil {
 			return err
 		}
 		_, writes := d.lockWrites.take()
-		n("lock %s%s deleted %s after its Cluster; initlock-manager's writes: %s", seedCluster, initlock.LockSuffix, duration(time.Since(started)), writes)
+		n("lock %s%s gone %s after its Cluster, once its holder was gone; initlock-manager's writes: %s (the finalizer off)", seedCluster, initlock.LockSuffix, duration(time.Since(started)), writes)
 		return nil
 	})
 }

@@ -2,6 +2,7 @@ package explore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/controllers/lock"
 	"github.com/initlock/initlock/internal/kubeenv/apimodel"
@@ -31,12 +33,19 @@ var start = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 func (s *System) provider(ctx context.Context, p Provider) {
 	machine, actor := p.Machine, p.actor()
 	defer s.actorDone(actor)
-	l := initlock.New(s.client(actor), initlock.WithTokens(s.token(actor)), initlock.WithClock(&schedClock{
+	var c client.Client = s.client(actor)
+	if s.sc.bug != nil {
+		c = s.sc.bug(c)
+	}
+	l := initlock.New(c, initlock.WithTokens(s.token(actor)), initlock.WithClock(&schedClock{
 		FakePassiveClock: clocktesting.NewFakePassiveClock(start), sys: s, actor: actor}))
-	for range p.Attempts {
+	for i := range p.Attempts {
 		if s.isAborted() {
 			return
 		}
+		// Between attempts the provider's future depends on nothing it was
+		// told: its Locker keeps nothing from one call to the next.
+		s.forget(actor, fmt.Sprintf("attempt %d", i))
 		s.wait(actor, "reconcile")
 		clObj, mObj := s.view(actor, clusterKey), s.view(actor, machineKey(machine))
 		if clObj == nil || mObj == nil || (p.Incarnation != 0 && !strings.HasSuffix(uidOf(mObj), fmt.Sprintf("-%d", p.Incarnation))) {
@@ -47,14 +56,19 @@ func (s *System) provider(ctx context.Context, p Provider) {
 		m := &unstructured.Unstructured{Object: mObj}
 		m.SetGroupVersionKind(apimodel.MachineGVK)
 		s.checker.callStarted(s, actor)
+		s.touch(hookCallStarted)
 		res, err := l.Lock(ctx, cl, m)
 		if s.isAborted() {
 			return
 		}
 		s.checker.lockReturned(s, actor, machine, m.GetUID(), res, err)
+		if errors.Is(err, initlock.ErrStaleMachine) {
+			s.touch(hookStale)
+		}
 		if !res.Acquired {
 			continue
 		}
+		s.touch(hookGranted)
 		ways := []string{}
 		if p.Unlock {
 			ways = append(ways, "fails, so Unlock")
@@ -66,6 +80,7 @@ func (s *System) provider(ctx context.Context, p Provider) {
 		switch ways[s.branch(actor, "init", ways...)] {
 		case "fails, so Unlock":
 			s.checker.unlocking(machine, m.GetUID())
+			s.touch(hookUnlocking)
 			_ = l.Unlock(ctx, cl, m)
 		case "goes on":
 			return
@@ -94,6 +109,7 @@ func (s *System) manager(ctx context.Context) {
 		}
 		s.wait(actor, "reconcile")
 		s.checker.reconcileStarted(s)
+		s.touch(hookReconcile)
 		_, _ = r.Reconcile(ctx, req)
 		s.checker.reconcileEnded(s)
 	}

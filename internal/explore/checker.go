@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sort"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -117,29 +116,30 @@ func (c *checker) violate(inv, format string, args ...any) {
 	}
 }
 
-// state is what of the checker the future depends on.
-func (c *checker) state() string {
+// stateParts is what of the checker the future depends on: sets of lines,
+// each line one fact, so that renaming Machines and sorting the lines
+// again gives the state of the renamed execution.
+func (c *checker) stateParts() [][]string {
 	var gs []string
 	for _, g := range c.grants {
-		gs = append(gs, fmt.Sprintf("%s/%s/%v/%v/%v", g.machine, g.uid, g.upstream, g.register, g.lock))
+		gs = append(gs, fmt.Sprintf("grant %s/%s/%v/%v/%v", g.machine, g.uid, g.upstream, g.register, g.lock))
 	}
-	sort.Strings(gs)
 	var calls []string
 	for a, cl := range c.calls {
-		var us []string
+		calls = append(calls, fmt.Sprintf("call %s %v %v %s", a, cl.lostRegister, cl.lostLock, cl.lock))
 		for u := range cl.live {
-			us = append(us, string(u))
+			calls = append(calls, fmt.Sprintf("call %s live %s", a, u))
 		}
-		sort.Strings(us)
-		calls = append(calls, fmt.Sprintf("%s:%s:%v:%v:%s", a, strings.Join(us, ","), cl.lostRegister, cl.lostLock, cl.lock))
 	}
-	sort.Strings(calls)
-	var live []string
+	live := []string{fmt.Sprint("reconciling ", c.reconciling)}
 	for u := range c.liveUIDs {
-		live = append(live, string(u))
+		live = append(live, "live "+string(u))
 	}
-	sort.Strings(live)
-	return strings.Join(gs, ",") + fmt.Sprint(c.reconciling) + strings.Join(live, ",") + strings.Join(calls, ";") + c.lineageState()
+	var lineage []string
+	for n, o := range c.prev {
+		lineage = append(lineage, "restored "+string(n)+" from "+string(o))
+	}
+	return [][]string{gs, calls, live, lineage}
 }
 
 func (c *checker) anyGrant() bool { return len(c.grants) > 0 }

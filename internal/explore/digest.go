@@ -2,8 +2,8 @@ package explore
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strconv"
@@ -12,14 +12,18 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/initlock/initlock/internal/kubeenv/apimodel"
+	"github.com/initlock/initlock/pkg/initlock"
 )
 
 // actorHistory is what an actor was told, with revisions named by their
-// ranks (apimodel.Store.Rank): a digest of its closed rounds of requests,
-// and the answers of its open round, which its code may receive in any
-// order.
+// ranks (apimodel.Store.Rank): its closed rounds of requests, and the
+// answers of its open round, which its code may receive in any order.
+// Each round is a set: its answers are sorted when it is described, after
+// any renaming.
 type actorHistory struct {
-	digest string
+	closed [][]string
+	// sorted describes the closed rounds without renaming.
+	sorted strings.Builder
 	round  int
 	open   []string
 }
@@ -36,15 +40,21 @@ func (h *actorHistory) close() {
 	if len(h.open) == 0 {
 		return
 	}
-	sort.Strings(h.open)
-	sum := sha256.Sum256([]byte(h.digest + "\n" + strings.Join(h.open, "|")))
-	h.digest, h.open = hex.EncodeToString(sum[:16]), nil
+	h.closed = append(h.closed, h.open)
+	h.sorted.WriteString(roundText(h.open))
+	h.sorted.WriteByte('\n')
+	h.open = nil
 }
 
-func (h *actorHistory) String() string {
-	open := slices.Clone(h.open)
-	sort.Strings(open)
-	return h.digest + " " + strings.Join(open, "|")
+// text describes the history.
+func (h *actorHistory) text() string {
+	return h.sorted.String() + " " + roundText(h.open)
+}
+
+func roundText(r []string) string {
+	r = slices.Clone(r)
+	sort.Strings(r)
+	return strings.Join(r, "|")
 }
 
 // record adds what an actor was told to its history.
@@ -102,45 +112,112 @@ func (s *System) canonicalAnswer(r *apimodel.Request) string {
 	return fmt.Sprintf("ok #%d", s.store.Rank(r.Key, rv))
 }
 
-// hash digests the state: the store, what is pending and held back, what
+// stateKey is a state's digest.
+type stateKey [16]byte
+
+// section is a part of a state's description: lines in order, or a set of
+// lines (sorted, after any renaming). hist, for the actors' histories
+// when Machines may be renamed, holds them as rounds of answers, each a
+// set itself.
+type section struct {
+	set   bool
+	lines []string
+	hist  []histLine
+}
+
+type histLine struct {
+	actor  string
+	rounds [][]string
+}
+
+// digest digests the state: the store, what is pending and held back, what
 // each actor was told (in any order within a round of requests it issued
 // together), the budgets, the caches' floors and the checker's state,
 // every revision named by its rank. Two executions that reach the same
-// digest have the same futures.
-func (s *System) hash() string {
+// digest have the same futures. With interchangeable Machines, the digest
+// is the canonical one of the state's orbit (symmetry.canonical), and
+// rename maps the texts of the state's choices to the names it gives them.
+func (s *System) digest() (key stateKey, rename func(string) string) {
+	if s.sym == nil {
+		return digestOf(s.sections(false)), func(l string) string { return l }
+	}
+	key, names := s.sym.canonical(s.sections(true))
+	return key, func(l string) string { return s.sym.rename(names, l) }
+}
+
+func digestOf(secs []section) stateKey {
 	h := sha256.New()
-	fmt.Fprintln(h, s.store.Fingerprint(s.maxViewDepth()+1))
-	keys := make([]string, 0, len(s.gate.pending))
+	for _, sec := range secs {
+		if sec.set {
+			sort.Strings(sec.lines)
+		}
+		for _, l := range sec.lines {
+			io.WriteString(h, l)
+			h.Write([]byte{'\n'})
+		}
+		h.Write([]byte{0})
+	}
+	var k stateKey
+	copy(k[:], h.Sum(nil))
+	return k
+}
+
+// sections describes the state; with rounds, the histories as rounds.
+func (s *System) sections(rounds bool) []section {
+	store := section{set: true, lines: s.store.FingerprintLines(s.maxViewDepth()+1, rounds)}
+	pend := section{set: true}
 	for _, p := range s.gate.pending {
 		if p.req != nil {
-			keys = append(keys, p.req.Actor+" "+s.canonical(p.req))
+			pend.lines = append(pend.lines, p.req.Actor+" "+s.canonical(p.req))
 		} else {
-			keys = append(keys, pendingKey(p))
+			pend.lines = append(pend.lines, pendingKey(p))
 		}
 	}
-	sort.Strings(keys)
-	fmt.Fprintln(h, strings.Join(keys, "\n"))
+	var late section
 	for _, l := range s.late {
-		fmt.Fprintln(h, "late", l.Actor, s.canonical(l))
+		late.lines = append(late.lines, "late "+l.Actor+" "+s.canonical(l))
 	}
-	actors := make([]string, 0, len(s.history))
-	for a := range s.history {
-		actors = append(actors, a)
+	hist := section{set: true}
+	for a, h := range s.history {
+		if rounds {
+			hist.hist = append(hist.hist, histLine{actor: a, rounds: append(slices.Clone(h.closed), h.open)})
+		} else {
+			hist.lines = append(hist.lines, a+" "+h.text())
+		}
 	}
-	sort.Strings(actors)
-	for _, a := range actors {
-		fmt.Fprintln(h, a, s.history[a])
-	}
-	fmt.Fprintf(h, "%+v\n", s.budget)
-	var floors []string
+	floors := section{set: true}
 	for a, fs := range s.floors {
 		for k, rv := range fs {
-			floors = append(floors, fmt.Sprintf("floor %s %s #%d", a, k, s.store.Rank(k, rv)))
+			floors.lines = append(floors.lines, fmt.Sprintf("floor %s %s #%d", a, k, s.store.Rank(k, rv)))
 		}
 	}
-	sort.Strings(floors)
-	fmt.Fprintln(h, strings.Join(floors, "\n"))
-	fmt.Fprintln(h, s.checker.state())
-	fmt.Fprintln(h, s.adversaryState())
-	return hex.EncodeToString(h.Sum(nil)[:16])
+	secs := []section{store, pend, late, hist, {lines: []string{fmt.Sprintf("%+v", s.budget)}}, floors, s.registers()}
+	for _, part := range s.checker.stateParts() {
+		secs = append(secs, section{set: true, lines: part})
+	}
+	return append(secs, section{set: true, lines: s.adversaryState()})
+}
+
+// registers are the values the grant register has held, which the store's
+// fingerprint may no longer show and the adversary may revert it to.
+func (s *System) registers() section {
+	sec := section{set: true}
+	if !slices.Contains(s.sc.Adversary, RevertRegister) {
+		return sec
+	}
+	seen := map[string]bool{}
+	for _, v := range s.store.History(clusterKey) {
+		if v.Object == nil {
+			continue
+		}
+		meta, _ := v.Object["metadata"].(map[string]any)
+		ann, _ := meta["annotations"].(map[string]any)
+		val, _ := ann[initlock.GrantAnnotation].(string)
+		line := fmt.Sprintf("register %v %s", meta["uid"], val)
+		if !seen[line] {
+			seen[line] = true
+			sec.lines = append(sec.lines, line)
+		}
+	}
+	return sec
 }

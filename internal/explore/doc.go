@@ -36,11 +36,62 @@
 //   - The actors' own choices: a provider's init failing (it then calls
 //     Unlock and tries again) or going on.
 //
-// Two reductions keep it small, both sound: a cache read and an actor's own
-// choice are taken as soon as they are reached (they change nothing others
-// see, and the actor reaches them right after a point the explorer may
-// delay at will); and a held-back write stands in for a failed one (never
-// applied) and a lost answer (applied at the next step).
+// # Reductions
+//
+// Each is sound: no violation reachable within a scenario's bounds is
+// missed, and the shortest one is still found (Scenario.Off turns the last
+// two off; reduce_test.go checks them against the search without).
+//
+//   - Eager local choices (a persistent set): a cache read and an actor's
+//     own choice are taken as soon as they are reached. They change nothing
+//     others see, and the actor reaches them right after a point the
+//     explorer may delay at will (a wait, or the answer to one of its
+//     requests): a path that puts other steps between that point and the
+//     choice is a path that delays the point instead, up to a cache read
+//     showing as stale a version that was live when taken at once (which
+//     only spends less of the stale-read budget).
+//   - Late writes stand in for failed ones (never applied) and lost answers
+//     (applied at the next step).
+//   - Sleep sets (Godefroid), with the state cache. Every choice has a
+//     label (its text with revisions by rank) and a footprint: the
+//     resources it reads and writes (the lock, the Cluster, its status,
+//     each Machine, the fault, event and stale-read budgets, the writes
+//     held back, the checker's grants, each actor's own state), with what
+//     the actor it releases does before it blocks again (the checker's
+//     hooks, its end) noted as it runs (footprint.go). Two choices whose
+//     footprints do not conflict commute: either order leads to one state,
+//     each keeps the other enabled, and the checker judges each alike, so
+//     an interleaving and its reordering reach the same states at the same
+//     depths. A choice explored from a state sleeps in the states its later
+//     siblings lead to for as long as the steps taken are independent of
+//     it: what it would lead to there was reached through it already.
+//     Sleep sets alone skip no state, only steps (executions), and keep
+//     every state's shortest depth. With the cache, a state records the
+//     smallest step each choice was explored from it at; a state reached
+//     again explores what it has not explored at that step or before and
+//     is not asleep, and wakes up what it explored before (Godefroid's
+//     intersection of sleep sets). Conservative where unsure: a wait reads
+//     every object (the actor then reads its cache), an event touches what
+//     eventFootprints declares and everything when it declares nothing,
+//     faults share the fault budget, a late write the list of held-back
+//     writes, and all the steps of one actor depend on each other. The
+//     eager choices above are persistent sets; sleep sets over persistent
+//     sets is Godefroid's combination, sound here because a sleeping
+//     choice is carried through the eager ones (and dropped by any that
+//     conflicts with it) and the eager ones never sleep.
+//   - Symmetry: Machines whose providers have one script (Attempts, Unlock,
+//     ViewDepth, Incarnation), one provider each, named by no fault
+//     pattern and not the upstream holder, are interchangeable: renaming
+//     them in every text of a state (keys, UIDs, tokens, actors, JSON) maps
+//     each execution to one of the renamed scenario, which is the scenario
+//     itself; the code under test never orders Machines by name. The digest
+//     is the smallest over the renamings, so a state is expanded once per
+//     orbit, and labels are renamed as the digest names them, so a choice
+//     explored from one state of an orbit counts for the others. Violations
+//     map to violations of the same invariant and length.
+//
+// The state digest is a 16-byte key: SHA-256 over the state's texts (every
+// revision by its rank, sets of lines sorted after renaming).
 //
 // # The invariants
 //

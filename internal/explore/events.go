@@ -54,6 +54,7 @@ const (
 
 type event struct {
 	name string
+	kind EventKind
 	cost eventCost
 	run  func(*System)
 }
@@ -84,7 +85,9 @@ func costOf(k EventKind) eventCost {
 
 func (s *System) eventsOf(k EventKind) []*event {
 	sn := s.snapshot() // one per revision
-	ev := func(name string, run func(*System)) *event { return &event{name: name, cost: costOf(k), run: run} }
+	ev := func(name string, run func(*System)) *event {
+		return &event{name: name, kind: k, cost: costOf(k), run: run}
+	}
 	switch k {
 	case DeleteLock:
 		if sn.lock != nil {
@@ -183,7 +186,7 @@ func (s *System) revertEvents(sn snapshot) []*event {
 			continue
 		}
 		seen[val] = true
-		out = append(out, &event{name: fmt.Sprintf("the grant register goes back to %s", describeRegister(val)), cost: costLoss, run: func(s *System) {
+		out = append(out, &event{name: fmt.Sprintf("the grant register goes back to %s", describeRegister(val)), kind: RevertRegister, cost: costLoss, run: func(s *System) {
 			s.store.Mutate(clusterKey, func(o map[string]any) {
 				if val == "" {
 					setAnnotation(o, initlock.GrantAnnotation, nil)

@@ -1,12 +1,11 @@
 package explore
 
 import (
-	"context"
 	"fmt"
-	"runtime/debug"
 	"slices"
 	"strings"
-	"testing/synctest"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Scenario bounds one exploration: who acts, how often, which faults and
@@ -52,6 +51,10 @@ type Scenario struct {
 	// Stop, when closed, ends the exploration early (Result.Stopped): a
 	// time budget, set from outside the synctest bubble.
 	Stop <-chan struct{}
+	// Off turns reductions of the search off (all are on by default).
+	Off Reduction
+	// bug, for tests, wraps the providers' client to break the protocol.
+	bug func(client.Client) client.Client
 }
 
 // Provider is the script of one bootstrap provider reconciling one
@@ -205,117 +208,4 @@ func (r Result) String() string {
 		s += ", no violation"
 	}
 	return s
-}
-
-type explorer struct {
-	sc      Scenario
-	visited map[string]int
-	stack   [][]int
-	res     Result
-	bound   int
-	// initial is the starting state, copied into every execution.
-	initial *System
-}
-
-// Explore runs every interleaving of sc's actors, faults and events up to
-// its bounds, depth first, pruning states already expanded at a depth no
-// greater, and returns the shortest violation found. It must run inside a
-// testing/synctest bubble: synctest.Wait tells when every goroutine of the
-// code under test is blocked on the model, so that each step is one
-// scheduler choice and every execution is replayed exactly.
-func Explore(sc Scenario) Result {
-	// The code under test allocates much and keeps little.
-	defer debug.SetGCPercent(debug.SetGCPercent(800))
-	x := &explorer{sc: sc, visited: map[string]int{}, res: Result{Scenario: sc.Name}, bound: sc.MaxSteps}
-	x.initial = newSystem(&x.sc, nil)
-	x.stack = [][]int{nil}
-	for len(x.stack) > 0 {
-		select {
-		case <-sc.Stop:
-			x.res.Stopped = true
-			return x.res
-		default:
-		}
-		prefix := x.stack[len(x.stack)-1]
-		x.stack = x.stack[:len(x.stack)-1]
-		if len(prefix) > x.bound {
-			continue
-		}
-		x.execute(prefix)
-	}
-	return x.res
-}
-
-// execute runs the code along prefix, then on along the first choice of
-// every new state, pushing the other choices.
-func (x *explorer) execute(prefix []int) {
-	x.res.Executions++
-	s := newSystem(&x.sc, x.initial)
-	ctx := context.Background()
-	for _, p := range x.sc.Providers {
-		s.actorStarted(p.actor())
-		go s.provider(ctx, p)
-	}
-	if x.sc.Reconciles > 0 {
-		s.actorStarted("manager")
-		go s.manager(ctx)
-	}
-	path := slices.Clone(prefix)
-	defer func() {
-		s.abort()
-		synctest.Wait()
-	}()
-	for step := 0; ; step++ {
-		synctest.Wait()
-		if v := s.checker.violation; v != nil {
-			x.found(*v, s.trace)
-			return
-		}
-		opts := s.options()
-		if len(opts) == 0 {
-			if s.liveness(ctx); s.checker.violation != nil {
-				x.found(*s.checker.violation, append(s.trace, "every actor is done: "+s.checker.violation.Detail))
-			}
-			if s.checker.operatorNeeded {
-				x.res.OperatorNeeded++
-			}
-			return
-		}
-		if step >= len(path) {
-			if step >= x.bound {
-				x.res.Truncated++
-				return
-			}
-			h := s.hash()
-			if d, ok := x.visited[h]; ok && d <= step {
-				return
-			}
-			if _, ok := x.visited[h]; !ok {
-				x.res.States++
-			}
-			x.visited[h] = step
-			for k := len(opts) - 1; k >= 1; k-- {
-				x.stack = append(x.stack, append(slices.Clone(path), k))
-			}
-			path = append(path, 0)
-		}
-		if path[step] >= len(opts) {
-			panic(fmt.Sprintf("explore: replay diverged at step %d: %d options, choice %d", step, len(opts), path[step]))
-		}
-		c := opts[path[step]]
-		s.trace = append(s.trace, c.text)
-		s.apply(c)
-		if step+1 > x.res.Deepest {
-			x.res.Deepest = step + 1
-		}
-	}
-}
-
-// found keeps the shortest violation and bounds the rest of the search to
-// shorter ones.
-func (x *explorer) found(v Violation, trace []string) {
-	if x.res.Violation == nil || len(trace) < len(x.res.Violation.Steps) {
-		x.res.Violation = &Counterexample{Violation: v, Steps: slices.Clone(trace)}
-		x.bound = len(trace) - 1
-	}
 }

@@ -39,6 +39,8 @@ type pending struct {
 	branch *branchPoint
 	done   chan struct{}
 	seq    int
+	// key orders the pending items (pendingKey).
+	key string
 	// round numbers the requests an actor issues together: those it has
 	// outstanding at once are answered in any order, and its code joins
 	// them before going on.
@@ -83,6 +85,8 @@ type gate struct {
 	sys     *System
 	pending []*pending
 	seq     int
+	// sorted tells that pending is in order.
+	sorted bool
 }
 
 var _ apimodel.Gate = (*gate)(nil)
@@ -116,6 +120,7 @@ func (g *gate) add(p *pending) {
 	p.round = s.rounds[a]
 	s.checker.issued(g.pending, p)
 	g.pending = append(g.pending, p)
+	g.sorted = false
 	s.mu.Unlock()
 }
 
@@ -134,12 +139,23 @@ type choice struct {
 // sortPending orders the blocked requests independently of the order in
 // which goroutines reached the gate: by actor, then by what they ask.
 func (g *gate) sortPending() {
+	if g.sorted {
+		return
+	}
 	sort.SliceStable(g.pending, func(i, j int) bool {
 		return pendingKey(g.pending[i]) < pendingKey(g.pending[j])
 	})
+	g.sorted = true
 }
 
 func pendingKey(p *pending) string {
+	if p.key == "" {
+		p.key = pendingKeyOf(p)
+	}
+	return p.key
+}
+
+func pendingKeyOf(p *pending) string {
 	switch {
 	case p.req != nil:
 		return p.req.Actor + "\x00" + p.req.Verb + "\x00" + p.req.Key.String() + "\x00" + p.req.Body
@@ -160,13 +176,32 @@ func pendingKey(p *pending) string {
 // what the actor saw, so reading at once, and possibly an old version,
 // shows what reading later would.
 func (s *System) options() []choice {
+	if p := s.eagerPending(); p != nil {
+		return s.optionsOf(p)
+	}
+	return s.allOptions()
+}
+
+// eagerPending is the first cache read or actor's own choice pending, nil
+// when there is none.
+func (s *System) eagerPending() *pending {
 	g := s.gate
 	g.sortPending()
 	for _, p := range g.pending {
 		if p.view != nil || (p.branch != nil && !p.branch.wait) {
-			return s.optionsOf(p)
+			return p
 		}
 	}
+	return nil
+}
+
+// eager tells whether the state's choices are those of an eager item.
+func (s *System) eager() bool { return s.eagerPending() != nil }
+
+// allOptions lists every choice, as options does without its reduction.
+func (s *System) allOptions() []choice {
+	g := s.gate
+	g.sortPending()
 	var out []choice
 	for _, p := range g.pending {
 		out = append(out, s.optionsOf(p)...)

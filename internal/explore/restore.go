@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"sort"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -132,13 +131,4 @@ func (c *checker) liveIncarnation(s *System, name string, uid types.UID) types.U
 		return ""
 	}
 	return m.UID
-}
-
-func (c *checker) lineageState() string {
-	keys := make([]string, 0, len(c.prev))
-	for n, o := range c.prev {
-		keys = append(keys, string(n)+"<"+string(o))
-	}
-	sort.Strings(keys)
-	return fmt.Sprint(keys)
 }

@@ -81,27 +81,34 @@ type System struct {
 	// auto serves every request at once, in the liveness probe.
 	auto   bool
 	autoMu sync.Mutex
+	// stepFP is what the actors did, beyond the choice itself, in the step
+	// under way (footprint.go).
+	stepFP footprint
+	// machineNames and actorNames number the Machines and actors for
+	// footprints; sym permutes interchangeable Machines (symmetry.go).
+	machineNames, actorNames []string
+	sym                      *symmetry
 }
 
 // adversaryState is what of the adversary's past the future depends on,
 // beyond the store and the budgets.
-func (s *System) adversaryState() string {
-	var b strings.Builder
+func (s *System) adversaryState() []string {
+	var lines []string
 	if s.backup != nil {
-		fmt.Fprintf(&b, "backup %s restored %v\n", s.backup.digest, s.restored)
+		lines = append(lines, fmt.Sprintf("backup %s restored %v", s.backup.digest, s.restored))
 	}
 	// A delete a Lock call issued must not delete the lock it began with.
 	for _, r := range s.late {
 		if uid, ok := s.checker.origin[r]; ok {
-			fmt.Fprintf(&b, "late %s %s from a call that began with lock %s\n", r.Actor, s.canonical(r), uid)
+			lines = append(lines, fmt.Sprintf("late %s %s from a call that began with lock %s", r.Actor, s.canonical(r), uid))
 		}
 	}
 	for _, p := range s.gate.pending {
 		if uid, ok := s.checker.origin[p.req]; ok && p.req != nil {
-			fmt.Fprintf(&b, "pending %s %s from a call that began with lock %s\n", p.req.Actor, s.canonical(p.req), uid)
+			lines = append(lines, fmt.Sprintf("pending %s %s from a call that began with lock %s", p.req.Actor, s.canonical(p.req), uid))
 		}
 	}
-	return b.String()
+	return lines
 }
 
 func newSystem(sc *Scenario, initial *System) *System {
@@ -118,11 +125,18 @@ func newSystem(sc *Scenario, initial *System) *System {
 	}
 	s.gate = &gate{sys: s}
 	s.checker = newChecker()
+	s.machineNames = sc.machines()
+	for _, p := range sc.Providers {
+		s.actorNames = append(s.actorNames, p.actor())
+	}
+	s.actorNames = append(s.actorNames, "manager")
 	if initial != nil {
+		s.sym = initial.sym
 		s.store = initial.store.Clone()
 		s.checker.grants = append(s.checker.grants, initial.checker.grants...)
 		return s
 	}
+	s.sym = newSymmetry(sc)
 	s.setUp()
 	return s
 }
@@ -245,7 +259,29 @@ func (s *System) actorStarted(name string) {
 func (s *System) actorDone(name string) {
 	s.mu.Lock()
 	s.running[name] = false
+	s.stepFP = s.stepFP.union(hookDone)
 	s.mu.Unlock()
+	s.forget(name, "done")
+}
+
+// forget replaces what actor was told by what of it its future depends
+// on, at a point of its script where that is all (Forget): a finished
+// actor's past, and its caches, count for nothing.
+func (s *System) forget(actor, what string) {
+	if s.sc.Off&Forget != 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if what == "done" {
+		delete(s.floors, actor)
+	} else {
+		what += fmt.Sprintf(" tokens %d", s.tokens[actor])
+	}
+	h := &actorHistory{round: -1}
+	h.open = []string{what}
+	h.close()
+	s.history[actor] = h
 }
 
 func (s *System) anyRunning() bool {

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,6 +39,8 @@ type Version struct {
 	RV     int64
 	Object map[string]any
 	Digest string
+	// text is the JSON Digest digests.
+	text string
 }
 
 // Store is the model's linearizable storage: objects with UIDs and
@@ -242,7 +245,11 @@ func (s *Store) update(k Key, cur, next map[string]any) (map[string]any, error) 
 			meta["generation"] = curMeta["generation"].(int64) + 1
 		}
 	}
-	if reflect.DeepEqual(normalize(cur), normalize(next)) {
+	// Stored objects are normalized, and next is plain JSON (decoded, or
+	// normalized by the caller, with metadata taken from cur): only its
+	// emptied metadata maps are left to drop.
+	next = tidy(next)
+	if reflect.DeepEqual(cur, next) {
 		return deepCopy(cur), nil // no change: no new revision
 	}
 	return s.commit(k, next), nil
@@ -306,22 +313,22 @@ func (s *Store) Mutate(k Key, change func(obj map[string]any)) bool {
 	}
 	next := deepCopy(cur)
 	change(next)
-	if !reflect.DeepEqual(normalize(cur), normalize(next)) {
+	if next = normalize(next); !reflect.DeepEqual(cur, next) {
 		s.commit(k, next)
 	}
 	return true
 }
 
-// commit stores obj as the next revision of k and returns a copy.
+// commit stores obj, normalized, as the next revision of k and returns a
+// copy.
 func (s *Store) commit(k Key, obj map[string]any) map[string]any {
 	s.rev++
-	obj = normalize(obj)
 	delete(metadata(obj), "resourceVersion")
 	js, _ := json.Marshal(obj)
 	sum := sha256.Sum256(js)
 	metadata(obj)["resourceVersion"] = strconv.FormatInt(s.rev, 10)
 	s.objects[k] = obj
-	s.history[k] = append(s.history[k], Version{RV: s.rev, Object: obj, Digest: hex.EncodeToString(sum[:12])})
+	s.history[k] = append(s.history[k], Version{RV: s.rev, Object: obj, Digest: hex.EncodeToString(sum[:12]), text: string(js)})
 	return deepCopy(obj)
 }
 
@@ -370,6 +377,14 @@ func (s *Store) Keys() []Key {
 // alike, up to the names of revisions. Only the last depth versions of each
 // object are digested (all of them when depth is 0).
 func (s *Store) Fingerprint(depth int) string {
+	return strings.Join(s.FingerprintLines(depth, false), "\n") + "\n"
+}
+
+// FingerprintLines is the fingerprint as one line per object, sorted by
+// key: its key, its number of versions and the digests of the last depth
+// ones, or with texts their JSON (without their resourceVersion), which a
+// caller may rewrite (rename what they name) before digesting it.
+func (s *Store) FingerprintLines(depth int, texts bool) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	keys := make([]Key, 0, len(s.history))
@@ -377,21 +392,30 @@ func (s *Store) Fingerprint(depth int) string {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
-	var b bytes.Buffer
+	lines := make([]string, 0, len(keys))
+	var b strings.Builder
 	for _, k := range keys {
 		h := s.history[k]
 		from := 0
 		if depth > 0 && len(h) > depth {
 			from = len(h) - depth
 		}
-		fmt.Fprintf(&b, "%s %d:", k, len(h))
+		b.Reset()
+		b.WriteString(k.String())
+		b.WriteByte(' ')
+		b.WriteString(strconv.Itoa(len(h)))
+		b.WriteByte(':')
 		for _, v := range h[from:] {
-			b.WriteString(v.Digest)
+			if texts && v.Object != nil {
+				b.WriteString(v.text)
+			} else {
+				b.WriteString(v.Digest)
+			}
 			b.WriteByte(' ')
 		}
-		b.WriteByte('\n')
+		lines = append(lines, b.String())
 	}
-	return b.String()
+	return lines
 }
 
 func metadata(obj map[string]any) map[string]any {
@@ -414,6 +438,12 @@ func normalize(obj map[string]any) map[string]any {
 	if err != nil {
 		panic(err)
 	}
+	return tidy(out)
+}
+
+// tidy drops the empty metadata maps and lists of a plain JSON object, as
+// the API server does.
+func tidy(out map[string]any) map[string]any {
 	meta := metadata(out)
 	for _, f := range []string{"annotations", "labels", "ownerReferences", "finalizers"} {
 		switch v := meta[f].(type) {
