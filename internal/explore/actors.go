@@ -99,7 +99,7 @@ func (s *System) manager(ctx context.Context) {
 		Client:      viewClient{Client: live, sys: s},
 		APIReader:   live,
 		CAPIVersion: "v1beta2",
-		Policy:      initlock.DefaultPolicy,
+		Policy:      s.managerPolicy(),
 		Clock:       clocktesting.NewFakePassiveClock(start),
 	}
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: namespace, Name: clusterName}}
@@ -112,7 +112,17 @@ func (s *System) manager(ctx context.Context) {
 		s.touch(hookReconcile)
 		_, _ = r.Reconcile(ctx, req)
 		s.checker.reconcileEnded(s)
+		// It notes the lock the manager saw held (the checker's grants).
+		s.touch(footprint{read: everyKey() | bit(resGrants), write: bit(resGrants)})
 	}
+}
+
+// managerPolicy is the manager's default policy, with its finalizer unless
+// the scenario turns it off.
+func (s *System) managerPolicy() initlock.Policy {
+	p := initlock.DefaultPolicy
+	p.Protect = !s.sc.NoProtect
+	return p
 }
 
 func uidOf(obj map[string]any) string {

@@ -55,6 +55,11 @@ const (
 	// or the state is one only an operator can resolve (a corrupt lock or
 	// register, a ConfigMap in the lock's way).
 	InvLiveness = "liveness"
+	// InvHeldLock: once the manager has reconciled a lock held by an
+	// existing Machine of an uninitialised Cluster, nothing removes it
+	// while that Machine exists, the Cluster is not initialised and the
+	// holder has not released it: deletes of it are held back.
+	InvHeldLock = "held-lock"
 )
 
 // Violation is a broken invariant.
@@ -97,6 +102,11 @@ type checker struct {
 	// operatorNeeded tells that the execution ended in a state only an
 	// operator can resolve (the liveness probe's documented exception).
 	operatorNeeded bool
+	// mustHold maps the UID of a lock the manager reconciled while its
+	// holder existed and the Cluster was not initialised to that holder;
+	// releasing are the Machines whose provider releases the lock.
+	mustHold  map[types.UID]string
+	releasing map[string]bool
 }
 
 type call struct {
@@ -106,6 +116,8 @@ type call struct {
 	lock types.UID
 	// tokens is how many tokens the actor had drawn when the call began.
 	tokens int
+	// upstream tells a call of CABPK's own mutex, not initlock's Lock.
+	upstream bool
 }
 
 func newChecker() *checker { return &checker{} }
@@ -132,6 +144,12 @@ func (c *checker) stateParts() [][]string {
 		}
 	}
 	live := []string{fmt.Sprint("reconciling ", c.reconciling)}
+	for l, h := range c.mustHold {
+		live = append(live, "must hold "+string(l)+" for "+h)
+	}
+	for m := range c.releasing {
+		live = append(live, "releasing "+m)
+	}
 	for u := range c.liveUIDs {
 		live = append(live, "live "+string(u))
 	}
@@ -157,6 +175,7 @@ func (c *checker) callStarted(s *System, actor string) {
 	if c.calls == nil {
 		c.calls = map[string]*call{}
 	}
+	delete(c.releasing, strings.TrimPrefix(actor, "provider/"))
 	cl := &call{live: map[types.UID]bool{}, tokens: s.tokens[actor]}
 	if lk := s.snapshot().lock; lk != nil {
 		cl.lock = lk.UID
@@ -249,14 +268,23 @@ func (s *System) initialisedLocked() bool {
 // unlocking ends a grant: the Machine no longer runs init.
 func (c *checker) unlocking(machine string, uid types.UID) {
 	c.drop(func(g grant) bool { return g.machine == machine && g.uid == uid })
+	if c.releasing == nil {
+		c.releasing = map[string]bool{}
+	}
+	c.releasing[machine] = true
+	for l, h := range c.mustHold {
+		if h == machine {
+			delete(c.mustHold, l) // the holder releases it
+		}
+	}
 }
 
 func (c *checker) machineGone(machine string) {
 	c.drop(func(g grant) bool { return g.machine == machine })
 }
 
-func (c *checker) clusterReplaced() { c.grants = nil }
-func (c *checker) initialised()     { c.grants = nil }
+func (c *checker) clusterReplaced() { c.grants, c.mustHold = nil, nil }
+func (c *checker) initialised()     { c.grants, c.mustHold = nil, nil }
 
 // lockDeleted ends the grant of an upstream holder: nothing else protects
 // it, a limit of upstream locks that pkg/initlock documents. Other grants
@@ -336,12 +364,43 @@ func (c *checker) reconcileEnded(s *System) {
 	defer s.mu.Unlock()
 	c.reconciling = false
 	c.liveUIDs = nil
+	if s.sc.NoProtect {
+		return
+	}
+	sn := s.snapshot()
+	if lk, cl := sn.lock, sn.cluster; lk != nil && lk.Problem == nil && cl != nil && !cl.Initialized && !cl.Paused && !cl.Deleting {
+		if m := sn.machines[lk.Record.MachineName]; m != nil && lk.Record.Names(cl, m) && !c.releasing[m.Name] {
+			if c.mustHold == nil {
+				c.mustHold = map[types.UID]string{}
+			}
+			c.mustHold[lk.UID] = lk.Record.MachineName
+		}
+	}
+}
+
+// held checks that the locks the manager has seen held are still there,
+// but for what their holders' release, init, or the holder's end allow.
+func (c *checker) held(s *System) {
+	if len(c.mustHold) == 0 {
+		return
+	}
+	sn := s.snapshot()
+	for uid, holder := range c.mustHold {
+		if sn.lock != nil && sn.lock.UID == uid {
+			continue
+		}
+		delete(c.mustHold, uid)
+		if sn.cluster != nil && !sn.cluster.Initialized && sn.machines[holder] != nil {
+			c.violate(InvHeldLock, "lock %s, which the manager saw held by machine %s, is gone while %s exists and the control plane is not initialised", uid, holder, holder)
+		}
+	}
 }
 
 // observe notes the live Cluster and Machine UIDs, and checks the grants'
 // protections, after every step.
 func (c *checker) observe(s *System) {
 	c.defended(s)
+	c.held(s)
 	for _, cl := range c.calls {
 		c.observeMachines(s, cl.live)
 	}
@@ -369,6 +428,14 @@ func (c *checker) applied(s *System, r *apimodel.Request, before [2]map[string]a
 	case "ConfigMap":
 		if start, ok := c.origin[r]; ok && before[1] != nil && typesUID(before[1]["metadata"].(map[string]any)["uid"]) == start {
 			c.violate(InvKeepHeld, "%s deleted the lock %s that existed before its Lock call began", r.Actor, start)
+		}
+		if r.Verb == "delete" && before[1] != nil && s.store.Peek(lockKey) == nil {
+			if _, held := c.mustHold[typesUID(before[1]["metadata"].(map[string]any)["uid"])]; !held {
+				// Deleted before the manager saw it held: an upstream
+				// provider's lock is then as unprotected as upstream's
+				// (the window docs/design.md states).
+				c.drop(func(g grant) bool { return g.upstream })
+			}
 		}
 		if r.Actor != "manager" {
 			return
@@ -441,7 +508,7 @@ func (c *checker) issued(pending []*pending, p *pending) {
 	if p.req == nil || !p.req.Write() {
 		return
 	}
-	if cl := c.calls[p.req.Actor]; cl != nil && cl.lock != "" && p.req.Verb == "delete" && p.req.Key == lockKey {
+	if cl := c.calls[p.req.Actor]; cl != nil && !cl.upstream && cl.lock != "" && p.req.Verb == "delete" && p.req.Key == lockKey {
 		if c.origin == nil {
 			c.origin = map[*apimodel.Request]types.UID{}
 		}

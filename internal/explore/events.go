@@ -26,6 +26,8 @@ const (
 	// RecreateMachine: a Machine is deleted and created again under its
 	// name, with a new UID.
 	RecreateMachine EventKind = "recreate-machine"
+	// DeleteMachine: the upstream holder's Machine is deleted for good.
+	DeleteMachine EventKind = "delete-machine"
 	// Pause and Unpause set and clear spec.paused.
 	Pause   EventKind = "pause"
 	Unpause EventKind = "unpause"
@@ -90,10 +92,12 @@ func (s *System) eventsOf(k EventKind) []*event {
 	}
 	switch k {
 	case DeleteLock:
-		if sn.lock != nil {
+		if sn.lock != nil && !sn.lock.Deleting {
 			return []*event{ev("the lock is deleted", func(s *System) {
 				_ = s.store.Delete(lockKey, nil, nil)
-				s.checker.lockDeleted()
+				if s.store.Peek(lockKey) == nil {
+					s.checker.lockDeleted()
+				} // else a finalizer holds it: nothing is lost
 			})}
 		}
 	case RemoveRegister:
@@ -105,6 +109,13 @@ func (s *System) eventsOf(k EventKind) []*event {
 		}
 	case RevertRegister:
 		return s.revertEvents(sn)
+	case DeleteMachine:
+		if m := s.sc.UpstreamHolder; m != "" && sn.machines[m] != nil {
+			return []*event{ev("machine "+m+" is deleted", func(s *System) {
+				_ = s.store.Delete(machineKey(m), nil, nil)
+				s.checker.machineGone(m)
+			})}
+		}
 	case RecreateMachine:
 		var out []*event
 		for _, m := range s.sc.machines() {

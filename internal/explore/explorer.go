@@ -17,6 +17,8 @@ type Scenario struct {
 	// Reconciles is how many reconciles the manager makes (none: 0), and
 	// ManagerViewDepth how many versions back its cache may be.
 	Reconciles, ManagerViewDepth int
+	// NoProtect runs the manager without its finalizer (--protect=false).
+	NoProtect bool
 	// StaleReads bounds how many cache reads of an execution may show a
 	// version older than the live one (within the actors' view depths).
 	StaleReads int
@@ -69,6 +71,8 @@ type Provider struct {
 	// Unlock lets its init fail after a grant, and the provider call
 	// Unlock.
 	Unlock bool
+	// Upstream runs CABPK's own mutex instead of initlock's Locker.
+	Upstream bool
 	// Relock lets its reconcile end after a grant before the Machine's
 	// bootstrap data is written (a failed status update, a restore), so
 	// that the next reconcile calls Lock again, as the holder.

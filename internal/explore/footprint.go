@@ -151,8 +151,11 @@ func (s *System) applyFootprint(r *apimodel.Request) footprint {
 	}
 	if r.Key.Kind == "ConfigMap" {
 		// The checker judges the manager's writes of the lock against
-		// the grants.
+		// the grants, and a delete ends upstream grants.
 		f.reads(resGrants)
+		if r.Verb == "delete" {
+			f.writes(resGrants)
+		}
 	}
 	return f
 }

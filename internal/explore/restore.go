@@ -107,6 +107,7 @@ func (c *checker) restored(s *System, before map[string]types.UID) {
 		}
 	}
 	c.grants = kept
+	c.mustHold = nil // every lock restored is a new one
 	for _, cl := range c.calls {
 		cl.lostRegister, cl.lostLock = true, true
 	}

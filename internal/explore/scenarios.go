@@ -30,6 +30,12 @@ func Scenarios() []Scenario {
 			Adversary: []EventKind{Backup, Restore}, Events: 2, MaxSteps: 120},
 		{Name: "restore-relock", Providers: []Provider{{Machine: "m1", Attempts: 2, Relock: true, ViewDepth: 2}}, StaleReads: 1,
 			Adversary: []EventKind{Backup, Restore}, Events: 2, MaxSteps: 120},
+		{Name: "upstream-delete", Providers: []Provider{{Machine: "m1", Upstream: true, Attempts: 1}, {Machine: "m2", Upstream: true, Attempts: 2}},
+			Reconciles: 2, Adversary: []EventKind{DeleteLock}, Events: 1, Losses: 1, MaxSteps: 120},
+		{Name: "upstream-failed-init", Providers: []Provider{{Machine: "m1", Upstream: true, Attempts: 2, Unlock: true}, {Machine: "m2", Upstream: true, Attempts: 2}},
+			Reconciles: 2, MaxSteps: 120},
+		{Name: "upstream-stale-holder", UpstreamHolder: "m0", Before: []EventKind{DeleteMachine},
+			Providers: []Provider{{Machine: "m1", Upstream: true, Attempts: 2}, {Machine: "m2", Upstream: true, Attempts: 2}}, Reconciles: 2, MaxSteps: 120},
 		{Name: "pause-upstream-holder", UpstreamHolder: "m1", Providers: []Provider{p("m1", 1), p("m2", 1)},
 			Adversary: []EventKind{Pause, Unpause}, Events: 2, MaxSteps: 120},
 	}

@@ -95,7 +95,11 @@ func (x *explorer) execute(t task) {
 	ctx := context.Background()
 	for _, p := range x.sc.Providers {
 		s.actorStarted(p.actor())
-		go s.provider(ctx, p)
+		if p.Upstream {
+			go s.upstreamProvider(ctx, p)
+		} else {
+			go s.provider(ctx, p)
+		}
 	}
 	if x.sc.Reconciles > 0 {
 		s.actorStarted("manager")

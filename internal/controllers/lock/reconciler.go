@@ -174,8 +174,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	lockKey := types.NamespacedName{Namespace: req.Namespace, Name: lockName}
 	src := initlock.From(r.Client)
 	src.Bootstrap = r.APIReader
-	obs, cm, err := initlock.Read(ctx, src, initlock.Query{
-		Namespace: req.Namespace, ClusterName: req.Name, APIVersion: capi.Group + "/" + r.CAPIVersion})
+	query := initlock.Query{Namespace: req.Namespace, ClusterName: req.Name, APIVersion: capi.Group + "/" + r.CAPIVersion}
+	obs, cm, err := initlock.Read(ctx, src, query)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -211,7 +211,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			r.states.set(req.NamespacedName, "")
 			return ctrl.Result{}, nil
 		}
-		obs.Lock, live = initlock.ObserveLock(cm, req.Name), true
+		if obs.Lock = initlock.ObserveLock(cm, req.Name); obs.Lock.Problem == nil {
+			// A lock the cache does not show yet (just created): observe it
+			// whole, live, so that it is protected now, not at the next
+			// reconcile.
+			liveSrc := initlock.From(r.APIReader)
+			liveSrc.Bootstrap = r.APIReader
+			if obs, cm, err = initlock.Read(ctx, liveSrc, query); err != nil {
+				return ctrl.Result{}, err
+			}
+			if cm == nil {
+				return ctrl.Result{RequeueAfter: conflictRetry}, nil // gone meanwhile
+			}
+		}
+		live = true
 	}
 	if !live && m.writtenFrom == (objectVersion{cm.UID, cm.ResourceVersion}) {
 		log.V(4).Info("Waiting for the cache to show the last write", "lock", klog.KObj(cm))
