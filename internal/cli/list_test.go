@@ -57,7 +57,7 @@ func fleet(t *testing.T, ns string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = env.Client.Patch(context.Background(), heldLock, client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`)))
+		_ = env.Client.Patch(context.WithoutCancel(t.Context()), heldLock, client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`)))
 	})
 
 	initialised := newCluster(t, ns, "c-init", true)

@@ -146,7 +146,7 @@ func renderDigest(tsecs []section, names []string) stateKey {
 			sort.Strings(lines)
 		}
 		for _, l := range lines {
-			io.WriteString(h, l)
+			_, _ = io.WriteString(h, l)
 			h.Write([]byte{'\n'})
 		}
 		h.Write([]byte{0})

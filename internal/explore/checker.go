@@ -250,11 +250,6 @@ func (c *checker) staleLeftover(s *System, actor, machine string, uid types.UID,
 	}
 }
 
-func (s *System) machineLive(name string, uid types.UID) bool {
-	obj, err := s.store.Get(machineKey(name))
-	return err == nil && typesUID(obj["metadata"].(map[string]any)["uid"]) == uid
-}
-
 func (s *System) initialisedLocked() bool {
 	obj, err := s.store.Get(clusterKey)
 	if err != nil {

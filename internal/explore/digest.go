@@ -152,7 +152,7 @@ func digestOf(secs []section) stateKey {
 			sort.Strings(sec.lines)
 		}
 		for _, l := range sec.lines {
-			io.WriteString(h, l)
+			_, _ = io.WriteString(h, l)
 			h.Write([]byte{'\n'})
 		}
 		h.Write([]byte{0})

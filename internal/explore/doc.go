@@ -28,13 +28,23 @@
 //     their informer shows, and the manager decides from its cache: any
 //     version not older than what the actor saw last, a bounded number of
 //     versions back.
-//   - Adversary events: the lock deleted (the garbage collector, a person),
-//     the grant register reverted to an earlier value or removed (a Cluster
-//     restored from an older backup, a PUT of an old copy), a Machine
-//     deleted and created again under its name, pause and unpause, the
-//     Cluster replaced by a new one of the same name, init completing.
+//   - Adversary events: the lock deleted (the garbage collector, a person;
+//     a finalizer holds it), the grant register reverted to an earlier
+//     value or removed (a Cluster restored from an older backup, a PUT of
+//     an old copy), a Machine deleted and created again under its name, or
+//     deleted, pause and unpause, the Cluster replaced by a new one of the
+//     same name, init completing, and a backup of the namespace, taken at
+//     any step (it may capture a call half done), restored at any later
+//     step as Velero restores it (velerosim: new UIDs, no ownerReferences
+//     or status, Velero's order), so that a call's requests may fall on
+//     both sides of it and callers hold objects of an earlier incarnation.
 //   - The actors' own choices: a provider's init failing (it then calls
-//     Unlock and tries again) or going on.
+//     Unlock and tries again), its reconcile ending before the data is
+//     written (it calls Lock again), or going on.
+//   - Actors: providers using initlock's Locker; providers running CABPK
+//     v1.14's own mutex (Provider.Upstream: create, read the holder on a
+//     taken name, delete without preconditions); the manager's lock
+//     reconciler, with its finalizer (Scenario.NoProtect turns it off).
 //
 // # Reductions
 //
@@ -110,6 +120,25 @@
 //     that was live while it reconciled.
 //   - Not paused: nothing is written to a paused Cluster. Only locks: no
 //     Machine is written, and of a Cluster nothing but its grant register.
+//   - Pause test: no write races the pause test: a write of the lock is
+//     never in flight together with a write of the register by one actor.
+//   - Keep held: a Lock call never deletes a lock that existed before it
+//     began, even by a write applied after the call gave up.
+//   - Stale leftover: a call refused as stale leaves no grant or lock of
+//     its own naming the stale object's UID.
+//   - Held lock: once the manager has reconciled a lock held by an
+//     existing Machine of an uninitialised Cluster, nothing removes it
+//     while that Machine exists and has not released it.
+//   - Liveness: once every actor is done, with no holder and the control
+//     plane not initialised, some Machine asking again (probe, no fault)
+//     is granted the lock, unless only an operator can resolve the state
+//     (a corrupt lock or register, a ConfigMap in the way, or a conflict
+//     a restore brought back: counted in Result.OperatorNeeded).
+//
+// Across a restore, a Machine restored is the Machine it restores (its
+// grant goes on under the new UID); a protection the backup did not hold
+// is lost, and a grant that lost both is no longer checked, the limit
+// pkg/initlock documents.
 //
 // mutations_test.go re-introduces, in a copy of the source, each rule the
 // protocol rests on; the scenario named for it must find a counterexample.

@@ -13,13 +13,13 @@ import (
 type Reduction uint
 
 const (
-	// SleepSets: a choice independent of the steps taken since a sibling
+	// SleepSets means a choice independent of the steps taken since a sibling
 	// explored it is not explored again (sleep.go).
 	SleepSets Reduction = 1 << iota
-	// Symmetry: states that differ only by a permutation of interchangeable
+	// Symmetry means states that differ only by a permutation of interchangeable
 	// Machines' names are one state (symmetry.go).
 	Symmetry
-	// Forget: the digest forgets what an actor was told once its future no
+	// Forget means the digest forgets what an actor was told once its future no
 	// longer depends on it (a finished actor, a provider between attempts).
 	Forget
 )

@@ -125,10 +125,6 @@ func permutations(xs []int) [][]int {
 	return out
 }
 
-// marker stands for the interchangeable Machine of index k in a template;
-// no text of a state holds the byte 1 (JSON escapes it).
-func marker(k int) string { return string([]byte{1, byte('0' + k)}) }
-
 // template replaces every token of text (a maximal run of letters and
 // digits) that is an interchangeable Machine's name by its marker, and
 // tells which Machines it names (a bit each).
