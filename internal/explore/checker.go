@@ -50,6 +50,10 @@ const (
 	// InvStaleLeftover: a Lock call refused because its Machine object is
 	// stale leaves no grant and no lock naming that object's UID.
 	InvStaleLeftover = "stale-leftover"
+	// InvStaleRelease: an Unlock never writes once its Machine object is
+	// stale (the Machine was restored, or created again, since): the
+	// restored Machine's protections stay.
+	InvStaleRelease = "stale-release"
 	// InvLiveness: once the actors are done, with no holder and the control
 	// plane not initialised, some Machine asking again is granted the lock,
 	// or the state is one only an operator can resolve (a corrupt lock or
@@ -104,9 +108,10 @@ type checker struct {
 	operatorNeeded bool
 	// mustHold maps the UID of a lock the manager reconciled while its
 	// holder existed and the Cluster was not initialised to that holder;
-	// releasing are the Machines whose provider releases the lock.
+	// releasing maps the Machines whose provider releases the lock to the
+	// UID of the object it releases with.
 	mustHold  map[types.UID]string
-	releasing map[string]bool
+	releasing map[string]types.UID
 }
 
 type call struct {
@@ -147,8 +152,8 @@ func (c *checker) stateParts() [][]string {
 	for l, h := range c.mustHold {
 		live = append(live, "must hold "+string(l)+" for "+h)
 	}
-	for m := range c.releasing {
-		live = append(live, "releasing "+m)
+	for m, uid := range c.releasing {
+		live = append(live, "releasing "+m+" "+string(uid))
 	}
 	for u := range c.liveUIDs {
 		live = append(live, "live "+string(u))
@@ -264,9 +269,9 @@ func (s *System) initialisedLocked() bool {
 func (c *checker) unlocking(machine string, uid types.UID) {
 	c.drop(func(g grant) bool { return g.machine == machine && g.uid == uid })
 	if c.releasing == nil {
-		c.releasing = map[string]bool{}
+		c.releasing = map[string]types.UID{}
 	}
-	c.releasing[machine] = true
+	c.releasing[machine] = uid
 	for l, h := range c.mustHold {
 		if h == machine {
 			delete(c.mustHold, l) // the holder releases it
@@ -364,7 +369,7 @@ func (c *checker) reconcileEnded(s *System) {
 	}
 	sn := s.snapshot()
 	if lk, cl := sn.lock, sn.cluster; lk != nil && lk.Problem == nil && cl != nil && !cl.Initialized && !cl.Paused && !cl.Deleting {
-		if m := sn.machines[lk.Record.MachineName]; m != nil && lk.Record.Names(cl, m) && !c.releasing[m.Name] {
+		if m := sn.machines[lk.Record.MachineName]; m != nil && lk.Record.Names(cl, m) && c.releasing[m.Name] == "" {
 			if c.mustHold == nil {
 				c.mustHold = map[types.UID]string{}
 			}
@@ -410,6 +415,11 @@ func (c *checker) observe(s *System) {
 // applied judges a write the store just applied, against the Cluster and
 // the lock as they were before it.
 func (c *checker) applied(s *System, r *apimodel.Request, before [2]map[string]any) {
+	if machine, ok := strings.CutPrefix(r.Actor, "provider/"); ok && c.releasing[machine] != "" && r.Key.Kind != "Machine" {
+		if m := s.snapshot().machines[machine]; m != nil && m.UID != c.releasing[machine] {
+			c.violate(InvStaleRelease, "%s released with machine %s's object of uid %s while the live machine has uid %s: %s %s", r.Actor, machine, c.releasing[machine], m.UID, r.Verb, r.Key)
+		}
+	}
 	switch r.Key.Kind {
 	case "Machine":
 		c.violate(InvOnlyLocks, "%s wrote machine %s", r.Actor, r.Key.Name)

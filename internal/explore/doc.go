@@ -126,6 +126,9 @@
 //     began, even by a write applied after the call gave up.
 //   - Stale leftover: a call refused as stale leaves no grant or lock of
 //     its own naming the stale object's UID.
+//   - Stale release: no write of an Unlock lands once its Machine object
+//     is stale (the Machine restored or created again since), so a
+//     restored holder keeps both protections.
 //   - Held lock: once the manager has reconciled a lock held by an
 //     existing Machine of an uninitialised Cluster, nothing removes it
 //     while that Machine exists and has not released it.

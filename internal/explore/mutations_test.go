@@ -52,7 +52,7 @@ var mutations = []mutation{
 		edits: []edit{{"pkg/initlock/decide_lock.go",
 			"\t\tif o.Uncertain {\n\t\t\treturn RegisterNone\n\t\t}\n",
 			""}}},
-	{name: "yield-a-lock-held-before", scenario: "upstream-holder-race",
+	{name: "yield-a-lock-held-before", scenario: "upstream-holder-lost",
 		rule: "defence in depth: a caller never hands over a lock that named it before its call rewrote it",
 		edits: []edit{{"pkg/initlock/decide_lock.go",
 			" && o.mine(o.Lock.Record.Token) && !o.HeldBefore):\n",

@@ -24,7 +24,7 @@ func Scenarios() []Scenario {
 		{Name: "upstream-late", UpstreamHolder: "m2", Providers: []Provider{p("m1", 2)},
 			Faults: 2, Late: 2, Adversary: []EventKind{DeleteLock}, Events: 1, Losses: 1, MaxSteps: 100},
 		{Name: "upstream-holder-race", UpstreamHolder: "m1", Providers: []Provider{p("m1", 1), p("m2", 2)}, MaxSteps: 100},
-		{Name: "upstream-holder-lost", UpstreamHolder: "m1", Providers: []Provider{p("m1", 2), p("m2", 2)},
+		{Name: "upstream-holder-lost", UpstreamHolder: "m1", Providers: []Provider{p("m1", 2), p("m2", 1)},
 			Faults: 1, FaultsOn: []string{"provider/m1 patch ConfigMap"}, FaultKinds: []string{"lost"},
 			Adversary: []EventKind{RevertRegister}, Events: 1, Losses: 1, MaxSteps: 120},
 		{Name: "late-writes", Providers: []Provider{{Machine: "m1", Attempts: 2, Unlock: true}},

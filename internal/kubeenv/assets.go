@@ -27,6 +27,10 @@ const (
 	// CAPIV1Beta1 installs the CRDs of Cluster API v1.8.4, which serve only
 	// v1beta1, as older management clusters do.
 	CAPIV1Beta1 CAPI = "v1beta1"
+	// CAPIV1Beta2Core installs only the core CRDs of Cluster API v1.14.2,
+	// for a caller that installs its providers' CRDs itself (the real
+	// stack, with their contract labels).
+	CAPIV1Beta2Core CAPI = "v1beta2-core"
 	// CAPINone installs no Cluster API CRDs.
 	CAPINone CAPI = "none"
 )
@@ -88,7 +92,7 @@ func CRDDirs(c CAPI) ([]string, error) {
 	switch c {
 	case CAPINone:
 		return nil, nil
-	case CAPIV1Beta2, "":
+	case CAPIV1Beta2, CAPIV1Beta2Core, "":
 		env, mod, sub = "INITLOCK_CAPI_CRDS", "hack/capi", "core/config/crd/bases"
 	case CAPIV1Beta1:
 		env, mod, sub = "INITLOCK_CAPI_V1BETA1_CRDS", "hack/capi-v1beta1", "config/crd/bases"
@@ -103,7 +107,7 @@ func CRDDirs(c CAPI) ([]string, error) {
 		return nil, err
 	}
 	dirs := []string{filepath.Join(dir, sub)}
-	if c != CAPIV1Beta1 {
+	if c == CAPIV1Beta2 || c == "" {
 		// CABPK's KubeadmConfig, whose conditions initlock-manager reads
 		// when a held lock's provider gave it up.
 		dirs = append(dirs, filepath.Join(dir, "bootstrap/kubeadm/config/crd/bases"))

@@ -113,6 +113,9 @@ func (m *Mgmt) StartManager(ctx context.Context, args ...string) (*Manager, erro
 	return m.manager, nil
 }
 
+// ManagerRuns tells whether initlock-manager was started and not stopped.
+func (m *Mgmt) ManagerRuns() bool { return m.manager != nil && !m.manager.Exited() }
+
 // StopManager stops initlock-manager, if it runs.
 func (m *Mgmt) StopManager() {
 	if m.manager != nil {

@@ -81,7 +81,7 @@ func StartMgmt(ctx context.Context, bins Binaries, opts Options) (_ *Mgmt, retEr
 	if err != nil {
 		return nil, err
 	}
-	if m.Env, err = kubeenv.Start(kubeenv.Options{CRDDirs: crds, AuditWrites: true}); err != nil {
+	if m.Env, err = kubeenv.Start(kubeenv.Options{CAPI: kubeenv.CAPIV1Beta2Core, CRDDirs: crds, AuditWrites: true}); err != nil {
 		return nil, fmt.Errorf("starting the control plane of %s: %w", opts.Name, err)
 	}
 	if m.Client, err = client.New(m.Env.Config, client.Options{Scheme: Scheme()}); err != nil {

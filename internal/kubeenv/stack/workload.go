@@ -105,6 +105,12 @@ func ProviderID(ns, machine string) string { return "local://" + ns + "/" + mach
 // LocalMachine, marked provisioned; controlPlane makes it a control-plane
 // Machine.
 func (m *Mgmt) CreateMachine(ctx context.Context, ns, cluster, name string, controlPlane bool) error {
+	return m.CreateMachineWithConfig(ctx, ns, cluster, name, controlPlane, nil)
+}
+
+// CreateMachineWithConfig is CreateMachine with fields added to the
+// KubeadmConfig's spec (for example files whose content CABPK must read).
+func (m *Mgmt) CreateMachineWithConfig(ctx context.Context, ns, cluster, name string, controlPlane bool, spec map[string]any) error {
 	labels := map[string]any{capi.ClusterNameLabel: cluster}
 	if controlPlane {
 		labels["cluster.x-k8s.io/control-plane"] = ""
@@ -112,6 +118,9 @@ func (m *Mgmt) CreateMachine(ctx context.Context, ns, cluster, name string, cont
 	kc := obj(KubeadmConfigGVK, ns, name)
 	kc.Object["metadata"].(map[string]any)["labels"] = labels
 	kc.Object["spec"] = map[string]any{"format": "cloud-config"}
+	for k, v := range spec {
+		kc.Object["spec"].(map[string]any)[k] = v
+	}
 	if err := m.Client.Create(ctx, kc); err != nil {
 		return fmt.Errorf("creating KubeadmConfig %s/%s: %w", ns, name, err)
 	}
