@@ -200,7 +200,7 @@ func managerDown(t *testing.T, ns, cluster string) {
 	}
 	eventually(t, 10*time.Second, func(ctx context.Context) error {
 		cm := &corev1.ConfigMap{}
-		err := source.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: cluster+"-lock"}, cm)
+		err := source.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: cluster + "-lock"}, cm)
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
