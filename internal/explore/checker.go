@@ -204,13 +204,22 @@ func (c *checker) lockReturned(s *System, actor, machine string, uid types.UID, 
 	cl := c.calls[actor]
 	delete(c.calls, actor)
 	if errors.Is(err, initlock.ErrStaleMachine) {
-		c.staleLeftover(s, actor, machine, uid, cl.tokens)
+		c.staleLeftover(s, actor, machine, uid, cl)
 	}
 	if err != nil || !res.Acquired {
 		return
 	}
 	if !cl.live[uid] {
 		c.violate(InvLiveCaller, "%s was granted the lock for machine %s of uid %s, which was not live during the call", actor, machine, uid)
+	}
+	// A grant counts while its Machine (that incarnation, or what a restore
+	// made of it) exists: one to an incarnation deleted during the call,
+	// even if a Machine of its name was created again since, protects
+	// nothing and names nothing that may run init (pkg/initlock documents
+	// it).
+	live := c.liveIncarnation(s, machine, uid)
+	if live == "" {
+		return
 	}
 	for _, g := range c.grants {
 		if g.machine != machine || !c.sameMachine(g.uid, uid) {
@@ -226,8 +235,7 @@ func (c *checker) lockReturned(s *System, actor, machine string, uid types.UID, 
 	// initialised: one to a Machine deleted during the call, or in an
 	// initialised cluster, protects nothing. A protection the adversary
 	// took during the call is expected only if the call wrote it again.
-	live := c.liveIncarnation(s, machine, uid)
-	if s.initialisedLocked() || live == "" {
+	if s.initialisedLocked() {
 		return
 	}
 	sn, m := s.snapshot(), &initlock.Machine{Namespace: namespace, Name: machine, UID: live}
@@ -239,18 +247,20 @@ func (c *checker) lockReturned(s *System, actor, machine string, uid types.UID, 
 }
 
 // staleLeftover checks that a call refused as stale left no grant and no
-// lock of its own (carrying a token it drew) naming the stale object's UID.
-func (c *checker) staleLeftover(s *System, actor, machine string, uid types.UID, from int) {
-	sn := s.snapshot()
+// lock of its own (carrying a token it drew) naming the stale object's UID;
+// not a protection the adversary changed during the call (a revert may
+// bring back what the call withdrew).
+func (c *checker) staleLeftover(s *System, actor, machine string, uid types.UID, cl *call) {
+	sn, from := s.snapshot(), cl.tokens
 	mine := func(token string) bool {
 		var n int
 		_, err := fmt.Sscanf(strings.TrimPrefix(token, actor+"-t"), "%d", &n)
 		return strings.HasPrefix(token, actor+"-t") && err == nil && n > from
 	}
-	if g := sn.cluster; g != nil && g.Grant.Held() && g.Grant.MachineUID == uid && mine(g.Grant.Token) {
+	if g := sn.cluster; !cl.lostRegister && g != nil && g.Grant.Held() && g.Grant.MachineUID == uid && mine(g.Grant.Token) {
 		c.violate(InvStaleLeftover, "%s was refused as stale, but left its grant for machine %s of uid %s", actor, machine, uid)
 	}
-	if lk := sn.lock; lk != nil && lk.Problem == nil && lk.Record.MachineUID == uid && mine(lk.Record.Token) {
+	if lk := sn.lock; !cl.lostLock && lk != nil && lk.Problem == nil && lk.Record.MachineUID == uid && mine(lk.Record.Token) {
 		c.violate(InvStaleLeftover, "%s was refused as stale, but left its lock for machine %s of uid %s", actor, machine, uid)
 	}
 }
@@ -369,7 +379,11 @@ func (c *checker) reconcileEnded(s *System) {
 	}
 	sn := s.snapshot()
 	if lk, cl := sn.lock, sn.cluster; lk != nil && lk.Problem == nil && cl != nil && !cl.Initialized && !cl.Paused && !cl.Deleting {
-		if m := sn.machines[lk.Record.MachineName]; m != nil && lk.Record.Names(cl, m) && c.releasing[m.Name] == "" {
+		// The manager must keep what it protected, and what its cache
+		// showed held as it is live: a cache behind the server may not
+		// show the lock held yet (the window the next reconcile closes).
+		fresh := lk.Protected || s.sawLive("manager", clusterKey, lockKey, machineKey(lk.Record.MachineName))
+		if m := sn.machines[lk.Record.MachineName]; fresh && m != nil && lk.Record.Names(cl, m) && c.releasing[m.Name] == "" {
 			if c.mustHold == nil {
 				c.mustHold = map[types.UID]string{}
 			}

@@ -139,7 +139,12 @@
 //     restore or move, of its UID) exists and the Cluster is not
 //     initialised. Deleting the holder Machine, or an explicit Unlock, ends
 //     it; that is how a provider lets another Machine try after a failed
-//     init.
+//     init. A Machine deleted during its own Lock call (even if created
+//     again under its name) may be told Acquired for the deleted
+//     incarnation, as it may be by a call that returned a moment before
+//     the delete: that grant counts for nothing, and another Machine may
+//     hold the lock meanwhile. A provider must not write bootstrap data
+//     for a Machine whose UID is gone.
 //   - Bootstrap providers that do not use this package (the upstream lock)
 //     write no grants: their locks are protected only by the ConfigMap, and
 //     a caller of this package never takes them while their holder exists.
