@@ -16,7 +16,8 @@ import (
 
 // TestMissingPermission runs the manager with the generated ClusterRole
 // less one permission the relinker needs for a Machine controlled by a
-// MachineSet: update on machinesets/finalizers, or delete on machines. Every
+// MachineSet: update on machinesets/finalizers, delete on machines (both
+// required by the admission plugin), or patch on machines (by RBAC). Every
 // other object is relinked; the Machine is left untouched, with a Warning
 // event naming the permission and a count in the forbidden metric, and it is
 // relinked once the permission is granted.
@@ -24,6 +25,7 @@ func TestMissingPermission(t *testing.T) {
 	for _, tc := range []struct{ resource, verb string }{
 		{"machinesets/finalizers", "update"},
 		{"machines", "delete"},
+		{"machines", "patch"},
 	} {
 		t.Run(tc.verb+" "+tc.resource, func(t *testing.T) { testMissingPermission(t, tc.resource, tc.verb) })
 	}

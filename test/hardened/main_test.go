@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 	kubeenv.Main(m, kubeenv.Options{OwnerReferencesPermissionEnforcement: true}, &env)
 }
 
-// restrictedUser binds rules to a new user named after the test and
+// restrictedUser binds rules to a new user named after the namespace and
 // returns its rest.Config once the authorizer applies the binding.
 func restrictedUser(t *testing.T, ns string, rules []rbacv1.PolicyRule) *rest.Config {
 	t.Helper()
