@@ -52,6 +52,27 @@ func NewMachine(version, namespace, cluster, name string) *unstructured.Unstruct
 	return u
 }
 
+// NewMachineGroup returns a valid MachineSet or MachineDeployment (kind)
+// of cluster, not yet created, with the cluster-name label and a template
+// of a Machine as NewMachine makes it.
+func NewMachineGroup(kind, version, namespace, cluster, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(capi.MachineGVK(version).GroupVersion().WithKind(kind))
+	u.SetNamespace(namespace)
+	u.SetName(name)
+	u.SetLabels(map[string]string{capi.ClusterNameLabel: cluster})
+	m := NewMachine(version, namespace, cluster, name)
+	u.Object["spec"] = map[string]any{
+		"clusterName": cluster,
+		"selector":    map[string]any{"matchLabels": map[string]any{"pool": name}},
+		"template": map[string]any{
+			"metadata": map[string]any{"labels": map[string]any{"pool": name}},
+			"spec":     m.Object["spec"],
+		},
+	}
+	return u
+}
+
 // NewLock returns the lock of cluster held by machine, not yet created, in
 // the format the upstream bootstrap providers write: the cluster-name label,
 // the record with only machineName, and an ownerReference to owner when it

@@ -31,6 +31,12 @@ type Options struct {
 	// update, patch, delete) at the Metadata level into AuditLogPath:
 	// who wrote what, and the response code.
 	AuditWrites bool
+	// OwnerReferencesPermissionEnforcement turns on kube-apiserver's
+	// admission plugin of that name, as OpenShift and Cluster API's
+	// end-to-end clusters do: changing an object's ownerReferences needs
+	// delete on the object, and setting blockOwnerDeletion needs update on
+	// the owner's finalizers subresource. Off by default.
+	OwnerReferencesPermissionEnforcement bool
 }
 
 // Env is a running control plane.
@@ -77,6 +83,10 @@ func Start(opts Options) (_ *Env, retErr error) {
 		if err := e.configureAudit(); err != nil {
 			return nil, errors.Join(err, os.RemoveAll(dir))
 		}
+	}
+	if opts.OwnerReferencesPermissionEnforcement {
+		e.env.ControlPlane.GetAPIServer().Configure().
+			Append("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
 	}
 	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
 		// envtest's 20 s is too short for a loaded 2-core machine.

@@ -3,12 +3,14 @@ package kubeenv
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 )
 
 // MarkerRules reads the RBAC rules from the kubebuilder markers
@@ -76,4 +78,28 @@ func (e *Env) BindClusterRole(t testing.TB, name string, rules []rbacv1.PolicyRu
 		}
 		t.Cleanup(func() { _ = e.Client.Delete(context.WithoutCancel(t.Context()), obj) })
 	}
+}
+
+// GeneratedClusterRoleRules reads the rules of the ClusterRole that
+// controller-gen wrote into config/<dir>/role.yaml (the first object of the
+// file), e.g. dir "rbac" for the manager's.
+func GeneratedClusterRoleRules(t testing.TB, dir string) []rbacv1.PolicyRule {
+	t.Helper()
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(root, "config", dir, "role.yaml")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.Unmarshal(b, role); err != nil {
+		t.Fatalf("reading %s: %v", path, err)
+	}
+	if role.Kind != "ClusterRole" || len(role.Rules) == 0 {
+		t.Fatalf("%s: first object is a %s with %d rules, want a ClusterRole with rules", path, role.Kind, len(role.Rules))
+	}
+	return role.Rules
 }

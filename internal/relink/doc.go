@@ -45,6 +45,13 @@
 //     Options.WarnAfter a Warning event with reason OwnerNotFound is
 //     recorded on it, and the gauge initlock_relink_waiting_objects counts
 //     it. Nothing is ever deleted.
+//   - A patch the API server refuses for lack of permission (under the
+//     admission plugin OwnerReferencesPermissionEnforcement: delete on the
+//     object, update on the finalizers of an owner referenced with
+//     blockOwnerDeletion) leaves that object as it was; a Warning event with
+//     reason RelinkForbidden names the permission, the counter
+//     initlock_relink_forbidden_patches_total counts it, and the object is
+//     tried again after Options.MaxBackoff. Other objects are not held up.
 //
 // # What it does not do
 //

@@ -3,6 +3,7 @@ package relink
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -24,6 +25,36 @@ func DefaultKinds() []schema.GroupVersionKind {
 		out = append(out, schema.GroupVersionKind{Group: capi.Group, Kind: k})
 	}
 	return append(out, schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"})
+}
+
+// defaultControllers maps each of DefaultKinds that Cluster API's
+// controllers give a controller reference (with blockOwnerDeletion) to an
+// owner among DefaultKinds, to the kinds of those owners: MachineSets are
+// controlled by MachineDeployments, Machines by MachineSets or MachinePools.
+// The other references among DefaultKinds (to a Cluster, from a
+// MachineDeployment, MachinePool, MachineHealthCheck or the init lock) do
+// not block deletion.
+var defaultControllers = map[string][]string{
+	"MachineSet": {"MachineDeployment"},
+	"Machine":    {"MachineSet", "MachinePool"},
+}
+
+// DefaultBlockingOwnerKinds are the kinds of DefaultKinds that Cluster API
+// sets as owners with blockOwnerDeletion on others of DefaultKinds, sorted:
+// relinking those references needs update on the owners' finalizers
+// subresource where OwnerReferencesPermissionEnforcement is enabled.
+func DefaultBlockingOwnerKinds() []schema.GroupKind {
+	var out []schema.GroupKind
+	for _, owners := range defaultControllers {
+		for _, o := range owners {
+			gk := schema.GroupKind{Group: capi.Group, Kind: o}
+			if !slices.Contains(out, gk) {
+				out = append(out, gk)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b schema.GroupKind) int { return strings.Compare(a.String(), b.String()) })
+	return out
 }
 
 // DefaultSelectors restricts the ConfigMaps and Secrets the relinker caches

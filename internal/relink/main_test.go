@@ -360,19 +360,5 @@ func newMachineDeployment(ns, cluster, name string) *unstructured.Unstructured {
 }
 
 func machineGroup(kind, ns, cluster, name string) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(capiGVK(kind))
-	u.SetNamespace(ns)
-	u.SetName(name)
-	u.SetLabels(map[string]string{capi.ClusterNameLabel: cluster})
-	m := kubeenv.NewMachine(env.CAPIVersion, ns, cluster, name)
-	u.Object["spec"] = map[string]any{
-		"clusterName": cluster,
-		"selector":    map[string]any{"matchLabels": map[string]any{"pool": name}},
-		"template": map[string]any{
-			"metadata": map[string]any{"labels": map[string]any{"pool": name}},
-			"spec":     m.Object["spec"],
-		},
-	}
-	return u
+	return kubeenv.NewMachineGroup(kind, env.CAPIVersion, ns, cluster, name)
 }

@@ -15,11 +15,16 @@ const (
 	// LinkedMetric counts the objects relinked to all their recorded
 	// owners, by group and kind.
 	LinkedMetric = "initlock_relink_linked_objects_total"
+	// ForbiddenMetric counts the relink patches the API server refused for
+	// lack of permission, by group and kind of the object patched.
+	ForbiddenMetric = "initlock_relink_forbidden_patches_total"
 )
 
 type metrics struct {
 	waiting *prometheus.GaugeVec
 	linked  *prometheus.CounterVec
+	// forbidden counts the patches refused with 403 Forbidden.
+	forbidden *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, kinds []*kind) (*metrics, error) {
@@ -32,8 +37,12 @@ func newMetrics(reg prometheus.Registerer, kinds []*kind) (*metrics, error) {
 			Name: LinkedMetric,
 			Help: "Restored objects relinked to all their recorded owners.",
 		}, []string{"group", "kind"}),
+		forbidden: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: ForbiddenMetric,
+			Help: "Relink patches refused by the API server for lack of permission; a Warning event names the permission.",
+		}, []string{"group", "kind"}),
 	}
-	for _, c := range []prometheus.Collector{m.waiting, m.linked} {
+	for _, c := range []prometheus.Collector{m.waiting, m.linked, m.forbidden} {
 		if err := reg.Register(c); err != nil {
 			if are := (prometheus.AlreadyRegisteredError{}); errors.As(err, &are) {
 				return nil, fmt.Errorf("the relinker's metrics are already registered: run one relinker per registry: %w", err)
@@ -44,6 +53,7 @@ func newMetrics(reg prometheus.Registerer, kinds []*kind) (*metrics, error) {
 	for _, k := range kinds {
 		m.waiting.WithLabelValues(k.gvk.Group, k.gvk.Kind).Set(0)
 		m.linked.WithLabelValues(k.gvk.Group, k.gvk.Kind).Add(0)
+		m.forbidden.WithLabelValues(k.gvk.Group, k.gvk.Kind).Add(0)
 	}
 	return m, nil
 }

@@ -146,8 +146,8 @@ func testRestrictedRelinker(t *testing.T, withSecrets bool) {
 			}
 			return uc.Update(ctx, &cm)
 		}},
-		{"delete a machine", func(ctx context.Context) error {
-			return uc.Delete(ctx, get(t, capiGVK("Machine"), ns, "md-0-abc-0"))
+		{"delete a cluster", func(ctx context.Context) error {
+			return uc.Delete(ctx, get(t, capiGVK("Cluster"), ns, "c1"))
 		}},
 		{"create a configmap", func(ctx context.Context) error {
 			return uc.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "new"}})

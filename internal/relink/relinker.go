@@ -42,6 +42,10 @@ const (
 	// ReasonInvalidAnnotation is the reason of the Warning event recorded on
 	// an object whose Annotation cannot be read.
 	ReasonInvalidAnnotation = "InvalidRestoredOwnerReferences"
+	// ReasonRelinkForbidden is the reason of the Warning event recorded on
+	// an object whose relink patch the API server refused for lack of
+	// permission; the note names the permission.
+	ReasonRelinkForbidden = "RelinkForbidden"
 )
 
 // ControllerName names the relinker's controller.
@@ -344,6 +348,9 @@ func (r *Relinker) Reconcile(ctx context.Context, req Request) (ctrl.Result, err
 	all := len(missing) == 0
 	if changed || all {
 		if err := r.patch(ctx, k, req, obj, refs, changed, all); err != nil {
+			if apierrors.IsForbidden(err) && !isNamespaceTerminating(err) {
+				return r.refused(ctx, k, obj, refs, err), nil
+			}
 			return ctrl.Result{}, fmt.Errorf("%s: relinking to its owners: %w", req, err)
 		}
 	}

@@ -125,7 +125,7 @@ func runHeldDelete(t *testing.T, withManager bool, del deleteHow) heldOutcome {
 		eventually(t, 10*time.Second, func(ctx context.Context) error {
 			cm, err := source.Lock(ctx, ns, cluster)
 			if err != nil || cm == nil || !hasHeldFinalizer(cm) {
-				return fmt.Errorf("lock not protected yet (%v)", err)
+				return fmt.Errorf("lock not protected yet (%w)", err)
 			}
 			return nil
 		})
@@ -204,7 +204,7 @@ func managerDown(t *testing.T, ns, cluster string) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("lock still there (%v)", err)
+		return fmt.Errorf("lock still there (%w)", err)
 	})
 	result(t, "manager down: the protected lock of a deleted Cluster stayed terminating; 'kubectl initlock release %s -n <ns> --force' cleared it", cluster)
 }
@@ -335,7 +335,7 @@ func runFailedInit(t *testing.T, withManager bool) failedOutcome {
 	eventually(t, 60*time.Second, func(ctx context.Context) error {
 		kc, err := source.Get(ctx, stack.KubeadmConfigGVK, ns, cp0)
 		if err != nil || kc == nil {
-			return fmt.Errorf("no KubeadmConfig (%v)", err)
+			return fmt.Errorf("no KubeadmConfig (%w)", err)
 		}
 		if !strings.Contains(fmt.Sprint(kc.Object["status"]), "DataSecretGenerationFailed") {
 			return errors.New("CABPK has not reported the failure yet")

@@ -1,0 +1,130 @@
+package hardened_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/manager/managertest"
+	"github.com/initlock/initlock/internal/relink"
+)
+
+var env *kubeenv.Env
+
+func TestMain(m *testing.M) {
+	kubeenv.Main(m, kubeenv.Options{OwnerReferencesPermissionEnforcement: true}, &env)
+}
+
+// restrictedUser binds rules to a new user named after the namespace and
+// returns its rest.Config once the authorizer applies the binding.
+func restrictedUser(t *testing.T, ns string, rules []rbacv1.PolicyRule) *rest.Config {
+	t.Helper()
+	user := "initlock-" + ns
+	env.BindClusterRole(t, user, rules, kubeenv.UserSubject(user))
+	cfg, err := env.AddUser(user, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// RBAC applies once the authorizer's cache has seen the binding.
+	kubeenv.Eventually(t, 10*time.Second, func() error { return listMachines(t, cfg, ns) })
+	return cfg
+}
+
+func listMachines(t *testing.T, cfg *rest.Config, ns string) error {
+	c, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		return err
+	}
+	l := &metav1.PartialObjectMetadataList{}
+	l.SetGroupVersionKind(capiGVK("MachineList"))
+	return c.List(t.Context(), l, client.InNamespace(ns))
+}
+
+// startManager runs the manager with the relinker (default kinds, its own
+// metrics registry, warnings at once) in ns as cfg.
+func startManager(t *testing.T, cfg *rest.Config, ns string) (*managertest.Running, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	opts := managertest.Options(ns)
+	opts.Logger = logr.Discard()
+	opts.Setups = append(opts.Setups, relink.ManagerSetup(relink.Options{
+		Namespace: ns, Registry: reg, WarnAfter: -1, MinBackoff: 200 * time.Millisecond, MaxBackoff: time.Second,
+	}))
+	return managertest.Start(t, cfg, opts), reg
+}
+
+func capiGVK(kind string) schema.GroupVersionKind {
+	return schema.GroupVersionKind{Group: capi.Group, Version: env.CAPIVersion, Kind: kind}
+}
+
+// restored returns u as a restore with initlock's Velero plugin leaves it:
+// no ownerReferences, the owners recorded in the annotation.
+func restored(u *unstructured.Unstructured, owners ...relink.OwnerRef) *unstructured.Unstructured {
+	u.SetAnnotations(map[string]string{relink.Annotation: relink.Encode(owners)})
+	return u
+}
+
+// controllerOwner is a controller reference with blockOwnerDeletion, as
+// Cluster API's controllers write them.
+func controllerOwner(kind, name string) relink.OwnerRef {
+	return relink.OwnerRef{APIVersion: capi.Group + "/" + env.CAPIVersion, Kind: kind, Name: name,
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
+}
+
+// plainOwner is a reference without controller or blockOwnerDeletion.
+func plainOwner(kind, name string) relink.OwnerRef {
+	return relink.OwnerRef{APIVersion: capi.Group + "/" + env.CAPIVersion, Kind: kind, Name: name}
+}
+
+func create(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		managertest.Create(t, env.Client, o)
+	}
+}
+
+func get(t *testing.T, kind, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(capiGVK(kind))
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, u); err != nil {
+		t.Fatalf("reading %s %s/%s: %v", kind, ns, name, err)
+	}
+	return u
+}
+
+// linkedTo returns nil once the object has the annotation removed and
+// exactly one ownerReference, to owner, shaped as ref.
+func linkedTo(t *testing.T, kind, ns, name string, owner *unstructured.Unstructured, ref relink.OwnerRef) func() error {
+	return func() error {
+		u := get(t, kind, ns, name)
+		if v, ok := u.GetAnnotations()[relink.Annotation]; ok {
+			return fmt.Errorf("%s %s still has the annotation %s", kind, name, v)
+		}
+		want := metav1.OwnerReference{APIVersion: owner.GetAPIVersion(), Kind: owner.GetKind(), Name: owner.GetName(),
+			UID: owner.GetUID(), Controller: ref.Controller, BlockOwnerDeletion: ref.BlockOwnerDeletion}
+		got := u.GetOwnerReferences()
+		if !slices.EqualFunc(got, []metav1.OwnerReference{want}, equalRef) {
+			return fmt.Errorf("%s %s ownerReferences = %v, want %v", kind, name, got, want)
+		}
+		return nil
+	}
+}
+
+func equalRef(a, b metav1.OwnerReference) bool {
+	return a.APIVersion == b.APIVersion && a.Kind == b.Kind && a.Name == b.Name && a.UID == b.UID &&
+		ptr.Equal(a.Controller, b.Controller) && ptr.Equal(a.BlockOwnerDeletion, b.BlockOwnerDeletion)
+}

@@ -1,0 +1,94 @@
+package hardened_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/manager/managertest"
+	"github.com/initlock/initlock/internal/relink"
+)
+
+// TestRestrictedRelinkAndAdoption restores a cluster's object graph, with
+// Cluster API's controller references (blockOwnerDeletion set), and an
+// unowned init lock, and runs the manager with the relinker as a user bound
+// only to the generated ClusterRole: every object is relinked exactly as
+// recorded, the lock is adopted, and no request is refused.
+func TestRestrictedRelinkAndAdoption(t *testing.T) {
+	ns := env.Namespace(t)
+	cfg := restrictedUser(t, ns, kubeenv.GeneratedClusterRoleRules(t, "rbac"))
+
+	v := env.CAPIVersion
+	create(t,
+		kubeenv.NewLock(ns, "c1", "c1-cp-0", nil),
+		restored(kubeenv.NewMachineGroup("MachineDeployment", v, ns, "c1", "md-0"), plainOwner("Cluster", "c1")),
+		restored(kubeenv.NewMachineGroup("MachineSet", v, ns, "c1", "md-0-abc"), controllerOwner("MachineDeployment", "md-0")),
+		restored(kubeenv.NewMachine(v, ns, "c1", "md-0-abc-0"), controllerOwner("MachineSet", "md-0-abc")),
+		kubeenv.NewMachine(v, ns, "c1", "c1-cp-0"),
+	)
+	rm, _ := startManager(t, cfg, ns)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("requests refused to the manager's user: %v", rm.Counter.Denied())
+		}
+	})
+	cluster := managertest.CreateCluster(t, env.Client, v, ns, "c1")
+
+	kubeenv.Eventually(t, 30*time.Second, linkedTo(t, "MachineDeployment", ns, "md-0", cluster, plainOwner("Cluster", "c1")))
+	kubeenv.Eventually(t, 30*time.Second, linkedTo(t, "MachineSet", ns, "md-0-abc", get(t, "MachineDeployment", ns, "md-0"), controllerOwner("MachineDeployment", "md-0")))
+	kubeenv.Eventually(t, 30*time.Second, linkedTo(t, "Machine", ns, "md-0-abc-0", get(t, "MachineSet", ns, "md-0-abc"), controllerOwner("MachineSet", "md-0-abc")))
+	kubeenv.Eventually(t, 30*time.Second, func() error {
+		cm, err := managertest.GetLock(t, env.Client, ns, "c1")
+		if err != nil {
+			return err
+		}
+		return kubeenv.LockOwnedBy(cm, cluster)
+	})
+	if d := rm.Counter.Denied(); len(d) > 0 {
+		t.Fatalf("requests refused to the manager's user: %v", d)
+	}
+}
+
+// TestRoleGrantsOnlyTheNeededFinalizers checks that the generated
+// ClusterRole grants update on the finalizers of exactly the owners that
+// Cluster API gives blockOwnerDeletion references among the default relinked
+// kinds, and nothing else on any finalizers.
+func TestRoleGrantsOnlyTheNeededFinalizers(t *testing.T) {
+	var got []string
+	for _, r := range kubeenv.GeneratedClusterRoleRules(t, "rbac") {
+		for _, res := range r.Resources {
+			if !strings.HasSuffix(res, "/finalizers") {
+				continue
+			}
+			if !slices.Equal(r.Verbs, []string{"update"}) {
+				t.Errorf("%s: verbs %v, want only update", res, r.Verbs)
+			}
+			for _, g := range r.APIGroups {
+				got = append(got, res+"."+g)
+			}
+		}
+	}
+	mapper := env.Client.RESTMapper()
+	var want []string
+	for _, gk := range relink.DefaultBlockingOwnerKinds() {
+		m, err := mapper.RESTMapping(gk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, m.Resource.Resource+"/finalizers."+gk.Group)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("finalizers granted = %v, want %v", got, want)
+	}
+	wantKinds := []schema.GroupKind{{Group: "cluster.x-k8s.io", Kind: "MachineDeployment"},
+		{Group: "cluster.x-k8s.io", Kind: "MachinePool"}, {Group: "cluster.x-k8s.io", Kind: "MachineSet"}}
+	if got := relink.DefaultBlockingOwnerKinds(); !slices.Equal(got, wantKinds) {
+		t.Fatalf("DefaultBlockingOwnerKinds() = %v, want %v", got, wantKinds)
+	}
+}
