@@ -2,7 +2,6 @@ package contention
 
 import (
 	"flag"
-	"os"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -16,13 +15,10 @@ var (
 	env     *kubeenv.Env
 )
 
-// TestMain starts a control plane only when benchmarks run: plain go test
-// stays fast.
+// TestMain starts a control plane for the benchmark and for the tests of
+// the upstream lock's races.
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
-		os.Exit(m.Run())
-	}
 	// The upstream lock logs every refusal; the benchmark counts them.
 	ctrl.SetLogger(logr.Discard())
 	kubeenv.Main(m, kubeenv.Options{CAPI: kubeenv.CAPIV1Beta2}, &env)

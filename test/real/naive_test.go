@@ -106,16 +106,7 @@ func runNaive(t *testing.T, withManager bool) naiveOutcome {
 	// A second control-plane Machine.
 	created := time.Now()
 	must(t, source.CreateMachine(ctx, ns, cluster, cp1, true))
-	err = stack.Poll(ctx, secondInitWait, func(ctx context.Context) error {
-		data, err := source.BootstrapData(ctx, ns, cp1)
-		if err != nil {
-			return err
-		}
-		if !strings.Contains(data, "kubeadm init") {
-			return errors.New("no init data")
-		}
-		return nil
-	})
+	err = stack.Poll(ctx, secondInitWait, hasInitData(source, ns, cp1))
 	if err == nil {
 		o.secondInit, o.initAfter = true, time.Since(created)
 		m, err := source.Get(ctx, stack.MachineGVK, ns, cp0)
@@ -132,10 +123,10 @@ func runNaive(t *testing.T, withManager bool) naiveOutcome {
 	return o
 }
 
-// waitInitData waits until CABPK has written a Machine's bootstrap data.
-func waitInitData(t *testing.T, m *stack.Mgmt, ns, machine string) {
-	t.Helper()
-	eventually(t, 60*time.Second, func(ctx context.Context) error {
+// hasInitData returns a check that CABPK has written machine's init data
+// (kubeadm init) in m.
+func hasInitData(m *stack.Mgmt, ns, machine string) func(context.Context) error {
+	return func(ctx context.Context) error {
 		data, err := m.BootstrapData(ctx, ns, machine)
 		if err != nil {
 			return err
@@ -144,7 +135,13 @@ func waitInitData(t *testing.T, m *stack.Mgmt, ns, machine string) {
 			return errors.New("no init data yet")
 		}
 		return nil
-	})
+	}
+}
+
+// waitInitData waits until CABPK has written a Machine's bootstrap data.
+func waitInitData(t *testing.T, m *stack.Mgmt, ns, machine string) {
+	t.Helper()
+	eventually(t, 60*time.Second, hasInitData(m, ns, machine))
 }
 
 // TestNaiveRestore measures a restore that keeps stale owner UIDs, with

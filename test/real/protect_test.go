@@ -147,16 +147,7 @@ func runHeldDelete(t *testing.T, withManager bool, del deleteHow) heldOutcome {
 
 	created := time.Now()
 	must(t, source.CreateMachine(ctx, ns, cluster, cp1, true))
-	if err := stack.Poll(ctx, secondInitWait, func(ctx context.Context) error {
-		data, err := source.BootstrapData(ctx, ns, cp1)
-		if err != nil {
-			return err
-		}
-		if !strings.Contains(data, "kubeadm init") {
-			return errors.New("no init data")
-		}
-		return nil
-	}); err == nil {
+	if err := stack.Poll(ctx, secondInitWait, hasInitData(source, ns, cp1)); err == nil {
 		o.secondInit, o.initAfter = true, time.Since(created)
 		m, err := source.Get(ctx, stack.MachineGVK, ns, cp0)
 		must(t, err)
@@ -348,16 +339,7 @@ func runFailedInit(t *testing.T, withManager bool) failedOutcome {
 		Data:       map[string][]byte{"value": []byte("initlock")},
 	}))
 	created := time.Now()
-	if err := stack.Poll(ctx, failedInitWait, func(ctx context.Context) error {
-		data, err := source.BootstrapData(ctx, ns, cp0)
-		if err != nil {
-			return err
-		}
-		if !strings.Contains(data, "kubeadm init") {
-			return errors.New("no init data")
-		}
-		return nil
-	}); err == nil {
+	if err := stack.Poll(ctx, failedInitWait, hasInitData(source, ns, cp0)); err == nil {
 		o.dataAfter = time.Since(created)
 	}
 	o.events = map[string]int{}

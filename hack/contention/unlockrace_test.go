@@ -1,0 +1,149 @@
+package contention
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/bootstrap/kubeadm/pkg/locking"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/initlock/initlock/internal/capi"
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/manager/managertest"
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+// TestUpstreamUnlockRace runs CABPK v1.14.2's own mutex against a lock
+// naming a deleted Machine m0. Upstream's Lock for m2 reads the lock, finds
+// m0 gone and deletes the lock without preconditions. Between its read of
+// m0 and its delete, initlock's Lock takes the lock over for m1 and is told
+// Acquired. Upstream alone, the delete removes m1's lock and upstream's next
+// Lock grants m2: two Machines run init. With initlock-manager, once it has
+// protected m1's lock, the delete is held back and m2 is refused.
+func TestUpstreamUnlockRace(t *testing.T) {
+	for _, withManager := range []bool{false, true} {
+		t.Run(fmt.Sprintf("manager=%t", withManager), func(t *testing.T) {
+			ctx := t.Context()
+			ns := env.Namespace(t)
+			if withManager {
+				managertest.Start(t, env.Config, managertest.Options(ns))
+			}
+			cl := kubeenv.NewCluster(capi.V1Beta2, ns, "c1")
+			create(t, cl)
+			m1, m2 := kubeenv.NewMachine(capi.V1Beta2, ns, "c1", "m1"), kubeenv.NewMachine(capi.V1Beta2, ns, "c1", "m2")
+			create(t, m1)
+			create(t, m2)
+			create(t, kubeenv.NewLock(ns, "c1", "m0", cl))
+
+			var tookOver initlock.Result
+			raced := false
+			sc := runtime.NewScheme()
+			utilruntime.Must(corev1.AddToScheme(sc))
+			utilruntime.Must(clusterv1.AddToScheme(sc))
+			typedClient, err := client.NewWithWatch(env.Config, client.Options{Scheme: sc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			upstream := interceptor.NewClient(typedClient, interceptor.Funcs{
+				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					err := c.Get(ctx, key, obj, opts...)
+					if _, ok := obj.(*clusterv1.Machine); ok && key.Name == "m0" && apierrors.IsNotFound(err) && !raced {
+						// Between upstream's read of m0 and its delete.
+						raced = true
+						var lerr error
+						if tookOver, lerr = initlock.New(env.Client).Lock(ctx, cl, m1); lerr != nil {
+							t.Errorf("initlock Lock for m1: %v", lerr)
+						}
+						if withManager {
+							kubeenv.Eventually(t, 30*time.Second, func() error { return protected(ctx, ns) })
+						}
+					}
+					return err
+				},
+			})
+			mutex := locking.NewControlPlaneInitMutex(upstream)
+			if mutex.Lock(ctx, typed[clusterv1.Cluster](t, cl), typed[clusterv1.Machine](t, m2)) {
+				t.Fatal("upstream Lock for m2 acquired a lock naming m0 at once; want it refused")
+			}
+			if !raced || !tookOver.Acquired {
+				t.Fatalf("attack not exercised: raced %t, m1 acquired %t", raced, tookOver.Acquired)
+			}
+			// CABPK's next reconcile of m2.
+			m2Acquired := mutex.Lock(ctx, typed[clusterv1.Cluster](t, cl), typed[clusterv1.Machine](t, m2))
+			cm := &corev1.ConfigMap{}
+			err = env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "c1-lock"}, cm)
+			t.Logf("manager %t: m1 took the lock over; upstream's Unlock for m2 then deleted it; upstream's next Lock for m2: acquired %t; lock: %s",
+				withManager, m2Acquired, describe(cm, err))
+			if !withManager {
+				if !m2Acquired {
+					t.Fatal("upstream alone: want the race to grant m2 while m1 holds the lock (the defect the finalizer closes); it did not")
+				}
+				return
+			}
+			if m2Acquired {
+				t.Fatal("with initlock-manager: m2 acquired the lock while m1 holds it")
+			}
+			if err != nil || cm.DeletionTimestamp == nil {
+				t.Fatalf("with initlock-manager: want m1's lock held back, being deleted; got %s", describe(cm, err))
+			}
+			again, err := initlock.New(env.Client).Lock(ctx, cl, m1)
+			if err != nil || !again.Acquired {
+				t.Fatalf("with initlock-manager: m1's re-Lock: %+v, %v; want acquired", again, err)
+			}
+			// Let the namespace go: the operator's command, without the plugin.
+			if err := env.Client.Patch(ctx, cm, client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`))); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func create(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := env.Client.Create(t.Context(), obj); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// protected tells, with an error saying why not, whether the lock of c1
+// carries initlock's finalizer.
+func protected(ctx context.Context, ns string) error {
+	cm := &corev1.ConfigMap{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "c1-lock"}, cm); err != nil {
+		return err
+	}
+	for _, f := range cm.Finalizers {
+		if f == initlock.HeldFinalizer {
+			return nil
+		}
+	}
+	return errors.New("lock not protected yet")
+}
+
+func typed[T any](t *testing.T, u *unstructured.Unstructured) *T {
+	t.Helper()
+	var out T
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &out); err != nil {
+		t.Fatal(err)
+	}
+	return &out
+}
+
+func describe(cm *corev1.ConfigMap, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	rec, _ := initlock.DecodeRecord(cm.Data[initlock.DataKey])
+	return fmt.Sprintf("holder %q, being deleted %t, finalizers %v", rec.MachineName, cm.DeletionTimestamp != nil, cm.Finalizers)
+}
