@@ -66,11 +66,11 @@ func run(m *testing.M) (code int) {
 	stop = func() error { s3.Stop(); return nil }
 	// One after the other: starting both at once only makes them compete
 	// for the same cores.
-	if source, err = stack.StartMgmt(ctx, bins, stack.Options{Name: "source", S3: s3, Webhooks: true}); err != nil {
+	if source, err = stack.StartMgmt(ctx, bins, stack.Options{Name: "source", S3: s3, Webhooks: true, OwnerReferencesPermissionEnforcement: true}); err != nil {
 		return fail(errors.Join(err, stop()))
 	}
 	stop = func() error { err := source.Stop(); s3.Stop(); return err }
-	if target, err = stack.StartMgmt(ctx, bins, stack.Options{Name: "target", S3: s3, Webhooks: true}); err != nil {
+	if target, err = stack.StartMgmt(ctx, bins, stack.Options{Name: "target", S3: s3, Webhooks: true, OwnerReferencesPermissionEnforcement: true}); err != nil {
 		return fail(errors.Join(err, stop()))
 	}
 	stop = func() error {

@@ -33,14 +33,29 @@ const ProviderRelinkKinds = "Cluster.cluster.x-k8s.io,MachineDeployment.cluster.
 
 // GrantProviderKinds gives ManagerUser what ProviderRelinkKinds needs beyond
 // config/rbac: list, watch and patch on KubeadmConfigs, LocalClusters and
-// LocalMachines.
+// LocalMachines. Under OwnerReferencesPermissionEnforcement it adds what
+// docs/install.md tells an operator to bind for kinds added with
+// --relink-kinds: delete on those kinds and on Secrets, and update on the
+// finalizers of the owners they name with blockOwnerDeletion (Clusters,
+// Machines, KubeadmConfigs).
 func (m *Mgmt) GrantProviderKinds(ctx context.Context) error {
+	verbs := []string{"list", "watch", "patch"}
+	if m.enforceRefs {
+		verbs = append(verbs, "delete")
+	}
 	role := &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: "initlock-relink-providers"},
 		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{KubeadmConfigGVK.Group}, Resources: []string{"kubeadmconfigs"}, Verbs: []string{"list", "watch", "patch"}},
-			{APIGroups: []string{InfraGroup}, Resources: []string{"localclusters", "localmachines"}, Verbs: []string{"list", "watch", "patch"}},
+			{APIGroups: []string{KubeadmConfigGVK.Group}, Resources: []string{"kubeadmconfigs"}, Verbs: verbs},
+			{APIGroups: []string{InfraGroup}, Resources: []string{"localclusters", "localmachines"}, Verbs: verbs},
 		},
+	}
+	if m.enforceRefs {
+		role.Rules = append(role.Rules,
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"delete"}},
+			rbacv1.PolicyRule{APIGroups: []string{MachineGVK.Group}, Resources: []string{"clusters/finalizers", "machines/finalizers"}, Verbs: []string{"update"}},
+			rbacv1.PolicyRule{APIGroups: []string{KubeadmConfigGVK.Group}, Resources: []string{"kubeadmconfigs/finalizers"}, Verbs: []string{"update"}},
+		)
 	}
 	return m.bindToManager(ctx, role)
 }

@@ -25,6 +25,9 @@ type Options struct {
 	NoCAPI bool
 	// Webhooks registers the Cluster API webhooks at start.
 	Webhooks bool
+	// OwnerReferencesPermissionEnforcement runs kube-apiserver with that
+	// admission plugin (kubeenv.Options).
+	OwnerReferencesPermissionEnforcement bool
 	// CABPK, when set, is the CABPK binary to run instead of the stack's
 	// (make test-real passes CABPK built with docs/cabpk.patch).
 	CABPK string
@@ -44,6 +47,7 @@ type Mgmt struct {
 
 	bins          Binaries
 	cabpkBin      string
+	enforceRefs   bool
 	s3            *S3
 	caBundle      []byte
 	core, cabpk   *capiManager
@@ -68,7 +72,7 @@ func StartMgmt(ctx context.Context, bins Binaries, opts Options) (_ *Mgmt, retEr
 	if err != nil {
 		return nil, err
 	}
-	m := &Mgmt{Name: opts.Name, Dir: dir, bins: bins, cabpkBin: opts.CABPK, s3: opts.S3}
+	m := &Mgmt{Name: opts.Name, Dir: dir, bins: bins, cabpkBin: opts.CABPK, s3: opts.S3, enforceRefs: opts.OwnerReferencesPermissionEnforcement}
 	if m.cabpkBin == "" {
 		m.cabpkBin = bins.path(BinCABPK)
 	}
@@ -81,7 +85,7 @@ func StartMgmt(ctx context.Context, bins Binaries, opts Options) (_ *Mgmt, retEr
 	if err != nil {
 		return nil, err
 	}
-	if m.Env, err = kubeenv.Start(kubeenv.Options{CAPI: kubeenv.CAPIV1Beta2Core, CRDDirs: crds, AuditWrites: true}); err != nil {
+	if m.Env, err = kubeenv.Start(kubeenv.Options{CAPI: kubeenv.CAPIV1Beta2Core, CRDDirs: crds, AuditWrites: true, OwnerReferencesPermissionEnforcement: opts.OwnerReferencesPermissionEnforcement}); err != nil {
 		return nil, fmt.Errorf("starting the control plane of %s: %w", opts.Name, err)
 	}
 	if m.Client, err = client.New(m.Env.Config, client.Options{Scheme: Scheme()}); err != nil {
