@@ -3,7 +3,6 @@ package explore
 import (
 	"bytes"
 	"crypto/sha256"
-	"io"
 	"slices"
 	"sort"
 	"strconv"
@@ -142,14 +141,7 @@ func renderDigest(tsecs []section, names []string) stateKey {
 		for _, hl := range ts.hist {
 			lines = append(lines, renderHist(hl, names))
 		}
-		if ts.set {
-			sort.Strings(lines)
-		}
-		for _, l := range lines {
-			_, _ = io.WriteString(h, l)
-			h.Write([]byte{'\n'})
-		}
-		h.Write([]byte{0})
+		hashSection(h, lines, ts.set)
 	}
 	var k stateKey
 	copy(k[:], h.Sum(nil))

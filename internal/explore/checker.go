@@ -221,15 +221,8 @@ func (c *checker) lockReturned(s *System, actor, machine string, uid types.UID, 
 	if live == "" {
 		return
 	}
-	for _, g := range c.grants {
-		if g.machine != machine || !c.sameMachine(g.uid, uid) {
-			c.violate(InvOneHolder, "machine %s (uid %s) was granted the lock while machine %s (uid %s) holds it", machine, uid, g.machine, g.uid)
-		}
-	}
-	for _, g := range c.grants {
-		if g.machine == machine && c.sameMachine(g.uid, uid) {
-			return
-		}
+	if c.granted(machine, uid, "") {
+		return
 	}
 	// A grant counts while its Machine exists and the control plane is not
 	// initialised: one to a Machine deleted during the call, or in an
@@ -244,6 +237,21 @@ func (c *checker) lockReturned(s *System, actor, machine string, uid types.UID, 
 		c.grants = append(c.grants, g)
 		c.defended(s)
 	}
+}
+
+// granted judges a grant to machine (an incarnation of uid) against the
+// grants that count: any other holder violates one-holder. It tells
+// whether machine already holds the lock. by says who granted it.
+func (c *checker) granted(machine string, uid types.UID, by string) bool {
+	holds := false
+	for _, g := range c.grants {
+		if g.machine == machine && c.sameMachine(g.uid, uid) {
+			holds = true
+			continue
+		}
+		c.violate(InvOneHolder, "machine %s (uid %s) was granted the lock%s while machine %s (uid %s) holds it", machine, uid, by, g.machine, g.uid)
+	}
+	return holds
 }
 
 // staleLeftover checks that a call refused as stale left no grant and no

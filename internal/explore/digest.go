@@ -148,18 +148,24 @@ func (s *System) digest() (key stateKey, rename func(string) string) {
 func digestOf(secs []section) stateKey {
 	h := sha256.New()
 	for _, sec := range secs {
-		if sec.set {
-			sort.Strings(sec.lines)
-		}
-		for _, l := range sec.lines {
-			_, _ = io.WriteString(h, l)
-			h.Write([]byte{'\n'})
-		}
-		h.Write([]byte{0})
+		hashSection(h, sec.lines, sec.set)
 	}
 	var k stateKey
 	copy(k[:], h.Sum(nil))
 	return k
+}
+
+// hashSection writes one section's lines into h, sorted when they are a
+// set, each ended by a newline and the section by a zero byte.
+func hashSection(h io.Writer, lines []string, set bool) {
+	if set {
+		sort.Strings(lines)
+	}
+	for _, l := range lines {
+		_, _ = io.WriteString(h, l)
+		_, _ = h.Write([]byte{'\n'})
+	}
+	_, _ = h.Write([]byte{0})
 }
 
 // sections describes the state; with rounds, the histories as rounds.

@@ -118,15 +118,8 @@ func (c *checker) upstreamReturned(s *System, actor, machine string, uid types.U
 	if !acquired {
 		return
 	}
-	for _, g := range c.grants {
-		if g.machine != machine || !c.sameMachine(g.uid, uid) {
-			c.violate(InvOneHolder, "machine %s (uid %s) was granted the lock by its upstream provider while machine %s (uid %s) holds it", machine, uid, g.machine, g.uid)
-		}
-	}
-	for _, g := range c.grants {
-		if g.machine == machine && c.sameMachine(g.uid, uid) {
-			return
-		}
+	if c.granted(machine, uid, " by its upstream provider") {
+		return
 	}
 	live := c.liveIncarnation(s, machine, uid)
 	if s.initialisedLocked() || live == "" || cl == nil || cl.lostLock {
