@@ -155,6 +155,8 @@ func Plan(o PlanOptions, others []string) []Job {
 		jobs = append(jobs, Job{Dir: ContentionDir, Pkg: ".", Bench: "^BenchmarkContention$",
 			Benchtime: strconv.Itoa(o.ContentionRounds) + "x", Timeout: 30 * time.Minute,
 			Args: []string{"-contention.callers=" + callers}, Suffix: "/callers=" + callers})
+		jobs = append(jobs, Job{Dir: ContentionDir, Pkg: ".", Bench: "^BenchmarkFreeLockVsUpstream$",
+			Benchtime: strconv.Itoa(20*o.ContentionRounds) + "x", Timeout: 30 * time.Minute})
 	}
 	storm := []string{"-storm.qps=" + strconv.Itoa(o.StormQPS), "-storm.burst=" + strconv.Itoa(o.StormBurst)}
 	for _, n := range o.Scaling {

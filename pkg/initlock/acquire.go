@@ -62,8 +62,39 @@ func (a *acquisition) free(ctx context.Context) (Result, bool, error) {
 		}
 	case gerr != nil && definite(gerr) && !lostRace(gerr):
 		return Result{}, false, a.registerError(gerr)
+	case gerr != nil && definite(gerr) && merr == nil && a.isCaller(live):
+		return a.lostClaim(ctx)
 	}
 	return Result{}, false, nil
+}
+
+// lostClaim answers a live caller whose free claim lost its
+// compare-and-swap (the API server refused it, 422, without saying which
+// test failed: nothing was written) from the Cluster read live after the
+// refusal. When the register holds a grant
+// for a Machine of another name, that Machine won the race: the caller is
+// refused at once, writing nothing, with the winner's name and RetryAfter,
+// as the upstream lock refuses a caller whose create lost. A paused
+// Cluster refuses it with ErrClusterPaused, as Decide would. The lock and
+// the Machines are not read: a refusal needs no proof, and the winner
+// writes the lock itself (a lock lost meanwhile is recreated by the next
+// call that reads it, settle). Anything else (the register empty,
+// released, damaged or naming the caller's name; the Cluster gone or
+// initialised) goes to settle, which reads everything and decides.
+func (a *acquisition) lostClaim(ctx context.Context) (Result, bool, error) {
+	cl, err := getCluster(ctx, a.l.reader, a.cl.APIVersion, a.cl.Namespace, a.cl.Name)
+	if err != nil {
+		return Result{}, false, fmt.Errorf("lock %s/%s: %w", a.cl.Namespace, a.lockName, err)
+	}
+	if cl != nil && cl.Paused {
+		return Result{}, true, pausedError(*cl)
+	}
+	if cl == nil || cl.Initialized || !cl.Grant.Held() || cl.Grant.MachineName == a.m.Name {
+		return Result{}, false, nil
+	}
+	a.cl = *cl
+	a.log.V(4).Info("Another machine's claim won, refused", "holder", cl.Grant.MachineName)
+	return Result{Holder: cl.Grant.MachineName}, true, nil
 }
 
 // claimAndConfirm claims cl's register for the caller with token and reads

@@ -291,6 +291,15 @@ func (d Decision) Writes() bool { return d.Action != ActionNone || d.Register !=
 
 // Decide is initlock's one decision function: the library, the manager and
 // the CLI all call it. It is pure: it reads only its arguments.
+//
+// Lock's free path is the one exception, and only in what it cannot get
+// wrong: it grants without Decide only when its claim's compare-and-swap
+// (the register empty, the Cluster unpaused and of the UID seen), its live
+// read of the caller's Machine and its create of the lock all succeed,
+// which is what Decide's claim would require; and it refuses without
+// Decide, writing nothing, a caller whose claim lost to a grant naming
+// another Machine (acquire.go, lostClaim). Everything else goes through
+// Decide.
 func Decide(o Observation, p Policy, now time.Time) Decision {
 	d := Decision{Action: ActionNone, Verdict: verdict(o)}
 	if o.Lock != nil && o.Lock.Problem == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
@@ -81,7 +82,9 @@ type Result struct {
 	Acquired bool
 	// Holder is the Machine that holds the lock.
 	Holder string
-	// Verdict is what Lock found.
+	// Verdict is what Lock found; empty when Lock refused the caller on
+	// the grant register alone, its claim having lost to another
+	// Machine's.
 	Verdict Verdict
 	// Action is the change Lock made to the lock ConfigMap (ActionNone for
 	// none).
@@ -89,7 +92,18 @@ type Result struct {
 	// Recreated tells that the lock had been lost while granted and Lock
 	// created it again, for Holder.
 	Recreated bool
+	// RetryAfter, when the caller is refused without an error (another
+	// Machine holds the lock, or won the race for it), is when to call
+	// again: RetryAfterHeld, as the holder runs kubeadm init meanwhile and
+	// a call sooner would be refused again. Zero when the lock is
+	// acquired, or with an error.
+	RetryAfter time.Duration
 }
+
+// RetryAfterHeld is Result.RetryAfter for a refused caller: the requeue
+// interval the kubeadm bootstrap provider uses for the same answer of its
+// own lock.
+const RetryAfterHeld = 30 * time.Second
 
 // Lock tries to acquire cluster's init lock for machine. cluster is a
 // Cluster API Cluster and machine a Machine of it, each typed (registered in
@@ -103,7 +117,9 @@ type Result struct {
 // not share one cluster object.
 //
 // A lock held by another existing Machine is not an error: the Result says
-// who holds it. Errors wrap ErrClusterPaused, ErrClusterGone,
+// who holds it, and when to call again. Lock never waits: a caller whose
+// claim of a free lock loses the race to another Machine's is refused at
+// once, after one read of the Cluster that names the winner. Errors wrap ErrClusterPaused, ErrClusterGone,
 // ErrStaleMachine, ErrNotALock, ErrCorruptLock, ErrInvalidName,
 // ErrContended or an API error.
 func (l *Locker) Lock(ctx context.Context, cluster, machine client.Object) (Result, error) {
@@ -116,7 +132,15 @@ func (l *Locker) Lock(ctx context.Context, cluster, machine client.Object) (Resu
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("cluster", klog.KRef(cl.Namespace, cl.Name), "machine", m.Name)
 	a := &acquisition{l: l, clusterObj: cluster, cl: cl, m: m, lockName: lockName, log: log}
-	if !cl.Initialized && !cl.Grant.Held() && !cl.Grant.Damaged() {
+	res, err := a.lock(ctx)
+	if err == nil && !res.Acquired {
+		res.RetryAfter = RetryAfterHeld
+	}
+	return res, err
+}
+
+func (a *acquisition) lock(ctx context.Context) (Result, error) {
+	if !a.cl.Initialized && !a.cl.Grant.Held() && !a.cl.Grant.Damaged() {
 		if res, ok, err := a.free(ctx); ok || err != nil {
 			return res, err
 		}

@@ -165,7 +165,7 @@ func TestLostLock(t *testing.T) {
 		}
 		f.checkRefusedThenHolderRecreates(t, m1, m2)
 	})
-	t.Run("lock lost and the caller's view of the register stale: the refused caller recreates it for the holder", func(t *testing.T) {
+	t.Run("lock lost and the caller's view of the register stale: refused at once, the next call recreates it for the holder", func(t *testing.T) {
 		f := newFixture(t)
 		m1, m2 := f.machine("m1"), f.machine("m2")
 		stale := f.cluster.DeepCopy() // read before m1 was granted the lock
@@ -175,21 +175,34 @@ func TestLostLock(t *testing.T) {
 		}
 		f.counter.Reset()
 		res, err := f.locker.Lock(t.Context(), stale, m2)
-		if err != nil || res.Acquired || res.Holder != "m1" || !res.Recreated {
-			t.Fatalf("Lock(m2) = %+v, %v; want refused and the lock recreated for m1", res, err)
+		if err != nil || res.Acquired || res.Holder != "m1" || res.Recreated || res.RetryAfter != initlock.RetryAfterHeld {
+			t.Fatalf("Lock(m2) with a stale view = %+v, %v; want refused at once, m1 named, RetryAfter %s", res, err, initlock.RetryAfterHeld)
 		}
 		// PATCH register (fails its test: m1's grant) ∥ GET caller; GET
-		// lock ∥ GET Cluster ∥ GET caller; GET m1; CREATE lock for m1. No
-		// lock is written for m2: its claim failed.
-		if r, w := f.counter.Reads(), f.counter.Writes(); r != 5 || w != 2 {
-			t.Errorf("refused Lock made %d reads and %d writes, want 5 and 2", r, w)
+		// Cluster, whose register names m1. Nothing else is read or
+		// written: the lock is not looked at.
+		if r, w := f.counter.Reads(), f.counter.Writes(); r != 2 || w != 1 {
+			t.Errorf("refused Lock made %d reads and %d writes, want 2 and 1", r, w)
+		}
+		if f.tryLockCM() != nil {
+			t.Fatal("a refused call wrote the lock")
+		}
+		// The next call, with the Cluster as it stands, reads the lock.
+		f.counter.Reset()
+		res, err = f.locker.Lock(t.Context(), f.get(f.cluster), m2)
+		if err != nil || res.Acquired || res.Holder != "m1" || !res.Recreated || res.RetryAfter != initlock.RetryAfterHeld {
+			t.Fatalf("Lock(m2) = %+v, %v; want refused, RetryAfter %s, and the lock recreated for m1", res, err, initlock.RetryAfterHeld)
+		}
+		// GET lock ∥ GET Cluster ∥ GET caller; GET m1; CREATE lock for m1.
+		if r, w := f.counter.Reads(), f.counter.Writes(); r != 4 || w != 1 {
+			t.Errorf("refused Lock made %d reads and %d writes, want 4 and 1", r, w)
 		}
 		if h := f.lockHolder(); h != "m1" {
 			t.Errorf("lock holder = %s, want m1", h)
 		}
 		f.expectGrant(t, "m1")
-		if res := f.mustLock(m1); !res.Acquired || res.Holder != "m1" {
-			t.Fatalf("Lock(m1) = %+v, want acquired", res)
+		if res := f.mustLock(m1); !res.Acquired || res.Holder != "m1" || res.RetryAfter != 0 {
+			t.Fatalf("Lock(m1) = %+v, want acquired, no RetryAfter", res)
 		}
 		f.expectHeld(t, "m1")
 	})
