@@ -30,6 +30,8 @@ func BenchmarkFreeLockVsUpstream(b *testing.B) {
 	ns := env.Namespace(b)
 	il := newContender(b, "initlock")
 	up := newContender(b, "upstream")
+	il.warm(b, ns, lockInitlock)
+	up.warm(b, ns, lockUpstream)
 	var ils, ups []time.Duration
 	b.StopTimer()
 	for i := range b.N {

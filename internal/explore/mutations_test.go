@@ -130,13 +130,6 @@ var mutations = []mutation{
 			""}, {"pkg/initlock/grant.go",
 			"\tdefault:\n\t\tops = append(ops, map[string]any{\"op\": \"test\", \"path\": \"/spec/paused\", \"value\": nil})\n",
 			""}}},
-	{name: "lost-claim-grants-by-name", scenario: "upstream-late",
-		rule: "a losing free claim only refuses: a register naming the caller's name is decided on a full read, never taken as a grant",
-		edits: []edit{{"pkg/initlock/acquire.go",
-			"\tif cl == nil || cl.Initialized || !cl.Grant.Held() || cl.Grant.MachineName == a.m.Name {\n",
-			"\tif cl != nil && cl.Grant.Held() && cl.Grant.MachineName == a.m.Name {\n" +
-				"\t\treturn Result{Acquired: true, Holder: a.m.Name}, true, nil\n\t}\n" +
-				"\tif cl == nil || cl.Initialized || !cl.Grant.Held() || cl.Grant.MachineName == a.m.Name {\n"}}},
 }
 
 // unlockTrustsClusterObject drops Unlock's check of the Cluster object

@@ -43,9 +43,12 @@ type acquisition struct {
 // Cluster is the one seen and not paused, the read that the caller is the
 // live Machine (read after the caller's view of the Cluster), and the
 // create that there was no lock. Nothing is written to the lock unless the
-// claim was. ok is false when any of them did not settle it: the caller
-// then reads everything live and decides (a claim made for a stale object
-// is withdrawn there).
+// claim was. A live caller whose claim failed its test (the register, the
+// pause state or the Cluster's UID is not what it saw: another Machine's
+// claim won, as a rule) is refused at once, as the upstream lock refuses a
+// caller whose create lost. ok is false when none of that settled it: the
+// caller then reads everything live and decides (a claim made for a stale
+// object is withdrawn there).
 func (a *acquisition) free(ctx context.Context) (Result, bool, error) {
 	token := a.token()
 	live, gerr, merr := a.claimAndConfirm(ctx, a.cl, token)
@@ -62,39 +65,15 @@ func (a *acquisition) free(ctx context.Context) (Result, bool, error) {
 		}
 	case gerr != nil && definite(gerr) && !lostRace(gerr):
 		return Result{}, false, a.registerError(gerr)
-	case gerr != nil && definite(gerr) && merr == nil && a.isCaller(live):
-		return a.lostClaim(ctx)
+	case testFailed(gerr) && merr == nil && a.isCaller(live):
+		// The register, or the Cluster, changed since the caller's view:
+		// another Machine's claim won, as a rule. The caller is refused at
+		// once, having written nothing: the free path's one exception to
+		// Decide (see decide.go).
+		a.log.V(4).Info("The claim of the free lock lost the race, refused")
+		return Result{}, true, nil
 	}
 	return Result{}, false, nil
-}
-
-// lostClaim answers a live caller whose free claim lost its
-// compare-and-swap (the API server refused it, 422, without saying which
-// test failed: nothing was written) from the Cluster read live after the
-// refusal. When the register holds a grant
-// for a Machine of another name, that Machine won the race: the caller is
-// refused at once, writing nothing, with the winner's name and RetryAfter,
-// as the upstream lock refuses a caller whose create lost. A paused
-// Cluster refuses it with ErrClusterPaused, as Decide would. The lock and
-// the Machines are not read: a refusal needs no proof, and the winner
-// writes the lock itself (a lock lost meanwhile is recreated by the next
-// call that reads it, settle). Anything else (the register empty,
-// released, damaged or naming the caller's name; the Cluster gone or
-// initialised) goes to settle, which reads everything and decides.
-func (a *acquisition) lostClaim(ctx context.Context) (Result, bool, error) {
-	cl, err := getCluster(ctx, a.l.reader, a.cl.APIVersion, a.cl.Namespace, a.cl.Name)
-	if err != nil {
-		return Result{}, false, fmt.Errorf("lock %s/%s: %w", a.cl.Namespace, a.lockName, err)
-	}
-	if cl != nil && cl.Paused {
-		return Result{}, true, pausedError(*cl)
-	}
-	if cl == nil || cl.Initialized || !cl.Grant.Held() || cl.Grant.MachineName == a.m.Name {
-		return Result{}, false, nil
-	}
-	a.cl = *cl
-	a.log.V(4).Info("Another machine's claim won, refused", "holder", cl.Grant.MachineName)
-	return Result{Holder: cl.Grant.MachineName}, true, nil
 }
 
 // claimAndConfirm claims cl's register for the caller with token and reads

@@ -297,9 +297,10 @@ func (d Decision) Writes() bool { return d.Action != ActionNone || d.Register !=
 // (the register empty, the Cluster unpaused and of the UID seen), its live
 // read of the caller's Machine and its create of the lock all succeed,
 // which is what Decide's claim would require; and it refuses without
-// Decide, writing nothing, a caller whose claim lost to a grant naming
-// another Machine (acquire.go, lostClaim). Everything else goes through
-// Decide.
+// Decide, writing nothing, a live caller whose claim failed its test, the
+// register or the Cluster having changed since the caller's view (a
+// refusal needs no proof: the next call, on a fresh view, goes through
+// Decide). Everything else goes through Decide.
 func Decide(o Observation, p Policy, now time.Time) Decision {
 	d := Decision{Action: ActionNone, Verdict: verdict(o)}
 	if o.Lock != nil && o.Lock.Problem == nil {

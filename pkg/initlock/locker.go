@@ -80,11 +80,12 @@ func New(c client.Client, opts ...Option) *Locker {
 type Result struct {
 	// Acquired tells that the calling Machine holds the lock.
 	Acquired bool
-	// Holder is the Machine that holds the lock.
+	// Holder is the Machine that holds the lock; empty when Lock refused
+	// the caller at once, its claim of a free lock having lost the race.
 	Holder string
-	// Verdict is what Lock found; empty when Lock refused the caller on
-	// the grant register alone, its claim having lost to another
-	// Machine's.
+	// Verdict is what Lock found; empty when Lock refused the caller
+	// without reading the lock, its claim of a free lock having lost the
+	// race.
 	Verdict Verdict
 	// Action is the change Lock made to the lock ConfigMap (ActionNone for
 	// none).
@@ -118,8 +119,10 @@ const RetryAfterHeld = 30 * time.Second
 //
 // A lock held by another existing Machine is not an error: the Result says
 // who holds it, and when to call again. Lock never waits: a caller whose
-// claim of a free lock loses the race to another Machine's is refused at
-// once, after one read of the Cluster that names the winner. Errors wrap ErrClusterPaused, ErrClusterGone,
+// claim of a free lock loses the race is refused at once, with no other
+// request than the claim and the read of its Machine, as the upstream lock
+// refuses a caller whose create lost; it does not learn the winner's name.
+// Errors wrap ErrClusterPaused, ErrClusterGone,
 // ErrStaleMachine, ErrNotALock, ErrCorruptLock, ErrInvalidName,
 // ErrContended or an API error.
 func (l *Locker) Lock(ctx context.Context, cluster, machine client.Object) (Result, error) {

@@ -141,6 +141,22 @@ func lostRace(err error) bool {
 	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) || apierrors.IsInvalid(err)
 }
 
+// failedTestMessage is what the API server answers, with 422, a JSON patch
+// one of whose tests failed (the patch handler's generic response, which
+// names neither the resource nor the test). Every other 422 (a schema
+// validation, a webhook's field errors) names its object.
+const failedTestMessage = "the server rejected our request due to an error in our request"
+
+// testFailed tells whether a JSON patch was refused because one of its
+// tests failed: for a claim, the register, the pause state or the UID is no
+// longer what the caller saw. internal/kubeenv/apimodel's conformance test
+// checks the API server's answer.
+func testFailed(err error) bool {
+	var status apierrors.APIStatus
+	return asStatus(err, &status) && status.Status().Code == http.StatusUnprocessableEntity &&
+		status.Status().Message == failedTestMessage
+}
+
 // definite tells whether a failed write is known not to have been applied:
 // the API server refused it (a 4xx status). Any other failure (5xx, a
 // timeout, a broken connection) may come after the write was applied, or

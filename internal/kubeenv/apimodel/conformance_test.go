@@ -130,6 +130,12 @@ func lockJSONPatch(body string) func(context.Context, *backend) error {
 // objects as they are then (the fields the lock protocol reads or writes,
 // and the generation).
 func TestConformance(t *testing.T) {
+	failedTests := 0
+	t.Cleanup(func() {
+		if failedTests == 0 {
+			t.Error("no step had the API server answer a failed JSON patch test")
+		}
+	})
 	for name, steps := range scripts {
 		t.Run(name, func(t *testing.T) {
 			ns := env.Namespace(t)
@@ -137,13 +143,17 @@ func TestConformance(t *testing.T) {
 			model := &backend{c: &apimodel.Client{Store: apimodel.NewStore()}, ns: ns, uid: map[string]types.UID{}, rv: map[string]string{}}
 			for _, s := range steps {
 				realErr, modelErr := s.do(t.Context(), real), s.do(t.Context(), model)
-				if a, b := describe(realErr), describe(modelErr); a != b {
+				a, b := describe(realErr), describe(modelErr)
+				if a != b {
 					t.Errorf("%s: the API server answers %s, the model %s", s.name, a, b)
 				}
-				a, b := real.state(t), model.state(t)
-				if !reflect.DeepEqual(a, b) {
-					ja, _ := json.Marshal(a)
-					jb, _ := json.Marshal(b)
+				if strings.HasSuffix(a, "(a failed test)") {
+					failedTests++
+				}
+				ra, rb := real.state(t), model.state(t)
+				if !reflect.DeepEqual(ra, rb) {
+					ja, _ := json.Marshal(ra)
+					jb, _ := json.Marshal(rb)
 					t.Errorf("%s: objects differ\nAPI server: %s\nmodel:      %s", s.name, ja, jb)
 				}
 			}
@@ -157,6 +167,11 @@ func describe(err error) string {
 	}
 	var st apierrors.APIStatus
 	if errors.As(err, &st) {
+		// pkg/initlock tells a failed test of a JSON patch by the API
+		// server's generic message: both must answer it alike.
+		if st.Status().Message == "the server rejected our request due to an error in our request" {
+			return fmt.Sprintf("%d %s (a failed test)", st.Status().Code, st.Status().Reason)
+		}
 		return fmt.Sprintf("%d %s", st.Status().Code, st.Status().Reason)
 	}
 	return "error " + err.Error()
