@@ -257,7 +257,7 @@ func restoreUnowned(b *testing.B, ns string, n int) {
 }
 
 // createHealthy creates n Clusters with a Machine and a lock it holds,
-// owned by the Cluster.
+// owned by the Cluster and protected, as the manager keeps it.
 func createHealthy(b *testing.B, ns string, n int) {
 	clusters := make([]*unstructured.Unstructured, n)
 	createAll(b, n, func(i int) client.Object {
@@ -265,7 +265,7 @@ func createHealthy(b *testing.B, ns string, n int) {
 		return clusters[i]
 	})
 	createAll(b, n, func(i int) client.Object { return kubeenv.NewMachine(v, ns, name(i), name(i)+"-cp-0") })
-	createAll(b, n, func(i int) client.Object { return kubeenv.NewLock(ns, name(i), name(i)+"-cp-0", clusters[i]) })
+	createAll(b, n, func(i int) client.Object { return kubeenv.NewHeldLock(ns, name(i), name(i)+"-cp-0", clusters[i]) })
 }
 
 // createAll creates n objects with the admin client, 32 at a time.
