@@ -117,6 +117,7 @@
 //	re-adoption (owner reference stripped)            3      1
 //	the holder after a restore                        4      2 (claim, then rewrite)
 //	held by another Machine with a grant              4      0
+//	lost the race for a free lock (claim refused)     1      1
 //	held by an upstream lock, caller refused          5      3 (claim withdrawn)
 //	take-over from a Machine that is gone             5      3
 //	Unlock                                            3      3 (retire, withdraw, delete)
@@ -151,8 +152,12 @@
 //   - A register holding something else than a grant record refuses every
 //     caller (ErrCorruptLock) until an operator releases it.
 //   - While a Cluster is paused, Lock writes nothing to it or its lock and
-//     returns ErrClusterPaused: objects arrive in any order during restore
-//     and move. A pause that lands after a claim was written, before the
+//     returns ErrClusterPaused (or, when the caller's view of it was
+//     unpaused, refuses the caller at once, its claim having failed the
+//     pause test; the next call returns the error): objects arrive in any
+//     order during restore and move.
+//   - A caller whose claim of a free lock loses the race is refused at once
+//     without reading who won: Result.Holder is empty. A pause that lands after a claim was written, before the
 //     lock's write, does not stop that write (as a controller's reconcile
 //     in flight finishes); the call then holds the lock.
 //   - A caller whose claim's outcome is unknown, and whose lock write may
