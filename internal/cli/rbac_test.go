@@ -7,8 +7,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/initlock/initlock/internal/capi"
 	"github.com/initlock/initlock/internal/cli"
+	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
 // A user who may read Clusters and Machines but not list ConfigMaps is

@@ -21,9 +21,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
-	"github.com/initlock/initlock/internal/capi"
 	"github.com/initlock/initlock/internal/controllers/lock"
 	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
 // Leader election needs the Lease and, for its events, core Events in the

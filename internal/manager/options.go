@@ -16,9 +16,9 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/initlock/initlock/internal/capi"
 	"github.com/initlock/initlock/internal/controllers/lock"
 	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
 // Options configure the manager New builds. Start from DefaultOptions: the

@@ -16,9 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/benchreport/loadavg"
-	"github.com/initlock/initlock/internal/capi"
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/relink"
+	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
 var benchObjects = flag.Int("relink.objects", 10000, "Restored ConfigMaps the relinker benchmark links.")

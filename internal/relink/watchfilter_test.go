@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/initlock/initlock/internal/capi"
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/relink"
+	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
 // TestWatchFilter: with a watch filter the relinker links the objects of a

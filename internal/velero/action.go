@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/initlock/initlock/internal/capi"
 	"github.com/initlock/initlock/internal/relink"
+	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
 const (

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 
-	"github.com/initlock/initlock/internal/capi"
 	"github.com/initlock/initlock/internal/velero"
+	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
 func quietLogger() *logrus.Logger {

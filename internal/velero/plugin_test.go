@@ -11,9 +11,9 @@ import (
 	veleroplugin "github.com/vmware-tanzu/velero/pkg/plugin/velero"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/initlock/initlock/internal/capi"
 	"github.com/initlock/initlock/internal/relink"
 	"github.com/initlock/initlock/internal/velero"
+	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
 // TestPluginBinaryServesTheActions builds the plugin binary and loads it the

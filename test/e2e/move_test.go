@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/initlock/initlock/internal/capi"
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
 // A Velero-style restore strips the lock's ownerReference; initlock-manager,

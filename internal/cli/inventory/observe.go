@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/initlock/initlock/internal/capi"
 	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
 // Observe reads one cluster's lock live, with initlock.Read: the ConfigMap

@@ -8,6 +8,6 @@
 // on management clusters that serve only v1beta1. Typed objects are read
 // after conversion to unstructured content.
 //
-// It makes no API call and keeps no state. It knows only the fields named
+// It keeps no state, and makes no API call but in Discover. It knows only the fields named
 // here: a Cluster API release that moved them would need a change here.
 package capi
