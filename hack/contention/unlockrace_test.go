@@ -22,6 +22,7 @@ import (
 	"github.com/initlock/initlock/internal/manager/managertest"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // TestUpstreamUnlockRace runs CABPK v1.14.2's own mutex against a lock
@@ -124,7 +125,7 @@ func protected(ctx context.Context, ns string) error {
 		return err
 	}
 	for _, f := range cm.Finalizers {
-		if f == initlock.HeldFinalizer {
+		if f == engine.HeldFinalizer {
 			return nil
 		}
 	}
@@ -144,6 +145,6 @@ func describe(cm *corev1.ConfigMap, err error) string {
 	if err != nil {
 		return err.Error()
 	}
-	rec, _ := initlock.DecodeRecord(cm.Data[initlock.DataKey])
+	rec, _ := engine.DecodeRecord(cm.Data[engine.DataKey])
 	return fmt.Sprintf("holder %q, being deleted %t, finalizers %v", rec.MachineName, cm.DeletionTimestamp != nil, cm.Finalizers)
 }

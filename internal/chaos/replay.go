@@ -1,7 +1,7 @@
 package chaos
 
 import (
-	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 
 	"strings"
 	"time"
@@ -166,7 +166,7 @@ func (c *Checker) process(o Observed) {
 		cs.deleting = cs.exists && o.Deleting
 		cs.initialised = cs.initialised || o.Initialized
 		cs.grantee = ""
-		if g := initlock.GrantFrom(map[string]string{initlock.GrantAnnotation: o.Grant}); o.Grant != "" && g.Held() {
+		if g := engine.GrantFrom(map[string]string{engine.GrantAnnotation: o.Grant}); o.Grant != "" && g.Held() {
 			cs.grantee = g.MachineName
 		}
 	case KindMachine:

@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
-	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // backup is what a backup holds of one Cluster.
@@ -101,7 +101,7 @@ func (r *runner) restoreOld(ctx context.Context, name string, age time.Duration,
 		}
 		sleep(ctx, age)
 	}
-	r.h.Add("driver", "old backup", name, snap.GetResourceVersion(), grantDetail(snap.GetAnnotations()[initlock.GrantAnnotation]))
+	r.h.Add("driver", "old backup", name, snap.GetResourceVersion(), grantDetail(snap.GetAnnotations()[engine.GrantAnnotation]))
 	r.c.LockLost("driver", name)
 	r.c.ClusterDeleting(name)
 	if err := r.admin.Delete(ctx, r.clusterObject(name)); err != nil && !apierrors.IsNotFound(err) {
@@ -150,7 +150,7 @@ func (r *runner) restoreItem(ctx context.Context, mode string, backed *unstructu
 	obj := out[0]
 	switch obj.GetKind() {
 	case capi.ClusterKind:
-		r.c.ClusterCreated(obj.GetName(), obj.GetUID(), initlock.GrantFrom(obj.GetAnnotations()))
+		r.c.ClusterCreated(obj.GetName(), obj.GetUID(), engine.GrantFrom(obj.GetAnnotations()))
 	case capi.MachineKind:
 		r.c.MachineCreated(obj.GetName(), obj.GetUID())
 	}
@@ -180,12 +180,12 @@ func (r *runner) restorer(mode string) (*velerosim.Restorer, error) {
 func (r *runner) backup(ctx context.Context, name string) (*backup, error) {
 	b := &backup{}
 	cm := &corev1.ConfigMap{}
-	err := r.admin.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: name + initlock.LockSuffix}, cm)
+	err := r.admin.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: name + engine.LockSuffix}, cm)
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return nil, err
-	case initlock.ObserveLock(cm, name).Problem == nil:
+	case engine.ObserveLock(cm, name).Problem == nil:
 		items, err := velerosim.Unstructured(cm)
 		if err != nil {
 			return nil, err

@@ -18,8 +18,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
-	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // Watcher watches the ConfigMaps, Machines and Clusters of a namespace
@@ -193,12 +193,12 @@ func (w *Watcher) observe(kind int, typ watch.EventType, u *unstructured.Unstruc
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, cm); err != nil {
 			return o, fmt.Errorf("configmap %s: %w", u.GetName(), err)
 		}
-		cluster := cm.Labels[initlock.ClusterNameLabel]
-		if cluster == "" || cm.Name != cluster+initlock.LockSuffix {
+		cluster := cm.Labels[engine.ClusterNameLabel]
+		if cluster == "" || cm.Name != cluster+engine.LockSuffix {
 			w.h.Add("watch", "configmap "+ev, o.Name, u.GetResourceVersion(), "")
 			break
 		}
-		lk := initlock.ObserveLock(cm, cluster)
+		lk := engine.ObserveLock(cm, cluster)
 		if lk.Problem != nil {
 			w.h.Add("watch", "configmap "+ev, o.Name, u.GetResourceVersion(), "not a lock")
 			break
@@ -210,7 +210,7 @@ func (w *Watcher) observe(kind int, typ watch.EventType, u *unstructured.Unstruc
 			}
 		}
 		detail := "holder=" + o.Holder + " owners=" + strings.Join(o.Owners, ",") + " uid=" + shortUID(string(o.UID))
-		if _, ok := cm.Annotations[initlock.ClusterAbsentAnnotation]; ok {
+		if _, ok := cm.Annotations[engine.ClusterAbsentAnnotation]; ok {
 			detail += " absent-mark"
 		}
 		w.h.Add("watch", "lock "+ev, o.Name, u.GetResourceVersion(), detail)
@@ -222,7 +222,7 @@ func (w *Watcher) observe(kind int, typ watch.EventType, u *unstructured.Unstruc
 		o.Initialized = capi.IsControlPlaneInitialized(u)
 		o.Paused = capi.IsPaused(u)
 		o.Deleting = u.GetDeletionTimestamp() != nil
-		o.Grant = u.GetAnnotations()[initlock.GrantAnnotation]
+		o.Grant = u.GetAnnotations()[engine.GrantAnnotation]
 		w.h.Add("watch", "cluster "+ev, o.Name, u.GetResourceVersion(),
 			fmt.Sprintf("initialised=%t paused=%t deleting=%t %s uid=%s", o.Initialized, o.Paused, o.Deleting, grantDetail(o.Grant), shortUID(string(o.UID))))
 	}

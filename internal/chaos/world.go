@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 func (r *runner) clusterObject(name string) *unstructured.Unstructured {
@@ -118,11 +118,11 @@ func (r *runner) cluster(name string) *clusterRT {
 // the ConfigMap of its name is not a lock.
 func (r *runner) lockOf(ctx context.Context, name string) (*corev1.ConfigMap, error) {
 	cm := &corev1.ConfigMap{}
-	err := r.admin.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: name + initlock.LockSuffix}, cm)
+	err := r.admin.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: name + engine.LockSuffix}, cm)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
-	if err != nil || initlock.ObserveLock(cm, name).Problem != nil {
+	if err != nil || engine.ObserveLock(cm, name).Problem != nil {
 		return nil, err
 	}
 	return cm, nil

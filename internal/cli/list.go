@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/initlock/initlock/internal/cli/inventory"
-	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // policyFlags are the repair policy, shared by list (for its action
@@ -20,20 +20,20 @@ type policyFlags struct {
 }
 
 func (p *policyFlags) add(fs *pflag.FlagSet) {
-	fs.BoolVar(&p.releaseAfterInit, "release-after-init", initlock.DefaultPolicy.ReleaseAfterInit,
+	fs.BoolVar(&p.releaseAfterInit, "release-after-init", engine.DefaultPolicy.ReleaseAfterInit,
 		"Release a lock once its cluster's control plane is initialised.")
-	fs.DurationVar(&p.orphanGrace, "orphan-grace", initlock.DefaultPolicy.OrphanGrace,
+	fs.DurationVar(&p.orphanGrace, "orphan-grace", engine.DefaultPolicy.OrphanGrace,
 		"How long a lock's Cluster must have been missing before the lock is collected. The time counts from the cluster-absent mark that a first repair writes on the lock.")
 }
 
-func (p *policyFlags) policy() (initlock.Policy, error) {
+func (p *policyFlags) policy() (engine.Policy, error) {
 	if p.orphanGrace < 0 {
-		return initlock.Policy{}, fmt.Errorf("--orphan-grace must not be negative (got %s)", p.orphanGrace)
+		return engine.Policy{}, fmt.Errorf("--orphan-grace must not be negative (got %s)", p.orphanGrace)
 	}
-	return initlock.Policy{ReleaseAfterInit: p.releaseAfterInit, OrphanGrace: p.orphanGrace}, nil
+	return engine.Policy{ReleaseAfterInit: p.releaseAfterInit, OrphanGrace: p.orphanGrace}, nil
 }
 
-func policyStatus(p initlock.Policy) PolicyStatus {
+func policyStatus(p engine.Policy) PolicyStatus {
 	return PolicyStatus{ReleaseAfterInit: p.ReleaseAfterInit, OrphanGrace: p.OrphanGrace.String()}
 }
 
@@ -114,7 +114,7 @@ func (a *app) runList(cmd *cobra.Command, o *listOptions) error {
 		}
 	}
 	for _, r := range rows {
-		if r.decision.Verdict == initlock.VerdictFree && !o.showFree && o.cluster == "" {
+		if r.decision.Verdict == engine.VerdictFree && !o.showFree && o.cluster == "" {
 			continue
 		}
 		list.Items = append(list.Items, r.status())

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
-	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // fleet makes, in namespace ns, one cluster for every verdict:
@@ -34,8 +34,8 @@ import (
 func fleet(t *testing.T, ns string) {
 	t.Helper()
 	corrupt := newCluster(t, ns, "c-corrupt", false)
-	newConfigMap(t, ns, "c-corrupt-lock", map[string]string{initlock.ClusterNameLabel: "c-corrupt"},
-		map[string]string{initlock.DataKey: "not json"}, corrupt)
+	newConfigMap(t, ns, "c-corrupt-lock", map[string]string{engine.ClusterNameLabel: "c-corrupt"},
+		map[string]string{engine.DataKey: "not json"}, corrupt)
 
 	newCluster(t, ns, "c-foreign", false)
 	newConfigMap(t, ns, "c-foreign-lock", nil, map[string]string{"settings": "mine"}, nil)
@@ -49,7 +49,7 @@ func fleet(t *testing.T, ns string) {
 	held := newCluster(t, ns, "c-held", false)
 	newMachine(t, ns, "c-held", "m-held", nil)
 	heldLock := kubeenv.NewLock(ns, "c-held", "m-held", held)
-	heldLock.Finalizers = []string{initlock.HeldFinalizer}
+	heldLock.Finalizers = []string{engine.HeldFinalizer}
 	if err := env.Client.Create(t.Context(), heldLock); err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func fleet(t *testing.T, ns string) {
 	newLock(t, ns, "c-init", "m-init", initialised)
 
 	newCluster(t, ns, "c-lost", false, func(u *unstructured.Unstructured) {
-		u.SetAnnotations(map[string]string{initlock.GrantAnnotation: `{"machineName":"m-lost","acquiredAt":"2026-01-01T00:00:00Z"}`})
+		u.SetAnnotations(map[string]string{engine.GrantAnnotation: `{"machineName":"m-lost","acquiredAt":"2026-01-01T00:00:00Z"}`})
 	})
 	newMachine(t, ns, "c-lost", "m-lost", nil)
 

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // ManagerLabel is the label of the initlock-manager Deployment that
@@ -26,7 +26,7 @@ const ManagerLabel = "app.kubernetes.io/name=initlock-manager"
 // usedPolicy is the policy a command decides with, and where it came from.
 // Print it with report.
 type usedPolicy struct {
-	initlock.Policy
+	engine.Policy
 	// source names where it came from, for the user.
 	source string
 }
@@ -62,7 +62,7 @@ func (a *app) managerPolicy(ctx context.Context, cmd *cobra.Command, conn *conne
 	}
 	type found struct {
 		name   string
-		policy initlock.Policy
+		policy engine.Policy
 	}
 	var all []found
 	for _, d := range list.Items {
@@ -104,8 +104,8 @@ func (a *app) managerPolicy(ctx context.Context, cmd *cobra.Command, conn *conne
 // "manager", else the first), with the manager's defaults for what is not
 // there. Flags are read as Go's flag package parses them: -name or --name,
 // =value, or a separate value for a duration.
-func policyFromArgs(containers []corev1.Container) (initlock.Policy, error) {
-	p := initlock.DefaultPolicy
+func policyFromArgs(containers []corev1.Container) (engine.Policy, error) {
+	p := engine.DefaultPolicy
 	if len(containers) == 0 {
 		return p, nil
 	}

@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/initlock/initlock/pkg/initlock"
+
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // Output formats of list.
@@ -66,11 +68,11 @@ func (t *table) verdict(v string) string {
 	}
 	c := sgrDefault
 	switch initlock.Verdict(v) {
-	case initlock.VerdictHealthy, initlock.VerdictFree:
+	case engine.VerdictHealthy, engine.VerdictFree:
 		c = sgrGreen
-	case initlock.VerdictCorrupt, initlock.VerdictForeign, initlock.VerdictLost:
+	case engine.VerdictCorrupt, engine.VerdictForeign, engine.VerdictLost:
 		c = sgrRed
-	case initlock.VerdictUnowned, initlock.VerdictHeldAfterInit, initlock.VerdictStaleHolder, initlock.VerdictOrphan:
+	case engine.VerdictUnowned, engine.VerdictHeldAfterInit, engine.VerdictStaleHolder, engine.VerdictOrphan:
 		c = sgrYellow
 	}
 	return c + v + sgrReset

@@ -11,6 +11,7 @@ import (
 	"github.com/initlock/initlock/internal/cli/inventory"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 type releaseOptions struct {
@@ -49,7 +50,7 @@ being a lock is never touched.`,
 
 // clusterIdentity is the Cluster Unlock is given: its version, namespace,
 // name and, when it exists, UID.
-func clusterIdentity(conn *connection, ns, cluster string, observed *initlock.Cluster) *unstructured.Unstructured {
+func clusterIdentity(conn *connection, ns, cluster string, observed *engine.Cluster) *unstructured.Unstructured {
 	cl := &unstructured.Unstructured{}
 	cl.SetGroupVersionKind(capi.ClusterGVK(conn.capiVersion))
 	cl.SetNamespace(ns)
@@ -84,8 +85,8 @@ func (a *app) runRelease(cmd *cobra.Command, o *releaseOptions, cluster string) 
 	if obs.Lock == nil && obs.Cluster == nil {
 		return clusterNotFound(cluster)
 	}
-	obs.Intent = initlock.IntentRelease
-	d := initlock.Decide(obs, initlock.Policy{}, a.clock.Now())
+	obs.Intent = engine.IntentRelease
+	d := engine.Decide(obs, engine.Policy{}, a.clock.Now())
 	if err := releaseRefusal(d, obs, e, ns, cluster, o.force); err != nil {
 		return err
 	}
@@ -98,12 +99,15 @@ func (a *app) runRelease(cmd *cobra.Command, o *releaseOptions, cluster string) 
 		_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "warning: releasing %s although %s (--force)\n", releasedWhat(obs, e), heldBecause(d, obs, cluster))
 	}
 	// Release exactly what was decided on above.
-	opts := []initlock.UnlockOption{initlock.AsOperator(), initlock.IfRegisterUnchanged(grantRaw(obs))}
+	raw := grantRaw(obs)
+	p := engine.UnlockParams{Operator: true, Register: &raw}
 	if obs.Lock != nil {
-		opts = append(opts, initlock.IfUnchanged(obs.Lock.UID, obs.Lock.ResourceVersion))
+		p.UID, p.ResourceVersion = obs.Lock.UID, obs.Lock.ResourceVersion
 	}
 	cl := clusterIdentity(conn, ns, cluster, obs.Cluster)
-	if err := initlock.New(conn.client, initlock.WithClock(a.clock)).Unlock(ctx, cl, nil, opts...); err != nil {
+	env := engine.NewEnv(conn.client)
+	env.Clock = a.clock
+	if err := env.Unlock(ctx, cl, nil, p); err != nil {
 		switch {
 		case apierrors.IsForbidden(err):
 			return fmt.Errorf("%w; kubectl-initlock needs \"get\" and \"patch\" on \"clusters.cluster.x-k8s.io\" (to empty the grant register) and \"delete\" on \"configmaps\" in namespace %q: ask an administrator to grant them", err, ns)
@@ -126,7 +130,7 @@ func (a *app) runRelease(cmd *cobra.Command, o *releaseOptions, cluster string) 
 
 // releaseRefusal renders a release that Decide refuses, or that needs
 // --force and was not given it; nil when the release goes ahead.
-func releaseRefusal(d initlock.Decision, obs initlock.Observation, e inventory.Entry, ns, cluster string, force bool) error {
+func releaseRefusal(d engine.Decision, obs engine.Observation, e inventory.Entry, ns, cluster string, force bool) error {
 	switch {
 	case errors.Is(d.Err, initlock.ErrNotALock):
 		return fmt.Errorf("namespace %q: configmap %q is %w; refusing to touch it (with or without --force). Rename or delete it yourself if nothing uses it, or rename the cluster",
@@ -140,7 +144,7 @@ func releaseRefusal(d initlock.Decision, obs initlock.Observation, e inventory.E
 	}
 	if obs.Lock == nil {
 		return fmt.Errorf("namespace %q: cluster %q: %w: its init lock is missing, but its grant register (annotation %s) names %s and the control plane is not initialised, so kubeadm init may be running there and the lock is recreated for it. Wait for the control plane to initialise, delete that machine if its init failed, or pass --force if you are sure no init is running",
-			ns, cluster, errRefused, initlock.GrantAnnotation, grantName(obs))
+			ns, cluster, errRefused, engine.GrantAnnotation, grantName(obs))
 	}
 	if obs.Lock.Problem != nil {
 		return fmt.Errorf("namespace %q: configmap %q: %w: it is a %w, so its holder is unknown, and %s; kubeadm init may be running. Pass --force once you are sure no machine of the cluster is running kubeadm init",
@@ -151,21 +155,21 @@ func releaseRefusal(d initlock.Decision, obs initlock.Observation, e inventory.E
 }
 
 // heldBecause says why a release needs --force.
-func heldBecause(d initlock.Decision, obs initlock.Observation, cluster string) string {
+func heldBecause(d engine.Decision, obs engine.Observation, cluster string) string {
 	if d.ForceReason == "" {
 		return clusterState(obs, cluster)
 	}
 	return fmt.Sprintf("machine %q holds it and %s", d.ForceReason, clusterState(obs, cluster))
 }
 
-func clusterState(obs initlock.Observation, cluster string) string {
+func clusterState(obs engine.Observation, cluster string) string {
 	if obs.Cluster == nil {
 		return fmt.Sprintf("cluster %q does not exist (a restore may still be bringing it back)", cluster)
 	}
 	return fmt.Sprintf("the control plane of cluster %q is not initialised", cluster)
 }
 
-func releasedWhat(obs initlock.Observation, e inventory.Entry) string {
+func releasedWhat(obs engine.Observation, e inventory.Entry) string {
 	switch {
 	case obs.Lock == nil:
 		return fmt.Sprintf("the grant register of cluster %q", e.ClusterName)
@@ -175,14 +179,14 @@ func releasedWhat(obs initlock.Observation, e inventory.Entry) string {
 	return fmt.Sprintf("lock %q", e.LockName)
 }
 
-func grantRaw(obs initlock.Observation) string {
+func grantRaw(obs engine.Observation) string {
 	if obs.Cluster == nil {
 		return ""
 	}
 	return obs.Cluster.Grant.Raw()
 }
 
-func grantName(obs initlock.Observation) string {
+func grantName(obs engine.Observation) string {
 	if obs.Cluster == nil || !obs.Cluster.Grant.Held() {
 		return "an unknown machine (the register is damaged)"
 	}

@@ -12,13 +12,14 @@ import (
 	"github.com/initlock/initlock/internal/cli"
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // grantOf reads the grant register of cluster live: the machine it names,
 // "" when it is empty.
 func grantOf(t *testing.T, cluster *unstructured.Unstructured) string {
 	t.Helper()
-	if g := initlock.GrantFrom(getCluster(t, cluster).GetAnnotations()); g != nil {
+	if g := engine.GrantFrom(getCluster(t, cluster).GetAnnotations()); g != nil {
 		return g.MachineName
 	}
 	return ""
@@ -117,7 +118,7 @@ func TestReleaseLostLockEmptiesTheGrantRegister(t *testing.T) {
 	var c kubeenv.Counter
 	r := invocation{wrap: counting(&c)}.run(t, "release", "c1", "-n", ns)
 	r.expectCode(t, cli.ExitError)
-	if want := `cluster "c1": refusing to release: its init lock is missing, but its grant register (annotation ` + initlock.GrantAnnotation + `) names m1`; !strings.Contains(r.err, want) {
+	if want := `cluster "c1": refusing to release: its init lock is missing, but its grant register (annotation ` + engine.GrantAnnotation + `) names m1`; !strings.Contains(r.err, want) {
 		t.Errorf("stderr lacks %q:\n%s", want, r.err)
 	}
 	if c.Writes() != 0 || grantOf(t, cluster) != "m1" {
@@ -167,7 +168,7 @@ func TestReleaseOrphanAndStaleHolder(t *testing.T) {
 func TestReleaseCorrupt(t *testing.T) {
 	ns := env.Namespace(t)
 	cl := newCluster(t, ns, "c1", false)
-	newConfigMap(t, ns, "c1-lock", map[string]string{initlock.ClusterNameLabel: "c1"}, map[string]string{initlock.DataKey: "{"}, cl)
+	newConfigMap(t, ns, "c1-lock", map[string]string{engine.ClusterNameLabel: "c1"}, map[string]string{engine.DataKey: "{"}, cl)
 	r := run(t, "release", "c1", "-n", ns)
 	r.expectCode(t, cli.ExitError)
 	if !strings.Contains(r.err, "so its holder is unknown") {
@@ -183,7 +184,7 @@ func TestReleaseCorrupt(t *testing.T) {
 func TestReleaseRefusesForeignConfigMapEvenWithForce(t *testing.T) {
 	ns := env.Namespace(t)
 	newCluster(t, ns, "c1", true)
-	newConfigMap(t, ns, "c1-lock", map[string]string{initlock.ClusterNameLabel: "c1"}, map[string]string{"other": "data"}, nil)
+	newConfigMap(t, ns, "c1-lock", map[string]string{engine.ClusterNameLabel: "c1"}, map[string]string{"other": "data"}, nil)
 	want := `error: namespace "` + ns + `": configmap "c1-lock" is not an init lock (no lock-information key); refusing to touch it`
 	for _, args := range [][]string{{"release", "c1", "-n", ns}, {"release", "c1", "-n", ns, "--force"}} {
 		var c kubeenv.Counter
@@ -222,7 +223,7 @@ func TestReleaseArguments(t *testing.T) {
 func TestReleaseHeldLockWithoutTheManager(t *testing.T) {
 	ns, cluster := lockedCluster(t)
 	cm := getLock(t, ns, "c1-lock")
-	cm.Finalizers = append(cm.Finalizers, initlock.HeldFinalizer) // as initlock-manager protects it
+	cm.Finalizers = append(cm.Finalizers, engine.HeldFinalizer) // as initlock-manager protects it
 	if err := env.Client.Update(t.Context(), cm); err != nil {
 		t.Fatal(err)
 	}

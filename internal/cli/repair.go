@@ -14,6 +14,7 @@ import (
 
 	"github.com/initlock/initlock/internal/cli/inventory"
 	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // maxApplyAttempts bounds the observe-decide-apply rounds for one lock
@@ -88,11 +89,11 @@ func plan(rows []row) planned {
 	for _, r := range rows {
 		d := r.decision
 		switch {
-		case d.Wait == initlock.WaitPerson:
+		case d.Wait == engine.WaitPerson:
 			p.human = append(p.human, r)
-		case d.Err == nil && d.Action != initlock.ActionNone:
+		case d.Err == nil && d.Action != engine.ActionNone:
 			p.changes = append(p.changes, r)
-		case d.Wait != initlock.WaitNone && (d.Verdict != initlock.VerdictHealthy || d.Wait == initlock.WaitHeld):
+		case d.Wait != engine.WaitNone && (d.Verdict != engine.VerdictHealthy || d.Wait == engine.WaitHeld):
 			p.waiting = append(p.waiting, r)
 		}
 	}
@@ -203,23 +204,23 @@ type repairResult struct {
 	note   string
 }
 
-// repairOne applies r's decision, once initlock.Confirm has checked it
+// repairOne applies r's decision, once engine.Confirm has checked it
 // against the Cluster as it is now (the plan may be minutes old). When the
 // lock changed since it was observed (a conflict or a missing object), it
 // observes that lock again, decides again and applies the new decision, a
 // bounded number of times.
-func (a *app) repairOne(ctx context.Context, conn *connection, r row, policy initlock.Policy) (repairResult, error) {
+func (a *app) repairOne(ctx context.Context, conn *connection, r row, policy engine.Policy) (repairResult, error) {
 	first := r.decision.Action
 	for attempt := 1; ; attempt++ {
 		now := a.clock.Now()
-		obs, d, err := initlock.Confirm(ctx, conn.client, r.entry.Observation, r.decision, policy, now)
+		obs, d, err := engine.Confirm(ctx, conn.client, r.entry.Observation, r.decision, policy, now)
 		if err != nil {
 			return repairResult{}, err
 		}
 		if d.Action != r.decision.Action {
-			return repairResult{action: initlock.ActionNone, note: fmt.Sprintf(" (the Cluster had changed; now %s, nothing to do)", d.Verdict)}, nil
+			return repairResult{action: engine.ActionNone, note: fmt.Sprintf(" (the Cluster had changed; now %s, nothing to do)", d.Verdict)}, nil
 		}
-		err = initlock.Apply(ctx, conn.client, r.entry.ConfigMap, obs, d, now)
+		err = engine.Apply(ctx, conn.client, r.entry.ConfigMap, obs, d, now)
 		if err == nil {
 			res := repairResult{action: r.decision.Action}
 			if res.action != first {
@@ -229,7 +230,7 @@ func (a *app) repairOne(ctx context.Context, conn *connection, r row, policy ini
 		}
 		if apierrors.IsForbidden(err) {
 			verb := "patch"
-			if r.decision.Action == initlock.ActionRelease || r.decision.Action == initlock.ActionCollect {
+			if r.decision.Action == engine.ActionRelease || r.decision.Action == engine.ActionCollect {
 				verb = "delete"
 			}
 			return repairResult{}, fmt.Errorf("namespace %q: configmap %q: %s: permission denied: kubectl-initlock needs %q on \"configmaps\" in namespace %q; ask an administrator to grant it, or run 'kubectl initlock repair --dry-run=client' to see the plan only: %w",
@@ -246,9 +247,9 @@ func (a *app) repairOne(ctx context.Context, conn *connection, r row, policy ini
 		if oerr != nil {
 			return repairResult{}, oerr
 		}
-		d = initlock.Decide(e.Observation, policy, a.clock.Now())
-		if d.Err != nil || d.Action == initlock.ActionNone {
-			return repairResult{action: initlock.ActionNone, note: fmt.Sprintf(" (the lock had changed; now %s, nothing to do)", d.Verdict)}, nil
+		d = engine.Decide(e.Observation, policy, a.clock.Now())
+		if d.Err != nil || d.Action == engine.ActionNone {
+			return repairResult{action: engine.ActionNone, note: fmt.Sprintf(" (the lock had changed; now %s, nothing to do)", d.Verdict)}, nil
 		}
 		r = row{entry: e, decision: d}
 	}
@@ -257,35 +258,35 @@ func (a *app) repairOne(ctx context.Context, conn *connection, r row, policy ini
 // Texts of the plan. They name no UIDs or times of day except where they are
 // the point, so that the same fleet gives the same plan.
 
-func changeWhy(r row, p initlock.Policy) string {
+func changeWhy(r row, p engine.Policy) string {
 	d, o := r.decision, r.entry.Observation
 	switch d.Action {
-	case initlock.ActionAdopt:
+	case engine.ActionAdopt:
 		switch d.Owner {
-		case initlock.OwnerMissing:
+		case engine.OwnerMissing:
 			return "no ownerReference to its Cluster (as after a restore): point it at the Cluster"
-		case initlock.OwnerStaleUID:
+		case engine.OwnerStaleUID:
 			return "ownerReference to an old UID of its Cluster (as after a restore or move): point it at the current one"
-		case initlock.OwnerWrongCluster:
+		case engine.OwnerWrongCluster:
 			return "ownerReference to another Cluster: point it at its own"
 		}
 		return "stale cluster-absent mark: the Cluster exists again; drop the mark"
-	case initlock.ActionRelease:
-		if d.Reason == initlock.ReasonClusterDeleting {
+	case engine.ActionRelease:
+		if d.Reason == engine.ReasonClusterDeleting {
 			return "Cluster is being deleted and does not own the lock, so the garbage collector would leave it: delete it"
 		}
 		return "control plane initialised: the lock has done its job; delete it (--release-after-init)"
-	case initlock.ActionMarkOrphan:
+	case engine.ActionMarkOrphan:
 		return fmt.Sprintf("Cluster not found: mark the lock now; a repair run %s or more later (--orphan-grace) collects it if the Cluster is still missing and the holder is gone", p.OrphanGrace)
-	case initlock.ActionUnprotect:
-		return fmt.Sprintf("being deleted, kept by finalizer %s, and safe to let go (%s): remove the finalizer", initlock.HeldFinalizer, d.Reason)
-	case initlock.ActionRearm:
+	case engine.ActionUnprotect:
+		return fmt.Sprintf("being deleted, kept by finalizer %s, and safe to let go (%s): remove the finalizer", engine.HeldFinalizer, d.Reason)
+	case engine.ActionRearm:
 		return "disarmed after a failed bootstrap, but its holder got its init data since: give it back to the holder"
-	case initlock.ActionDisarm:
+	case engine.ActionDisarm:
 		return "being deleted by its provider after its holder's bootstrap failed: disarm it until the settle time"
-	case initlock.ActionProtect:
-		return fmt.Sprintf("held by an existing machine: protect it with finalizer %s", initlock.HeldFinalizer)
-	case initlock.ActionCollect:
+	case engine.ActionProtect:
+		return fmt.Sprintf("held by an existing machine: protect it with finalizer %s", engine.HeldFinalizer)
+	case engine.ActionCollect:
 		since := "-"
 		if o.Lock != nil && o.Lock.ClusterAbsentSince != nil {
 			since = o.Lock.ClusterAbsentSince.UTC().Format(time.RFC3339)
@@ -304,19 +305,19 @@ func waitingWhy(r row) string {
 		since = o.Lock.ClusterAbsentSince.UTC().Format(time.RFC3339)
 	}
 	switch d.Wait {
-	case initlock.WaitPaused:
+	case engine.WaitPaused:
 		return "cluster is paused (a move or restore may be in progress): unpause it and run repair again"
-	case initlock.WaitHolder:
+	case engine.WaitHolder:
 		return fmt.Sprintf("Cluster missing since %s, but holder machine %q exists (a restore may still be bringing the Cluster back): looked at again by later repairs; 'kubectl initlock release' removes it", since, d.Holder)
-	case initlock.WaitGrace:
+	case engine.WaitGrace:
 		return fmt.Sprintf("Cluster missing since %s: a repair from %s on collects it", since, d.WaitUntil.UTC().Format(time.RFC3339))
-	case initlock.WaitLockRecreated:
+	case engine.WaitLockRecreated:
 		return fmt.Sprintf("lock deleted while machine %q holds the grant: the bootstrap provider recreates it for that machine at its next lock attempt", d.Holder)
-	case initlock.WaitTakeOver:
+	case engine.WaitTakeOver:
 		return fmt.Sprintf("holder machine %q does not exist: the next machine of the cluster to ask for the lock takes it over", d.Holder)
-	case initlock.WaitHeld:
-		return fmt.Sprintf("being deleted, but holder machine %q exists and the control plane is not initialised: finalizer %s keeps it until the holder is done; 'kubectl initlock release --force' lets it go", d.Holder, initlock.HeldFinalizer)
-	case initlock.WaitDisarmed:
+	case engine.WaitHeld:
+		return fmt.Sprintf("being deleted, but holder machine %q exists and the control plane is not initialised: finalizer %s keeps it until the holder is done; 'kubectl initlock release --force' lets it go", d.Holder, engine.HeldFinalizer)
+	case engine.WaitDisarmed:
 		return fmt.Sprintf("disarmed after its holder's bootstrap failed: initlock-manager lets it go from %s unless the holder gets its init data", d.WaitUntil.UTC().Format(time.RFC3339))
 	}
 	return string(d.Wait)
@@ -328,13 +329,13 @@ func waitingWhy(r row) string {
 func humanWhy(r row) string {
 	d := r.decision
 	ns, cluster, lock := r.entry.Namespace, r.entry.ClusterName, r.entry.LockName
-	if d.Verdict == initlock.VerdictForeign {
+	if d.Verdict == engine.VerdictForeign {
 		return fmt.Sprintf("configmap %q is %v; refusing to touch it. Rename or delete it if nothing uses it, or rename the cluster", lock, d.Err)
 	}
 	rel := r.entry.Observation
-	rel.Intent = initlock.IntentRelease
+	rel.Intent = engine.IntentRelease
 	force := ""
-	if initlock.Decide(rel, initlock.Policy{}, time.Time{}).NeedsForce {
+	if engine.Decide(rel, engine.Policy{}, time.Time{}).NeedsForce {
 		force = " --force"
 	}
 	problem := "the lock and the Cluster's grant register name two different existing machines"
@@ -345,7 +346,7 @@ func humanWhy(r row) string {
 		problem, cluster, ns, force)
 }
 
-func printPlan(w io.Writer, p planned, policy initlock.Policy, now time.Time) error {
+func printPlan(w io.Writer, p planned, policy engine.Policy, now time.Time) error {
 	after := "kept"
 	if policy.ReleaseAfterInit {
 		after = "released"
@@ -389,9 +390,9 @@ func printPlan(w io.Writer, p planned, policy initlock.Policy, now time.Time) er
 	return nil
 }
 
-func printSummary(w io.Writer, done map[initlock.Action]int, failed, human int, policy initlock.Policy) {
+func printSummary(w io.Writer, done map[initlock.Action]int, failed, human int, policy engine.Policy) {
 	var parts []string
-	for _, a := range []initlock.Action{initlock.ActionAdopt, initlock.ActionRelease, initlock.ActionMarkOrphan, initlock.ActionCollect, initlock.ActionNone} {
+	for _, a := range []initlock.Action{engine.ActionAdopt, engine.ActionRelease, engine.ActionMarkOrphan, engine.ActionCollect, engine.ActionNone} {
 		if n := done[a]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, pastTense(a)))
 		}
@@ -400,7 +401,7 @@ func printSummary(w io.Writer, done map[initlock.Action]int, failed, human int, 
 		parts = append(parts, "nothing changed")
 	}
 	_, _ = fmt.Fprintf(w, "\nDone: %s; %d failed.\n", strings.Join(parts, ", "), failed)
-	if done[initlock.ActionMarkOrphan] > 0 {
+	if done[engine.ActionMarkOrphan] > 0 {
 		_, _ = fmt.Fprintf(w, "Marked orphan locks are collected by a repair run %s or more from now, if their Cluster is still missing.\n", policy.OrphanGrace)
 	}
 	if human > 0 {
@@ -410,17 +411,17 @@ func printSummary(w io.Writer, done map[initlock.Action]int, failed, human int, 
 
 func pastTense(a initlock.Action) string {
 	switch a {
-	case initlock.ActionAdopt:
+	case engine.ActionAdopt:
 		return "adopted"
-	case initlock.ActionRelease:
+	case engine.ActionRelease:
 		return "released"
-	case initlock.ActionMarkOrphan:
+	case engine.ActionMarkOrphan:
 		return "marked"
-	case initlock.ActionCollect:
+	case engine.ActionCollect:
 		return "collected"
-	case initlock.ActionUnprotect:
+	case engine.ActionUnprotect:
 		return "let go"
-	case initlock.ActionNone:
+	case engine.ActionNone:
 		return "unchanged"
 	}
 	return string(a)

@@ -21,6 +21,7 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // restore recreates the backed-up objects as a Velero restore does, with
@@ -213,7 +214,7 @@ func TestRepairCollectsOrphanAfterGrace(t *testing.T) {
 	if !strings.Contains(r.out, "mark-orphan") || !strings.Contains(r.out, "marked") {
 		t.Fatalf("first repair:\n%s", r.out)
 	}
-	if getLock(t, ns, "c1-lock").Annotations[initlock.ClusterAbsentAnnotation] == "" {
+	if getLock(t, ns, "c1-lock").Annotations[engine.ClusterAbsentAnnotation] == "" {
 		t.Fatal("lock not marked")
 	}
 
@@ -258,7 +259,7 @@ func TestRepairNeverDeletesLockOfRunningInit(t *testing.T) {
 		{"stale cluster-absent mark", func(t *testing.T, ns string) {
 			cl := newCluster(t, ns, "c1", false)
 			cm := newLock(t, ns, "c1", "m1", cl)
-			cm.Annotations = map[string]string{initlock.ClusterAbsentAnnotation: "2020-01-01T00:00:00Z some-old-uid"}
+			cm.Annotations = map[string]string{engine.ClusterAbsentAnnotation: "2020-01-01T00:00:00Z some-old-uid"}
 			if err := env.Client.Update(t.Context(), cm); err != nil {
 				t.Fatal(err)
 			}
@@ -285,8 +286,8 @@ func TestRepairNeverDeletesLockOfRunningInit(t *testing.T) {
 				if cm == nil {
 					t.Fatalf("the lock of a running init was deleted:\n%s", r.out)
 				}
-				if rec, err := initlock.DecodeRecord(cm.Data[initlock.DataKey]); err != nil || rec.MachineName != "m1" {
-					t.Fatalf("lock record changed: %q (%v)", cm.Data[initlock.DataKey], err)
+				if rec, err := engine.DecodeRecord(cm.Data[engine.DataKey]); err != nil || rec.MachineName != "m1" {
+					t.Fatalf("lock record changed: %q (%v)", cm.Data[engine.DataKey], err)
 				}
 				clk.SetTime(clk.Now().Add(time.Hour))
 			}
@@ -423,7 +424,7 @@ func TestRepairExitCodes(t *testing.T) {
 	t.Run("corrupt", func(t *testing.T) {
 		ns := env.Namespace(t)
 		cl := newCluster(t, ns, "c1", false)
-		newConfigMap(t, ns, "c1-lock", map[string]string{initlock.ClusterNameLabel: "c1"}, map[string]string{initlock.DataKey: `{"machineName":""}`}, cl)
+		newConfigMap(t, ns, "c1-lock", map[string]string{engine.ClusterNameLabel: "c1"}, map[string]string{engine.DataKey: `{"machineName":""}`}, cl)
 		r := run(t, "repair", "-n", ns)
 		r.expectCode(t, cli.ExitNeedsHuman)
 		if !strings.Contains(r.out, "kubectl initlock release c1 -n "+ns+" --force") {

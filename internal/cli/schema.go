@@ -7,6 +7,7 @@ import (
 
 	"github.com/initlock/initlock/internal/cli/inventory"
 	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // The JSON and YAML output of "kubectl initlock list" is a LockList. Fields
@@ -81,13 +82,13 @@ type LockStatus struct {
 // row is one entry with its decision.
 type row struct {
 	entry    inventory.Entry
-	decision initlock.Decision
+	decision engine.Decision
 }
 
-func decideAll(inv *inventory.Inventory, p initlock.Policy, now time.Time) []row {
+func decideAll(inv *inventory.Inventory, p engine.Policy, now time.Time) []row {
 	rows := make([]row, 0, len(inv.Entries))
 	for _, e := range inv.Entries {
-		rows = append(rows, row{entry: e, decision: initlock.Decide(e.Observation, p, now)})
+		rows = append(rows, row{entry: e, decision: engine.Decide(e.Observation, p, now)})
 	}
 	return rows
 }
@@ -114,7 +115,7 @@ func (r row) status() LockStatus {
 		}
 		s.HolderExists = o.Holder != nil
 		s.Protection = protection(o.Lock)
-	} else if d.Verdict == initlock.VerdictLost {
+	} else if d.Verdict == engine.VerdictLost {
 		s.HolderExists = true // a grant is only ever read from an existing Machine
 	}
 	if d.Err != nil {
@@ -124,7 +125,7 @@ func (r row) status() LockStatus {
 }
 
 // protection names how the manager's finalizer protects a lock.
-func protection(l *initlock.Lock) string {
+func protection(l *engine.Lock) string {
 	switch {
 	case l.Problem != nil:
 		return ""

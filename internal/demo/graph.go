@@ -21,8 +21,8 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/internal/relink"
 	"github.com/initlock/initlock/internal/velero"
-	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // The object graph of the relink part.
@@ -205,7 +205,7 @@ func (d *demo) createGraph(n note) (map[string]string, error) {
 	if err := d.takeLock(n, cluster, cp); err != nil {
 		return nil, err
 	}
-	out["ConfigMap/"+graphCluster+initlock.LockSuffix] = label(cluster)
+	out["ConfigMap/"+graphCluster+engine.LockSuffix] = label(cluster)
 	return out, nil
 }
 

@@ -23,8 +23,8 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
-	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // errStop marks an error that ends a poll at once.
@@ -193,7 +193,7 @@ func (d *demo) setPaused(cluster *unstructured.Unstructured, paused bool) error 
 // getLock reads a cluster's lock ConfigMap; nil when there is none.
 func (d *demo) getLock(ns, cluster string) (*corev1.ConfigMap, error) {
 	cm := &corev1.ConfigMap{}
-	err := d.c.Get(d.ctx, types.NamespacedName{Namespace: ns, Name: cluster + initlock.LockSuffix}, cm)
+	err := d.c.Get(d.ctx, types.NamespacedName{Namespace: ns, Name: cluster + engine.LockSuffix}, cm)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -204,15 +204,15 @@ func (d *demo) getLock(ns, cluster string) (*corev1.ConfigMap, error) {
 }
 
 // observe reads the lock, the Cluster and the Machines they name live, with
-// initlock.Read, and decides as the manager does.
-func (d *demo) observe(ns, cluster string) (*corev1.ConfigMap, initlock.Decision, error) {
-	obs, cm, err := initlock.Read(d.ctx, initlock.From(d.c), initlock.Query{Namespace: ns, ClusterName: cluster,
+// engine.Read, and decides as the manager does.
+func (d *demo) observe(ns, cluster string) (*corev1.ConfigMap, engine.Decision, error) {
+	obs, cm, err := engine.Read(d.ctx, engine.From(d.c), engine.Query{Namespace: ns, ClusterName: cluster,
 		APIVersion: capi.Group + "/" + d.capiVersion})
 	if err != nil {
-		return nil, initlock.Decision{}, err
+		return nil, engine.Decision{}, err
 	}
-	policy := initlock.Policy{ReleaseAfterInit: true, OrphanGrace: d.opts.OrphanGrace}
-	return cm, initlock.Decide(obs, policy, time.Now()), nil
+	policy := engine.Policy{ReleaseAfterInit: true, OrphanGrace: d.opts.OrphanGrace}
+	return cm, engine.Decide(obs, policy, time.Now()), nil
 }
 
 // describeLock says who holds a lock and who owns it.
@@ -221,7 +221,7 @@ func describeLock(cm *corev1.ConfigMap) string {
 		return "no lock"
 	}
 	holder := "(unreadable record)"
-	if rec, err := initlock.DecodeRecord(cm.Data[initlock.DataKey]); err == nil {
+	if rec, err := engine.DecodeRecord(cm.Data[engine.DataKey]); err == nil {
 		holder = rec.MachineName
 	}
 	return fmt.Sprintf("%s/%s: holder %s, %s", cm.Namespace, cm.Name, holder, owners(cm.OwnerReferences))

@@ -14,7 +14,7 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/stack"
-	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // seedUpstream: CAPI core and CABPK create the seed's Cluster, CABPK takes
@@ -125,7 +125,7 @@ func (d *realDemo) seedUpstream() {
 		if err != nil {
 			return err
 		}
-		if !slices.Contains(left, "ConfigMap/"+seedCluster+initlock.LockSuffix) {
+		if !slices.Contains(left, "ConfigMap/"+seedCluster+engine.LockSuffix) {
 			return fmt.Errorf("%w: the lock went with its Cluster (left: %v)", errNotReproduced, left)
 		}
 		n("left behind 3s after the Cluster was gone: %s", strings.Join(left, ", "))

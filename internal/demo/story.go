@@ -18,6 +18,7 @@ import (
 	"github.com/initlock/initlock/internal/cli"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // The objects of the story.
@@ -113,7 +114,7 @@ func (d *demo) seedScenario() {
 			return err
 		}
 		if cm == nil {
-			return fmt.Errorf("the backup held no lock %s%s", seedCluster, initlock.LockSuffix)
+			return fmt.Errorf("the backup held no lock %s%s", seedCluster, engine.LockSuffix)
 		}
 		lockUID = cm.UID
 		n("restored %d ConfigMap and %d Machine; Cluster %s is not back yet", len(cms), len(machines), seedCluster)
@@ -139,7 +140,7 @@ func (d *demo) seedScenario() {
 			return fmt.Errorf("the restored Cluster kept its UID %s", oldUID)
 		}
 		n("Cluster %s uid %s (was %s), spec.paused kept from the backup", seedCluster, short(cluster.GetUID()), short(oldUID))
-		n("its grant register %s is back too: %s", initlock.GrantAnnotation, cluster.GetAnnotations()[initlock.GrantAnnotation])
+		n("its grant register %s is back too: %s", engine.GrantAnnotation, cluster.GetAnnotations()[engine.GrantAnnotation])
 		return nil
 	})
 
@@ -148,8 +149,8 @@ func (d *demo) seedScenario() {
 		if err != nil {
 			return err
 		}
-		if dec.Verdict != initlock.VerdictUnowned {
-			return fmt.Errorf("verdict %s, want %s: %s", dec.Verdict, initlock.VerdictUnowned, describeLock(cm))
+		if dec.Verdict != engine.VerdictUnowned {
+			return fmt.Errorf("verdict %s, want %s: %s", dec.Verdict, engine.VerdictUnowned, describeLock(cm))
 		}
 		n("verdict %s (owner %s): %s", dec.Verdict, dec.Owner, describeLock(cm))
 		n("the garbage collector will never delete an unowned lock, and the upstream provider never re-adopts it")
@@ -168,7 +169,7 @@ func (d *demo) seedScenario() {
 	})
 
 	tl.step("kubectl initlock list shows it unowned", func(n note) error {
-		return d.kubectlInitlock(n, initlock.VerdictUnowned, "list", "-n", seedNamespace)
+		return d.kubectlInitlock(n, engine.VerdictUnowned, "list", "-n", seedNamespace)
 	})
 
 	tl.step("Unpause Cluster "+seedCluster+": initlock-manager re-adopts the lock", func(n note) error {
@@ -188,7 +189,7 @@ func (d *demo) seedScenario() {
 				return fmt.Errorf("%w: the lock is gone", errStop)
 			case !ownedBy(cm, cluster):
 				return fmt.Errorf("lock %s", describeLock(cm))
-			case cm.Annotations[initlock.ClusterAbsentAnnotation] != "":
+			case cm.Annotations[engine.ClusterAbsentAnnotation] != "":
 				return errors.New("the lock still carries its cluster-absent mark")
 			}
 			return nil
@@ -208,10 +209,10 @@ func (d *demo) seedScenario() {
 	})
 
 	tl.step("kubectl initlock list shows it healthy", func(n note) error {
-		return d.kubectlInitlock(n, initlock.VerdictHealthy, "list", "-n", seedNamespace)
+		return d.kubectlInitlock(n, engine.VerdictHealthy, "list", "-n", seedNamespace)
 	})
 
-	tl.step("kubectl delete configmap "+seedCluster+initlock.LockSuffix+": initlock-manager's finalizer holds the lock", func(n note) error {
+	tl.step("kubectl delete configmap "+seedCluster+engine.LockSuffix+": initlock-manager's finalizer holds the lock", func(n note) error {
 		cm, err := d.getLock(seedNamespace, seedCluster)
 		if err != nil {
 			return err
@@ -233,7 +234,7 @@ func (d *demo) seedScenario() {
 		if cm == nil || cm.DeletionTimestamp == nil {
 			return fmt.Errorf("lock %s: want it there, being deleted", describeLock(cm))
 		}
-		n("the lock stays, being deleted (finalizer %s): %s", initlock.HeldFinalizer, describeLock(cm))
+		n("the lock stays, being deleted (finalizer %s): %s", engine.HeldFinalizer, describeLock(cm))
 		n("event %s: %s", ev.Reason, ev.Note)
 		return nil
 	})
@@ -255,7 +256,7 @@ func (d *demo) seedScenario() {
 			return err
 		}
 		_, writes := d.lockWrites.take()
-		n("lock %s%s gone %s after its Cluster, once its holder was gone; initlock-manager's writes: %s (the finalizer off)", seedCluster, initlock.LockSuffix, duration(time.Since(started)), writes)
+		n("lock %s%s gone %s after its Cluster, once its holder was gone; initlock-manager's writes: %s (the finalizer off)", seedCluster, engine.LockSuffix, duration(time.Since(started)), writes)
 		return nil
 	})
 }
@@ -278,8 +279,8 @@ func (d *demo) takeLock(n note, cluster, machine *unstructured.Unstructured) err
 		return errors.New("acquired, yet there is no lock ConfigMap")
 	}
 	n("acquired (action %s): lock %s", res.Action, describeLock(cm))
-	n("%s: %s", initlock.DataKey, cm.Data[initlock.DataKey])
-	n("grant register on Cluster %s: %s", cluster.GetName(), cluster.GetAnnotations()[initlock.GrantAnnotation])
+	n("%s: %s", engine.DataKey, cm.Data[engine.DataKey])
+	n("grant register on Cluster %s: %s", cluster.GetName(), cluster.GetAnnotations()[engine.GrantAnnotation])
 	return nil
 }
 
@@ -297,7 +298,7 @@ func (d *demo) slowRestore(n note, lockUID types.UID) error {
 		if cm == nil {
 			return fmt.Errorf("%w: the lock is gone", errStop)
 		}
-		if mark = cm.Annotations[initlock.ClusterAbsentAnnotation]; mark == "" {
+		if mark = cm.Annotations[engine.ClusterAbsentAnnotation]; mark == "" {
 			return errors.New("initlock-manager has not recorded the Cluster's absence yet")
 		}
 		return nil
@@ -306,7 +307,7 @@ func (d *demo) slowRestore(n note, lockUID types.UID) error {
 		return err
 	}
 	seen := time.Now()
-	n("initlock-manager recorded the absence on the lock: %s=%q", initlock.ClusterAbsentAnnotation, mark)
+	n("initlock-manager recorded the absence on the lock: %s=%q", engine.ClusterAbsentAnnotation, mark)
 	n("the mark names the lock's UID (%s): a lock restored again later starts a new grace period", short(lockUID))
 	// The manager looks again when the grace period is over; give it a
 	// moment beyond that.
@@ -320,8 +321,8 @@ func (d *demo) slowRestore(n note, lockUID types.UID) error {
 	if cm == nil {
 		return errors.New("the lock was collected although its holder Machine exists")
 	}
-	if dec.Verdict != initlock.VerdictOrphan || dec.Action != initlock.ActionNone {
-		return fmt.Errorf("decision %s, want verdict %s and action %s", dec, initlock.VerdictOrphan, initlock.ActionNone)
+	if dec.Verdict != engine.VerdictOrphan || dec.Action != engine.ActionNone {
+		return fmt.Errorf("decision %s, want verdict %s and action %s", dec, engine.VerdictOrphan, engine.ActionNone)
 	}
 	_, writes := d.lockWrites.take()
 	n("%s later: still there, verdict %s, action %s: its holder Machine %s exists, so the restore may still",

@@ -16,6 +16,7 @@ import (
 	"github.com/initlock/initlock/internal/controllers/lock"
 	"github.com/initlock/initlock/internal/kubeenv/apimodel"
 	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // start is the time of every execution: the code under test reads its
@@ -37,8 +38,8 @@ func (s *System) provider(ctx context.Context, p Provider) {
 	if s.sc.bug != nil {
 		c = s.sc.bug(c)
 	}
-	l := initlock.New(c, initlock.WithTokens(s.token(actor)), initlock.WithClock(&schedClock{
-		FakePassiveClock: clocktesting.NewFakePassiveClock(start), sys: s, actor: actor}))
+	l := &engine.Env{Client: c, Reader: c, Tokens: s.token(actor), Clock: &schedClock{
+		FakePassiveClock: clocktesting.NewFakePassiveClock(start), sys: s, actor: actor}}
 	for i := range p.Attempts {
 		if s.isAborted() {
 			return
@@ -81,7 +82,7 @@ func (s *System) provider(ctx context.Context, p Provider) {
 		case "fails, so Unlock":
 			s.checker.unlocking(machine, m.GetUID())
 			s.touch(hookUnlocking)
-			_ = l.Unlock(ctx, cl, m)
+			_ = l.Unlock(ctx, cl, m, engine.UnlockParams{})
 		case "goes on":
 			return
 		}
@@ -119,8 +120,8 @@ func (s *System) manager(ctx context.Context) {
 
 // managerPolicy is the manager's default policy, with its finalizer unless
 // the scenario turns it off.
-func (s *System) managerPolicy() initlock.Policy {
-	p := initlock.DefaultPolicy
+func (s *System) managerPolicy() engine.Policy {
+	p := engine.DefaultPolicy
 	p.Protect = !s.sc.NoProtect
 	return p
 }

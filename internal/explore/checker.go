@@ -13,6 +13,7 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv/apimodel"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // Invariants the checker holds every state to.
@@ -198,7 +199,7 @@ func (c *checker) observeMachines(s *System, into map[types.UID]bool) {
 // lockReturned judges a Lock result. A restored Machine is the Machine it
 // restores: a grant to an object of an earlier incarnation of it is a grant
 // to it.
-func (c *checker) lockReturned(s *System, actor, machine string, uid types.UID, res initlock.Result, err error) {
+func (c *checker) lockReturned(s *System, actor, machine string, uid types.UID, res engine.Outcome, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cl := c.calls[actor]
@@ -231,7 +232,7 @@ func (c *checker) lockReturned(s *System, actor, machine string, uid types.UID, 
 	if s.initialisedLocked() {
 		return
 	}
-	sn, m := s.snapshot(), &initlock.Machine{Namespace: namespace, Name: machine, UID: live}
+	sn, m := s.snapshot(), &engine.Machine{Namespace: namespace, Name: machine, UID: live}
 	g := grant{machine: machine, uid: live, register: !cl.lostRegister || sn.registerNames(m), lock: !cl.lostLock || sn.lockNames(m)}
 	if g.register || g.lock {
 		c.grants = append(c.grants, g)
@@ -335,7 +336,7 @@ func (c *checker) defended(s *System) {
 	}
 	sn := s.snapshot()
 	for _, g := range c.grants {
-		m := &initlock.Machine{Namespace: namespace, Name: g.machine, UID: g.uid}
+		m := &engine.Machine{Namespace: namespace, Name: g.machine, UID: g.uid}
 		if g.register && !sn.registerNames(m) {
 			raw := ""
 			if sn.cluster != nil {
@@ -350,12 +351,12 @@ func (c *checker) defended(s *System) {
 }
 
 // registerNames tells whether the grant register names m.
-func (sn snapshot) registerNames(m *initlock.Machine) bool {
+func (sn snapshot) registerNames(m *engine.Machine) bool {
 	return sn.cluster != nil && sn.cluster.Grant.Held() && sn.cluster.Grant.Names(sn.cluster, m)
 }
 
 // lockNames tells whether the lock names m.
-func (sn snapshot) lockNames(m *initlock.Machine) bool {
+func (sn snapshot) lockNames(m *engine.Machine) bool {
 	return sn.lock != nil && sn.lock.Problem == nil && sn.lock.Record.Names(sn.cluster, m)
 }
 
@@ -519,7 +520,7 @@ func strip(obj map[string]any) map[string]any {
 	}
 	delete(meta, "resourceVersion")
 	if ann, ok := meta["annotations"].(map[string]any); ok {
-		delete(ann, initlock.GrantAnnotation)
+		delete(ann, engine.GrantAnnotation)
 		if len(ann) == 0 {
 			delete(meta, "annotations")
 		}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/initlock/initlock/internal/kubeenv"
-	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // EventKind is a kind of adversary event: something that happens to the
@@ -103,7 +103,7 @@ func (s *System) eventsOf(k EventKind) []*event {
 	case RemoveRegister:
 		if sn.cluster != nil && sn.cluster.Grant != nil {
 			return []*event{ev("the grant register's annotation is removed", func(s *System) {
-				s.store.Mutate(clusterKey, func(o map[string]any) { setAnnotation(o, initlock.GrantAnnotation, nil) })
+				s.store.Mutate(clusterKey, func(o map[string]any) { setAnnotation(o, engine.GrantAnnotation, nil) })
 				s.checker.registerLost()
 			})}
 		}
@@ -192,7 +192,7 @@ func (s *System) revertEvents(sn snapshot) []*event {
 			continue
 		}
 		ann, _ := meta["annotations"].(map[string]any)
-		val, _ := ann[initlock.GrantAnnotation].(string)
+		val, _ := ann[engine.GrantAnnotation].(string)
 		if seen[val] {
 			continue
 		}
@@ -200,9 +200,9 @@ func (s *System) revertEvents(sn snapshot) []*event {
 		out = append(out, &event{name: fmt.Sprintf("the grant register goes back to %s", describeRegister(val)), kind: RevertRegister, cost: costLoss, run: func(s *System) {
 			s.store.Mutate(clusterKey, func(o map[string]any) {
 				if val == "" {
-					setAnnotation(o, initlock.GrantAnnotation, nil)
+					setAnnotation(o, engine.GrantAnnotation, nil)
 				} else {
-					setAnnotation(o, initlock.GrantAnnotation, &val)
+					setAnnotation(o, engine.GrantAnnotation, &val)
 				}
 			})
 			s.checker.registerLost()

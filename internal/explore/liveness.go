@@ -10,6 +10,7 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv/apimodel"
 	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // probeRounds is how many times each Machine asks again in the liveness
@@ -46,8 +47,8 @@ func (s *System) liveness(ctx context.Context) {
 			m := &unstructured.Unstructured{Object: mObj}
 			m.SetGroupVersionKind(apimodel.MachineGVK)
 			actor := fmt.Sprintf("probe/%s", name)
-			l := initlock.New(s.client(actor), initlock.WithTokens(s.token(actor)),
-				initlock.WithClock(clocktesting.NewFakeClock(start)))
+			c := s.client(actor)
+			l := &engine.Env{Client: c, Reader: c, Tokens: s.token(actor), Clock: clocktesting.NewFakeClock(start)}
 			res, err := l.Lock(ctx, cl, m)
 			if res.Acquired {
 				return
@@ -56,7 +57,7 @@ func (s *System) liveness(ctx context.Context) {
 			if errors.Is(err, initlock.ErrCorruptLock) || errors.Is(err, initlock.ErrNotALock) {
 				return // an operator's release is the documented way out
 			}
-			conflict = res.Verdict == initlock.VerdictConflict
+			conflict = res.Verdict == engine.VerdictConflict
 		}
 	}
 	if conflict && s.restored {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/apimodel"
-	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // The world every scenario starts from: one Cluster and its control-plane
@@ -297,10 +297,10 @@ func (s *System) anyRunning() bool {
 
 // snapshot is the live state the checker judges a write against.
 type snapshot struct {
-	cluster *initlock.Cluster
-	lock    *initlock.Lock
+	cluster *engine.Cluster
+	lock    *engine.Lock
 	// machines by name, as initlock sees them
-	machines map[string]*initlock.Machine
+	machines map[string]*engine.Machine
 }
 
 // snapshot returns the live state, computed once per revision of the
@@ -310,9 +310,9 @@ func (s *System) snapshot() snapshot {
 	if s.snap != nil && s.snapRev == rev {
 		return *s.snap
 	}
-	sn := snapshot{machines: map[string]*initlock.Machine{}}
+	sn := snapshot{machines: map[string]*engine.Machine{}}
 	if obj := s.store.Peek(clusterKey); obj != nil {
-		cl, err := initlock.ClusterFrom(&unstructured.Unstructured{Object: obj}, nil)
+		cl, err := engine.ClusterFrom(&unstructured.Unstructured{Object: obj}, nil)
 		if err != nil {
 			panic(err)
 		}
@@ -323,14 +323,14 @@ func (s *System) snapshot() snapshot {
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, cm); err != nil {
 			panic(err)
 		}
-		sn.lock = initlock.ObserveLock(cm, clusterName)
+		sn.lock = engine.ObserveLock(cm, clusterName)
 	}
 	for _, k := range s.store.Keys() {
 		if k.Kind != "Machine" {
 			continue
 		}
 		meta := s.store.Peek(k)["metadata"].(map[string]any)
-		sn.machines[k.Name] = &initlock.Machine{Namespace: namespace, Name: k.Name, UID: typesUID(meta["uid"]), APIVersion: apimodel.MachineGVK.GroupVersion().String()}
+		sn.machines[k.Name] = &engine.Machine{Namespace: namespace, Name: k.Name, UID: typesUID(meta["uid"]), APIVersion: apimodel.MachineGVK.GroupVersion().String()}
 	}
 	s.snap, s.snapRev = &sn, rev
 	return sn

@@ -8,8 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // NewCluster returns a valid Cluster of the given version (v1beta2 or
@@ -81,10 +81,10 @@ func NewLock(namespace, cluster, machine string, owner *unstructured.Unstructure
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: namespace,
-			Name:      cluster + initlock.LockSuffix,
-			Labels:    map[string]string{initlock.ClusterNameLabel: cluster},
+			Name:      cluster + engine.LockSuffix,
+			Labels:    map[string]string{engine.ClusterNameLabel: cluster},
 		},
-		Data: map[string]string{initlock.DataKey: fmt.Sprintf(`{"machineName":%q}`, machine)},
+		Data: map[string]string{engine.DataKey: fmt.Sprintf(`{"machineName":%q}`, machine)},
 	}
 	if owner != nil {
 		cm.OwnerReferences = []metav1.OwnerReference{{
@@ -99,7 +99,7 @@ func NewLock(namespace, cluster, machine string, owner *unstructured.Unstructure
 // Cluster under its default policy (--protect): a healthy lock at rest.
 func NewHeldLock(namespace, cluster, machine string, owner *unstructured.Unstructured) *corev1.ConfigMap {
 	cm := NewLock(namespace, cluster, machine, owner)
-	cm.Finalizers = []string{initlock.HeldFinalizer}
+	cm.Finalizers = []string{engine.HeldFinalizer}
 	return cm
 }
 

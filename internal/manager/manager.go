@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
 	"github.com/initlock/initlock/internal/controllers/lock"
-	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // Leader election needs the Lease and, for its events, core Events in the
@@ -81,7 +81,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		APIReader:   mgr.GetAPIReader(),
 		Recorder:    lock.NewEventBudget(mgr.GetEventRecorder(lock.EventSource), opts.EventQPS, opts.EventBurst, clk),
 		CAPIVersion: version,
-		Policy: initlock.Policy{
+		Policy: engine.Policy{
 			ReleaseAfterInit: opts.ReleaseAfterInit,
 			OrphanGrace:      opts.OrphanGrace,
 			Protect:          opts.Protect,
@@ -118,7 +118,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 
 // managerOptions translates Options for controller-runtime.
 func managerOptions(opts Options) ctrl.Options {
-	lockLabel, err := labels.NewRequirement(initlock.ClusterNameLabel, selection.Exists, nil)
+	lockLabel, err := labels.NewRequirement(engine.ClusterNameLabel, selection.Exists, nil)
 	utilruntime.Must(err) // a constant, valid label key
 
 	cacheOpts := cache.Options{

@@ -15,8 +15,8 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/manager/managertest"
-	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 var env *kubeenv.Env
@@ -46,7 +46,7 @@ func TestSeedScenario(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if !slices.Contains(cm.Finalizers, initlock.HeldFinalizer) {
+		if !slices.Contains(cm.Finalizers, engine.HeldFinalizer) {
 			return fmt.Errorf("lock not protected yet")
 		}
 		return nil
@@ -240,7 +240,7 @@ func TestOrphanCollection(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if _, ok := cm.Annotations[initlock.ClusterAbsentAnnotation]; !ok {
+		if _, ok := cm.Annotations[engine.ClusterAbsentAnnotation]; !ok {
 			return fmt.Errorf("lock not marked yet")
 		}
 		return nil
@@ -290,12 +290,12 @@ func TestNotALock(t *testing.T) {
 		}, "ForeignConfigMap", "foreign"},
 		{"other-cluster-label", func(ns string) *corev1.ConfigMap {
 			cm := lockFor(ns, "x", "x-cp-0", nil)
-			cm.Labels[initlock.ClusterNameLabel] = "y"
+			cm.Labels[engine.ClusterNameLabel] = "y"
 			return cm
 		}, "ForeignConfigMap", "foreign"},
 		{"corrupt", func(ns string) *corev1.ConfigMap {
 			cm := lockFor(ns, "x", "x-cp-0", nil)
-			cm.Data[initlock.DataKey] = "{not json"
+			cm.Data[engine.DataKey] = "{not json"
 			return cm
 		}, "CorruptLock", "corrupt"},
 	} {
@@ -386,7 +386,7 @@ func TestDeletingClusterReleasesUnownedLock(t *testing.T) {
 func TestConflictWarning(t *testing.T) {
 	ns := env.Namespace(t)
 	cluster := createCluster(t, v, ns, "x", func(u *unstructured.Unstructured) {
-		u.SetAnnotations(map[string]string{initlock.GrantAnnotation: `{"machineName":"x-cp-1","token":"t1"}`})
+		u.SetAnnotations(map[string]string{engine.GrantAnnotation: `{"machineName":"x-cp-1","token":"t1"}`})
 	})
 	createMachine(t, v, ns, "x", "x-cp-0")
 	createMachine(t, v, ns, "x", "x-cp-1")
@@ -408,11 +408,11 @@ func TestConflictWarning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Data[initlock.DataKey] != cm.Data[initlock.DataKey] {
-		t.Fatalf("the record of the lock in conflict was written: %s", got.Data[initlock.DataKey])
+	if got.Data[engine.DataKey] != cm.Data[engine.DataKey] {
+		t.Fatalf("the record of the lock in conflict was written: %s", got.Data[engine.DataKey])
 	}
 	// Its holder exists: the one write protects it.
-	if n := rm.Counter.Writes("configmaps", ""); n != 1 || !slices.Contains(got.Finalizers, initlock.HeldFinalizer) {
+	if n := rm.Counter.Writes("configmaps", ""); n != 1 || !slices.Contains(got.Finalizers, engine.HeldFinalizer) {
 		t.Fatalf("configmap writes = %d (finalizers %v), want the one that protects it:\n%s", n, got.Finalizers, rm.Counter)
 	}
 }

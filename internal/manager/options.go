@@ -17,8 +17,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/initlock/initlock/internal/controllers/lock"
-	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // Options configure the manager New builds. Start from DefaultOptions: the
@@ -129,12 +129,12 @@ const (
 // authentication and authorisation.
 func DefaultOptions() Options {
 	return Options{
-		OrphanGrace:            initlock.DefaultPolicy.OrphanGrace,
+		OrphanGrace:            engine.DefaultPolicy.OrphanGrace,
 		OrphanSettle:           DefaultOrphanSettle,
-		ReleaseAfterInit:       initlock.DefaultPolicy.ReleaseAfterInit,
-		Protect:                initlock.DefaultPolicy.Protect,
-		FailedInitSettle:       initlock.DefaultPolicy.FailedInitSettle,
-		HeldRecheck:            initlock.DefaultPolicy.HeldRecheck,
+		ReleaseAfterInit:       engine.DefaultPolicy.ReleaseAfterInit,
+		Protect:                engine.DefaultPolicy.Protect,
+		FailedInitSettle:       engine.DefaultPolicy.FailedInitSettle,
+		HeldRecheck:            engine.DefaultPolicy.HeldRecheck,
 		Concurrency:            DefaultConcurrency,
 		KubeAPIQPS:             DefaultKubeAPIQPS,
 		KubeAPIBurst:           DefaultKubeAPIBurst,
@@ -154,7 +154,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.OrphanGrace, "orphan-grace", o.OrphanGrace, "How long a lock's Cluster must have been absent before the lock is collected.")
 	fs.DurationVar(&o.OrphanSettle, "orphan-settle", o.OrphanSettle, "How long a lock must be seen without its Cluster before the absence is recorded on it.")
 	fs.BoolVar(&o.ReleaseAfterInit, "release-after-init", o.ReleaseAfterInit, "Release a lock once its Cluster's control plane is initialised.")
-	fs.BoolVar(&o.Protect, "protect", o.Protect, "Put the finalizer "+initlock.HeldFinalizer+" on every lock held by an existing Machine of an uninitialised Cluster, so that deleting it waits until its holder is done.")
+	fs.BoolVar(&o.Protect, "protect", o.Protect, "Put the finalizer "+engine.HeldFinalizer+" on every lock held by an existing Machine of an uninitialised Cluster, so that deleting it waits until its holder is done.")
 	fs.DurationVar(&o.FailedInitSettle, "failed-init-settle", o.FailedInitSettle, "How long a held lock that its bootstrap provider released after failing to generate the init data stays disarmed before it goes; 0 keeps it until its holder Machine is gone or an operator releases it.")
 	fs.DurationVar(&o.HeldRecheck, "held-recheck", o.HeldRecheck, "How often a held lock being deleted is looked at again, for its holder's bootstrap.")
 	fs.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "Number of Clusters reconciled at the same time.")

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
-	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 var kubeadmConfigGVK = schema.GroupVersionKind{Group: "bootstrap.cluster.x-k8s.io", Version: "v1beta2", Kind: "KubeadmConfig"}
@@ -63,7 +63,7 @@ func protectedLock(t *testing.T, ns, cluster string) *corev1.ConfigMap {
 		if cm, err = getLock(t, ns, cluster); err != nil {
 			return err
 		}
-		if !slices.Contains(cm.Finalizers, initlock.HeldFinalizer) {
+		if !slices.Contains(cm.Finalizers, engine.HeldFinalizer) {
 			return fmt.Errorf("lock not protected yet")
 		}
 		return nil
@@ -149,10 +149,10 @@ func TestFailedInitReleased(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				if _, ok := cm.Annotations[initlock.DisarmedAnnotation]; !ok {
+				if _, ok := cm.Annotations[engine.DisarmedAnnotation]; !ok {
 					return fmt.Errorf("lock not disarmed yet")
 				}
-				if rec, _ := initlock.DecodeRecord(cm.Data[initlock.DataKey]); rec.MachineName != initlock.DisarmedHolder {
+				if rec, _ := engine.DecodeRecord(cm.Data[engine.DataKey]); rec.MachineName != engine.DisarmedHolder {
 					return fmt.Errorf("disarmed lock names %s", rec.MachineName)
 				}
 				return nil
@@ -173,7 +173,7 @@ func TestFailedInitReleased(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				if rec, _ := initlock.DecodeRecord(cm.Data[initlock.DataKey]); rec.MachineName != "c1-cp-0" {
+				if rec, _ := engine.DecodeRecord(cm.Data[engine.DataKey]); rec.MachineName != "c1-cp-0" {
 					return fmt.Errorf("lock names %s, want it given back to c1-cp-0", rec.MachineName)
 				}
 				return nil

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // Annotation records, on an object a restore created, the ownerReferences
@@ -20,7 +20,7 @@ import (
 // The Velero restore plugin writes it; the relinker reads it, links the
 // object to the owners' current UIDs and removes it once every owner is
 // linked.
-const Annotation = initlock.AnnotationPrefix + "restored-owner-references"
+const Annotation = engine.AnnotationPrefix + "restored-owner-references"
 
 // OwnerRef is one recorded owner: an ownerReference without its UID. The
 // owner's namespace is the object's own namespace when the owner kind is

@@ -14,7 +14,7 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/manager"
 	"github.com/initlock/initlock/internal/relink"
-	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // TestRelinkerInInitlockManager runs the relinker with its default kinds
@@ -45,13 +45,13 @@ func TestRelinkerInInitlockManager(t *testing.T) {
 	})
 
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1-kubeconfig",
-		Labels:      map[string]string{initlock.ClusterNameLabel: "c1"},
+		Labels:      map[string]string{engine.ClusterNameLabel: "c1"},
 		Annotations: map[string]string{relink.Annotation: relink.Encode([]relink.OwnerRef{controllerOwner("Cluster", "c1")})},
 	}}
-	lock := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1" + initlock.LockSuffix,
-		Labels:      map[string]string{initlock.ClusterNameLabel: "c1"},
+	lock := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1" + engine.LockSuffix,
+		Labels:      map[string]string{engine.ClusterNameLabel: "c1"},
 		Annotations: map[string]string{relink.Annotation: relink.Encode([]relink.OwnerRef{clusterOwner("c1")})},
-	}, Data: map[string]string{initlock.DataKey: initlock.Record{Ref: initlock.Ref{MachineName: "c1-cp-0"}}.Encode()}}
+	}, Data: map[string]string{engine.DataKey: engine.Record{Ref: engine.Ref{MachineName: "c1-cp-0"}}.Encode()}}
 	if err := env.Client.Create(t.Context(), secret); err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestRelinkerInInitlockManager(t *testing.T) {
 
 	// The lock controller may adopt the lock first; either way it ends
 	// with one reference to the Cluster and without the annotation.
-	kubeenv.Eventually(t, 30*time.Second, linked(t, configMapGVK, ns, "c1"+initlock.LockSuffix, refTo(cluster, false)))
+	kubeenv.Eventually(t, 30*time.Second, linked(t, configMapGVK, ns, "c1"+engine.LockSuffix, refTo(cluster, false)))
 	got := &corev1.Secret{}
 	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(secret), got); err != nil {
 		t.Fatal(err)

@@ -1,71 +1,65 @@
 package initlock
 
-import (
-	"errors"
-	"fmt"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-)
+import "github.com/initlock/initlock/pkg/initlock/engine"
 
 // Sentinel errors. Test for them with errors.Is; the errors Lock and Unlock
 // return wrap them in an *Error that names the object and the way out.
 var (
-	// ErrNotALock means a ConfigMap has the lock's name but is not an init
-	// lock: it lacks the cluster-name label or the lock-information key. It
-	// is never modified or deleted.
-	ErrNotALock = errors.New("not an init lock")
-	// ErrCorruptLock means a lock's lock-information is not valid JSON or
-	// names no machine. It is never taken over silently.
-	ErrCorruptLock = errors.New("corrupt lock")
-	// ErrClusterPaused means the Cluster is paused (spec.paused or the
-	// cluster.x-k8s.io/paused annotation), so nothing was changed.
-	ErrClusterPaused = errors.New("cluster is paused")
-	// ErrInvalidName means a cluster or machine name cannot be used for a
-	// lock; it is returned before any API call.
-	ErrInvalidName = errors.New("invalid name")
-	// ErrNotHolder means Unlock was asked to release a lock on behalf of a
-	// machine that does not hold it.
-	ErrNotHolder = errors.New("machine does not hold the lock")
-	// ErrClusterGone means Lock was called for a Cluster that no longer
-	// exists; nothing was changed.
-	ErrClusterGone = errors.New("cluster does not exist")
-	// ErrStaleMachine means Lock was called with a Machine object that is
-	// not the live Machine of that name: the Machine was deleted, or
-	// deleted and created again (a new UID), since the caller read it.
-	// Nothing was granted; call again with the live object.
-	ErrStaleMachine = errors.New("machine object is stale")
-	// ErrStaleCluster means Unlock was called with a Cluster object that is
-	// not the live Cluster of that name: it was deleted and created again,
-	// restored from a backup or moved since the caller read it. Nothing was
-	// released; call again with the live object.
-	ErrStaleCluster = errors.New("cluster object is stale")
-	// ErrContended means Lock gave up after too many optimistic-concurrency
+	// ErrNotALock: a ConfigMap has the lock's name but lacks the
+	// cluster-name label or the lock-information key. It is never modified.
+	ErrNotALock = engine.ErrNotALock
+	// ErrCorruptLock: a lock's record, or the Cluster's grant register,
+	// cannot be read. It is never taken over silently.
+	ErrCorruptLock = engine.ErrCorruptLock
+	// ErrClusterPaused: the Cluster is paused; nothing was changed.
+	ErrClusterPaused = engine.ErrClusterPaused
+	// ErrInvalidName: a cluster or machine name cannot be used for a lock;
+	// returned before any API call.
+	ErrInvalidName = engine.ErrInvalidName
+	// ErrNotHolder: Unlock was asked to release a lock on behalf of a
+	// Machine that does not hold it.
+	ErrNotHolder = engine.ErrNotHolder
+	// ErrClusterGone: Lock was called for a Cluster that no longer exists.
+	ErrClusterGone = engine.ErrClusterGone
+	// ErrStaleMachine: the Machine object is not the live Machine of that
+	// name (deleted, re-created or restored since it was read). Nothing was
+	// granted or released; call again with the live object.
+	ErrStaleMachine = engine.ErrStaleMachine
+	// ErrStaleCluster: Unlock was called with a Cluster object that is not
+	// the live Cluster of that name. Nothing was released.
+	ErrStaleCluster = engine.ErrStaleCluster
+	// ErrContended: Lock gave up after too many optimistic-concurrency
 	// conflicts in one call; calling again is safe.
-	ErrContended = errors.New("lock is contended")
+	ErrContended = engine.ErrContended
 )
 
-// Error is the error Lock, Unlock and Apply return for a problem with a
-// particular object. Err is one of the sentinels above or an API error.
-type Error struct {
-	// Namespace and Name of the object concerned (usually the lock).
-	Namespace, Name string
-	// Kind of the object concerned, in lower case: "configmap", "cluster"
-	// or "machine".
-	Kind string
-	// Detail says what is wrong and what to do about it.
-	Detail string
-	// Err is the sentinel or the underlying error.
-	Err error
-}
+// Error is the error Lock and Unlock return for a problem with a
+// particular object: its namespace, name and kind, what is wrong and what
+// to do, and the sentinel or API error it wraps.
+type Error = engine.Error
 
-func (e *Error) Error() string {
-	return fmt.Sprintf("namespace %q: %s %q: %v: %s", e.Namespace, e.Kind, e.Name, e.Err, e.Detail)
-}
+// Verdict is the health of a cluster's lock as Lock found it: "free",
+// "healthy", "stale-holder" and the others engine.Verdicts lists.
+type Verdict = engine.Verdict
 
-// Unwrap returns the sentinel or the underlying error.
-func (e *Error) Unwrap() error { return e.Err }
+// Action is the change Lock made to the lock ConfigMap: "none", "create"
+// and the others of package engine.
+type Action = engine.Action
 
-// asStatus finds the API status in err's chain.
-func asStatus(err error, target *apierrors.APIStatus) bool {
-	return errors.As(err, target)
-}
+// EventRecorder is the part of k8s.io/client-go/tools/events.EventRecorder
+// that a Locker uses to emit events on the Cluster.
+type EventRecorder = engine.EventRecorder
+
+// Event reasons a Locker emits on the Cluster when given an EventRecorder.
+const (
+	EventLockAcquired  = engine.EventLockAcquired
+	EventLockTakenOver = engine.EventLockTakenOver
+	EventLockAdopted   = engine.EventLockAdopted
+	EventLockRecreated = engine.EventLockRecreated
+	EventLockReleased  = engine.EventLockReleased
+)
+
+// LockName returns the name of cluster's lock ConfigMap, "<cluster>-lock",
+// or an error wrapping ErrInvalidName when no valid lock can carry that
+// cluster's name.
+func LockName(cluster string) (string, error) { return engine.LockName(cluster) }

@@ -20,6 +20,7 @@ import (
 	"github.com/initlock/initlock/internal/manager"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // Names of the workload cluster and its control-plane Machines.
@@ -31,7 +32,7 @@ const (
 	secondName = "cp-1"
 )
 
-var lockName = clusterName + initlock.LockSuffix
+var lockName = clusterName + engine.LockSuffix
 
 // newCluster returns the workload Cluster of namespace ns, not yet created.
 func newCluster(ns string) *unstructured.Unstructured {
@@ -132,10 +133,10 @@ func heldLock(t *testing.T, ns string, grant bool) {
 		create(t, source, &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{
 				Namespace: ns, Name: lockName,
-				Labels:          map[string]string{initlock.ClusterNameLabel: clusterName},
+				Labels:          map[string]string{engine.ClusterNameLabel: clusterName},
 				OwnerReferences: []metav1.OwnerReference{clusterRef(cluster)},
 			},
-			Data: map[string]string{initlock.DataKey: fmt.Sprintf(`{"machineName":%q}`, holderName)},
+			Data: map[string]string{engine.DataKey: fmt.Sprintf(`{"machineName":%q}`, holderName)},
 		})
 	}
 	// Lock wrote the grant register: read the Cluster again before its
@@ -231,7 +232,7 @@ func ownedOnlyBy(cm *corev1.ConfigMap, cluster *unstructured.Unstructured) error
 // holderOf returns the Machine cm's record names.
 func holderOf(t *testing.T, cm *corev1.ConfigMap) string {
 	t.Helper()
-	rec, err := initlock.DecodeRecord(cm.Data[initlock.DataKey])
+	rec, err := engine.DecodeRecord(cm.Data[engine.DataKey])
 	if err != nil {
 		t.Fatalf("lock %s/%s: %v", cm.Namespace, cm.Name, err)
 	}
@@ -254,7 +255,7 @@ func leftInSource(t *testing.T, ns string) []string {
 		}
 	}
 	cms := &corev1.ConfigMapList{}
-	if err := source.Client.List(t.Context(), cms, client.InNamespace(ns), client.HasLabels{initlock.ClusterNameLabel}); err != nil {
+	if err := source.Client.List(t.Context(), cms, client.InNamespace(ns), client.HasLabels{engine.ClusterNameLabel}); err != nil {
 		t.Fatalf("listing configmaps in %s: %v", ns, err)
 	}
 	for _, i := range cms.Items {

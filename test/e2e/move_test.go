@@ -11,6 +11,7 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // A Velero-style restore strips the lock's ownerReference; initlock-manager,
@@ -45,11 +46,11 @@ func TestMoveAfterRestoreReadoptedByManager(t *testing.T) {
 	clearInitialized(t, ns)
 	addSecondMachine(t, ns)
 	lockInTarget(t, ns, []lockStep{
-		{machine: secondName, holder: holderName, action: initlock.ActionNone},
+		{machine: secondName, holder: holderName, action: engine.ActionNone},
 		// The record and the grant name the UIDs of cp-0 and of the Cluster
 		// in the source: Lock relies on neither, and writes both again for
 		// the target's objects, with a new token (claim ∥ lock update).
-		{machine: holderName, acquired: true, holder: holderName, action: initlock.ActionTakeOver, writes: 2},
+		{machine: holderName, acquired: true, holder: holderName, action: engine.ActionTakeOver, writes: 2},
 	})
 	expectMovedLock(t, ns, holderName)
 }
@@ -77,10 +78,10 @@ func TestMoveAfterRestoreBeforeHealing(t *testing.T) {
 			steps: []lockStep{
 				// The register names cp-0 and the lock is missing: the lock
 				// is created for cp-0, and nothing is recorded for cp-1.
-				{machine: secondName, holder: holderName, action: initlock.ActionRecreate, recreated: true, writes: 1},
+				{machine: secondName, holder: holderName, action: engine.ActionRecreate, recreated: true, writes: 1},
 				// cp-0 makes the record cp-1 wrote for it its own, and its grant
 				// that of the target's objects, with a new token.
-				{machine: holderName, acquired: true, holder: holderName, action: initlock.ActionTakeOver, writes: 2},
+				{machine: holderName, acquired: true, holder: holderName, action: engine.ActionTakeOver, writes: 2},
 			},
 			holder: holderName,
 		},
@@ -90,8 +91,8 @@ func TestMoveAfterRestoreBeforeHealing(t *testing.T) {
 			steps: []lockStep{
 				// Claim ∥ create: the grant is written again for the target's
 				// objects.
-				{machine: holderName, acquired: true, holder: holderName, action: initlock.ActionCreate, recreated: true, writes: 2},
-				{machine: secondName, holder: holderName, action: initlock.ActionNone},
+				{machine: holderName, acquired: true, holder: holderName, action: engine.ActionCreate, recreated: true, writes: 2},
+				{machine: secondName, holder: holderName, action: engine.ActionNone},
 			},
 			holder: holderName,
 		},
@@ -101,7 +102,7 @@ func TestMoveAfterRestoreBeforeHealing(t *testing.T) {
 			name:  "holder without a grant: a second init is granted",
 			grant: false,
 			steps: []lockStep{
-				{machine: secondName, acquired: true, holder: secondName, action: initlock.ActionCreate, writes: 2},
+				{machine: secondName, acquired: true, holder: secondName, action: engine.ActionCreate, writes: 2},
 			},
 			holder: secondName,
 		},
@@ -126,7 +127,7 @@ func TestMoveAfterRestoreBeforeHealing(t *testing.T) {
 			if cm := getLock(t, target, ns); cm != nil {
 				t.Fatalf("lock %s/%s reached the target: %v", ns, lockName, cm)
 			}
-			g := initlock.GrantFrom(get(t, target, capi.ClusterKind, ns, clusterName).GetAnnotations())
+			g := engine.GrantFrom(get(t, target, capi.ClusterKind, ns, clusterName).GetAnnotations())
 			if (g != nil && g.MachineName == holderName) != tc.grant {
 				t.Fatalf("grant register of cluster %s/%s in the target: %+v; want a grant to %s: %t", ns, clusterName, g, holderName, tc.grant)
 			}
@@ -153,11 +154,11 @@ func TestMoveIntactLock(t *testing.T) {
 	clearInitialized(t, ns)
 	addSecondMachine(t, ns)
 	lockInTarget(t, ns, []lockStep{
-		{machine: secondName, holder: holderName, action: initlock.ActionNone},
+		{machine: secondName, holder: holderName, action: engine.ActionNone},
 		// The record and the grant name the UIDs of cp-0 and of the Cluster
 		// in the source: Lock relies on neither, and writes both again for
 		// the target's objects, with a new token (claim ∥ lock update).
-		{machine: holderName, acquired: true, holder: holderName, action: initlock.ActionTakeOver, writes: 2},
+		{machine: holderName, acquired: true, holder: holderName, action: engine.ActionTakeOver, writes: 2},
 	})
 	expectMovedLock(t, ns, holderName)
 }

@@ -16,8 +16,8 @@ import (
 
 	"github.com/initlock/initlock/internal/benchreport/loadavg"
 	"github.com/initlock/initlock/internal/kubeenv"
-	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // Requests per call that the benchmarks assert, as the package
@@ -123,7 +123,7 @@ func freeLockRound(b *testing.B, f *fixture, name string, i int, t freeLockTimer
 		func() {
 			t.lock.run(b, f, func() error {
 				res, err := f.locker.Lock(b.Context(), cl, m)
-				if err == nil && (!res.Acquired || res.Verdict != initlock.VerdictFree) {
+				if err == nil && (!res.Acquired || res.Verdict != engine.VerdictFree) {
 					b.Fatalf("Lock = %+v, want the free path to acquire it", res)
 				}
 				return err
@@ -170,9 +170,9 @@ func parallel(requests ...func() error) error {
 // rawLock is a lock of the upstream format for the Cluster named cluster,
 // as a raw client would create it.
 func rawLock(ns, cluster string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster + initlock.LockSuffix,
-		Labels: map[string]string{initlock.ClusterNameLabel: cluster}},
-		Data: map[string]string{initlock.DataKey: `{"machineName":"` + cluster + `-m"}`}}
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster + engine.LockSuffix,
+		Labels: map[string]string{engine.ClusterNameLabel: cluster}},
+		Data: map[string]string{engine.DataKey: `{"machineName":"` + cluster + `-m"}`}}
 }
 
 // BenchmarkReLock compares a healthy re-Lock by the holder with a raw Get
@@ -188,7 +188,7 @@ func BenchmarkReLock(b *testing.B) {
 	if res := f.mustLock(m); !res.Acquired {
 		b.Fatalf("first Lock = %+v", res)
 	}
-	key := client.ObjectKey{Namespace: f.ns, Name: f.cluster.GetName() + initlock.LockSuffix}
+	key := client.ObjectKey{Namespace: f.ns, Name: f.cluster.GetName() + engine.LockSuffix}
 	lock := &timed{name: "healthy re-Lock", reads: reLockReads, writes: reLockWrites}
 	get := &timed{name: "raw ConfigMap Get", reads: 1}
 	round := &timed{name: "raw parallel reads", reads: reLockReads}
@@ -212,7 +212,7 @@ func BenchmarkReLock(b *testing.B) {
 			func() {
 				lock.run(b, f, func() error {
 					res, err := f.locker.Lock(b.Context(), f.cluster, m)
-					if err == nil && (!res.Acquired || res.Action != initlock.ActionNone) {
+					if err == nil && (!res.Acquired || res.Action != engine.ActionNone) {
 						b.Fatalf("re-Lock = %+v, want it held and nothing changed", res)
 					}
 					return err
@@ -246,7 +246,7 @@ func registerLikePatch(b *testing.B, cl *unstructured.Unstructured) []byte {
 		{"op": "test", "path": "/metadata/uid", "value": string(cl.GetUID())},
 		{"op": "test", "path": "/spec/paused", "value": nil},
 		{"op": "test", "path": "/metadata/annotations", "value": nil},
-		{"op": "add", "path": "/metadata/annotations", "value": map[string]string{initlock.GrantAnnotation: value}},
+		{"op": "add", "path": "/metadata/annotations", "value": map[string]string{engine.GrantAnnotation: value}},
 	})
 	if err != nil {
 		b.Fatal(err)

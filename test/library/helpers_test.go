@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 func (f *fixture) tryLockCM() *corev1.ConfigMap {
@@ -25,9 +25,9 @@ func (f *fixture) tryLockCM() *corev1.ConfigMap {
 }
 
 // grant reads the Cluster's grant register live.
-func (f *fixture) grant() *initlock.Grant {
+func (f *fixture) grant() *engine.Grant {
 	f.t.Helper()
-	return initlock.GrantFrom(f.get(f.cluster).GetAnnotations())
+	return engine.GrantFrom(f.get(f.cluster).GetAnnotations())
 }
 
 // expectGrant checks that the Cluster's grant register names machine, or
@@ -52,7 +52,7 @@ func (f *fixture) expectHeld(t *testing.T, machine string) {
 	if cm == nil {
 		t.Fatalf("no lock, want one held by %s", machine)
 	}
-	r, err := initlock.DecodeRecord(cm.Data[initlock.DataKey])
+	r, err := engine.DecodeRecord(cm.Data[engine.DataKey])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // lockWant is what a Lock case must come to.
@@ -40,7 +41,7 @@ var lockCases = []lockCase{{
 	name:  "free: the register claimed, then the lock created",
 	setup: func(f *fixture) *unstructured.Unstructured { return f.machine("m1") },
 	// PATCH register ∥ GET caller; CREATE lock.
-	want: lockWant{acquired: true, holder: "m1", action: initlock.ActionCreate, reads: 1, writes: 2},
+	want: lockWant{acquired: true, holder: "m1", action: engine.ActionCreate, reads: 1, writes: 2},
 	check: func(t *testing.T, f *fixture) {
 		cm := f.lockCM()
 		if cm.Labels[capi.ClusterNameLabel] != "c1" {
@@ -59,7 +60,7 @@ var lockCases = []lockCase{{
 		return m
 	},
 	// GET lock ∥ GET Cluster ∥ GET caller.
-	want: lockWant{acquired: true, holder: "m1", action: initlock.ActionNone, reads: 3, writes: 0},
+	want: lockWant{acquired: true, holder: "m1", action: engine.ActionNone, reads: 3, writes: 0},
 }, {
 	name: "re-lock after the owner reference was stripped: re-adopted in one write",
 	setup: func(f *fixture) *unstructured.Unstructured {
@@ -73,7 +74,7 @@ var lockCases = []lockCase{{
 		return m
 	},
 	// GET lock ∥ GET Cluster ∥ GET caller, PATCH lock.
-	want: lockWant{acquired: true, holder: "m1", action: initlock.ActionAdopt, reads: 3, writes: 1},
+	want: lockWant{acquired: true, holder: "m1", action: engine.ActionAdopt, reads: 3, writes: 1},
 	check: func(t *testing.T, f *fixture) {
 		if refs := f.lockCM().OwnerReferences; len(refs) != 1 || refs[0] != f.clusterRef() {
 			t.Errorf("lock ownerReferences = %+v, want one to the cluster", refs)
@@ -101,7 +102,7 @@ var lockCases = []lockCase{{
 		}
 		return m
 	},
-	want: lockWant{acquired: true, holder: "m1", action: initlock.ActionAdopt, reads: 3, writes: 1},
+	want: lockWant{acquired: true, holder: "m1", action: engine.ActionAdopt, reads: 3, writes: 1},
 	check: func(t *testing.T, f *fixture) {
 		refs := f.lockCM().OwnerReferences
 		if len(refs) != 2 || refs[0].Name != "keep-me" || refs[1] != f.clusterRef() {
@@ -118,7 +119,7 @@ var lockCases = []lockCase{{
 	// PATCH register ∥ GET caller; CREATE lock (AlreadyExists); GET
 	// lock ∥ GET Cluster ∥ GET caller; PATCH lock with the claim's
 	// token, which the register shows.
-	want:  lockWant{acquired: true, holder: "m1", action: initlock.ActionTakeOver, reads: 4, writes: 3},
+	want:  lockWant{acquired: true, holder: "m1", action: engine.ActionTakeOver, reads: 4, writes: 3},
 	check: func(t *testing.T, f *fixture) { f.expectHeld(t, "m1") },
 }, {
 	name: "held by another machine that exists: refused, nothing written",
@@ -128,7 +129,7 @@ var lockCases = []lockCase{{
 	},
 	// The caller's view shows the register taken: GET lock ∥ GET
 	// Cluster ∥ GET caller; GET holder.
-	want:  lockWant{acquired: false, holder: "m1", action: initlock.ActionNone, reads: 4, writes: 0},
+	want:  lockWant{acquired: false, holder: "m1", action: engine.ActionNone, reads: 4, writes: 0},
 	check: func(t *testing.T, f *fixture) { f.expectHeld(t, "m1") },
 }, {
 	name: "held by an upstream lock of a machine that exists: refused, the claim withdrawn",
@@ -141,7 +142,7 @@ var lockCases = []lockCase{{
 	// lock ∥ GET Cluster ∥ GET caller; GET holder; PATCH register
 	// (withdrawn: the create failed, so no lock with the claim's
 	// token can land later).
-	want:  lockWant{acquired: false, holder: "m1", action: initlock.ActionNone, reads: 5, writes: 3},
+	want:  lockWant{acquired: false, holder: "m1", action: engine.ActionNone, reads: 5, writes: 3},
 	check: func(t *testing.T, f *fixture) { f.expectGrant(t, "") },
 }, {
 	name: "held by a machine that no longer exists: taken over in place",
@@ -152,7 +153,7 @@ var lockCases = []lockCase{{
 	// PATCH register ∥ GET caller; CREATE lock (AlreadyExists); GET
 	// lock ∥ GET Cluster ∥ GET caller; GET holder (404); PATCH lock
 	// with the claim's token.
-	want:  lockWant{acquired: true, holder: "m2", action: initlock.ActionTakeOver, reads: 5, writes: 3},
+	want:  lockWant{acquired: true, holder: "m2", action: engine.ActionTakeOver, reads: 5, writes: 3},
 	check: func(t *testing.T, f *fixture) { f.expectHeld(t, "m2") },
 }, {
 	name: "the granted machine is gone: the register is claimed over it",
@@ -167,13 +168,13 @@ var lockCases = []lockCase{{
 	// register (compare-and-swap over the stale grant) ∥ GET caller
 	// (after the Cluster: a restore between the first reads shows);
 	// PATCH lock.
-	want:  lockWant{acquired: true, holder: "m2", action: initlock.ActionTakeOver, reads: 5, writes: 2},
+	want:  lockWant{acquired: true, holder: "m2", action: engine.ActionTakeOver, reads: 5, writes: 2},
 	check: func(t *testing.T, f *fixture) { f.expectHeld(t, "m2") },
 }, {
 	name: "damaged grant register: refused, nothing written",
 	setup: func(f *fixture) *unstructured.Unstructured {
 		f.cluster = f.update(func(c *unstructured.Unstructured) {
-			c.SetAnnotations(map[string]string{initlock.GrantAnnotation: "{oops"})
+			c.SetAnnotations(map[string]string{engine.GrantAnnotation: "{oops"})
 		})
 		return f.machine("m1")
 	},

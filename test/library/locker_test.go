@@ -13,6 +13,7 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // TestLock covers every path of Lock on the real API server (lockCases).
@@ -62,7 +63,7 @@ func TestLockKeepsTheCallerObjectConsistent(t *testing.T) {
 	f := newFixture(t)
 	m := f.machine("m1")
 	f.mustLock(m)
-	if g := initlock.GrantFrom(f.cluster.GetAnnotations()); !g.Held() || g.MachineName != "m1" {
+	if g := engine.GrantFrom(f.cluster.GetAnnotations()); !g.Held() || g.MachineName != "m1" {
 		t.Fatalf("caller's object register = %s, want the grant to m1", g.Raw())
 	}
 	labels := map[string]string{"user": "edit"}
@@ -73,7 +74,7 @@ func TestLockKeepsTheCallerObjectConsistent(t *testing.T) {
 	if err := f.locker.Unlock(t.Context(), f.cluster, m); err != nil {
 		t.Fatal(err)
 	}
-	if g := initlock.GrantFrom(f.cluster.GetAnnotations()); g.Held() {
+	if g := engine.GrantFrom(f.cluster.GetAnnotations()); g.Held() {
 		t.Errorf("caller's object register = %s after Unlock, want released", g.Raw())
 	}
 	f.cluster.SetLabels(map[string]string{"user": "edit-again"})
@@ -144,7 +145,7 @@ func TestUnlock(t *testing.T) {
 			t.Error("lock still exists")
 		}
 		f.expectGrant(t, "")
-		if g := initlock.GrantFrom(f.cluster.GetAnnotations()); g.Held() {
+		if g := engine.GrantFrom(f.cluster.GetAnnotations()); g.Held() {
 			t.Error("the caller's cluster object still shows the grant")
 		}
 		if res := f.mustLock(f.machine("m2")); !res.Acquired {
@@ -211,7 +212,7 @@ func TestUnlock(t *testing.T) {
 		if err := env.Client.Update(t.Context(), cm); err != nil {
 			t.Fatal(err)
 		}
-		err := f.locker.Unlock(t.Context(), f.cluster, m, initlock.IfUnchanged(seen.UID, seen.ResourceVersion))
+		err := engine.NewEnv(f.client).Unlock(t.Context(), f.cluster, m, engine.UnlockParams{UID: seen.UID, ResourceVersion: seen.ResourceVersion})
 		if !apierrors.IsConflict(err) {
 			t.Fatalf("Unlock error = %v, want a conflict", err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 var env *kubeenv.Env
@@ -86,7 +87,7 @@ func (f *fixture) lockCM() *corev1.ConfigMap {
 
 func (f *fixture) lockHolder() string {
 	f.t.Helper()
-	r, err := initlock.DecodeRecord(f.lockCM().Data[initlock.DataKey])
+	r, err := engine.DecodeRecord(f.lockCM().Data[engine.DataKey])
 	if err != nil {
 		f.t.Fatal(err)
 	}

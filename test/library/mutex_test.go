@@ -14,7 +14,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/pkg/initlock"
+
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 	"github.com/initlock/initlock/pkg/initlock/locking"
 )
 
@@ -195,7 +197,7 @@ func TestMutexKeepsTheCallerObjectConsistent(t *testing.T) {
 	if !mu.Lock(ctx, f.cluster, f.machine("m1")) {
 		t.Fatal("Lock() = false on a free lock")
 	}
-	if g := initlock.GrantFrom(f.cluster.GetAnnotations()); !g.Held() || g.MachineName != "m1" {
+	if g := engine.GrantFrom(f.cluster.GetAnnotations()); !g.Held() || g.MachineName != "m1" {
 		t.Fatalf("caller's object register = %s, want the grant to m1", g.Raw())
 	}
 	f.cluster.SetLabels(map[string]string{"provider": "after-lock"})
@@ -205,7 +207,7 @@ func TestMutexKeepsTheCallerObjectConsistent(t *testing.T) {
 	if !mu.Unlock(ctx, f.cluster) {
 		t.Fatal("Unlock() = false")
 	}
-	if g := initlock.GrantFrom(f.cluster.GetAnnotations()); g.Held() {
+	if g := engine.GrantFrom(f.cluster.GetAnnotations()); g.Held() {
 		t.Errorf("caller's object register = %s after Unlock, want released", g.Raw())
 	}
 	f.cluster.SetLabels(map[string]string{"provider": "after-unlock"})

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // protect puts initlock-manager's finalizer on the lock, as the manager
@@ -12,7 +12,7 @@ import (
 func (f *fixture) protect(t *testing.T) {
 	t.Helper()
 	cm := f.lockCM()
-	cm.Finalizers = append(cm.Finalizers, initlock.HeldFinalizer)
+	cm.Finalizers = append(cm.Finalizers, engine.HeldFinalizer)
 	if err := env.Client.Update(t.Context(), cm); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestLockHeldWhileBeingDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	cm := f.lockCM()
-	if cm.DeletionTimestamp == nil || !slices.Contains(cm.Finalizers, initlock.HeldFinalizer) {
+	if cm.DeletionTimestamp == nil || !slices.Contains(cm.Finalizers, engine.HeldFinalizer) {
 		t.Fatalf("lock after the delete: deleting %v, finalizers %v; want it held", cm.DeletionTimestamp != nil, cm.Finalizers)
 	}
 	res, err := f.locker.Lock(t.Context(), f.get(f.cluster), m2)

@@ -15,6 +15,7 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // TestRegressionStaleCachedGrantAfterWithdrawnClaim: the caller's Cluster
@@ -52,7 +53,7 @@ func TestRegressionStaleCachedGrantAfterWithdrawnClaim(t *testing.T) {
 			t.Fatalf("%d claims applied behind a lost answer, want 1", len(fl.applied))
 		}
 		cached := snapshot(fl.applied[0])
-		claimed := initlock.GrantFrom(cached.GetAnnotations())
+		claimed := engine.GrantFrom(cached.GetAnnotations())
 		f.expectHeld(t, "m1")
 		if g := f.grant(); g.Token != claimed.Token {
 			t.Errorf("register = %s, want the claim whose answer was lost (token %s)", g.Raw(), claimed.Token)
@@ -86,7 +87,7 @@ func TestRegressionStaleCachedGrantAfterWithdrawnClaim(t *testing.T) {
 		// claim's answer did not say it was written.
 		f.counts(t, "Lock(m1)", 5, 2)
 		cached := snapshot(fl.applied[0])
-		if g := initlock.GrantFrom(cached.GetAnnotations()); !g.Held() || g.MachineName != "m1" {
+		if g := engine.GrantFrom(cached.GetAnnotations()); !g.Held() || g.MachineName != "m1" {
 			t.Fatalf("cached Cluster register = %s, want m1's claim", g.Raw())
 		}
 		if g := f.grant(); !g.Released() {
@@ -176,7 +177,7 @@ func TestRegressionStaleCachedGrantAfterFailedUnlock(t *testing.T) {
 			if g := f.grant(); !g.Released() {
 				t.Fatalf("register after the failed Unlock = %s, want released", g.Raw())
 			}
-			if g := initlock.GrantFrom(cached.GetAnnotations()); g.MachineName != "m1" || g.Token != before.Token {
+			if g := engine.GrantFrom(cached.GetAnnotations()); g.MachineName != "m1" || g.Token != before.Token {
 				t.Fatalf("cached Cluster register = %s, want m1's grant", g.Raw())
 			}
 
@@ -194,8 +195,8 @@ func TestRegressionStaleCachedGrantAfterFailedUnlock(t *testing.T) {
 
 			res, err = f.locker.Lock(t.Context(), cached, m1)
 			expectAcquired(t, "m1", res, err)
-			if res.Action != initlock.ActionTakeOver {
-				t.Errorf("re-Lock(m1) action = %s, want %s: the claim and the lock written again", res.Action, initlock.ActionTakeOver)
+			if res.Action != engine.ActionTakeOver {
+				t.Errorf("re-Lock(m1) action = %s, want %s: the claim and the lock written again", res.Action, engine.ActionTakeOver)
 			}
 			f.counter.Reset()
 			res, err = f.locker.Lock(t.Context(), f.get(f.cluster), m2)

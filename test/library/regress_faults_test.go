@@ -15,6 +15,7 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // The regression tests inject, with interceptor.Funcs around a client of
@@ -51,7 +52,7 @@ type write struct {
 
 // grant returns the value a patch writes into a Cluster's grant register,
 // or nil when it writes none.
-func (w write) grant() *initlock.Grant {
+func (w write) grant() *engine.Grant {
 	if w.verb != "patch" || w.patchType != types.JSONPatchType || w.obj.GetObjectKind().GroupVersionKind().Kind != capi.ClusterKind {
 		return nil
 	}
@@ -78,11 +79,11 @@ func (w write) grant() *initlock.Grant {
 			if json.Unmarshal(op.Value, &m) != nil {
 				return nil
 			}
-			v = m[initlock.GrantAnnotation]
+			v = m[engine.GrantAnnotation]
 		default:
 			continue
 		}
-		return initlock.GrantFrom(map[string]string{initlock.GrantAnnotation: v})
+		return engine.GrantFrom(map[string]string{engine.GrantAnnotation: v})
 	}
 	return nil
 }
@@ -203,13 +204,13 @@ func snapshot(obj client.Object) *unstructured.Unstructured {
 
 // lockRecord decodes the live lock's record; ok is false when there is no
 // lock.
-func (f *fixture) lockRecord(t *testing.T) (initlock.Record, string, bool) {
+func (f *fixture) lockRecord(t *testing.T) (engine.Record, string, bool) {
 	t.Helper()
 	cm := f.tryLockCM()
 	if cm == nil {
-		return initlock.Record{}, "", false
+		return engine.Record{}, "", false
 	}
-	r, err := initlock.DecodeRecord(cm.Data[initlock.DataKey])
+	r, err := engine.DecodeRecord(cm.Data[engine.DataKey])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // reincarnate locks for m1, deletes it and creates it again under the same
@@ -29,8 +30,8 @@ func (f *fixture) reincarnate(t *testing.T) (stale, cachedBefore, cachedOld, liv
 	}
 	res, err := f.locker.Lock(t.Context(), f.get(f.cluster), live)
 	expectAcquired(t, "m1", res, err)
-	if res.Action != initlock.ActionTakeOver {
-		t.Fatalf("Lock(new m1) action = %s, want %s: the grant of the deleted incarnation does not count", res.Action, initlock.ActionTakeOver)
+	if res.Action != engine.ActionTakeOver {
+		t.Fatalf("Lock(new m1) action = %s, want %s: the grant of the deleted incarnation does not count", res.Action, engine.ActionTakeOver)
 	}
 	if g := f.grant(); g.MachineUID != live.GetUID() {
 		t.Fatalf("register = %s, want the new incarnation %s", g.Raw(), live.GetUID())
@@ -165,7 +166,7 @@ func TestRegressionStaleCallerLeavesNothing(t *testing.T) {
 		// m1; PATCH register (the claim withdrawn). No lock write.
 		f.counts(t, "Lock(stale m1)", 4, 2)
 		if cm := f.tryLockCM(); cm != nil {
-			t.Errorf("a lock was left behind: %s", cm.Data[initlock.DataKey])
+			t.Errorf("a lock was left behind: %s", cm.Data[engine.DataKey])
 		}
 		if g := f.grant(); g.Held() {
 			t.Errorf("a grant was left behind: %s", g.Raw())

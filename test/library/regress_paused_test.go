@@ -12,6 +12,7 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // TestRegressionPausedLiveFreePath: the caller's Cluster comes from a cache
@@ -66,7 +67,7 @@ func TestRegressionPausedLiveFreePath(t *testing.T) {
 				t.Errorf("register of the paused Cluster = %s, want none", g.Raw())
 			}
 			if leftover := f.tryLockCM(); leftover != nil {
-				t.Errorf("Lock(m1) returned ErrClusterPaused but wrote a lock: %s", leftover.Data[initlock.DataKey])
+				t.Errorf("Lock(m1) returned ErrClusterPaused but wrote a lock: %s", leftover.Data[engine.DataKey])
 			}
 
 			// Once unpaused, the next Machine to ask gets the lock.

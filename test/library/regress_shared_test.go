@@ -12,6 +12,7 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // TestRegressionSharedClusterObject: a provider passes one Cluster object,
@@ -61,11 +62,11 @@ func TestRegressionSharedClusterObject(t *testing.T) {
 		if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: f.ns, Name: name + "-lock"}, cm); err != nil {
 			t.Fatalf("round %d: %v", i, err)
 		}
-		rec, err := initlock.DecodeRecord(cm.Data[initlock.DataKey])
+		rec, err := engine.DecodeRecord(cm.Data[engine.DataKey])
 		if err != nil {
 			t.Fatal(err)
 		}
-		g := initlock.GrantFrom(f.get(shared).GetAnnotations())
+		g := engine.GrantFrom(f.get(shared).GetAnnotations())
 		if acquired != "" && (rec.MachineName != acquired || g.MachineName != acquired || rec.Token != g.Token) {
 			t.Errorf("round %d: %s acquired, but the lock names %s and the register %s", i, acquired, rec.MachineName, g.Raw())
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // backup backs up the namespace's Clusters, Machines and ConfigMaps as a
@@ -102,7 +103,7 @@ func TestSeedScenario(t *testing.T) {
 
 	f.counter.Reset()
 	res := f.mustLock(restored["Machine/m1"])
-	if !res.Acquired || res.Action != initlock.ActionTakeOver {
+	if !res.Acquired || res.Action != engine.ActionTakeOver {
 		t.Fatalf("Lock after restore = %+v, want acquired, its records written again", res)
 	}
 	// GET lock ∥ GET Cluster ∥ GET caller; GET caller again, after the
@@ -224,7 +225,7 @@ func TestLostLock(t *testing.T) {
 			t.Fatal(err)
 		}
 		kubeenv.WaitGone(t, env.Client, m1)
-		if res := f.mustLock(m2); !res.Acquired || res.Action != initlock.ActionTakeOver {
+		if res := f.mustLock(m2); !res.Acquired || res.Action != engine.ActionTakeOver {
 			t.Fatalf("Lock(m2) = %+v, want acquired by take-over", res)
 		}
 	})
@@ -239,7 +240,7 @@ func TestLostLock(t *testing.T) {
 			t.Fatal(err)
 		}
 		kubeenv.WaitGone(t, env.Client, m1)
-		if res := f.mustLock(m2); !res.Acquired || res.Action != initlock.ActionCreate {
+		if res := f.mustLock(m2); !res.Acquired || res.Action != engine.ActionCreate {
 			t.Fatalf("Lock(m2) = %+v, want acquired by create", res)
 		}
 	})
@@ -270,7 +271,7 @@ func (f *fixture) checkRefusedThenHolderRecreates(t *testing.T, m1, m2 *unstruct
 	// The recreated record carries no token: m1 relies on it only once it
 	// has written the register and the lock again, with one token.
 	f.counter.Reset()
-	if res := f.mustLock(m1); !res.Acquired || res.Holder != "m1" || res.Action != initlock.ActionTakeOver {
+	if res := f.mustLock(m1); !res.Acquired || res.Holder != "m1" || res.Action != engine.ActionTakeOver {
 		t.Fatalf("Lock(m1) = %+v, want acquired, the records written again", res)
 	}
 	// GET lock ∥ GET Cluster ∥ GET caller; PATCH register ∥ GET caller
@@ -280,7 +281,7 @@ func (f *fixture) checkRefusedThenHolderRecreates(t *testing.T, m1, m2 *unstruct
 	}
 	f.expectHeld(t, "m1")
 	f.counter.Reset()
-	if res := f.mustLock(m1); !res.Acquired || res.Action != initlock.ActionNone {
+	if res := f.mustLock(m1); !res.Acquired || res.Action != engine.ActionNone {
 		t.Fatalf("Lock(m1) again = %+v, want acquired with no action", res)
 	}
 	if r, w := f.counter.Reads(), f.counter.Writes(); r != 3 || w != 0 {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/stack"
-	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // conflicts lists the writes of CABPK and initlock-manager to a Cluster and
@@ -30,7 +30,7 @@ func conflicts(ws []stack.Write, ns, cluster string) (clashes []string, lockWrit
 		if w.Namespace != ns || (w.User != userCABPK && w.User != userManager) {
 			continue
 		}
-		isLock := w.Resource == "configmaps" && w.Name == cluster+initlock.LockSuffix
+		isLock := w.Resource == "configmaps" && w.Name == cluster+engine.LockSuffix
 		isCluster := w.Resource == "clusters" && w.Name == cluster
 		if !isLock && !isCluster {
 			continue

@@ -16,7 +16,7 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv/stack"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
-	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // secondInitWait is how long the second control-plane Machine is watched
@@ -116,7 +116,7 @@ func runNaive(t *testing.T, withManager bool) naiveOutcome {
 	cm, err := source.Lock(ctx, ns, cluster)
 	must(t, err)
 	if cm != nil {
-		rec, _ := initlock.DecodeRecord(cm.Data[initlock.DataKey])
+		rec, _ := engine.DecodeRecord(cm.Data[engine.DataKey])
 		o.lockHolder = rec.MachineName
 	}
 	o.managerWrites = writesBy(t, source, userManager, ns, start)

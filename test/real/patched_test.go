@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/initlock/initlock/internal/kubeenv/stack"
-	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // TestSeedWithPatchedCABPK runs the seed's story with CABPK built from
@@ -42,8 +42,8 @@ func TestSeedWithPatchedCABPK(t *testing.T) {
 	must(t, m.CreateCluster(ctx, ns, seedCluster, stack.ClusterOptions{}))
 	must(t, m.CreateMachine(ctx, ns, seedCluster, seedMachine, true))
 	cm := waitLockHeld(t, m, ns, seedCluster, seedMachine)
-	if rec, err := initlock.DecodeRecord(cm.Data[initlock.DataKey]); err != nil || rec.MachineUID == "" || rec.Token == "" {
-		t.Errorf("the lock record %q is in the upstream format: CABPK did not take it through initlock", cm.Data[initlock.DataKey])
+	if rec, err := engine.DecodeRecord(cm.Data[engine.DataKey]); err != nil || rec.MachineUID == "" || rec.Token == "" {
+		t.Errorf("the lock record %q is in the upstream format: CABPK did not take it through initlock", cm.Data[engine.DataKey])
 	}
 	// The lock and the grant are written in parallel: the lock may be
 	// seen first.
@@ -52,7 +52,7 @@ func TestSeedWithPatchedCABPK(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if g := initlock.GrantFrom(cluster.GetAnnotations()); !g.Held() || g.MachineName != seedMachine {
+		if g := engine.GrantFrom(cluster.GetAnnotations()); !g.Held() || g.MachineName != seedMachine {
 			return fmt.Errorf("the grant register holds %q, want a grant to %s", g.Raw(), seedMachine)
 		}
 		return nil

@@ -21,7 +21,7 @@ import (
 
 	"github.com/initlock/initlock/internal/cli"
 	"github.com/initlock/initlock/internal/kubeenv/stack"
-	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // heldOutcome is what a delete of a held lock came to.
@@ -156,7 +156,7 @@ func runHeldDelete(t *testing.T, withManager bool, del deleteHow) heldOutcome {
 	cm, err = source.Lock(ctx, ns, cluster)
 	must(t, err)
 	if cm != nil {
-		rec, _ := initlock.DecodeRecord(cm.Data[initlock.DataKey])
+		rec, _ := engine.DecodeRecord(cm.Data[engine.DataKey])
 		o.lockHolder = rec.MachineName
 	}
 	o.heldBack = countEvents(t, ns, "LockDeleteHeldBack")
@@ -177,7 +177,7 @@ func managerDown(t *testing.T, ns, cluster string) {
 	cm, err := source.Lock(ctx, ns, cluster)
 	must(t, err)
 	if cm == nil || !hasHeldFinalizer(cm) {
-		t.Fatalf("with the manager down, the protected lock of the deleted Cluster %s/%s: want it terminating with %s, got %v", ns, cluster, initlock.HeldFinalizer, cm)
+		t.Fatalf("with the manager down, the protected lock of the deleted Cluster %s/%s: want it terminating with %s, got %v", ns, cluster, engine.HeldFinalizer, cm)
 	}
 	kubeconfig, err := source.Env.WriteKubeconfig("operator", []string{"system:masters"})
 	must(t, err)
@@ -202,7 +202,7 @@ func managerDown(t *testing.T, ns, cluster string) {
 
 func hasHeldFinalizer(cm *corev1.ConfigMap) bool {
 	for _, f := range cm.Finalizers {
-		if f == initlock.HeldFinalizer {
+		if f == engine.HeldFinalizer {
 			return true
 		}
 	}

@@ -14,8 +14,8 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/stack"
-	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // waitInitialized waits until core reports the Cluster's control plane
@@ -77,7 +77,7 @@ func TestSingleControlPlane(t *testing.T) {
 		}
 		if cm == nil {
 			return fmt.Errorf("the lock was released without initlock (%s): upstream releases after init now",
-				describeWrites(writesTo(t, source, ns, cluster+initlock.LockSuffix)))
+				describeWrites(writesTo(t, source, ns, cluster+engine.LockSuffix)))
 		}
 		return nil
 	})

@@ -12,7 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/pkg/initlock"
+
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // DefaultPageSize is the page size of every list Gather makes.
@@ -37,11 +39,11 @@ type Entry struct {
 	// LockName is the lock's ConfigMap name, "<cluster>-lock".
 	LockName string
 	// ConfigMap is the ConfigMap with the lock's name, nil when there is
-	// none. initlock.Apply needs it.
+	// none. engine.Apply needs it.
 	ConfigMap *corev1.ConfigMap
-	// Observation is built by initlock.Observe, with the cluster's grant
+	// Observation is built by engine.Observe, with the cluster's grant
 	// records added.
-	Observation initlock.Observation
+	Observation engine.Observation
 }
 
 // Inventory is every lock found.
@@ -65,7 +67,7 @@ var _ Reader = client.Client(nil)
 type key struct{ namespace, name string }
 
 // Gather reads every lock in scope. See the package documentation for the
-// calls it makes. Each cluster is then observed by initlock.Read, as the
+// calls it makes. Each cluster is then observed by engine.Read, as the
 // manager and the library observe it, from a snapshot of what was listed.
 func Gather(ctx context.Context, c Reader, opts Options) (*Inventory, error) {
 	if opts.CAPIVersion == "" {
@@ -117,7 +119,7 @@ func Gather(ctx context.Context, c Reader, opts Options) (*Inventory, error) {
 	}
 	inv := &Inventory{CAPIVersion: opts.CAPIVersion}
 	for k := range clusters {
-		e, err := observe(ctx, initlock.From(snap), opts.CAPIVersion, k.namespace, k.name)
+		e, err := observe(ctx, engine.From(snap), opts.CAPIVersion, k.namespace, k.name)
 		if err != nil {
 			return nil, err
 		}
@@ -157,14 +159,14 @@ func listLabelledLocks(ctx context.Context, c Reader, opts Options) (map[key]*co
 	err := paginate(ctx, c, list, opts, func() error {
 		for i := range list.Items {
 			cm := &list.Items[i]
-			cluster := cm.Labels[initlock.ClusterNameLabel]
+			cluster := cm.Labels[engine.ClusterNameLabel]
 			if name, err := initlock.LockName(cluster); err != nil || name != cm.Name {
 				continue // labelled for a cluster, but not named as its lock
 			}
 			out[key{cm.Namespace, cluster}] = cm.DeepCopy()
 		}
 		return nil
-	}, client.HasLabels{initlock.ClusterNameLabel})
+	}, client.HasLabels{engine.ClusterNameLabel})
 	if err != nil {
 		return nil, ListError(err, "configmaps", "", opts.Namespace)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // This package runs on a management cluster that serves only v1beta1, as
@@ -68,7 +69,7 @@ func TestGatherOnV1Beta1(t *testing.T) {
 	}
 	// Labelled for a cluster but not named as its lock: not a lock.
 	if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c-healthy-settings",
-		Labels: map[string]string{initlock.ClusterNameLabel: "c-healthy"}}}); err != nil {
+		Labels: map[string]string{engine.ClusterNameLabel: "c-healthy"}}}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -84,12 +85,12 @@ func TestGatherOnV1Beta1(t *testing.T) {
 	}
 	got := map[string]initlock.Verdict{}
 	for _, e := range inv.Entries {
-		got[e.ClusterName] = initlock.Decide(e.Observation, initlock.DefaultPolicy, time.Now()).Verdict
+		got[e.ClusterName] = engine.Decide(e.Observation, engine.DefaultPolicy, time.Now()).Verdict
 	}
 	want := map[string]initlock.Verdict{
-		"c-foreign": initlock.VerdictForeign,
-		"c-healthy": initlock.VerdictHealthy,
-		"c-init":    initlock.VerdictHeldAfterInit,
+		"c-foreign": engine.VerdictForeign,
+		"c-healthy": engine.VerdictHealthy,
+		"c-init":    engine.VerdictHeldAfterInit,
 	}
 	if len(got) != len(want) {
 		t.Errorf("entries %v, want %v", got, want)

@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
-	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // These tests call Reconcile directly against the real API server, with an
@@ -93,7 +93,7 @@ func newFixture(t *testing.T) *fixture {
 		APIReader:    c,
 		Recorder:     f.events,
 		CAPIVersion:  capi.V1Beta2,
-		Policy:       initlock.Policy{ReleaseAfterInit: true, OrphanGrace: grace},
+		Policy:       engine.Policy{ReleaseAfterInit: true, OrphanGrace: grace},
 		OrphanSettle: settle,
 		Clock:        f.clock,
 	}
@@ -140,7 +140,7 @@ func (f *fixture) lockCM(cluster, machine string, owner *unstructured.Unstructur
 	f.t.Helper()
 	cm := kubeenv.NewLock(f.ns, cluster, machine, owner)
 	if record != "" {
-		cm.Data[initlock.DataKey] = record
+		cm.Data[engine.DataKey] = record
 	}
 	f.create(cm)
 	return cm
@@ -308,7 +308,7 @@ func TestReconcileOnAPIServer(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				if _, ok := cm.Annotations[initlock.ClusterAbsentAnnotation]; !ok {
+				if _, ok := cm.Annotations[engine.ClusterAbsentAnnotation]; !ok {
 					return fmt.Errorf("absence not recorded on the lock: %v", cm.Annotations)
 				}
 				return nil
@@ -396,7 +396,7 @@ func hasRecord(want string) func(*fixture) error {
 		if err != nil {
 			return err
 		}
-		if got := cm.Data[initlock.DataKey]; got != want {
+		if got := cm.Data[engine.DataKey]; got != want {
 			return fmt.Errorf("record = %q, want %q", got, want)
 		}
 		return nil

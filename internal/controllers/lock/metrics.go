@@ -8,6 +8,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/initlock/initlock/pkg/initlock"
+
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 var (
@@ -59,8 +61,8 @@ var (
 // start so that dashboards see zeros rather than missing series.
 var gaugeStates = func() []initlock.Verdict {
 	var out []initlock.Verdict
-	for _, v := range initlock.Verdicts {
-		if v != initlock.VerdictFree && v != initlock.VerdictLost {
+	for _, v := range engine.Verdicts {
+		if v != engine.VerdictFree && v != engine.VerdictLost {
 			out = append(out, v)
 		}
 	}
@@ -77,7 +79,7 @@ func registerMetrics() {
 		for _, v := range gaugeStates {
 			locksGauge.WithLabelValues(string(v))
 		}
-		for _, r := range []string{initlock.ReasonInitialized, initlock.ReasonClusterDeleting} {
+		for _, r := range []string{engine.ReasonInitialized, engine.ReasonClusterDeleting} {
 			releasesTotal.WithLabelValues(r)
 		}
 		for _, r := range []string{ReasonCorruptLock, ReasonForeignConfigMap, ReasonLockConflict} {
@@ -102,7 +104,7 @@ type stateTracker struct {
 
 // set records the verdict of a cluster's lock; "" forgets it.
 func (t *stateTracker) set(key types.NamespacedName, v initlock.Verdict) {
-	if v == initlock.VerdictFree || v == initlock.VerdictLost {
+	if v == engine.VerdictFree || v == engine.VerdictLost {
 		v = ""
 	}
 	t.mu.Lock()

@@ -19,7 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/initlock/initlock/pkg/initlock"
+
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // EventSource is the name the controller reports its events under.
@@ -72,8 +74,8 @@ type Reconciler struct {
 	Recorder EventRecorder
 	// CAPIVersion is the Cluster API version served (v1beta2 or v1beta1).
 	CAPIVersion string
-	// Policy is passed to initlock.Decide.
-	Policy initlock.Policy
+	// Policy is passed to engine.Decide.
+	Policy engine.Policy
 	// OrphanSettle is how long a lock must be seen without its Cluster
 	// before the absence is recorded on it.
 	OrphanSettle time.Duration
@@ -160,7 +162,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 
 // Reconcile looks at the lock of the Cluster req names and makes at most one
 // write to it. It decides from the cache; a decision that writes is
-// confirmed against the API server first (initlock.Confirm), so that no
+// confirmed against the API server first (engine.Confirm), so that no
 // lock is adopted for, or released on behalf of, a Cluster that the cache
 // still shows but that was deleted, created again or paused since.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -172,10 +174,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	lockKey := types.NamespacedName{Namespace: req.Namespace, Name: lockName}
-	src := initlock.From(r.Client)
+	src := engine.From(r.Client)
 	src.Bootstrap = r.APIReader
-	query := initlock.Query{Namespace: req.Namespace, ClusterName: req.Name, APIVersion: capi.Group + "/" + r.CAPIVersion}
-	obs, cm, err := initlock.Read(ctx, src, query)
+	query := engine.Query{Namespace: req.Namespace, ClusterName: req.Name, APIVersion: capi.Group + "/" + r.CAPIVersion}
+	obs, cm, err := engine.Read(ctx, src, query)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -211,13 +213,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			r.states.set(req.NamespacedName, "")
 			return ctrl.Result{}, nil
 		}
-		if obs.Lock = initlock.ObserveLock(cm, req.Name); obs.Lock.Problem == nil {
+		if obs.Lock = engine.ObserveLock(cm, req.Name); obs.Lock.Problem == nil {
 			// A lock the cache does not show yet (just created): observe it
 			// whole, live, so that it is protected now, not at the next
 			// reconcile.
-			liveSrc := initlock.From(r.APIReader)
+			liveSrc := engine.From(r.APIReader)
 			liveSrc.Bootstrap = r.APIReader
-			if obs, cm, err = initlock.Read(ctx, liveSrc, query); err != nil {
+			if obs, cm, err = engine.Read(ctx, liveSrc, query); err != nil {
 				return ctrl.Result{}, err
 			}
 			if cm == nil {
@@ -231,7 +233,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{RequeueAfter: cacheLagRetry}, nil
 	}
 
-	d := initlock.Decide(obs, r.Policy, r.now())
+	d := engine.Decide(obs, r.Policy, r.now())
 	r.states.set(req.NamespacedName, d.Verdict)
 	log = log.WithValues("lock", klog.KObj(cm), "verdict", d.Verdict, "action", d.Action)
 
@@ -252,7 +254,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case d.Err != nil:
 		return ctrl.Result{}, fmt.Errorf("deciding on lock %s: %w", lockKey, d.Err)
 	}
-	if d.Verdict == initlock.VerdictConflict {
+	if d.Verdict == engine.VerdictConflict {
 		// Only a person can resolve it: say so once per pair of Machines.
 		pair := obs.Lock.Record.MachineName + "/" + obs.Cluster.Grant.MachineName
 		if m.conflict != pair {
@@ -265,16 +267,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		m.warned = ""
 	}
 
-	if d.Verdict != initlock.VerdictOrphan {
+	if d.Verdict != engine.VerdictOrphan {
 		m.orphanUID, m.orphanSince = "", time.Time{}
 	}
-	if d.Action == initlock.ActionMarkOrphan {
+	if d.Action == engine.ActionMarkOrphan {
 		if wait := r.settle(m, cm); wait > 0 {
 			log.V(4).Info("Lock's Cluster is absent; waiting before recording it", "after", wait)
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
 	}
-	if d.Wait == initlock.WaitHeld && m.heldBack != cm.UID {
+	if d.Wait == engine.WaitHeld && m.heldBack != cm.UID {
 		// Once per lock: its delete is held back by the finalizer.
 		m.heldBack = cm.UID
 		deletesHeldTotal.Inc()
@@ -282,19 +284,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.event(regarding, related, corev1.EventTypeWarning, ReasonLockDeleteHeldBack, "Protect",
 			"Init lock %s is being deleted, but its holder Machine %s exists and the control plane is not initialised: finalizer %s keeps it until the holder is done "+
 				"(initialised, gone, or its bootstrap failed); to let it go now, once no Machine runs kubeadm init: kubectl initlock release %s -n %s --force",
-			cm.Name, d.Holder, initlock.HeldFinalizer, req.Name, req.Namespace)
+			cm.Name, d.Holder, engine.HeldFinalizer, req.Name, req.Namespace)
 	}
-	if d.Action == initlock.ActionNone {
+	if d.Action == engine.ActionNone {
 		return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
 	}
 
 	now := r.now()
 	action := d.Action
-	if obs, d, err = initlock.Confirm(ctx, r.APIReader, obs, d, r.Policy, now); err != nil {
+	if obs, d, err = engine.Confirm(ctx, r.APIReader, obs, d, r.Policy, now); err != nil {
 		return ctrl.Result{}, err
 	}
 	switch {
-	case d.Action == initlock.ActionNone:
+	case d.Action == engine.ActionNone:
 		log.V(2).Info("The API server does not confirm the decision; nothing to do", "verdict", d.Verdict)
 		return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
 	case d.Action != action:
@@ -303,7 +305,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		log.V(2).Info("The API server does not confirm the decision; waiting for the cache", "confirmed", d.Action)
 		return ctrl.Result{RequeueAfter: cacheLagRetry}, nil
 	}
-	if err := initlock.Apply(ctx, r.Client, cm, obs, d, now); err != nil {
+	if err := engine.Apply(ctx, r.Client, cm, obs, d, now); err != nil {
 		switch {
 		case apierrors.IsConflict(err):
 			log.V(2).Info("Lock changed since it was read; looking again")
@@ -322,7 +324,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // clusterObject is the Cluster events are recorded on; nil when it does
 // not exist.
-func clusterObject(key types.NamespacedName, version string, cl *initlock.Cluster) *unstructured.Unstructured {
+func clusterObject(key types.NamespacedName, version string, cl *engine.Cluster) *unstructured.Unstructured {
 	if cl == nil {
 		return nil
 	}
@@ -350,14 +352,14 @@ func (r *Reconciler) getLockLive(ctx context.Context, key types.NamespacedName) 
 // needsLiveCheck tells whether to look for an unlabelled ConfigMap with the
 // lock's name: only for a Cluster whose lock still matters (it exists, is
 // not deleting and not initialised), once per UID and generation.
-func (r *Reconciler) needsLiveCheck(m *memo, cl *initlock.Cluster) bool {
+func (r *Reconciler) needsLiveCheck(m *memo, cl *engine.Cluster) bool {
 	if cl == nil || cl.Deleting || cl.Initialized {
 		return false
 	}
 	return m.checked != checkKey(cl)
 }
 
-func checkKey(cl *initlock.Cluster) string {
+func checkKey(cl *engine.Cluster) string {
 	return fmt.Sprintf("%s/%d", cl.UID, cl.Generation)
 }
 
@@ -402,7 +404,7 @@ func (r *Reconciler) warn(m *memo, clusterObj *unstructured.Unstructured, cm *co
 }
 
 // record updates the metrics and emits the event of a successful write.
-func (r *Reconciler) record(clusterObj *unstructured.Unstructured, cm *corev1.ConfigMap, obs initlock.Observation, d initlock.Decision, now time.Time) {
+func (r *Reconciler) record(clusterObj *unstructured.Unstructured, cm *corev1.ConfigMap, obs engine.Observation, d engine.Decision, now time.Time) {
 	held := func() {
 		start := cm.CreationTimestamp.Time
 		if at := obs.Lock.Record.AcquiredAt; at != nil {
@@ -413,43 +415,43 @@ func (r *Reconciler) record(clusterObj *unstructured.Unstructured, cm *corev1.Co
 		}
 	}
 	switch d.Action {
-	case initlock.ActionAdopt:
+	case engine.ActionAdopt:
 		adoptionsTotal.Inc()
 		r.event(clusterObj, cm, corev1.EventTypeNormal, ReasonLockAdopted, "Adopt",
 			"Init lock %s, held by Machine %s, is owned by this Cluster (UID %s) again", cm.Name, d.Holder, obs.Cluster.UID)
-	case initlock.ActionRelease:
+	case engine.ActionRelease:
 		releasesTotal.WithLabelValues(d.Reason).Inc()
 		held()
 		r.event(clusterObj, cm, corev1.EventTypeNormal, ReasonLockReleased, "Release",
 			"Init lock %s, held by Machine %s, was released (%s)", cm.Name, d.Holder, d.Reason)
-	case initlock.ActionMarkOrphan:
+	case engine.ActionMarkOrphan:
 		absenceMarksTotal.Inc()
-	case initlock.ActionProtect:
+	case engine.ActionProtect:
 		protectionsTotal.WithLabelValues("protect").Inc()
-		if d.Owner != initlock.OwnerOK || obs.Lock.ClusterAbsentSince != nil || obs.Lock.StaleMark {
+		if d.Owner != engine.OwnerOK || obs.Lock.ClusterAbsentSince != nil || obs.Lock.StaleMark {
 			// The same patch adopted it.
 			adoptionsTotal.Inc()
 			r.event(clusterObj, cm, corev1.EventTypeNormal, ReasonLockAdopted, "Adopt",
-				"Init lock %s, held by Machine %s, is owned by this Cluster (UID %s) again, and protected by finalizer %s", cm.Name, d.Holder, obs.Cluster.UID, initlock.HeldFinalizer)
+				"Init lock %s, held by Machine %s, is owned by this Cluster (UID %s) again, and protected by finalizer %s", cm.Name, d.Holder, obs.Cluster.UID, engine.HeldFinalizer)
 			return
 		}
 		r.event(clusterObj, cm, corev1.EventTypeNormal, ReasonLockProtected, "Protect",
-			"Init lock %s, held by Machine %s, is protected by finalizer %s until the control plane is initialised or its holder is gone", cm.Name, d.Holder, initlock.HeldFinalizer)
-	case initlock.ActionUnprotect:
+			"Init lock %s, held by Machine %s, is protected by finalizer %s until the control plane is initialised or its holder is gone", cm.Name, d.Holder, engine.HeldFinalizer)
+	case engine.ActionUnprotect:
 		protectionsTotal.WithLabelValues("unprotect").Inc()
 		regarding, related := about(clusterObj, cm)
 		r.event(regarding, related, corev1.EventTypeNormal, ReasonLockUnprotected, "Protect",
-			"Finalizer %s removed from init lock %s (%s)", initlock.HeldFinalizer, cm.Name, d.Reason)
-	case initlock.ActionDisarm:
+			"Finalizer %s removed from init lock %s (%s)", engine.HeldFinalizer, cm.Name, d.Reason)
+	case engine.ActionDisarm:
 		protectionsTotal.WithLabelValues("disarm").Inc()
 		r.event(clusterObj, cm, corev1.EventTypeWarning, ReasonLockDisarmed, "Protect",
 			"Init lock %s was released by its provider after Machine %s failed to get its init data (%s); no Machine takes it for now, and it goes in %s unless %s gets its data",
 			cm.Name, obs.Lock.Record.MachineName, obs.HolderBootstrap.Reason, r.Policy.FailedInitSettle, obs.Lock.Record.MachineName)
-	case initlock.ActionRearm:
+	case engine.ActionRearm:
 		protectionsTotal.WithLabelValues("rearm").Inc()
 		r.event(clusterObj, cm, corev1.EventTypeWarning, ReasonLockRearmed, "Protect",
 			"Init lock %s is given back to Machine %s, which got its init data after its provider released the lock", cm.Name, obs.Lock.Disarmed.Holder)
-	case initlock.ActionCollect:
+	case engine.ActionCollect:
 		orphansCollectedTotal.Inc()
 		held()
 		r.event(cm, nil, corev1.EventTypeNormal, ReasonOrphanLockCollected, "Collect",

@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/initlock/initlock/internal/kubeenv"
-	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // These tests inject, with interceptor.Funcs around a client of the real API
@@ -44,7 +44,7 @@ type laggingCache struct {
 func newLaggingCache(t *testing.T, c client.Client, ns string) *laggingCache {
 	t.Helper()
 	list := &corev1.ConfigMapList{}
-	if err := c.List(t.Context(), list, client.InNamespace(ns), client.HasLabels{initlock.ClusterNameLabel}); err != nil {
+	if err := c.List(t.Context(), list, client.InNamespace(ns), client.HasLabels{engine.ClusterNameLabel}); err != nil {
 		t.Fatal(err)
 	}
 	lc := &laggingCache{configMaps: map[types.NamespacedName]*corev1.ConfigMap{}}
@@ -117,7 +117,7 @@ func (lc *laggingCache) client(c client.WithWatch) client.WithWatch {
 func (f *fixture) markAbsent(cm *corev1.ConfigMap, since time.Time) {
 	f.t.Helper()
 	before := cm.DeepCopy()
-	cm.Annotations = map[string]string{initlock.ClusterAbsentAnnotation: since.UTC().Format(time.RFC3339) + " " + string(cm.UID)}
+	cm.Annotations = map[string]string{engine.ClusterAbsentAnnotation: since.UTC().Format(time.RFC3339) + " " + string(cm.UID)}
 	if err := f.c.Patch(f.t.Context(), cm, client.MergeFrom(before)); err != nil {
 		f.t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestReconcileInjected(t *testing.T) {
 				f.cluster("c1")
 				f.create(&corev1.ConfigMap{
 					ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "c1-lock"},
-					Data:       map[string]string{initlock.DataKey: `{"machineName":"m1"}`},
+					Data:       map[string]string{engine.DataKey: `{"machineName":"m1"}`},
 				})
 			},
 			reconciles: 2, wantWrites: 0, wantRequeue: foreignRecheck,
@@ -230,9 +230,9 @@ func TestLockToClusters(t *testing.T) {
 		cmName string
 		want   []string
 	}{
-		{"lock", map[string]string{initlock.ClusterNameLabel: "c1"}, "c1-lock", []string{"c1"}},
-		{"labelled for another cluster", map[string]string{initlock.ClusterNameLabel: "c2"}, "c1-lock", []string{"c2", "c1"}},
-		{"other labelled ConfigMap", map[string]string{initlock.ClusterNameLabel: "c1"}, "c1-kubeconfig", []string{"c1"}},
+		{"lock", map[string]string{engine.ClusterNameLabel: "c1"}, "c1-lock", []string{"c1"}},
+		{"labelled for another cluster", map[string]string{engine.ClusterNameLabel: "c2"}, "c1-lock", []string{"c2", "c1"}},
+		{"other labelled ConfigMap", map[string]string{engine.ClusterNameLabel: "c1"}, "c1-kubeconfig", []string{"c1"}},
 		{"bare suffix", nil, "-lock", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -257,7 +257,7 @@ func TestClusterChanged(t *testing.T) {
 		u := kubeenv.NewCluster(capi.V1Beta2, "default", "c1")
 		u.SetUID("uid")
 		u.SetResourceVersion("1")
-		u.SetAnnotations(map[string]string{initlock.GrantAnnotation: grant})
+		u.SetAnnotations(map[string]string{engine.GrantAnnotation: grant})
 		return u
 	}
 	p := clusterChanged()
@@ -273,7 +273,7 @@ func TestClusterChanged(t *testing.T) {
 		}, false},
 		{"grant register written", func(u *unstructured.Unstructured) {
 			u.SetResourceVersion("2")
-			u.SetAnnotations(map[string]string{initlock.GrantAnnotation: `{"machineName":"m1","machineUID":"m1-uid","clusterUID":"uid","token":"t2"}`})
+			u.SetAnnotations(map[string]string{engine.GrantAnnotation: `{"machineName":"m1","machineUID":"m1-uid","clusterUID":"uid","token":"t2"}`})
 		}, true},
 		{"grant register emptied", func(u *unstructured.Unstructured) {
 			u.SetResourceVersion("2")
@@ -281,7 +281,7 @@ func TestClusterChanged(t *testing.T) {
 		}, true},
 		{"paused", func(u *unstructured.Unstructured) {
 			u.SetResourceVersion("2")
-			u.SetAnnotations(map[string]string{initlock.GrantAnnotation: grant, capi.PausedAnnotation: "true"})
+			u.SetAnnotations(map[string]string{engine.GrantAnnotation: grant, capi.PausedAnnotation: "true"})
 		}, true},
 		{"initialised", func(u *unstructured.Unstructured) {
 			u.SetResourceVersion("2")

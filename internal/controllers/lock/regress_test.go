@@ -18,6 +18,7 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // staleClusters makes c answer reads of a Cluster with the copy in old, as
@@ -45,7 +46,7 @@ func staleClusters(c client.WithWatch, old *unstructured.Unstructured) client.Wi
 // the first may be running init.
 //
 // What makes it safe now: every write the cache suggests is confirmed
-// against the Cluster read live (initlock.Confirm) and decided again on
+// against the Cluster read live (engine.Confirm) and decided again on
 // it; the lock's write carries its resourceVersion or UID and
 // resourceVersion as preconditions, and an adoption writes the UID read
 // live. The garbage collector, which deletes a ConfigMap owned by the dead
@@ -127,8 +128,8 @@ func lockStands(f *fixture, before *corev1.ConfigMap, live *unstructured.Unstruc
 		return err
 	case cm.UID != before.UID:
 		return fmt.Errorf("the lock was deleted and created again: UID %s, was %s", cm.UID, before.UID)
-	case cm.Data[initlock.DataKey] != before.Data[initlock.DataKey]:
-		return fmt.Errorf("the lock's record changed: %s", cm.Data[initlock.DataKey])
+	case cm.Data[engine.DataKey] != before.Data[engine.DataKey]:
+		return fmt.Errorf("the lock's record changed: %s", cm.Data[engine.DataKey])
 	}
 	return kubeenv.LockOwnedBy(cm, live)
 }

@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // ControllerName names the controller in logs and metrics.
@@ -65,11 +65,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 // reconcile of each finds out whether it is really its lock.
 func lockToClusters(_ context.Context, obj client.Object) []reconcile.Request {
 	var out []reconcile.Request
-	label := obj.GetLabels()[initlock.ClusterNameLabel]
+	label := obj.GetLabels()[engine.ClusterNameLabel]
 	if label != "" {
 		out = append(out, request(obj.GetNamespace(), label))
 	}
-	if name, ok := strings.CutSuffix(obj.GetName(), initlock.LockSuffix); ok && name != "" && name != label {
+	if name, ok := strings.CutSuffix(obj.GetName(), engine.LockSuffix); ok && name != "" && name != label {
 		out = append(out, request(obj.GetNamespace(), name))
 	}
 	return out
@@ -100,8 +100,8 @@ func clusterChanged() predicate.Predicate {
 			if e.ObjectOld.GetResourceVersion() == e.ObjectNew.GetResourceVersion() {
 				return true // resync
 			}
-			oldCl, errOld := initlock.ClusterFrom(e.ObjectOld, nil)
-			newCl, errNew := initlock.ClusterFrom(e.ObjectNew, nil)
+			oldCl, errOld := engine.ClusterFrom(e.ObjectOld, nil)
+			newCl, errNew := engine.ClusterFrom(e.ObjectNew, nil)
 			return errOld != nil || errNew != nil || decisionInputs(oldCl) != decisionInputs(newCl)
 		},
 	}
@@ -114,7 +114,7 @@ type inputs struct {
 	register                      string
 }
 
-func decisionInputs(cl initlock.Cluster) inputs {
+func decisionInputs(cl engine.Cluster) inputs {
 	return inputs{uid: cl.UID, paused: cl.Paused, initialized: cl.Initialized, deleting: cl.Deleting, register: cl.Grant.Raw()}
 }
 

@@ -17,8 +17,8 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/apimodel"
-	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 var env *kubeenv.Env
@@ -267,7 +267,7 @@ func (b *backend) state(t *testing.T) map[string]any {
 		paused, _, _ := unstructured.NestedFieldNoCopy(cl.Object, "spec", "paused")
 		status, _, _ := unstructured.NestedFieldNoCopy(cl.Object, "status", "initialization")
 		out["cluster"] = map[string]any{"annotations": cl.GetAnnotations(), "paused": paused, "generation": cl.GetGeneration(),
-			"initialization": status, "register": initlock.GrantFrom(cl.GetAnnotations()).Raw()}
+			"initialization": status, "register": engine.GrantFrom(cl.GetAnnotations()).Raw()}
 	}
 	cm := &corev1.ConfigMap{}
 	switch err := b.c.Get(t.Context(), client.ObjectKey{Namespace: b.ns, Name: "c1-lock"}, cm); {

@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // Kinds of the Cluster API graph a Cluster of the stack is made of.
@@ -236,7 +236,7 @@ func (m *Mgmt) Get(ctx context.Context, gvk schema.GroupVersionKind, ns, name st
 // Lock reads a Cluster's init lock; nil when it does not exist.
 func (m *Mgmt) Lock(ctx context.Context, ns, cluster string) (*corev1.ConfigMap, error) {
 	cm := &corev1.ConfigMap{}
-	err := m.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster + initlock.LockSuffix}, cm)
+	err := m.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster + engine.LockSuffix}, cm)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}

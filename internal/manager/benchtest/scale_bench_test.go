@@ -29,8 +29,8 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/manager"
 	"github.com/initlock/initlock/internal/manager/managertest"
-	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 var (
@@ -150,7 +150,7 @@ func runBare(b *testing.B, ns string, n int) startup {
 // Machine metadata without mapping them to anything.
 func bareManager(b *testing.B, ns string, reconciled func()) ctrl.Manager {
 	b.Helper()
-	lockLabel, err := labels.NewRequirement(initlock.ClusterNameLabel, selection.Exists, nil)
+	lockLabel, err := labels.NewRequirement(engine.ClusterNameLabel, selection.Exists, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -35,7 +35,7 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/internal/manager"
-	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // SetLogger sends controller-runtime's logs to stderr when INITLOCK_TEST_LOG
@@ -253,7 +253,7 @@ func Create(t testing.TB, c client.Client, obj client.Object) {
 func GetLock(t testing.TB, c client.Client, ns, cluster string) (*corev1.ConfigMap, error) {
 	t.Helper()
 	cm := &corev1.ConfigMap{}
-	err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: cluster + initlock.LockSuffix}, cm)
+	err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: cluster + engine.LockSuffix}, cm)
 	return cm, err
 }
 

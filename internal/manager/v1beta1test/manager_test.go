@@ -10,8 +10,8 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/manager/managertest"
-	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 var env *kubeenv.Env
@@ -99,7 +99,7 @@ func TestV1Beta1OrphanCollected(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if _, ok := cm.Annotations[initlock.ClusterAbsentAnnotation]; !ok {
+		if _, ok := cm.Annotations[engine.ClusterAbsentAnnotation]; !ok {
 			return fmt.Errorf("lock not marked yet")
 		}
 		return nil

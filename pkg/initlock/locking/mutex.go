@@ -91,5 +91,9 @@ func (m *ControlPlaneInitMutex[C, M]) Unlock(ctx context.Context, cluster C) boo
 // logger is the caller's logger with the lock's ConfigMap, as the upstream
 // mutex logs it.
 func logger(ctx context.Context, cluster client.Object) logr.Logger {
-	return ctrl.LoggerFrom(ctx, "configMap", klog.KRef(cluster.GetNamespace(), cluster.GetName()+initlock.LockSuffix))
+	name, err := initlock.LockName(cluster.GetName())
+	if err != nil {
+		name = cluster.GetName() + "-lock" // too long for a lock: logged as upstream names it
+	}
+	return ctrl.LoggerFrom(ctx, "configMap", klog.KRef(cluster.GetNamespace(), name))
 }

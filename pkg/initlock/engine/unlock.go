@@ -1,4 +1,4 @@
-package initlock
+package engine
 
 import (
 	"context"
@@ -11,44 +11,25 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// UnlockOption configures Unlock.
-type UnlockOption func(*unlockOptions)
-
-type unlockOptions struct {
-	anyHolder bool
-	// uid and resourceVersion, when set, are what the lock must still be;
-	// register, when set, what the grant register must still hold.
-	uid             types.UID
-	resourceVersion string
-	register        *string
-	intent          Intent
-}
-
-// AnyHolder makes Unlock release the lock whoever holds it, and release a
-// corrupt lock or a damaged register too. machine may then be nil.
-func AnyHolder() UnlockOption { return func(o *unlockOptions) { o.anyHolder = true } }
-
-// IfUnchanged makes Unlock release the lock only if it is still the object
-// the caller inspected: same UID and resourceVersion. Otherwise Unlock
-// returns a Conflict error and changes nothing.
-func IfUnchanged(uid types.UID, resourceVersion string) UnlockOption {
-	return func(o *unlockOptions) { o.uid, o.resourceVersion = uid, resourceVersion }
-}
-
-// IfRegisterUnchanged makes Unlock release only if the Cluster's grant
-// register still holds raw (Grant.Raw; "" for an absent register) when
-// Unlock first reads it. Otherwise Unlock returns a Conflict error and
-// changes nothing.
-func IfRegisterUnchanged(raw string) UnlockOption {
-	return func(o *unlockOptions) { o.register = &raw }
-}
-
-// AsOperator makes Unlock decide as an operator's release
-// (IntentRelease), as kubectl initlock release does: whoever holds the
-// lock. The caller decides beforehand, with Decide, whether the release
-// needs its --force.
-func AsOperator() UnlockOption {
-	return func(o *unlockOptions) { o.anyHolder, o.intent = true, IntentRelease }
+// UnlockParams qualifies an Unlock. The zero value is a Machine's release
+// of its own lock.
+type UnlockParams struct {
+	// AnyHolder releases the lock whoever holds it, and a corrupt lock or
+	// a damaged register too; machine may then be nil.
+	AnyHolder bool
+	// UID and ResourceVersion, when set, are what the lock must still be:
+	// otherwise Unlock returns a Conflict error and changes nothing.
+	UID             types.UID
+	ResourceVersion string
+	// Register, when set, is what the Cluster's grant register must still
+	// hold (Grant.Raw; "" for an absent register) when Unlock first reads
+	// it: otherwise Unlock returns a Conflict error and changes nothing.
+	Register *string
+	// Operator makes Unlock decide as an operator's release
+	// (IntentRelease), as kubectl initlock release does: whoever holds the
+	// lock (it implies AnyHolder). The caller decides beforehand, with
+	// Decide, whether the release needs its --force.
+	Operator bool
 }
 
 // Unlock releases cluster's lock held by machine. When the Cluster's grant
@@ -72,12 +53,13 @@ func AsOperator() UnlockOption {
 // holds (ErrNotHolder, unless AnyHolder), and writes nothing while the
 // Cluster is paused (ErrClusterPaused). Once the control plane is
 // initialised the register no longer counts and is left as it is.
-func (l *Locker) Unlock(ctx context.Context, cluster, machine client.Object, opts ...UnlockOption) error {
-	o := unlockOptions{intent: IntentUnlock}
-	for _, opt := range opts {
-		opt(&o)
+func (l *Env) Unlock(ctx context.Context, cluster, machine client.Object, p UnlockParams) error {
+	o := unlockOptions{anyHolder: p.AnyHolder || p.Operator, uid: p.UID, resourceVersion: p.ResourceVersion,
+		register: p.Register, intent: IntentUnlock}
+	if p.Operator {
+		o.intent = IntentRelease
 	}
-	cl, err := ClusterFrom(cluster, l.client.Scheme())
+	cl, err := ClusterFrom(cluster, l.Client.Scheme())
 	if err != nil {
 		return err
 	}
@@ -88,7 +70,7 @@ func (l *Locker) Unlock(ctx context.Context, cluster, machine client.Object, opt
 	var m *Machine
 	switch {
 	case machine != nil && !o.anyHolder:
-		mm, err := MachineFrom(machine, l.client.Scheme())
+		mm, err := MachineFrom(machine, l.Client.Scheme())
 		if err != nil {
 			return err
 		}
@@ -100,9 +82,18 @@ func (l *Locker) Unlock(ctx context.Context, cluster, machine client.Object, opt
 	return r.run(ctx)
 }
 
+// unlockOptions are an Unlock's parameters as the release uses them.
+type unlockOptions struct {
+	anyHolder       bool
+	uid             types.UID
+	resourceVersion string
+	register        *string
+	intent          Intent
+}
+
 // release is one Unlock call.
 type release struct {
-	l          *Locker
+	l          *Env
 	clusterObj client.Object
 	cl         Cluster
 	m          *Machine
@@ -121,7 +112,7 @@ func (r *release) run(ctx context.Context) error {
 			obs, known = *known, nil
 		} else {
 			var err error
-			obs, cm, err = Read(ctx, From(r.l.reader), Query{Namespace: cl.Namespace, ClusterName: cl.Name,
+			obs, cm, err = Read(ctx, From(r.l.Reader), Query{Namespace: cl.Namespace, ClusterName: cl.Name,
 				APIVersion: cl.APIVersion, Intent: IntentUnlock, Caller: r.m})
 			if err != nil {
 				return fmt.Errorf("unlocking %s/%s: %w", cl.Namespace, lockName, err)
@@ -137,7 +128,7 @@ func (r *release) run(ctx context.Context) error {
 			}
 		}
 		obs.Caller, obs.Tokens = r.m, r.tokens
-		d := Decide(obs, Policy{}, r.l.clock.Now())
+		d := Decide(obs, Policy{}, r.l.Clock.Now())
 		if obs.Cluster != nil {
 			r.cl = *obs.Cluster
 		}
@@ -181,8 +172,8 @@ func (r *release) run(ctx context.Context) error {
 
 // sameCluster refuses a release made with a cluster object of another
 // incarnation of the Cluster than the live one (one read before a restore
-// or a move, say). An operator's release (AsOperator) is bound by
-// IfUnchanged and IfRegisterUnchanged instead.
+// or a move, say). An operator's release (UnlockParams.Operator) is bound by
+// its UID, ResourceVersion and Register instead.
 func (r *release) sameCluster(live *Cluster) error {
 	if r.opts.intent == IntentRelease || r.cl.UID == "" || live == nil || live.UID == r.cl.UID {
 		return nil
@@ -201,8 +192,8 @@ func notHolderDetail(obs Observation, d Decision, m Machine) string {
 	return fmt.Sprintf("it is held by %s, not %s; use AnyHolder to release it anyway", holder, m.Name)
 }
 
-// unchanged checks the lock and the register against IfUnchanged and
-// IfRegisterUnchanged.
+// unchanged checks the lock and the register against UnlockParams UID,
+// ResourceVersion and Register.
 func (r *release) unchanged(cm *corev1.ConfigMap, cl *Cluster) error {
 	if r.opts.uid != "" && (cm == nil || cm.UID != r.opts.uid || cm.ResourceVersion != r.opts.resourceVersion) {
 		return apierrors.NewConflict(corev1.Resource("configmaps"), r.lockName,
@@ -230,25 +221,25 @@ func (r *release) write(ctx context.Context, cm *corev1.ConfigMap, obs Observati
 		switch {
 		case cm == nil:
 		case d.Action == ActionUnprotect:
-			next, err := protectLock(ctx, r.l.client, cm, obs, ActionUnprotect, r.l.clock.Now())
+			next, err := protectLock(ctx, r.l.Client, cm, obs, ActionUnprotect, r.l.Clock.Now())
 			if err != nil {
 				return nil, nil, fmt.Errorf("releasing lock %s/%s: removing finalizer %s: %w", r.cl.Namespace, r.lockName, HeldFinalizer, err)
 			}
 			return nil, next, nil
 		case d.Action == ActionRelease:
-			if err := deleteLock(ctx, r.l.client, cm); err != nil {
+			if err := deleteLock(ctx, r.l.Client, cm); err != nil {
 				return nil, nil, fmt.Errorf("releasing lock %s/%s: %w", r.cl.Namespace, r.lockName, err)
 			}
 		}
 		return nil, nil, nil
 	}
-	token := r.l.tokens()
+	token := r.l.Tokens()
 	r.tokens = append(r.tokens, token)
-	value := releasedGrant(token, r.l.clock.Now())
+	value := releasedGrant(token, r.l.Clock.Now())
 	if d.Register == RegisterRetire {
 		value = retiredGrant(obs.Cluster.Grant, token)
 	}
-	u, err := writeRegister(ctx, r.l.client, r.cl, value)
+	u, err := writeRegister(ctx, r.l.Client, r.cl, value)
 	if err != nil {
 		err = fmt.Errorf("releasing the init-lock grant on cluster %s/%s: %w", r.cl.Namespace, r.cl.Name, err)
 		if apierrors.IsForbidden(err) {

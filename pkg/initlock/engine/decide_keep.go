@@ -1,4 +1,4 @@
-package initlock
+package engine
 
 import (
 	"errors"

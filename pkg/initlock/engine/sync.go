@@ -1,4 +1,4 @@
-package initlock
+package engine
 
 import (
 	"k8s.io/apimachinery/pkg/api/equality"

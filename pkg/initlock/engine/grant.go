@@ -1,4 +1,4 @@
-package initlock
+package engine
 
 import (
 	"crypto/rand"
@@ -80,8 +80,8 @@ func (g Grant) encode() string {
 	return string(b)
 }
 
-// newToken returns 128 random bits in hex.
-func newToken() string {
+// NewToken returns 128 random bits in hex.
+func NewToken() string {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil { // crypto/rand does not fail on Linux
 		panic(err)

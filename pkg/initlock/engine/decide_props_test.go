@@ -1,52 +1,52 @@
-package initlock_test
+package engine_test
 
 import (
 	"errors"
 	"testing"
 	"time"
 
-	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // The choices an Observation is built from, for the property tests: every
 // combination of them (TestDecideProperties) and fuzzed ones (FuzzDecide).
 var (
-	propLocks = []func() *initlock.Lock{
-		func() *initlock.Lock { return nil },
-		func() *initlock.Lock { return upstreamLock("m1", owned) },
-		func() *initlock.Lock { return upstreamLock("m2") },
-		func() *initlock.Lock { return lockOf("m1", "t1", owned) },
-		func() *initlock.Lock { return lockOf("m1", "mine") },
-		func() *initlock.Lock { return lockOf("m2", "t2", owned) },
-		func() *initlock.Lock { return lockOf("m2", "") },
-		func() *initlock.Lock { return handedOver("m2") },
-		func() *initlock.Lock { return protected(upstreamLock("m1", owned)) },
-		func() *initlock.Lock { return beingDeleted(protected(lockOf("m1", "t1", owned))) },
-		func() *initlock.Lock { return beingDeleted(lockOf("m1", "t1", owned)) },
-		func() *initlock.Lock {
+	propLocks = []func() *engine.Lock{
+		func() *engine.Lock { return nil },
+		func() *engine.Lock { return upstreamLock("m1", owned) },
+		func() *engine.Lock { return upstreamLock("m2") },
+		func() *engine.Lock { return lockOf("m1", "t1", owned) },
+		func() *engine.Lock { return lockOf("m1", "mine") },
+		func() *engine.Lock { return lockOf("m2", "t2", owned) },
+		func() *engine.Lock { return lockOf("m2", "") },
+		func() *engine.Lock { return handedOver("m2") },
+		func() *engine.Lock { return protected(upstreamLock("m1", owned)) },
+		func() *engine.Lock { return beingDeleted(protected(lockOf("m1", "t1", owned))) },
+		func() *engine.Lock { return beingDeleted(lockOf("m1", "t1", owned)) },
+		func() *engine.Lock {
 			return disarmed(beingDeleted(protected(upstreamLock("m1", owned))), "m1", t0.Add(-time.Hour))
 		},
-		func() *initlock.Lock { return restoredLock("m1", "t1") },
-		func() *initlock.Lock { return withMark(lockOf("m2", "t2"), t0.Add(-time.Hour)) },
-		func() *initlock.Lock { return &initlock.Lock{Name: "c1-lock", Problem: initlock.ErrNotALock} },
-		func() *initlock.Lock { return &initlock.Lock{Name: "c1-lock", Problem: initlock.ErrCorruptLock} },
+		func() *engine.Lock { return restoredLock("m1", "t1") },
+		func() *engine.Lock { return withMark(lockOf("m2", "t2"), t0.Add(-time.Hour)) },
+		func() *engine.Lock { return &engine.Lock{Name: "c1-lock", Problem: engine.ErrNotALock} },
+		func() *engine.Lock { return &engine.Lock{Name: "c1-lock", Problem: engine.ErrCorruptLock} },
 	}
-	propRegisters = []func(*initlock.Cluster){
-		func(*initlock.Cluster) {}, released, damagedGrant,
+	propRegisters = []func(*engine.Cluster){
+		func(*engine.Cluster) {}, released, damagedGrant,
 		grantTo("m1", "t1"), grantTo("m1", "mine"), grantTo("m2", "t2"), restoredGrant("m1", "t1"), restoredGrant("m2", "t2"),
 	}
-	propStates   = []func(*initlock.Cluster){func(*initlock.Cluster) {}, paused, initialized, deleting}
-	propMachines = []func(string) *initlock.Machine{
-		func(string) *initlock.Machine { return nil }, machine, recreated,
+	propStates   = []func(*engine.Cluster){func(*engine.Cluster) {}, paused, initialized, deleting}
+	propMachines = []func(string) *engine.Machine{
+		func(string) *engine.Machine { return nil }, machine, recreated,
 	}
-	propBootstraps = []*initlock.Bootstrap{nil, {}, {Failed: true}, {Failed: true, DataSecretName: "m1"}}
-	propIntents    = []initlock.Intent{initlock.IntentKeep, initlock.IntentLock, initlock.IntentUnlock, initlock.IntentRelease}
+	propBootstraps = []*engine.Bootstrap{nil, {}, {Failed: true}, {Failed: true, DataSecretName: "m1"}}
+	propIntents    = []engine.Intent{engine.IntentKeep, engine.IntentLock, engine.IntentUnlock, engine.IntentRelease}
 )
 
 // propObservation builds an Observation from choice indexes.
-func propObservation(c []int) initlock.Observation {
+func propObservation(c []int) engine.Observation {
 	pick := func(i, n int) int { return c[i] % n }
-	o := initlock.Observation{ClusterName: "c1", Intent: propIntents[pick(0, len(propIntents))]}
+	o := engine.Observation{ClusterName: "c1", Intent: propIntents[pick(0, len(propIntents))]}
 	o.Lock = propLocks[pick(1, len(propLocks))]()
 	if pick(2, 5) > 0 {
 		o.Cluster = cluster(propRegisters[pick(3, len(propRegisters))], propStates[pick(4, len(propStates))])
@@ -67,8 +67,8 @@ func propObservation(c []int) initlock.Observation {
 		o.Granted = propMachines[pick(6, len(propMachines))](o.Cluster.Grant.MachineName)
 	}
 	switch o.Intent {
-	case initlock.IntentLock:
-		o.Caller = []*initlock.Machine{machine("m1"), recreated("m1")}[pick(7, 2)]
+	case engine.IntentLock:
+		o.Caller = []*engine.Machine{machine("m1"), recreated("m1")}[pick(7, 2)]
 		o.CallerLive = propMachines[pick(8, len(propMachines))]("m1")
 		// What Read gives: the caller's live Machine stands for any Machine
 		// of its name.
@@ -78,8 +78,8 @@ func propObservation(c []int) initlock.Observation {
 		if o.Granted != nil && o.Granted.Name == "m1" || o.Cluster != nil && o.Cluster.Grant.Held() && o.Cluster.Grant.MachineName == "m1" && !o.Cluster.Initialized {
 			o.Granted = o.CallerLive
 		}
-	case initlock.IntentUnlock:
-		o.Caller = []*initlock.Machine{nil, machine("m1"), recreated("m1")}[pick(7, 3)]
+	case engine.IntentUnlock:
+		o.Caller = []*engine.Machine{nil, machine("m1"), recreated("m1")}[pick(7, 3)]
 		if o.Caller != nil {
 			o.CallerLive = propMachines[pick(8, len(propMachines))]("m1")
 		}
@@ -96,65 +96,65 @@ const propChoices = 12
 
 // checkProperties checks the rules every decision keeps, whatever it is
 // asked.
-func checkProperties(t *testing.T, o initlock.Observation, d initlock.Decision) {
+func checkProperties(t *testing.T, o engine.Observation, d engine.Decision) {
 	t.Helper()
 	fail := func(rule string) { t.Errorf("%s\nobservation: %+v\ncluster: %+v\ndecision: %s", rule, o, o.Cluster, d) }
 	cl := o.Cluster
-	heldBy := func(m *initlock.Machine, ref initlock.Ref) bool { return m != nil && ref.Names(cl, m) }
-	ownWithdrawal := o.Intent == initlock.IntentLock && d.Register == initlock.RegisterWithdraw
-	if d.Err != nil && (d.Acquired || d.Action != initlock.ActionNone || (d.Register != initlock.RegisterNone && !ownWithdrawal)) {
+	heldBy := func(m *engine.Machine, ref engine.Ref) bool { return m != nil && ref.Names(cl, m) }
+	ownWithdrawal := o.Intent == engine.IntentLock && d.Register == engine.RegisterWithdraw
+	if d.Err != nil && (d.Acquired || d.Action != engine.ActionNone || (d.Register != engine.RegisterNone && !ownWithdrawal)) {
 		fail("an error writes nothing but the withdrawal of the call's own grant")
 	}
 	if cl != nil && cl.Paused && d.Writes() {
 		fail("nothing is written to a paused Cluster or its lock")
 	}
-	if d.Writes() && d.Register != initlock.RegisterNone && d.Action != initlock.ActionNone && o.Intent != initlock.IntentLock && o.Intent != initlock.IntentUnlock && o.Intent != initlock.IntentRelease {
+	if d.Writes() && d.Register != engine.RegisterNone && d.Action != engine.ActionNone && o.Intent != engine.IntentLock && o.Intent != engine.IntentUnlock && o.Intent != engine.IntentRelease {
 		fail("keepers never write the register")
 	}
-	if o.Lock != nil && errors.Is(o.Lock.Problem, initlock.ErrNotALock) && d.Action != initlock.ActionNone {
+	if o.Lock != nil && errors.Is(o.Lock.Problem, engine.ErrNotALock) && d.Action != engine.ActionNone {
 		fail("a ConfigMap that is not a lock is never written")
 	}
 	switch o.Intent {
-	case initlock.IntentKeep:
-		if d.Register != initlock.RegisterNone || d.Acquired {
+	case engine.IntentKeep:
+		if d.Register != engine.RegisterNone || d.Acquired {
 			fail("keepers never write the register nor acquire")
 		}
 		switch d.Action {
-		case initlock.ActionNone, initlock.ActionAdopt, initlock.ActionRelease, initlock.ActionMarkOrphan, initlock.ActionCollect,
-			initlock.ActionProtect, initlock.ActionUnprotect, initlock.ActionDisarm, initlock.ActionRearm:
+		case engine.ActionNone, engine.ActionAdopt, engine.ActionRelease, engine.ActionMarkOrphan, engine.ActionCollect,
+			engine.ActionProtect, engine.ActionUnprotect, engine.ActionDisarm, engine.ActionRearm:
 		default:
 			fail("keepers never create or rewrite a lock")
 		}
 		holderLive := o.Lock != nil && o.Lock.Problem == nil && o.Holder != nil &&
 			(o.Lock.Record.Names(cl, o.Holder) || o.Lock.Disarmed != nil && o.Lock.Disarmed.Holder == o.Holder.Name)
-		if d.Action == initlock.ActionUnprotect && holderLive && cl != nil && !cl.Initialized && !cl.Deleting &&
+		if d.Action == engine.ActionUnprotect && holderLive && cl != nil && !cl.Initialized && !cl.Deleting &&
 			(o.Lock.Disarmed == nil || o.HolderBootstrap.HasData()) {
 			fail("keepers never take the finalizer off a lock whose holder exists in a live, uninitialised Cluster, but once disarmed for a failed bootstrap without data")
 		}
-		if (d.Action == initlock.ActionRelease || d.Action == initlock.ActionCollect) && o.Lock.Protected && cl != nil {
+		if (d.Action == engine.ActionRelease || d.Action == engine.ActionCollect) && o.Lock.Protected && cl != nil {
 			fail("keepers delete a protected lock only when its Cluster is gone (the finalizer then holds it until its holder is gone)")
 		}
-		if d.Action == initlock.ActionDisarm && (o.HolderBootstrap.HasData() || !o.HolderBootstrap.Failed || !o.Lock.Deleting) {
+		if d.Action == engine.ActionDisarm && (o.HolderBootstrap.HasData() || !o.HolderBootstrap.Failed || !o.Lock.Deleting) {
 			fail("keepers disarm only a lock being deleted whose holder's bootstrap failed and has no data")
 		}
-		if (d.Action == initlock.ActionRelease || d.Action == initlock.ActionCollect) && cl != nil && !cl.Initialized && !cl.Deleting &&
+		if (d.Action == engine.ActionRelease || d.Action == engine.ActionCollect) && cl != nil && !cl.Initialized && !cl.Deleting &&
 			o.Lock.Problem == nil && heldBy(o.Holder, o.Lock.Record.Ref) {
 			fail("keepers never delete a lock held by an existing Machine of a live, uninitialised Cluster")
 		}
-	case initlock.IntentLock:
+	case engine.IntentLock:
 		if !d.Acquired {
-			if d.Register == initlock.RegisterClaim || d.Action == initlock.ActionCreate || d.Action == initlock.ActionTakeOver || d.Action == initlock.ActionAdopt {
+			if d.Register == engine.RegisterClaim || d.Action == engine.ActionCreate || d.Action == engine.ActionTakeOver || d.Action == engine.ActionAdopt {
 				fail("a refused caller writes nothing for itself")
 			}
 			unfinished := cl != nil && cl.Grant.Held() && o.Lock != nil && o.Lock.Problem == nil && o.CallerLive != nil && cl.Grant.Exact(cl, o.CallerLive) &&
 				cl.Grant.Token != o.Lock.Record.Token && (o.Lock.Record.Token != "" || o.Lock.Record.HandedOverBy != "")
-			if d.Register == initlock.RegisterWithdraw && cl.Grant.Held() && (o.Uncertain || (!containsToken(o, cl.Grant.Token) && !unfinished)) {
+			if d.Register == engine.RegisterWithdraw && cl.Grant.Held() && (o.Uncertain || (!containsToken(o, cl.Grant.Token) && !unfinished)) {
 				fail("a caller withdraws only a grant of its own call, or its own grant that a lock initlock wrote for another Machine does not carry, and only when no lock write of it may land later")
 			}
-			if d.Register == initlock.RegisterWithdraw && !cl.Grant.Held() && (!o.ClaimUncertain || cl.Grant.Damaged()) {
+			if d.Register == engine.RegisterWithdraw && !cl.Grant.Held() && (!o.ClaimUncertain || cl.Grant.Damaged()) {
 				fail("a caller fences a register that names no one only against a claim of its own that may land later")
 			}
-			if d.Action == initlock.ActionRelease {
+			if d.Action == engine.ActionRelease {
 				fail("a Lock call deletes no lock")
 			}
 			return
@@ -169,37 +169,37 @@ func checkProperties(t *testing.T, o initlock.Observation, d initlock.Decision) 
 		if !cl.Initialized && cl.Grant.Held() && heldBy(o.Granted, cl.Grant.Ref) && o.Granted.Name != o.Caller.Name {
 			fail("the lock is never granted while the register names another existing Machine")
 		}
-		if !cl.Initialized && d.Register != initlock.RegisterClaim {
+		if !cl.Initialized && d.Register != engine.RegisterClaim {
 			g, r := cl.Grant, o.Lock
 			relied := g.Held() && r != nil && g.Token != "" && g.Token == r.Record.Token && g.Exact(cl, o.CallerLive) && r.Record.Exact(cl, o.CallerLive)
 			completes := g.Held() && containsToken(o, g.Token) && g.Exact(cl, o.CallerLive) &&
-				(d.Action == initlock.ActionCreate || d.Action == initlock.ActionTakeOver)
+				(d.Action == engine.ActionCreate || d.Action == engine.ActionTakeOver)
 			if !relied && !completes {
 				fail("without writing the register, the lock is granted only when the register and the lock name the caller exactly with one token, or the register holds this call's own claim for the caller exactly and the lock is written with it")
 			}
 		}
-		if cl.Initialized && d.Register != initlock.RegisterNone {
+		if cl.Initialized && d.Register != engine.RegisterNone {
 			fail("the register is not written once the control plane is initialised")
 		}
-	case initlock.IntentUnlock, initlock.IntentRelease:
-		if d.Acquired || d.Register == initlock.RegisterClaim {
+	case engine.IntentUnlock, engine.IntentRelease:
+		if d.Acquired || d.Register == engine.RegisterClaim {
 			fail("a release acquires nothing")
 		}
-		if d.Action == initlock.ActionRelease && o.Intent == initlock.IntentUnlock && o.Caller != nil &&
+		if d.Action == engine.ActionRelease && o.Intent == engine.IntentUnlock && o.Caller != nil &&
 			(o.Lock.Problem != nil || !o.Lock.Record.Names(cl, o.Caller)) {
 			fail("Unlock deletes only the lock of the Machine it is given")
 		}
-		if o.Intent == initlock.IntentUnlock && o.Caller != nil && d.Writes() &&
+		if o.Intent == engine.IntentUnlock && o.Caller != nil && d.Writes() &&
 			(o.CallerLive == nil || o.CallerLive.UID != o.Caller.UID) {
 			fail("Unlock by an object that is not the live Machine of its name writes nothing")
 		}
-		if d.Register == initlock.RegisterWithdraw && cl.Grant.Held() && !containsToken(o, cl.Grant.Token) {
+		if d.Register == engine.RegisterWithdraw && cl.Grant.Held() && !containsToken(o, cl.Grant.Token) {
 			fail("a grant is withdrawn only once this call has retired it")
 		}
 	}
 }
 
-func containsToken(o initlock.Observation, token string) bool {
+func containsToken(o engine.Observation, token string) bool {
 	for _, t := range o.Tokens {
 		if t == token && t != "" {
 			return true
@@ -216,7 +216,7 @@ func TestDecideProperties(t *testing.T) {
 	n := 0
 	for {
 		o := propObservation(c)
-		checkProperties(t, o, initlock.Decide(o, initlock.DefaultPolicy, t0))
+		checkProperties(t, o, engine.Decide(o, engine.DefaultPolicy, t0))
 		n++
 		i := 0
 		for ; i < len(c); i++ {
@@ -232,7 +232,7 @@ func TestDecideProperties(t *testing.T) {
 	}
 	for _, row := range decideRows {
 		row.obs.ClusterName = "c1"
-		checkProperties(t, row.obs, initlock.Decide(row.obs, initlock.DefaultPolicy, t0))
+		checkProperties(t, row.obs, engine.Decide(row.obs, engine.DefaultPolicy, t0))
 	}
 	t.Logf("%d observations checked", n)
 }
@@ -249,6 +249,6 @@ func FuzzDecide(f *testing.F) {
 			}
 		}
 		o := propObservation(c)
-		checkProperties(t, o, initlock.Decide(o, initlock.DefaultPolicy, t0))
+		checkProperties(t, o, engine.Decide(o, engine.DefaultPolicy, t0))
 	})
 }

@@ -1,4 +1,4 @@
-package initlock_test
+package engine_test
 
 import (
 	"encoding/json"
@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 func TestLockName(t *testing.T) {
@@ -25,9 +25,9 @@ func TestLockName(t *testing.T) {
 		{cluster: strings.Repeat("a", 249), wantErr: true}, // lock name over 253
 	}
 	for _, tt := range tests {
-		got, err := initlock.LockName(tt.cluster)
+		got, err := engine.LockName(tt.cluster)
 		if tt.wantErr {
-			if !errors.Is(err, initlock.ErrInvalidName) {
+			if !errors.Is(err, engine.ErrInvalidName) {
 				t.Errorf("LockName(%.20q) error = %v, want ErrInvalidName", tt.cluster, err)
 			}
 			continue
@@ -54,9 +54,9 @@ func TestDecodeRecord(t *testing.T) {
 		{data: `{"machineName":7}`, wantErr: true},
 	}
 	for _, tt := range tests {
-		r, err := initlock.DecodeRecord(tt.data)
+		r, err := engine.DecodeRecord(tt.data)
 		if tt.wantErr {
-			if !errors.Is(err, initlock.ErrCorruptLock) {
+			if !errors.Is(err, engine.ErrCorruptLock) {
 				t.Errorf("DecodeRecord(%q) error = %v, want ErrCorruptLock", tt.data, err)
 			}
 			continue
@@ -73,7 +73,7 @@ func TestRecordIsReadByUpstreamDecoders(t *testing.T) {
 	var upstream struct {
 		MachineName string `json:"machineName"`
 	}
-	rec := initlock.Record{Ref: initlock.Ref{MachineName: "m1", MachineUID: "uid-1"}, AcquiredAt: ptr(t0)}
+	rec := engine.Record{Ref: engine.Ref{MachineName: "m1", MachineUID: "uid-1"}, AcquiredAt: ptr(t0)}
 	if err := json.Unmarshal([]byte(rec.Encode()), &upstream); err != nil {
 		t.Fatal(err)
 	}
@@ -87,9 +87,9 @@ func FuzzDecodeRecord(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data string) {
-		r, err := initlock.DecodeRecord(data)
+		r, err := engine.DecodeRecord(data)
 		if err != nil {
-			if !errors.Is(err, initlock.ErrCorruptLock) {
+			if !errors.Is(err, engine.ErrCorruptLock) {
 				t.Fatalf("DecodeRecord(%q): error %v does not wrap ErrCorruptLock", data, err)
 			}
 			return
@@ -97,7 +97,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		if r.MachineName == "" {
 			t.Fatalf("DecodeRecord(%q) accepted a record without a machine", data)
 		}
-		again, err := initlock.DecodeRecord(r.Encode())
+		again, err := engine.DecodeRecord(r.Encode())
 		if err != nil || again.MachineName != r.MachineName || again.MachineUID != r.MachineUID {
 			t.Fatalf("round trip of %q: %+v, %v", data, again, err)
 		}

@@ -1,4 +1,4 @@
-package initlock
+package engine
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 
 // acquisition is one Lock call.
 type acquisition struct {
-	l          *Locker
+	l          *Env
 	clusterObj client.Object
 	// cl is the Cluster as passed, then as last read live.
 	cl       Cluster
@@ -49,31 +49,31 @@ type acquisition struct {
 // caller whose create lost. ok is false when none of that settled it: the
 // caller then reads everything live and decides (a claim made for a stale
 // object is withdrawn there).
-func (a *acquisition) free(ctx context.Context) (Result, bool, error) {
+func (a *acquisition) free(ctx context.Context) (Outcome, bool, error) {
 	token := a.token()
 	live, gerr, merr := a.claimAndConfirm(ctx, a.cl, token)
 	switch {
 	case gerr == nil && merr == nil && a.isCaller(live):
-		_, cerr := createLock(ctx, a.l.client, a.cl, a.lockName, a.record(a.m, token))
+		_, cerr := createLock(ctx, a.l.Client, a.cl, a.lockName, a.record(a.m, token))
 		a.noteLockWrite(cerr)
 		switch {
 		case cerr == nil:
 			a.acquired(ActionCreate)
-			return Result{Acquired: true, Holder: a.m.Name, Verdict: VerdictFree, Action: ActionCreate}, true, nil
+			return Outcome{Acquired: true, Holder: a.m.Name, Verdict: VerdictFree, Action: ActionCreate}, true, nil
 		case definite(cerr) && !lostRace(cerr):
-			return Result{}, false, fmt.Errorf("lock %s/%s: create for machine %s: %w", a.cl.Namespace, a.lockName, a.m.Name, cerr)
+			return Outcome{}, false, fmt.Errorf("lock %s/%s: create for machine %s: %w", a.cl.Namespace, a.lockName, a.m.Name, cerr)
 		}
 	case gerr != nil && definite(gerr) && !lostRace(gerr):
-		return Result{}, false, a.registerError(gerr)
+		return Outcome{}, false, a.registerError(gerr)
 	case testFailed(gerr) && merr == nil && a.isCaller(live):
 		// The register, or the Cluster, changed since the caller's view:
 		// another Machine's claim won, as a rule. The caller is refused at
 		// once, having written nothing: the free path's one exception to
 		// Decide (see decide.go).
 		a.log.V(4).Info("The claim of the free lock lost the race, refused")
-		return Result{}, true, nil
+		return Outcome{}, true, nil
 	}
-	return Result{}, false, nil
+	return Outcome{}, false, nil
 }
 
 // claimAndConfirm claims cl's register for the caller with token and reads
@@ -81,7 +81,7 @@ func (a *acquisition) free(ctx context.Context) (Result, bool, error) {
 func (a *acquisition) claimAndConfirm(ctx context.Context, cl Cluster, token string) (live *Machine, gerr, merr error) {
 	var wg sync.WaitGroup
 	wg.Go(func() { gerr = a.claim(ctx, cl, token) })
-	wg.Go(func() { live, merr = getMachine(ctx, a.l.reader, cl.APIVersion, cl.Namespace, a.m.Name) })
+	wg.Go(func() { live, merr = getMachine(ctx, a.l.Reader, cl.APIVersion, cl.Namespace, a.m.Name) })
 	wg.Wait()
 	return live, gerr, merr
 }
@@ -96,17 +96,17 @@ func (a *acquisition) isCaller(live *Machine) bool {
 // a race, or failed without telling whether it was applied, starts it
 // again. It never waits: a caller that is not granted the lock is told so
 // at once.
-func (a *acquisition) settle(ctx context.Context) (Result, error) {
+func (a *acquisition) settle(ctx context.Context) (Outcome, error) {
 	var last error
 	for range maxAttempts {
-		obs, cm, err := Read(ctx, From(a.l.reader), Query{Namespace: a.cl.Namespace, ClusterName: a.cl.Name,
+		obs, cm, err := Read(ctx, From(a.l.Reader), Query{Namespace: a.cl.Namespace, ClusterName: a.cl.Name,
 			APIVersion: a.cl.APIVersion, Intent: IntentLock, Caller: &a.m})
 		if err != nil {
-			return Result{}, fmt.Errorf("lock %s/%s: %w", a.cl.Namespace, a.lockName, err)
+			return Outcome{}, fmt.Errorf("lock %s/%s: %w", a.cl.Namespace, a.lockName, err)
 		}
 		a.noteFirstRead(obs)
 		obs.Tokens, obs.Uncertain, obs.ClaimUncertain, obs.HeldBefore = a.tokens, a.uncertain, a.claimUncertain, a.heldBefore
-		d := Decide(obs, Policy{}, a.l.clock.Now())
+		d := Decide(obs, Policy{}, a.l.Clock.Now())
 		if obs.Cluster != nil {
 			a.cl = *obs.Cluster
 		}
@@ -115,7 +115,7 @@ func (a *acquisition) settle(ctx context.Context) (Result, error) {
 			if raced {
 				continue
 			}
-			return Result{Verdict: d.Verdict, Holder: d.Holder}, errors.Join(a.decisionError(obs, d), err)
+			return Outcome{Verdict: d.Verdict, Holder: d.Holder}, errors.Join(a.decisionError(obs, d), err)
 		}
 		if !d.Acquired {
 			res, raced, err := a.refused(ctx, cm, obs, d)
@@ -127,18 +127,18 @@ func (a *acquisition) settle(ctx context.Context) (Result, error) {
 		done, err := a.write(ctx, cm, obs, d)
 		if done {
 			a.acquired(d.Action)
-			return Result{Acquired: true, Holder: a.m.Name, Verdict: d.Verdict, Action: d.Action,
+			return Outcome{Acquired: true, Holder: a.m.Name, Verdict: d.Verdict, Action: d.Action,
 				Recreated: d.Action == ActionCreate && d.Verdict == VerdictLost}, nil
 		}
 		if err != nil && fatal(err) {
-			return Result{}, err
+			return Outcome{}, err
 		}
 		if err != nil {
 			a.log.V(4).Info("Lock changed under us, retrying", "action", d.Action, "register", d.Register, "reason", err.Error())
 			last = err
 		}
 	}
-	return Result{}, lockError(a.cl.Namespace, a.lockName, fmt.Errorf("%w: %d rounds in a row did not settle (last: %w)", ErrContended, maxAttempts, last))
+	return Outcome{}, lockError(a.cl.Namespace, a.lockName, fmt.Errorf("%w: %d rounds in a row did not settle (last: %w)", ErrContended, maxAttempts, last))
 }
 
 // noteFirstRead remembers, at the call's first live read, whether the lock
@@ -175,7 +175,7 @@ func (a *acquisition) write(ctx context.Context, cm *corev1.ConfigMap, obs Obser
 		var gerr, merr error
 		if g := a.cl.Grant; g.Held() && obs.CallerLive != nil && g.Names(&a.cl, obs.CallerLive) && !g.Exact(&a.cl, obs.CallerLive) {
 			// The caller's Machine first, then the claim.
-			if live, merr = getMachine(ctx, a.l.reader, a.cl.APIVersion, a.cl.Namespace, a.m.Name); merr == nil && a.isCaller(live) {
+			if live, merr = getMachine(ctx, a.l.Reader, a.cl.APIVersion, a.cl.Namespace, a.m.Name); merr == nil && a.isCaller(live) {
 				token = a.token()
 				gerr = a.claim(ctx, a.cl, token)
 			}
@@ -194,13 +194,13 @@ func (a *acquisition) write(ctx context.Context, cm *corev1.ConfigMap, obs Obser
 	}
 	switch d.Action {
 	case ActionCreate:
-		_, err = createLock(ctx, a.l.client, a.cl, a.lockName, a.record(a.m, token))
+		_, err = createLock(ctx, a.l.Client, a.cl, a.lockName, a.record(a.m, token))
 		a.noteLockWrite(err)
 	case ActionTakeOver:
-		_, err = rewriteLock(ctx, a.l.client, cm, a.cl, a.record(a.m, token))
+		_, err = rewriteLock(ctx, a.l.Client, cm, a.cl, a.record(a.m, token))
 		a.noteLockWrite(err)
 	case ActionAdopt:
-		_, err = adoptLock(ctx, a.l.client, cm, a.cl)
+		_, err = adoptLock(ctx, a.l.Client, cm, a.cl)
 	}
 	if err != nil {
 		return false, fmt.Errorf("lock %s/%s: %s for machine %s: %w", a.cl.Namespace, a.lockName, d.Action, a.m.Name, err)
@@ -232,11 +232,11 @@ func fatal(err error) bool {
 // call recorded is withdrawn when that is safe. A write that fails is left:
 // the register decides, and the next call looks again; a withdrawal that
 // lost a race (raced) is decided again on a fresh read.
-func (a *acquisition) refused(ctx context.Context, cm *corev1.ConfigMap, obs Observation, d Decision) (Result, bool, error) {
+func (a *acquisition) refused(ctx context.Context, cm *corev1.ConfigMap, obs Observation, d Decision) (Outcome, bool, error) {
 	// The lock was lost when it is missing, or when this call wrote it and
 	// now hands it to the granted one.
 	recreated := d.Action == ActionRecreate || (d.Action == ActionYield && obs.Lock != nil && obs.mine(obs.Lock.Record.Token))
-	res := Result{Holder: d.Holder, Verdict: d.Verdict, Action: d.Action, Recreated: recreated}
+	res := Outcome{Holder: d.Holder, Verdict: d.Verdict, Action: d.Action, Recreated: recreated}
 	if raced, err := a.refuse(ctx, cm, obs, d); raced || err != nil {
 		return res, raced, err
 	}
@@ -255,7 +255,7 @@ func (a *acquisition) refused(ctx context.Context, cm *corev1.ConfigMap, obs Obs
 // changed since it was read (a claim of this call applied late, say).
 func (a *acquisition) refuse(ctx context.Context, cm *corev1.ConfigMap, obs Observation, d Decision) (raced bool, err error) {
 	if d.Register == RegisterWithdraw {
-		_, err := writeRegister(ctx, a.l.client, a.cl, releasedGrant(a.token(), a.l.clock.Now()))
+		_, err := writeRegister(ctx, a.l.Client, a.cl, releasedGrant(a.token(), a.l.Clock.Now()))
 		switch {
 		case err == nil:
 			// The register holds a value no claim of this call tests.
@@ -275,9 +275,9 @@ func (a *acquisition) refuse(ctx context.Context, cm *corev1.ConfigMap, obs Obse
 		rec.MachineUID = obs.Granted.UID
 	}
 	if d.Action == ActionRecreate {
-		_, err = createLock(ctx, a.l.client, a.cl, a.lockName, rec)
+		_, err = createLock(ctx, a.l.Client, a.cl, a.lockName, rec)
 	} else {
-		_, err = rewriteLock(ctx, a.l.client, cm, a.cl, rec)
+		_, err = rewriteLock(ctx, a.l.Client, cm, a.cl, rec)
 	}
 	if err != nil && !lostRace(err) {
 		return false, fmt.Errorf("lock %s/%s: handing it to machine %s: %w", a.cl.Namespace, a.lockName, d.Holder, err)
@@ -288,7 +288,7 @@ func (a *acquisition) refuse(ctx context.Context, cm *corev1.ConfigMap, obs Obse
 // claim writes a grant for the caller with token into the register of cl,
 // as cl was read, and keeps the caller's Cluster object in step.
 func (a *acquisition) claim(ctx context.Context, cl Cluster, token string) error {
-	u, err := writeRegister(ctx, a.l.client, cl, newGrant(cl, a.m, token, a.l.clock.Now()))
+	u, err := writeRegister(ctx, a.l.Client, cl, newGrant(cl, a.m, token, a.l.Clock.Now()))
 	switch {
 	case err == nil:
 		syncCaller(a.clusterObj, u)
@@ -299,13 +299,13 @@ func (a *acquisition) claim(ctx context.Context, cl Cluster, token string) error
 }
 
 func (a *acquisition) record(m Machine, token string) Record {
-	at := a.l.clock.Now().UTC().Truncate(time.Second)
+	at := a.l.Clock.Now().UTC().Truncate(time.Second)
 	return Record{Ref: refTo(a.cl, m), Token: token, AcquiredAt: &at}
 }
 
 // token returns a fresh token and remembers it as this call's.
 func (a *acquisition) token() string {
-	t := a.l.tokens()
+	t := a.l.Tokens()
 	a.tokens = append(a.tokens, t)
 	return t
 }

@@ -1,4 +1,4 @@
-package initlock
+package engine
 
 // decideLock decides for a Machine calling Lock. A lock is free only when
 // neither protection holds it: the lock's record names no existing Machine

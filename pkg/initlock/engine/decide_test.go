@@ -1,0 +1,518 @@
+package engine_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/initlock/initlock/pkg/initlock/engine"
+)
+
+var t0 = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+
+// lockOf builds an observed lock of cluster c1 (UID c1-uid) written by
+// initlock for holder with token, owned by owners. An empty token is a lock
+// written without one (handed over, or by an older initlock).
+func lockOf(holder, token string, owners ...metav1.OwnerReference) *engine.Lock {
+	return &engine.Lock{
+		Namespace: "ns", Name: "c1-lock", UID: "lock-uid", ResourceVersion: "7",
+		Record: engine.Record{Ref: engine.Ref{MachineName: holder, MachineUID: types.UID(holder + "-uid"), ClusterUID: "c1-uid"},
+			Token: token, AcquiredAt: &t0},
+		OwnerReferences: owners,
+	}
+}
+
+// upstreamLock builds a lock as the upstream providers write it: the
+// holder's name only.
+func upstreamLock(holder string, owners ...metav1.OwnerReference) *engine.Lock {
+	return &engine.Lock{Namespace: "ns", Name: "c1-lock", UID: "lock-uid", ResourceVersion: "7",
+		Record: engine.Record{Ref: engine.Ref{MachineName: holder}}, OwnerReferences: owners}
+}
+
+// protected is l carrying HeldFinalizer, beingDeleted l being deleted, and
+// disarmed l disarmed for holder since then.
+func protected(l *engine.Lock) *engine.Lock    { l.Protected = true; return l }
+func beingDeleted(l *engine.Lock) *engine.Lock { l.Deleting = true; return l }
+func disarmed(l *engine.Lock, holder string, since time.Time) *engine.Lock {
+	l.Disarmed = &engine.Disarm{Holder: holder, Since: since}
+	l.Record.MachineName = engine.DisarmedHolder
+	return l
+}
+
+// handedOver is the lock a refused caller wrote for holder, the Machine the
+// register named: no token.
+func handedOver(holder string) *engine.Lock {
+	l := lockOf(holder, "", owned)
+	l.Record.HandedOverBy = "m3"
+	return l
+}
+
+// restoredLock is lockOf written before a restore: the Cluster and the
+// holder had other UIDs.
+func restoredLock(holder, token string) *engine.Lock {
+	l := lockOf(holder, token)
+	l.Record.MachineUID, l.Record.ClusterUID = "old-"+l.Record.MachineUID, "old-c1-uid"
+	return l
+}
+
+func ownerRef(name string, uid types.UID) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: "cluster.x-k8s.io/v1beta2", Kind: "Cluster", Name: name, UID: uid}
+}
+
+var owned = ownerRef("c1", "c1-uid")
+
+func cluster(mods ...func(*engine.Cluster)) *engine.Cluster {
+	c := &engine.Cluster{Namespace: "ns", Name: "c1", UID: "c1-uid", APIVersion: "cluster.x-k8s.io/v1beta2"}
+	for _, m := range mods {
+		m(c)
+	}
+	return c
+}
+
+func machine(name string) *engine.Machine {
+	return &engine.Machine{Namespace: "ns", Name: name, UID: types.UID(name + "-uid"), APIVersion: "cluster.x-k8s.io/v1beta2"}
+}
+
+// recreated is machine name created again: same name, another UID.
+func recreated(name string) *engine.Machine {
+	m := machine(name)
+	m.UID = "new-" + m.UID
+	return m
+}
+
+func register(value string) func(*engine.Cluster) {
+	return func(c *engine.Cluster) {
+		c.Grant = engine.GrantFrom(map[string]string{engine.GrantAnnotation: value})
+	}
+}
+
+// grantTo records a grant to name (UID name-uid, Cluster UID c1-uid) with
+// token.
+func grantTo(name, token string) func(*engine.Cluster) {
+	return register(`{"machineName":"` + name + `","machineUID":"` + name + `-uid","clusterUID":"c1-uid","token":"` + token + `"}`)
+}
+
+// restoredGrant is grantTo recorded before a restore.
+func restoredGrant(name, token string) func(*engine.Cluster) {
+	return register(`{"machineName":"` + name + `","machineUID":"old-` + name + `-uid","clusterUID":"old-c1-uid","token":"` + token + `"}`)
+}
+
+var (
+	released     = register(`{"machineName":"","token":"t0","releasedAt":"2026-12-02T11:00:00Z"}`)
+	damagedGrant = register("not json")
+	paused       = func(c *engine.Cluster) { c.Paused = true }
+	initialized  = func(c *engine.Cluster) { c.Initialized = true }
+	deleting     = func(c *engine.Cluster) { c.Deleting = true }
+)
+
+func withMark(l *engine.Lock, since time.Time) *engine.Lock {
+	l.ClusterAbsentSince = &since
+	return l
+}
+
+// lockCall is an Observation of m1 calling Lock.
+func lockCall(o engine.Observation) engine.Observation {
+	o.Intent = engine.IntentLock
+	if o.Caller == nil {
+		o.Caller = machine("m1")
+	}
+	if o.CallerLive == nil {
+		o.CallerLive = o.Caller
+	}
+	return o
+}
+
+// unlockCall is an Observation of m1 calling Unlock (nil machine: any
+// holder), the caller's object live unless CallerLive says otherwise.
+func unlockCall(caller *engine.Machine, o engine.Observation) engine.Observation {
+	o.Intent, o.Caller = engine.IntentUnlock, caller
+	if o.CallerLive == nil {
+		o.CallerLive = caller
+	}
+	return o
+}
+
+// callerGone is o with no live Machine of the caller's name.
+func callerGone(o engine.Observation) engine.Observation {
+	o.CallerLive = nil
+	return o
+}
+
+// restoredFrom is an object of machine name read before a restore: the
+// UID it had then.
+func restoredFrom(name string) *engine.Machine {
+	m := machine(name)
+	m.UID = "old-" + m.UID
+	return m
+}
+
+func operator(o engine.Observation) engine.Observation {
+	o.Intent = engine.IntentRelease
+	return o
+}
+
+type want struct {
+	verdict  engine.Verdict
+	action   engine.Action
+	register engine.RegisterOp
+	holder   string
+	acquired bool
+	err      error
+	wait     engine.Wait
+	force    bool
+	requeue  time.Duration
+}
+
+// decideRows is the decision table: one row per rule. Every row is also
+// checked against the properties of TestDecideProperties.
+var decideRows = []struct {
+	name   string
+	obs    engine.Observation
+	policy *engine.Policy
+	want   want
+}{
+	// Lock: the free path and its variants.
+	{"free: claim the register and create the lock",
+		lockCall(engine.Observation{Cluster: cluster()}),
+		nil, want{verdict: engine.VerdictFree, action: engine.ActionCreate, register: engine.RegisterClaim, holder: "m1", acquired: true}},
+	{"free after a release: the released register is empty",
+		lockCall(engine.Observation{Cluster: cluster(released)}),
+		nil, want{verdict: engine.VerdictFree, action: engine.ActionCreate, register: engine.RegisterClaim, holder: "m1", acquired: true}},
+	{"paused: nothing, even when free",
+		lockCall(engine.Observation{Cluster: cluster(paused)}),
+		nil, want{verdict: engine.VerdictFree, action: engine.ActionNone, err: engine.ErrClusterPaused, wait: engine.WaitPaused}},
+	{"paused live after this call wrote the lock, its grant gone: nothing (no write races the pause test)",
+		lockCall(engine.Observation{Lock: lockOf("m1", "mine", owned), Cluster: cluster(paused), Tokens: []string{"mine"}}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1", err: engine.ErrClusterPaused, wait: engine.WaitPaused}},
+	{"paused live, the lock this call created stands with its grant: nothing",
+		lockCall(engine.Observation{Lock: lockOf("m1", "mine", owned), Cluster: cluster(paused, grantTo("m1", "mine")), Tokens: []string{"mine"}}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1", err: engine.ErrClusterPaused, wait: engine.WaitPaused}},
+	{"paused live, a lock of an earlier call: nothing",
+		lockCall(engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(paused), Tokens: []string{"mine"}}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1", err: engine.ErrClusterPaused, wait: engine.WaitPaused}},
+	{"cluster gone",
+		lockCall(engine.Observation{}),
+		nil, want{verdict: engine.VerdictFree, action: engine.ActionNone, err: engine.ErrClusterGone}},
+	{"the caller's object is a deleted Machine's (the live one has another UID): refused",
+		lockCall(engine.Observation{Cluster: cluster(), CallerLive: recreated("m1")}),
+		nil, want{verdict: engine.VerdictFree, action: engine.ActionNone, err: engine.ErrStaleMachine}},
+	{"the caller's Machine is gone: refused",
+		engine.Observation{Intent: engine.IntentLock, Caller: machine("m1"), Cluster: cluster()},
+		nil, want{verdict: engine.VerdictFree, action: engine.ActionNone, err: engine.ErrStaleMachine}},
+	{"damaged register: refused, even with no lock",
+		lockCall(engine.Observation{Cluster: cluster(damagedGrant)}),
+		nil, want{verdict: engine.VerdictCorrupt, action: engine.ActionNone, err: engine.ErrCorruptLock, wait: engine.WaitPerson}},
+
+	// Lock: the register protects another Machine.
+	{"lost lock: recreated for the granted Machine, caller refused",
+		lockCall(engine.Observation{Cluster: cluster(grantTo("m2", "t2")), Granted: machine("m2")}),
+		nil, want{verdict: engine.VerdictLost, action: engine.ActionRecreate, holder: "m2"}},
+	{"after a restore (new Cluster UID) the grant names its Machine by name",
+		lockCall(engine.Observation{Cluster: cluster(restoredGrant("m2", "t2")), Granted: machine("m2")}),
+		nil, want{verdict: engine.VerdictLost, action: engine.ActionRecreate, holder: "m2"}},
+	{"held by the granted Machine through both: refused",
+		lockCall(engine.Observation{Lock: lockOf("m2", "t2", owned), Cluster: cluster(grantTo("m2", "t2")), Holder: machine("m2"), Granted: machine("m2")}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m2"}},
+	{"a lock this call wrote while another Machine is granted: handed to it",
+		lockCall(engine.Observation{Lock: lockOf("m1", "mine", owned), Cluster: cluster(grantTo("m2", "t2")), Granted: machine("m2"), Tokens: []string{"mine"}}),
+		nil, want{verdict: engine.VerdictConflict, action: engine.ActionYield, holder: "m2"}},
+	{"a lock naming a gone Machine while another is granted: handed to the granted one",
+		lockCall(engine.Observation{Lock: lockOf("m3", "t3", owned), Cluster: cluster(grantTo("m2", "t2")), Granted: machine("m2")}),
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionYield, holder: "m2"}},
+	{"the caller's lock from an earlier grant while the register names another: a conflict, nothing written",
+		lockCall(engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m2", "t2")), Granted: machine("m2")}),
+		nil, want{verdict: engine.VerdictConflict, action: engine.ActionNone, holder: "m2"}},
+	{"the lock names a third existing Machine while the register names another: a conflict, nothing written",
+		lockCall(engine.Observation{Lock: lockOf("m3", "t3", owned), Cluster: cluster(grantTo("m2", "t2")), Holder: machine("m3"), Granted: machine("m2")}),
+		nil, want{verdict: engine.VerdictConflict, action: engine.ActionNone, holder: "m2"}},
+
+	// Lock: the lock protects another Machine.
+	{"upstream lock of an existing Machine, register empty: refused",
+		lockCall(engine.Observation{Lock: upstreamLock("m2", owned), Cluster: cluster(), Holder: machine("m2")}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m2"}},
+	{"register lost, the lock still names an existing Machine: refused (defence in depth)",
+		lockCall(engine.Observation{Lock: lockOf("m2", "t2", owned), Cluster: cluster(), Holder: machine("m2")}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m2"}},
+	{"register released, the lock still names an existing Machine: refused",
+		lockCall(engine.Observation{Lock: lockOf("m2", "t2", owned), Cluster: cluster(released), Holder: machine("m2")}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m2"}},
+	{"the register names the caller from an earlier call, the lock another Machine: refused, grant kept",
+		lockCall(engine.Observation{Lock: upstreamLock("m2", owned), Cluster: cluster(grantTo("m1", "t1")), Holder: machine("m2")}),
+		nil, want{verdict: engine.VerdictConflict, action: engine.ActionNone, holder: "m2"}},
+	{"this call's claim stands (its answer was lost), no lock: completed with the claim's token, no new claim",
+		lockCall(engine.Observation{Cluster: cluster(grantTo("m1", "mine")), Tokens: []string{"mine"}, ClaimUncertain: true}),
+		nil, want{verdict: engine.VerdictLost, action: engine.ActionCreate, holder: "m1", acquired: true}},
+	{"this call's claim stands for a Machine restored since (by name only): claimed again, not completed",
+		lockCall(engine.Observation{Cluster: cluster(restoredGrant("m1", "mine")), Tokens: []string{"mine"}}),
+		nil, want{verdict: engine.VerdictLost, action: engine.ActionCreate, register: engine.RegisterClaim, holder: "m1", acquired: true}},
+	{"a stale caller whose claim landed: refused, the claim withdrawn",
+		lockCall(engine.Observation{Cluster: cluster(grantTo("m1", "mine")), Tokens: []string{"mine"}, Caller: machine("m1"), CallerLive: recreated("m1")}),
+		nil, want{verdict: engine.VerdictFree, action: engine.ActionNone, register: engine.RegisterWithdraw, err: engine.ErrStaleMachine}},
+	{"the register names the caller from an earlier call that never wrote the lock, which initlock handed to another Machine: refused, the grant withdrawn",
+		lockCall(engine.Observation{Lock: handedOver("m2"), Cluster: cluster(grantTo("m1", "t1")), Holder: machine("m2")}),
+		nil, want{verdict: engine.VerdictConflict, action: engine.ActionNone, register: engine.RegisterWithdraw, holder: "m2"}},
+	{"a grant this call recorded, the lock another Machine's: refused, the grant withdrawn",
+		lockCall(engine.Observation{Lock: upstreamLock("m2", owned), Cluster: cluster(grantTo("m1", "mine")), Holder: machine("m2"), Tokens: []string{"mine"}}),
+		nil, want{verdict: engine.VerdictConflict, action: engine.ActionNone, register: engine.RegisterWithdraw, holder: "m2"}},
+	{"the caller's own lock from before this call, rewritten by it, the register another's: kept, refused",
+		lockCall(engine.Observation{Lock: lockOf("m1", "mine", owned), Cluster: cluster(grantTo("m2", "t2")), Granted: machine("m2"), Tokens: []string{"mine"}, HeldBefore: true}),
+		nil, want{verdict: engine.VerdictConflict, action: engine.ActionNone, holder: "m2"}},
+	{"a claim of this call whose answer was lost, not in the register: fenced",
+		lockCall(engine.Observation{Lock: upstreamLock("m2", owned), Cluster: cluster(), Holder: machine("m2"), Tokens: []string{"mine"}, ClaimUncertain: true}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, register: engine.RegisterWithdraw, holder: "m2"}},
+	{"a claim of this call whose answer was lost, the register another's: left",
+		lockCall(engine.Observation{Lock: upstreamLock("m2", owned), Cluster: cluster(grantTo("m3", "t3")), Holder: machine("m2"), Granted: machine("m3"), Tokens: []string{"mine"}, ClaimUncertain: true}),
+		nil, want{verdict: engine.VerdictConflict, action: engine.ActionNone, holder: "m3"}},
+	{"a grant this call recorded, while a lock write of it may still land: kept",
+		lockCall(engine.Observation{Lock: upstreamLock("m2", owned), Cluster: cluster(grantTo("m1", "mine")), Holder: machine("m2"), Tokens: []string{"mine"}, Uncertain: true}),
+		nil, want{verdict: engine.VerdictConflict, action: engine.ActionNone, holder: "m2"}},
+
+	// Lock: the caller's own lock.
+	{"healthy re-lock: both name the caller exactly with one token: no write",
+		lockCall(engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1"))}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1", acquired: true}},
+	{"re-lock of an owned lock whose owner was stripped: adopted",
+		lockCall(engine.Observation{Lock: lockOf("m1", "t1"), Cluster: cluster(grantTo("m1", "t1"))}),
+		nil, want{verdict: engine.VerdictUnowned, action: engine.ActionAdopt, holder: "m1", acquired: true}},
+	{"re-lock with different tokens (a release under way, a late write): both written again",
+		lockCall(engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t2"))}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionTakeOver, register: engine.RegisterClaim, holder: "m1", acquired: true}},
+	{"re-lock of a lock without a token (handed over to the caller): both written again",
+		lockCall(engine.Observation{Lock: lockOf("m1", "", owned), Cluster: cluster(grantTo("m1", "t1"))}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionTakeOver, register: engine.RegisterClaim, holder: "m1", acquired: true}},
+	{"re-lock with the register emptied: claimed again with the lock",
+		lockCall(engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster()}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionTakeOver, register: engine.RegisterClaim, holder: "m1", acquired: true}},
+	{"lock lost while the caller is granted: claimed again and created",
+		lockCall(engine.Observation{Cluster: cluster(grantTo("m1", "t1"))}),
+		nil, want{verdict: engine.VerdictLost, action: engine.ActionCreate, register: engine.RegisterClaim, holder: "m1", acquired: true}},
+	{"re-lock after a restore (records by name only): both written again, exactly",
+		lockCall(engine.Observation{Lock: restoredLock("m1", "t1"), Cluster: cluster(restoredGrant("m1", "t1"))}),
+		nil, want{verdict: engine.VerdictUnowned, action: engine.ActionTakeOver, register: engine.RegisterClaim, holder: "m1", acquired: true}},
+	{"the caller's upstream lock: claimed and rewritten",
+		lockCall(engine.Observation{Lock: upstreamLock("m1", owned), Cluster: cluster()}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionTakeOver, register: engine.RegisterClaim, holder: "m1", acquired: true}},
+	{"a Machine created again under the holder's name does not inherit its grant",
+		lockCall(engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1")), Caller: recreated("m1")}),
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionTakeOver, register: engine.RegisterClaim, holder: "m1", acquired: true}},
+
+	// Lock: nobody holds it.
+	{"the lock's holder is gone: taken over",
+		lockCall(engine.Observation{Lock: lockOf("m2", "t2", owned), Cluster: cluster(grantTo("m2", "t2"))}),
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionTakeOver, register: engine.RegisterClaim, holder: "m1", acquired: true}},
+	{"the granted Machine was created again: its grant does not count",
+		lockCall(engine.Observation{Cluster: cluster(grantTo("m2", "t2")), Granted: recreated("m2")}),
+		nil, want{verdict: engine.VerdictFree, action: engine.ActionCreate, register: engine.RegisterClaim, holder: "m1", acquired: true}},
+	{"initialised: grants no longer count and none is written",
+		lockCall(engine.Observation{Cluster: cluster(initialized, grantTo("m2", "t2")), Granted: machine("m2")}),
+		nil, want{verdict: engine.VerdictFree, action: engine.ActionCreate, holder: "m1", acquired: true}},
+	{"initialised, held by another existing Machine: refused",
+		lockCall(engine.Observation{Lock: lockOf("m2", "t2", owned), Cluster: cluster(initialized), Holder: machine("m2")}),
+		nil, want{verdict: engine.VerdictHeldAfterInit, action: engine.ActionNone, holder: "m2"}},
+	{"foreign ConfigMap: refused",
+		lockCall(engine.Observation{Lock: &engine.Lock{Name: "c1-lock", Problem: engine.ErrNotALock}, Cluster: cluster()}),
+		nil, want{verdict: engine.VerdictForeign, action: engine.ActionNone, err: engine.ErrNotALock, wait: engine.WaitPerson}},
+	{"corrupt lock: refused, and a grant this call recorded withdrawn",
+		lockCall(engine.Observation{Lock: &engine.Lock{Name: "c1-lock", Problem: engine.ErrCorruptLock}, Cluster: cluster(grantTo("m1", "mine")), Tokens: []string{"mine"}}),
+		nil, want{verdict: engine.VerdictCorrupt, action: engine.ActionNone, register: engine.RegisterWithdraw, err: engine.ErrCorruptLock, wait: engine.WaitPerson}},
+
+	// Unlock.
+	{"unlock: the grant is retired first",
+		unlockCall(machine("m1"), engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1"))}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, register: engine.RegisterRetire, holder: "m1"}},
+	{"unlock: once retired by this call, withdrawn and the lock deleted",
+		unlockCall(machine("m1"), engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "u1")), Tokens: []string{"u1"}}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionRelease, register: engine.RegisterWithdraw, holder: "m1"}},
+	{"unlock: a lock alone is deleted",
+		unlockCall(machine("m1"), engine.Observation{Lock: upstreamLock("m1", owned), Cluster: cluster()}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionRelease, holder: "m1"}},
+	{"unlock by a deleted Machine's object does not release its successor",
+		unlockCall(recreated("m1"), engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1"))}),
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionNone, holder: "m1", err: engine.ErrNotHolder}},
+	{"unlock of another Machine's lock: refused",
+		unlockCall(machine("m1"), engine.Observation{Lock: lockOf("m2", "t2", owned), Cluster: cluster(grantTo("m2", "t2")), Holder: machine("m2"), Granted: machine("m2")}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m2", err: engine.ErrNotHolder}},
+	{"unlock after a restore matches by name",
+		unlockCall(machine("m1"), engine.Observation{Lock: restoredLock("m1", "t1"), Cluster: cluster()}),
+		nil, want{verdict: engine.VerdictUnowned, action: engine.ActionRelease, holder: "m1"}},
+	{"unlock after init leaves the register, which no longer counts",
+		unlockCall(nil, engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(initialized, grantTo("m1", "t1"))}),
+		nil, want{verdict: engine.VerdictHeldAfterInit, action: engine.ActionRelease, holder: "m1"}},
+	{"unlock of any holder: a corrupt lock and a damaged register go together",
+		unlockCall(nil, engine.Observation{Lock: &engine.Lock{Name: "c1-lock", Problem: engine.ErrCorruptLock}, Cluster: cluster(damagedGrant)}),
+		nil, want{verdict: engine.VerdictCorrupt, action: engine.ActionRelease, register: engine.RegisterWithdraw}},
+	{"unlock never touches a foreign ConfigMap",
+		unlockCall(nil, engine.Observation{Lock: &engine.Lock{Name: "c1-lock", Problem: engine.ErrNotALock}, Cluster: cluster()}),
+		nil, want{verdict: engine.VerdictForeign, action: engine.ActionNone, err: engine.ErrNotALock}},
+	{"unlock while paused: nothing",
+		unlockCall(machine("m1"), engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(paused, grantTo("m1", "t1"))}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1", err: engine.ErrClusterPaused, wait: engine.WaitPaused}},
+	{"unlock by an object of a Machine restored since: refused as stale, nothing written",
+		unlockCall(restoredFrom("m1"), engine.Observation{Lock: restoredLock("m1", "t1"), Cluster: cluster(restoredGrant("m1", "t1")), CallerLive: machine("m1")}),
+		nil, want{verdict: engine.VerdictUnowned, action: engine.ActionNone, holder: "m1", err: engine.ErrStaleMachine}},
+	{"unlock by an object whose Machine is gone: refused as stale, nothing written",
+		callerGone(unlockCall(machine("m1"), engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1"))})),
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionNone, holder: "m1", err: engine.ErrStaleMachine}},
+	{"unlock with nothing held: nothing",
+		unlockCall(machine("m1"), engine.Observation{Cluster: cluster(released)}),
+		nil, want{verdict: engine.VerdictFree, action: engine.ActionNone}},
+
+	// An operator's release.
+	{"release: the holder exists and the cluster is not initialised: needs --force",
+		operator(engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1")), Holder: machine("m1"), Granted: machine("m1")}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, register: engine.RegisterRetire, holder: "m1", force: true}},
+	{"release: the holder is gone: no --force",
+		operator(engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1"))}),
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionNone, register: engine.RegisterRetire, holder: "m1"}},
+	{"release: initialised: no --force, the register is left",
+		operator(engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(initialized, grantTo("m1", "t1")), Holder: machine("m1")}),
+		nil, want{verdict: engine.VerdictHeldAfterInit, action: engine.ActionRelease, holder: "m1"}},
+	{"release: lost lock of an existing granted Machine: needs --force",
+		operator(engine.Observation{Cluster: cluster(grantTo("m1", "t1")), Granted: machine("m1")}),
+		nil, want{verdict: engine.VerdictLost, action: engine.ActionNone, register: engine.RegisterRetire, holder: "m1", force: true}},
+	{"release: corrupt lock of an uninitialised cluster: needs --force",
+		operator(engine.Observation{Lock: &engine.Lock{Name: "c1-lock", Problem: engine.ErrCorruptLock}, Cluster: cluster()}),
+		nil, want{verdict: engine.VerdictCorrupt, action: engine.ActionRelease, force: true}},
+	{"release: cluster missing while the holder exists: needs --force",
+		operator(engine.Observation{Lock: lockOf("m1", "t1"), Holder: machine("m1")}),
+		nil, want{verdict: engine.VerdictOrphan, action: engine.ActionRelease, holder: "m1", force: true}},
+
+	// Keepers (the manager and kubectl initlock repair).
+	{"keeper: healthy lock, nothing to do",
+		engine.Observation{Lock: protected(lockOf("m1", "t1", owned)), Cluster: cluster(grantTo("m1", "t1")), Holder: machine("m1"), Granted: machine("m1")},
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1"}},
+	{"keeper: a held lock is protected with the finalizer",
+		engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1")), Holder: machine("m1"), Granted: machine("m1")},
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionProtect, holder: "m1"}},
+	{"keeper: a restored held lock without owner is protected and adopted, in one patch",
+		engine.Observation{Lock: upstreamLock("m1"), Cluster: cluster(), Holder: machine("m1")},
+		nil, want{verdict: engine.VerdictUnowned, action: engine.ActionProtect, holder: "m1"}},
+	{"keeper: protection off: adopted only",
+		engine.Observation{Lock: upstreamLock("m1"), Cluster: cluster(), Holder: machine("m1")},
+		&engine.Policy{ReleaseAfterInit: true, OrphanGrace: time.Minute}, want{verdict: engine.VerdictUnowned, action: engine.ActionAdopt, holder: "m1"}},
+	{"keeper: a lock naming a gone Machine is not protected",
+		engine.Observation{Lock: upstreamLock("m9", owned), Cluster: cluster()},
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionNone, holder: "m9", wait: engine.WaitTakeOver}},
+	{"keeper: a protected lock after init: the finalizer goes first",
+		engine.Observation{Lock: protected(lockOf("m1", "t1", owned)), Cluster: cluster(initialized), Holder: machine("m1")},
+		nil, want{verdict: engine.VerdictHeldAfterInit, action: engine.ActionUnprotect, holder: "m1"}},
+	{"keeper: deleted while its holder may run init: held",
+		engine.Observation{Lock: beingDeleted(protected(upstreamLock("m1", owned))), Cluster: cluster(), Holder: machine("m1"), HolderBootstrap: &engine.Bootstrap{}},
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1", wait: engine.WaitHeld, requeue: 30 * time.Second}},
+	{"keeper: deleted, its holder gone: let go",
+		engine.Observation{Lock: beingDeleted(protected(upstreamLock("m1", owned))), Cluster: cluster()},
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionUnprotect, holder: "m1"}},
+	{"keeper: deleted with its Cluster: let go",
+		engine.Observation{Lock: beingDeleted(protected(upstreamLock("m1", owned))), Cluster: cluster(deleting), Holder: machine("m1")},
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionUnprotect, holder: "m1"}},
+	{"keeper: deleted after init: let go",
+		engine.Observation{Lock: beingDeleted(protected(upstreamLock("m1", owned))), Cluster: cluster(initialized), Holder: machine("m1")},
+		nil, want{verdict: engine.VerdictHeldAfterInit, action: engine.ActionUnprotect, holder: "m1"}},
+	{"keeper: deleted, not protected: nothing",
+		engine.Observation{Lock: beingDeleted(upstreamLock("m1", owned)), Cluster: cluster(), Holder: machine("m1")},
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1"}},
+	{"keeper: deleted by its provider after its bootstrap failed, no data: disarmed",
+		engine.Observation{Lock: beingDeleted(protected(upstreamLock("m1", owned))), Cluster: cluster(), Holder: machine("m1"), HolderBootstrap: &engine.Bootstrap{Failed: true}},
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionDisarm, holder: "m1"}},
+	{"keeper: deleted, its bootstrap failed but it has data: held",
+		engine.Observation{Lock: beingDeleted(protected(upstreamLock("m1", owned))), Cluster: cluster(), Holder: machine("m1"), HolderBootstrap: &engine.Bootstrap{Failed: true, DataSecretName: "m1"}},
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1", wait: engine.WaitHeld, requeue: 30 * time.Second}},
+	{"keeper: disarmed, within the settle time: waits",
+		engine.Observation{Lock: disarmed(beingDeleted(protected(upstreamLock("m1", owned))), "m1", t0.Add(-time.Minute)), Cluster: cluster(), Holder: machine("m1"), HolderBootstrap: &engine.Bootstrap{Failed: true}},
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionNone, holder: engine.DisarmedHolder, wait: engine.WaitDisarmed, requeue: time.Minute}},
+	{"keeper: disarmed past the settle time, still no data: let go",
+		engine.Observation{Lock: disarmed(beingDeleted(protected(upstreamLock("m1", owned))), "m1", t0.Add(-3*time.Minute)), Cluster: cluster(), Holder: machine("m1"), HolderBootstrap: &engine.Bootstrap{Failed: true}},
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionUnprotect, holder: engine.DisarmedHolder}},
+	{"keeper: disarmed, the holder got its data meanwhile: given back",
+		engine.Observation{Lock: disarmed(beingDeleted(protected(upstreamLock("m1", owned))), "m1", t0.Add(-3*time.Minute)), Cluster: cluster(), Holder: machine("m1"), HolderBootstrap: &engine.Bootstrap{DataSecretName: "m1"}},
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionRearm, holder: engine.DisarmedHolder}},
+	{"keeper: restored lock without owner is adopted",
+		engine.Observation{Lock: protected(upstreamLock("m1")), Cluster: cluster(), Holder: machine("m1")},
+		nil, want{verdict: engine.VerdictUnowned, action: engine.ActionAdopt, holder: "m1"}},
+	{"keeper: owner pointing at another cluster is replaced",
+		engine.Observation{Lock: protected(upstreamLock("m1", ownerRef("c9", "c9-uid"))), Cluster: cluster(), Holder: machine("m1")},
+		nil, want{verdict: engine.VerdictUnowned, action: engine.ActionAdopt, holder: "m1"}},
+	{"keeper: two owner refs to the cluster are reduced to one",
+		engine.Observation{Lock: protected(upstreamLock("m1", owned, owned)), Cluster: cluster(), Holder: machine("m1")},
+		nil, want{verdict: engine.VerdictUnowned, action: engine.ActionAdopt, holder: "m1"}},
+	{"keeper: paused cluster is left alone",
+		engine.Observation{Lock: upstreamLock("m1"), Cluster: cluster(paused), Holder: machine("m1")},
+		nil, want{verdict: engine.VerdictUnowned, action: engine.ActionNone, holder: "m1", err: engine.ErrClusterPaused, wait: engine.WaitPaused}},
+	{"keeper: initialised cluster, lock released",
+		engine.Observation{Lock: upstreamLock("m1", owned), Cluster: cluster(initialized), Holder: machine("m1")},
+		nil, want{verdict: engine.VerdictHeldAfterInit, action: engine.ActionRelease, holder: "m1"}},
+	{"keeper: initialised cluster, release disabled, unowned lock adopted",
+		engine.Observation{Lock: upstreamLock("m1"), Cluster: cluster(initialized), Holder: machine("m1")},
+		&engine.Policy{OrphanGrace: time.Minute}, want{verdict: engine.VerdictHeldAfterInit, action: engine.ActionAdopt, holder: "m1"}},
+	{"keeper: stale holder is left for the next Lock to take over",
+		engine.Observation{Lock: upstreamLock("m1", owned), Cluster: cluster()},
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionNone, holder: "m1", wait: engine.WaitTakeOver}},
+	{"keeper: a conflict is left to a person",
+		engine.Observation{Lock: protected(lockOf("m1", "t1", owned)), Cluster: cluster(grantTo("m2", "t2")), Holder: machine("m1"), Granted: machine("m2")},
+		nil, want{verdict: engine.VerdictConflict, action: engine.ActionNone, holder: "m2", wait: engine.WaitPerson}},
+	{"keeper: a damaged register is left to a person",
+		engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(damagedGrant), Holder: machine("m1")},
+		nil, want{verdict: engine.VerdictCorrupt, action: engine.ActionNone, holder: "m1", err: engine.ErrCorruptLock, wait: engine.WaitPerson}},
+	{"keeper: deleting cluster with unowned lock: released",
+		engine.Observation{Lock: upstreamLock("m1"), Cluster: cluster(deleting), Holder: machine("m1")},
+		nil, want{verdict: engine.VerdictUnowned, action: engine.ActionRelease, holder: "m1"}},
+	{"keeper: deleting cluster with owned lock: left to the garbage collector",
+		engine.Observation{Lock: upstreamLock("m1", owned), Cluster: cluster(deleting), Holder: machine("m1")},
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1"}},
+	{"keeper: orphan without mark is marked",
+		engine.Observation{Lock: upstreamLock("m1", ownerRef("c1", "old-uid"))},
+		nil, want{verdict: engine.VerdictOrphan, action: engine.ActionMarkOrphan, holder: "m1", requeue: 10 * time.Minute}},
+	{"keeper: orphan within grace waits",
+		engine.Observation{Lock: withMark(upstreamLock("m1"), t0.Add(-4*time.Minute))},
+		nil, want{verdict: engine.VerdictOrphan, action: engine.ActionNone, holder: "m1", requeue: 6 * time.Minute, wait: engine.WaitGrace}},
+	{"keeper: orphan past grace with holder gone is collected",
+		engine.Observation{Lock: withMark(upstreamLock("m1"), t0.Add(-10*time.Minute))},
+		nil, want{verdict: engine.VerdictOrphan, action: engine.ActionCollect, holder: "m1"}},
+	{"keeper: orphan past grace whose holder exists is kept",
+		engine.Observation{Lock: withMark(upstreamLock("m1"), t0.Add(-time.Hour)), Holder: machine("m1")},
+		nil, want{verdict: engine.VerdictOrphan, action: engine.ActionNone, holder: "m1", requeue: 10 * time.Minute, wait: engine.WaitHolder}},
+	{"keeper: cluster back after a mark: adopted, which drops the mark",
+		engine.Observation{Lock: withMark(protected(upstreamLock("m1", owned)), t0), Cluster: cluster(), Holder: machine("m1")},
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionAdopt, holder: "m1"}},
+	{"keeper: foreign ConfigMap is never touched",
+		engine.Observation{Lock: &engine.Lock{Name: "c1-lock", Problem: engine.ErrNotALock}, Cluster: cluster(initialized)},
+		nil, want{verdict: engine.VerdictForeign, action: engine.ActionNone, err: engine.ErrNotALock, wait: engine.WaitPerson}},
+	{"keeper: corrupt lock is left for a person",
+		engine.Observation{Lock: &engine.Lock{Name: "c1-lock", Problem: engine.ErrCorruptLock}, Cluster: cluster(initialized)},
+		nil, want{verdict: engine.VerdictCorrupt, action: engine.ActionNone, err: engine.ErrCorruptLock, wait: engine.WaitPerson}},
+	{"keeper: no lock and no grant is free",
+		engine.Observation{Cluster: cluster()},
+		nil, want{verdict: engine.VerdictFree, action: engine.ActionNone}},
+	{"keeper: no lock but a grant is lost; keepers do not recreate",
+		engine.Observation{Cluster: cluster(grantTo("m1", "t1")), Granted: machine("m1")},
+		nil, want{verdict: engine.VerdictLost, action: engine.ActionNone, holder: "m1", wait: engine.WaitLockRecreated}},
+	{"keeper: no lock and a grant to a Machine that is gone is free",
+		engine.Observation{Cluster: cluster(grantTo("m1", "t1"))},
+		nil, want{verdict: engine.VerdictFree, action: engine.ActionNone}},
+}
+
+func TestDecide(t *testing.T) {
+	for _, tt := range decideRows {
+		t.Run(tt.name, func(t *testing.T) {
+			p := engine.DefaultPolicy
+			if tt.policy != nil {
+				p = *tt.policy
+			}
+			tt.obs.ClusterName = "c1"
+			d := engine.Decide(tt.obs, p, t0)
+			w := tt.want
+			if d.Verdict != w.verdict || d.Action != w.action || d.Register != w.register || d.Holder != w.holder ||
+				d.Acquired != w.acquired || d.Wait != w.wait || d.NeedsForce != w.force || d.RequeueAfter != w.requeue {
+				t.Errorf("Decide() = %+v\nwant %+v", d, w)
+			}
+			if (w.err == nil) != (d.Err == nil) || (w.err != nil && !errors.Is(d.Err, w.err)) {
+				t.Errorf("Decide().Err = %v, want %v", d.Err, w.err)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

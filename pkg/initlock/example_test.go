@@ -1,0 +1,90 @@
+package initlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+// A bootstrap provider's reconciler guards kubeadm init with a Locker.
+// (It needs a manager and an API server; test/library runs the same calls
+// against a real one.)
+func Example() {
+	var mgr ctrl.Manager // the provider's manager
+	var cluster, machine *unstructured.Unstructured
+	reconcile := func(ctx context.Context, locker *initlock.Locker) (ctrl.Result, error) {
+		res, err := locker.Lock(ctx, cluster, machine)
+		switch {
+		case errors.Is(err, initlock.ErrClusterPaused):
+			return ctrl.Result{}, nil // a restore or move is in progress
+		case err != nil:
+			return ctrl.Result{}, err // names the object and the way out
+		case !res.Acquired:
+			return ctrl.Result{RequeueAfter: res.RetryAfter}, nil // another Machine holds it
+		}
+		if err := generateInitData(machine); err != nil {
+			// Let another Machine try.
+			return ctrl.Result{}, errors.Join(err, locker.Unlock(ctx, cluster, machine))
+		}
+		return ctrl.Result{}, nil
+	}
+	if mgr != nil {
+		_, _ = reconcile(context.Background(), initlock.New(mgr.GetClient(), initlock.WithAPIReader(mgr.GetAPIReader())))
+	}
+}
+
+// New takes the manager's client for writes; WithAPIReader makes every
+// read that a decision rests on go to the API server, never to the cache.
+// WithEventRecorder takes a k8s.io/client-go/tools/events recorder
+// (mgr.GetEventRecorder with controller-runtime v0.23 and later).
+func ExampleNew() {
+	var mgr ctrl.Manager
+	var recorder initlock.EventRecorder
+	if mgr == nil {
+		return
+	}
+	_ = initlock.New(mgr.GetClient(),
+		initlock.WithAPIReader(mgr.GetAPIReader()),
+		initlock.WithEventRecorder(recorder))
+}
+
+// Once the control plane is initialised the lock has done its job, whoever
+// holds it: the join path releases it with AnyHolder.
+func ExampleAnyHolder() {
+	var locker *initlock.Locker
+	var cluster *unstructured.Unstructured
+	if locker == nil {
+		return
+	}
+	if err := locker.Unlock(context.Background(), cluster, nil, initlock.AnyHolder()); err != nil {
+		fmt.Println(err)
+	}
+}
+
+// LockName is the lock's ConfigMap name; it fails before any API call for a
+// cluster name no lock can carry.
+func ExampleLockName() {
+	name, err := initlock.LockName("prod-eu")
+	fmt.Println(name, err)
+	_, err = initlock.LockName("Not_A_Name")
+	fmt.Println(errors.Is(err, initlock.ErrInvalidName))
+	// Output:
+	// prod-eu-lock <nil>
+	// true
+}
+
+// An *Error names the object and the way out; errors.Is finds the sentinel.
+func ExampleError() {
+	var err error = &initlock.Error{Namespace: "capi", Name: "c1-lock", Kind: "configmap",
+		Err: initlock.ErrNotALock, Detail: "it is not an init lock; refusing to touch it"}
+	var e *initlock.Error
+	fmt.Println(errors.As(err, &e), e.Name, errors.Is(err, initlock.ErrNotALock))
+	// Output: true c1-lock true
+}
+
+func generateInitData(*unstructured.Unstructured) error { return nil }
