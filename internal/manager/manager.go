@@ -87,10 +87,10 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 			Protect:          opts.Protect,
 			FailedInitSettle: opts.FailedInitSettle,
 			HeldRecheck:      opts.HeldRecheck,
+			OrphanSettle:     opts.OrphanSettle,
 		},
-		OrphanSettle: opts.OrphanSettle,
-		Clock:        clk,
-		WatchFilter:  opts.WatchFilter,
+		Clock:       clk,
+		WatchFilter: opts.WatchFilter,
 	}
 	if err := r.SetupWithManager(mgr, opts.Concurrency); err != nil {
 		return nil, fmt.Errorf("setting up the lock controller: %w", err)

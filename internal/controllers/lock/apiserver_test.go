@@ -89,13 +89,12 @@ func newFixture(t *testing.T) *fixture {
 		events:  &recorder{},
 	}
 	f.r = &Reconciler{
-		Client:       c,
-		APIReader:    c,
-		Recorder:     f.events,
-		CAPIVersion:  capi.V1Beta2,
-		Policy:       engine.Policy{ReleaseAfterInit: true, OrphanGrace: grace},
-		OrphanSettle: settle,
-		Clock:        f.clock,
+		Client:      c,
+		APIReader:   c,
+		Recorder:    f.events,
+		CAPIVersion: capi.V1Beta2,
+		Policy:      engine.Policy{ReleaseAfterInit: true, OrphanGrace: grace, OrphanSettle: settle},
+		Clock:       f.clock,
 	}
 	return f
 }

@@ -20,8 +20,11 @@
 //     the grace period recorded on the lock (so restarts do not reset it),
 //     after a live read has confirmed that its holder Machine is gone.
 //     The absence is recorded only after the lock has been seen orphaned for
-//     OrphanSettle in memory, which spares a write per lock when a restore
-//     brings ConfigMaps back before their Clusters.
+//     Policy.OrphanSettle: the reconciler remembers since when
+//     (engine.Observation.AbsentSince) and engine.Decide waits, which spares
+//     a write per lock when a restore brings ConfigMaps back before their
+//     Clusters. The pause, too, is engine.Decide's: the reconciler makes no
+//     decision of its own.
 //   - A holder Machine the cache does not know is confirmed absent by a live
 //     read before any write that depends on it.
 //

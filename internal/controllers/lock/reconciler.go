@@ -76,9 +76,6 @@ type Reconciler struct {
 	CAPIVersion string
 	// Policy is passed to engine.Decide.
 	Policy engine.Policy
-	// OrphanSettle is how long a lock must be seen without its Cluster
-	// before the absence is recorded on it.
-	OrphanSettle time.Duration
 	// Clock gives the time of decisions; nil is the real clock.
 	Clock clock.PassiveClock
 	// WatchFilter, when set, limits the reconciler to the locks of Clusters
@@ -92,62 +89,11 @@ type Reconciler struct {
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
 
-// memo is what the reconciler remembers about one Cluster between
-// reconciles. It is an optimisation and a spam filter only: losing it (a
-// restart) costs at most one read, one repeated warning or a longer orphan
-// grace, never a wrong write.
-type memo struct {
-	// writtenFrom is the lock (UID and resourceVersion) the last write was
-	// made from; while the cache still shows it, the write is not visible
-	// yet and deciding again would repeat it.
-	writtenFrom objectVersion
-	// orphanUID and orphanSince: since when this lock has been seen
-	// without its Cluster.
-	orphanUID   types.UID
-	orphanSince time.Time
-	// warned is the last warning emitted: reason and object version.
-	warned string
-	// checked is the Cluster UID and generation for which a live read
-	// found no ConfigMap with the lock's name.
-	checked string
-	// heldBack is the UID of the lock whose held-back delete was reported,
-	// conflict the pair of Machines whose conflict was.
-	heldBack types.UID
-	conflict string
-}
-
-type objectVersion struct {
-	uid             types.UID
-	resourceVersion string
-}
-
 func (r *Reconciler) now() time.Time {
 	if r.Clock == nil {
 		return time.Now()
 	}
 	return r.Clock.Now()
-}
-
-// memoFor returns the memo of a Cluster, creating it.
-func (r *Reconciler) memoFor(key types.NamespacedName) *memo {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.memos == nil {
-		r.memos = map[types.NamespacedName]*memo{}
-	}
-	m, ok := r.memos[key]
-	if !ok {
-		m = &memo{}
-		r.memos[key] = m
-	}
-	return m
-}
-
-func (r *Reconciler) forget(key types.NamespacedName) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.memos, key)
-	r.states.set(key, "")
 }
 
 // The manager reads and patches locks, deletes them with preconditions, and
@@ -192,9 +138,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	m := r.memoFor(req.NamespacedName)
 	clusterObj := clusterObject(req.NamespacedName, r.CAPIVersion, obs.Cluster)
 
-	if obs.Cluster != nil && obs.Cluster.Paused {
-		// Restores and moves bring objects back in any order: decide
-		// nothing until the Cluster is unpaused.
+	r.noteAbsence(m, &obs)
+	d := engine.Decide(obs, r.Policy, r.now())
+	if d.Wait == engine.WaitPaused {
 		log.V(4).Info("Cluster is paused; leaving its lock alone")
 		return ctrl.Result{}, nil
 	}
@@ -227,13 +173,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			}
 		}
 		live = true
+		r.noteAbsence(m, &obs)
+		d = engine.Decide(obs, r.Policy, r.now())
 	}
 	if !live && m.writtenFrom == (objectVersion{cm.UID, cm.ResourceVersion}) {
 		log.V(4).Info("Waiting for the cache to show the last write", "lock", klog.KObj(cm))
 		return ctrl.Result{RequeueAfter: cacheLagRetry}, nil
 	}
 
-	d := engine.Decide(obs, r.Policy, r.now())
 	r.states.set(req.NamespacedName, d.Verdict)
 	log = log.WithValues("lock", klog.KObj(cm), "verdict", d.Verdict, "action", d.Action)
 
@@ -267,14 +214,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		m.warned = ""
 	}
 
-	if d.Verdict != engine.VerdictOrphan {
-		m.orphanUID, m.orphanSince = "", time.Time{}
-	}
-	if d.Action == engine.ActionMarkOrphan {
-		if wait := r.settle(m, cm); wait > 0 {
-			log.V(4).Info("Lock's Cluster is absent; waiting before recording it", "after", wait)
-			return ctrl.Result{RequeueAfter: wait}, nil
-		}
+	if d.Wait == engine.WaitSettle {
+		log.V(4).Info("Lock's Cluster is absent; waiting before recording it", "after", d.RequeueAfter)
+		return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
 	}
 	if d.Wait == engine.WaitHeld && m.heldBack != cm.UID {
 		// Once per lock: its delete is held back by the finalizer.
@@ -347,130 +289,4 @@ func (r *Reconciler) getLockLive(ctx context.Context, key types.NamespacedName) 
 		return nil, fmt.Errorf("reading configmap %s: %w", key, err)
 	}
 	return cm, nil
-}
-
-// needsLiveCheck tells whether to look for an unlabelled ConfigMap with the
-// lock's name: only for a Cluster whose lock still matters (it exists, is
-// not deleting and not initialised), once per UID and generation.
-func (r *Reconciler) needsLiveCheck(m *memo, cl *engine.Cluster) bool {
-	if cl == nil || cl.Deleting || cl.Initialized {
-		return false
-	}
-	return m.checked != checkKey(cl)
-}
-
-func checkKey(cl *engine.Cluster) string {
-	return fmt.Sprintf("%s/%d", cl.UID, cl.Generation)
-}
-
-// settle returns how much longer the lock must be seen without its Cluster
-// before the absence is recorded; zero when it may be recorded now.
-func (r *Reconciler) settle(m *memo, cm *corev1.ConfigMap) time.Duration {
-	now := r.now()
-	if m.orphanUID != cm.UID {
-		m.orphanUID, m.orphanSince = cm.UID, now
-	}
-	if left := m.orphanSince.Add(r.OrphanSettle).Sub(now); left > 0 {
-		return left
-	}
-	return 0
-}
-
-// warn emits a Warning event once per reason and resourceVersion of the
-// offending ConfigMap.
-func (r *Reconciler) warn(m *memo, clusterObj *unstructured.Unstructured, cm *corev1.ConfigMap, reason string, problem error) {
-	key := reason + "/" + string(cm.UID) + "/" + cm.ResourceVersion
-	if m.warned == key {
-		return
-	}
-	m.warned = key
-	warningsTotal.WithLabelValues(reason).Inc()
-	var regarding, related runtime.Object = cm, nil
-	if clusterObj != nil {
-		regarding, related = clusterObj, cm
-	}
-	switch reason {
-	case ReasonForeignConfigMap:
-		r.event(regarding, related, corev1.EventTypeWarning, reason, "Inspect",
-			"ConfigMap %s has the name of the cluster's init lock but is not a lock (%v); it is left untouched: rename or remove it", cm.Name, problem)
-	case ReasonLockConflict:
-		r.event(regarding, related, corev1.EventTypeWarning, reason, "Inspect",
-			"Init lock %s is in conflict (%v): no Machine is granted it until one of them is gone or the control plane is initialised; "+
-				"once you know which Machine runs kubeadm init, if any, release it with kubectl initlock release", cm.Name, problem)
-	default:
-		r.event(regarding, related, corev1.EventTypeWarning, reason, "Inspect",
-			"Init lock %s cannot be read (%v); it is left untouched: repair it or release it with kubectl initlock", cm.Name, problem)
-	}
-}
-
-// record updates the metrics and emits the event of a successful write.
-func (r *Reconciler) record(clusterObj *unstructured.Unstructured, cm *corev1.ConfigMap, obs engine.Observation, d engine.Decision, now time.Time) {
-	held := func() {
-		start := cm.CreationTimestamp.Time
-		if at := obs.Lock.Record.AcquiredAt; at != nil {
-			start = *at
-		}
-		if !start.IsZero() && now.After(start) {
-			holdDuration.Observe(now.Sub(start).Seconds())
-		}
-	}
-	switch d.Action {
-	case engine.ActionAdopt:
-		adoptionsTotal.Inc()
-		r.event(clusterObj, cm, corev1.EventTypeNormal, ReasonLockAdopted, "Adopt",
-			"Init lock %s, held by Machine %s, is owned by this Cluster (UID %s) again", cm.Name, d.Holder, obs.Cluster.UID)
-	case engine.ActionRelease:
-		releasesTotal.WithLabelValues(d.Reason).Inc()
-		held()
-		r.event(clusterObj, cm, corev1.EventTypeNormal, ReasonLockReleased, "Release",
-			"Init lock %s, held by Machine %s, was released (%s)", cm.Name, d.Holder, d.Reason)
-	case engine.ActionMarkOrphan:
-		absenceMarksTotal.Inc()
-	case engine.ActionProtect:
-		protectionsTotal.WithLabelValues("protect").Inc()
-		if d.Owner != engine.OwnerOK || obs.Lock.ClusterAbsentSince != nil || obs.Lock.StaleMark {
-			// The same patch adopted it.
-			adoptionsTotal.Inc()
-			r.event(clusterObj, cm, corev1.EventTypeNormal, ReasonLockAdopted, "Adopt",
-				"Init lock %s, held by Machine %s, is owned by this Cluster (UID %s) again, and protected by finalizer %s", cm.Name, d.Holder, obs.Cluster.UID, engine.HeldFinalizer)
-			return
-		}
-		r.event(clusterObj, cm, corev1.EventTypeNormal, ReasonLockProtected, "Protect",
-			"Init lock %s, held by Machine %s, is protected by finalizer %s until the control plane is initialised or its holder is gone", cm.Name, d.Holder, engine.HeldFinalizer)
-	case engine.ActionUnprotect:
-		protectionsTotal.WithLabelValues("unprotect").Inc()
-		regarding, related := about(clusterObj, cm)
-		r.event(regarding, related, corev1.EventTypeNormal, ReasonLockUnprotected, "Protect",
-			"Finalizer %s removed from init lock %s (%s)", engine.HeldFinalizer, cm.Name, d.Reason)
-	case engine.ActionDisarm:
-		protectionsTotal.WithLabelValues("disarm").Inc()
-		r.event(clusterObj, cm, corev1.EventTypeWarning, ReasonLockDisarmed, "Protect",
-			"Init lock %s was released by its provider after Machine %s failed to get its init data (%s); no Machine takes it for now, and it goes in %s unless %s gets its data",
-			cm.Name, obs.Lock.Record.MachineName, obs.HolderBootstrap.Reason, r.Policy.FailedInitSettle, obs.Lock.Record.MachineName)
-	case engine.ActionRearm:
-		protectionsTotal.WithLabelValues("rearm").Inc()
-		r.event(clusterObj, cm, corev1.EventTypeWarning, ReasonLockRearmed, "Protect",
-			"Init lock %s is given back to Machine %s, which got its init data after its provider released the lock", cm.Name, obs.Lock.Disarmed.Holder)
-	case engine.ActionCollect:
-		orphansCollectedTotal.Inc()
-		held()
-		r.event(cm, nil, corev1.EventTypeNormal, ReasonOrphanLockCollected, "Collect",
-			"Orphan init lock %s was deleted: its Cluster was absent for the grace period of %s and its holder Machine %s does not exist", cm.Name, r.Policy.OrphanGrace, d.Holder)
-	}
-}
-
-// about is what an event about lock cm regards: its Cluster, with the lock
-// as related object, or the lock itself when the Cluster does not exist.
-func about(clusterObj *unstructured.Unstructured, cm *corev1.ConfigMap) (regarding, related runtime.Object) {
-	if clusterObj == nil {
-		return cm, nil
-	}
-	return clusterObj, cm
-}
-
-func (r *Reconciler) event(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
-	if r.Recorder == nil || regarding == nil {
-		return
-	}
-	r.Recorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
 }

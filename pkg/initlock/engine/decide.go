@@ -221,6 +221,11 @@ type Observation struct {
 	// have been applied unseen, or may still be applied (its answer was
 	// lost, or it timed out).
 	ClaimUncertain bool
+	// AbsentSince is since when the keeper has seen this lock (by its UID)
+	// without its Cluster, by its own watch; nil when it has not. The
+	// manager keeps it in memory, so a restart starts it again: that only
+	// delays the orphan's mark (Policy.OrphanSettle).
+	AbsentSince *time.Time
 	// HeldBefore tells that the lock named the caller when this call first
 	// read it, before the call wrote it (an upstream lock of the caller's,
 	// or its own from an earlier call): a lock this call wrote since is
@@ -239,6 +244,11 @@ type Policy struct {
 	// Protect puts HeldFinalizer on every lock held by an existing Machine
 	// of an uninitialised Cluster, and lets it go only when safe.
 	Protect bool
+	// OrphanSettle is how long a keeper must have seen a lock without its
+	// Cluster (Observation.AbsentSince) before it records the absence on
+	// the lock (ActionMarkOrphan): a restore that brings the Cluster back
+	// within it costs no write. Zero records it at once.
+	OrphanSettle time.Duration
 	// FailedInitSettle is how long a held lock being deleted stays
 	// disarmed, its holder's bootstrap failed, before it goes (zero: it
 	// stays until the holder is gone or an operator releases it).
@@ -248,7 +258,9 @@ type Policy struct {
 	HeldRecheck time.Duration
 }
 
-// DefaultPolicy is the manager's default policy.
+// DefaultPolicy is the manager's default policy, less OrphanSettle, which
+// the manager sets (--orphan-settle): a one-shot repair has no watch to
+// settle.
 var DefaultPolicy = Policy{ReleaseAfterInit: true, OrphanGrace: 10 * time.Minute, Protect: true,
 	FailedInitSettle: 2 * time.Minute, HeldRecheck: 30 * time.Second}
 

@@ -27,6 +27,12 @@ const (
 // and protected, release them after init and collect orphans. They never
 // write the grant register and never create a lock.
 func decideKeeper(o Observation, p Policy, now time.Time, d Decision) Decision {
+	if o.Cluster != nil && o.Cluster.Paused {
+		// Restores and moves bring objects back in any order: nothing is
+		// decided until the Cluster is unpaused.
+		d.Err, d.Wait = ErrClusterPaused, WaitPaused
+		return d
+	}
 	if o.Lock == nil {
 		switch {
 		case grantOf(o) == grantDamaged:
@@ -40,10 +46,6 @@ func decideKeeper(o Observation, p Policy, now time.Time, d Decision) Decision {
 		d.Err, d.Wait = o.Lock.Problem, WaitPerson
 		return d
 	}
-	if o.Cluster != nil && o.Cluster.Paused {
-		d.Err, d.Wait = ErrClusterPaused, WaitPaused
-		return d
-	}
 	if o.Lock.Deleting {
 		return decideDeleting(o, p, now, d)
 	}
@@ -53,6 +55,10 @@ func decideKeeper(o Observation, p Policy, now time.Time, d Decision) Decision {
 		d.Reason = ReasonOrphan
 		since := lk.ClusterAbsentSince
 		if since == nil {
+			if until, wait := settled(o, p, now); wait {
+				d.RequeueAfter, d.Wait, d.WaitUntil = until.Sub(now), WaitSettle, until
+				return d
+			}
 			d.Action, d.RequeueAfter = ActionMarkOrphan, p.OrphanGrace
 			return d
 		}
@@ -104,6 +110,21 @@ func decideKeeper(o Observation, p Policy, now time.Time, d Decision) Decision {
 		d.Wait = WaitTakeOver
 	}
 	return d
+}
+
+// settled returns when the lock's absence may be recorded, and whether
+// that is still to come: Policy.OrphanSettle after the keeper first saw
+// the lock without its Cluster (from now, when it has not yet).
+func settled(o Observation, p Policy, now time.Time) (time.Time, bool) {
+	if p.OrphanSettle <= 0 {
+		return now, false
+	}
+	first := now
+	if o.AbsentSince != nil {
+		first = *o.AbsentSince
+	}
+	until := first.Add(p.OrphanSettle)
+	return until, until.After(now)
 }
 
 // heldByHolder tells whether the lock names an existing Machine.

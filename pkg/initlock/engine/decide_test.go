@@ -465,6 +465,21 @@ var decideRows = []struct {
 	{"keeper: orphan without mark is marked",
 		engine.Observation{Lock: upstreamLock("m1", ownerRef("c1", "old-uid"))},
 		nil, want{verdict: engine.VerdictOrphan, action: engine.ActionMarkOrphan, holder: "m1", requeue: 10 * time.Minute}},
+	{"keeper: orphan first seen now, with a settle time: waits for it, no write",
+		engine.Observation{Lock: upstreamLock("m1", ownerRef("c1", "old-uid"))},
+		&settlePolicy, want{verdict: engine.VerdictOrphan, action: engine.ActionNone, holder: "m1", requeue: 30 * time.Second, wait: engine.WaitSettle}},
+	{"keeper: orphan seen absent for part of the settle time: waits for the rest",
+		engine.Observation{Lock: upstreamLock("m1", ownerRef("c1", "old-uid")), AbsentSince: ptr(t0.Add(-20 * time.Second))},
+		&settlePolicy, want{verdict: engine.VerdictOrphan, action: engine.ActionNone, holder: "m1", requeue: 10 * time.Second, wait: engine.WaitSettle}},
+	{"keeper: orphan seen absent for the settle time: marked",
+		engine.Observation{Lock: upstreamLock("m1", ownerRef("c1", "old-uid")), AbsentSince: ptr(t0.Add(-30 * time.Second))},
+		&settlePolicy, want{verdict: engine.VerdictOrphan, action: engine.ActionMarkOrphan, holder: "m1", requeue: 10 * time.Minute}},
+	{"keeper: paused cluster without a lock: nothing decided",
+		engine.Observation{Cluster: cluster(paused, grantTo("m1", "t1")), Granted: machine("m1")},
+		nil, want{verdict: engine.VerdictLost, action: engine.ActionNone, holder: "m1", err: engine.ErrClusterPaused, wait: engine.WaitPaused}},
+	{"keeper: paused cluster with a corrupt lock: nothing decided, no warning yet",
+		engine.Observation{Lock: &engine.Lock{Name: "c1-lock", Problem: engine.ErrCorruptLock}, Cluster: cluster(paused)},
+		nil, want{verdict: engine.VerdictCorrupt, action: engine.ActionNone, err: engine.ErrClusterPaused, wait: engine.WaitPaused}},
 	{"keeper: orphan within grace waits",
 		engine.Observation{Lock: withMark(upstreamLock("m1"), t0.Add(-4*time.Minute))},
 		nil, want{verdict: engine.VerdictOrphan, action: engine.ActionNone, holder: "m1", requeue: 6 * time.Minute, wait: engine.WaitGrace}},
@@ -516,3 +531,11 @@ func TestDecide(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// settlePolicy is the manager's: an orphan's absence is recorded once it
+// has been seen for 30 s.
+var settlePolicy = func() engine.Policy {
+	p := engine.DefaultPolicy
+	p.OrphanSettle = 30 * time.Second
+	return p
+}()

@@ -1,0 +1,90 @@
+package lock
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/initlock/initlock/pkg/initlock/engine"
+)
+
+// memo is what the reconciler remembers about one Cluster between
+// reconciles. It is an optimisation and a spam filter only: losing it (a
+// restart) costs at most one read, one repeated warning or a longer orphan
+// grace, never a wrong write.
+type memo struct {
+	// writtenFrom is the lock (UID and resourceVersion) the last write was
+	// made from; while the cache still shows it, the write is not visible
+	// yet and deciding again would repeat it.
+	writtenFrom objectVersion
+	// orphanUID and orphanSince: since when this lock has been seen
+	// without its Cluster.
+	orphanUID   types.UID
+	orphanSince time.Time
+	// warned is the last warning emitted: reason and object version.
+	warned string
+	// checked is the Cluster UID and generation for which a live read
+	// found no ConfigMap with the lock's name.
+	checked string
+	// heldBack is the UID of the lock whose held-back delete was reported,
+	// conflict the pair of Machines whose conflict was.
+	heldBack types.UID
+	conflict string
+}
+
+type objectVersion struct {
+	uid             types.UID
+	resourceVersion string
+}
+
+// memoFor returns the memo of a Cluster, creating it.
+func (r *Reconciler) memoFor(key types.NamespacedName) *memo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.memos == nil {
+		r.memos = map[types.NamespacedName]*memo{}
+	}
+	m, ok := r.memos[key]
+	if !ok {
+		m = &memo{}
+		r.memos[key] = m
+	}
+	return m
+}
+
+func (r *Reconciler) forget(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.memos, key)
+	r.states.set(key, "")
+}
+
+// needsLiveCheck tells whether to look for an unlabelled ConfigMap with the
+// lock's name: only for a Cluster whose lock still matters (it exists, is
+// not deleting and not initialised), once per UID and generation.
+func (r *Reconciler) needsLiveCheck(m *memo, cl *engine.Cluster) bool {
+	if cl == nil || cl.Deleting || cl.Initialized {
+		return false
+	}
+	return m.checked != checkKey(cl)
+}
+
+func checkKey(cl *engine.Cluster) string {
+	return fmt.Sprintf("%s/%d", cl.UID, cl.Generation)
+}
+
+// noteAbsence gives the observation since when this reconciler has seen
+// the lock without its Cluster (engine.Observation.AbsentSince), and
+// forgets it once the Cluster is seen again.
+func (r *Reconciler) noteAbsence(m *memo, obs *engine.Observation) {
+	if obs.Cluster != nil || obs.Lock == nil || obs.Lock.Problem != nil {
+		m.orphanUID, m.orphanSince = "", time.Time{}
+		return
+	}
+	if m.orphanUID != obs.Lock.UID {
+		m.orphanUID, m.orphanSince = obs.Lock.UID, r.now()
+	}
+	since := m.orphanSince
+	obs.AbsentSince = &since
+}
