@@ -112,129 +112,171 @@ func (r *Reconciler) now() time.Time {
 // lock is adopted for, or released on behalf of, a Cluster that the cache
 // still shows but that was deleted, created again or paused since.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx)
+	t, done, res, err := r.observe(ctx, req)
+	if done || err != nil {
+		return res, err
+	}
+	d := engine.Decide(t.obs, r.Policy, r.now())
+	if d.Wait == engine.WaitPaused {
+		ctrl.LoggerFrom(ctx).V(4).Info("Cluster is paused; leaving its lock alone")
+		return ctrl.Result{}, nil
+	}
+	if t.cm == nil {
+		// No lock in the cache: look for one the cache cannot show.
+		if done, res, err := r.lookLive(ctx, &t); done || err != nil {
+			return res, err
+		}
+		d = engine.Decide(t.obs, r.Policy, r.now())
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("lock", klog.KObj(t.cm), "verdict", d.Verdict, "action", d.Action)
+	ctx = ctrl.LoggerInto(ctx, log)
+	if !t.live && t.m.writtenFrom == (objectVersion{t.cm.UID, t.cm.ResourceVersion}) {
+		log.V(4).Info("Waiting for the cache to show the last write")
+		return ctrl.Result{RequeueAfter: cacheLagRetry}, nil
+	}
+	r.states.set(req.NamespacedName, d.Verdict)
+	if res, stop, err := r.report(ctx, t, d); stop || err != nil {
+		return res, err
+	}
+	if d.Action == engine.ActionNone {
+		log.V(4).Info("Nothing to write", "wait", d.Wait, "after", d.RequeueAfter)
+		return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
+	}
+	return r.write(ctx, t, d)
+}
+
+// target is what one reconcile looks at: the Cluster's name, the lock's
+// key, what was read and the memo of the Cluster.
+type target struct {
+	req     ctrl.Request
+	lockKey types.NamespacedName
+	query   engine.Query
+	obs     engine.Observation
+	cm      *corev1.ConfigMap
+	// live tells that the lock was read from the API server, not the cache.
+	live       bool
+	m          *memo
+	clusterObj *unstructured.Unstructured
+}
+
+// observe reads, from the cache, what the decision on req's lock needs.
+// done is true when there is nothing to decide on.
+func (r *Reconciler) observe(ctx context.Context, req ctrl.Request) (t target, done bool, res ctrl.Result, err error) {
 	lockName, err := initlock.LockName(req.Name)
 	if err != nil {
 		// No valid ConfigMap can be this Cluster's lock.
-		log.V(4).Info("Cluster name cannot name a lock", "reason", err.Error())
-		return ctrl.Result{}, nil
+		ctrl.LoggerFrom(ctx).V(4).Info("Cluster name cannot name a lock", "reason", err.Error())
+		return t, true, ctrl.Result{}, nil
 	}
-	lockKey := types.NamespacedName{Namespace: req.Namespace, Name: lockName}
+	t = target{req: req, lockKey: types.NamespacedName{Namespace: req.Namespace, Name: lockName},
+		query: engine.Query{Namespace: req.Namespace, ClusterName: req.Name, APIVersion: capi.Group + "/" + r.CAPIVersion}}
 	src := engine.From(r.Client)
 	src.Bootstrap = r.APIReader
-	query := engine.Query{Namespace: req.Namespace, ClusterName: req.Name, APIVersion: capi.Group + "/" + r.CAPIVersion}
-	obs, cm, err := engine.Read(ctx, src, query)
-	if err != nil {
-		return ctrl.Result{}, err
+	if t.obs, t.cm, err = engine.Read(ctx, src, t.query); err != nil {
+		return t, true, ctrl.Result{}, err
 	}
-	inScope, err := r.inScope(ctx, req.NamespacedName, obs.Cluster != nil, cm)
+	inScope, err := r.inScope(ctx, req.NamespacedName, t.obs.Cluster != nil, t.cm)
 	if err != nil {
-		return ctrl.Result{}, err
+		return t, true, ctrl.Result{}, err
 	}
-	if (obs.Cluster == nil && cm == nil) || !inScope {
+	if (t.obs.Cluster == nil && t.cm == nil) || !inScope {
 		r.forget(req.NamespacedName)
-		return ctrl.Result{}, nil
+		return t, true, ctrl.Result{}, nil
 	}
-	m := r.memoFor(req.NamespacedName)
-	clusterObj := clusterObject(req.NamespacedName, r.CAPIVersion, obs.Cluster)
+	t.m = r.memoFor(req.NamespacedName)
+	t.clusterObj = clusterObject(req.NamespacedName, r.CAPIVersion, t.obs.Cluster)
+	r.noteAbsence(t.m, &t.obs)
+	return t, false, ctrl.Result{}, nil
+}
 
-	r.noteAbsence(m, &obs)
-	d := engine.Decide(obs, r.Policy, r.now())
-	if d.Wait == engine.WaitPaused {
-		log.V(4).Info("Cluster is paused; leaving its lock alone")
-		return ctrl.Result{}, nil
+// lookLive looks for a ConfigMap with the lock's name that the cache does
+// not show (unlabelled, or just created), once per Cluster UID and
+// generation; a lock found is observed whole, live, so that it is
+// protected now, not at the next reconcile. done is true when there is
+// none.
+func (r *Reconciler) lookLive(ctx context.Context, t *target) (done bool, res ctrl.Result, err error) {
+	if !r.needsLiveCheck(t.m, t.obs.Cluster) {
+		r.states.set(t.req.NamespacedName, "")
+		return true, ctrl.Result{}, nil
 	}
-
-	live := false
+	cm, err := r.getLockLive(ctx, t.lockKey)
+	if err != nil {
+		return true, ctrl.Result{}, err
+	}
 	if cm == nil {
-		if !r.needsLiveCheck(m, obs.Cluster) {
-			r.states.set(req.NamespacedName, "")
-			return ctrl.Result{}, nil
-		}
-		if cm, err = r.getLockLive(ctx, lockKey); err != nil {
-			return ctrl.Result{}, err
-		}
-		if cm == nil {
-			m.checked = checkKey(obs.Cluster)
-			r.states.set(req.NamespacedName, "")
-			return ctrl.Result{}, nil
-		}
-		if obs.Lock = engine.ObserveLock(cm, req.Name); obs.Lock.Problem == nil {
-			// A lock the cache does not show yet (just created): observe it
-			// whole, live, so that it is protected now, not at the next
-			// reconcile.
-			liveSrc := engine.From(r.APIReader)
-			liveSrc.Bootstrap = r.APIReader
-			if obs, cm, err = engine.Read(ctx, liveSrc, query); err != nil {
-				return ctrl.Result{}, err
-			}
-			if cm == nil {
-				return ctrl.Result{RequeueAfter: conflictRetry}, nil // gone meanwhile
-			}
-		}
-		live = true
-		r.noteAbsence(m, &obs)
-		d = engine.Decide(obs, r.Policy, r.now())
+		t.m.checked = checkKey(t.obs.Cluster)
+		r.states.set(t.req.NamespacedName, "")
+		return true, ctrl.Result{}, nil
 	}
-	if !live && m.writtenFrom == (objectVersion{cm.UID, cm.ResourceVersion}) {
-		log.V(4).Info("Waiting for the cache to show the last write", "lock", klog.KObj(cm))
-		return ctrl.Result{RequeueAfter: cacheLagRetry}, nil
+	t.cm, t.live = cm, true
+	if t.obs.Lock = engine.ObserveLock(cm, t.req.Name); t.obs.Lock.Problem == nil {
+		liveSrc := engine.From(r.APIReader)
+		liveSrc.Bootstrap = r.APIReader
+		if t.obs, t.cm, err = engine.Read(ctx, liveSrc, t.query); err != nil {
+			return true, ctrl.Result{}, err
+		}
+		if t.cm == nil {
+			return true, ctrl.Result{RequeueAfter: conflictRetry}, nil // gone meanwhile
+		}
 	}
+	r.noteAbsence(t.m, &t.obs)
+	return false, ctrl.Result{}, nil
+}
 
-	r.states.set(req.NamespacedName, d.Verdict)
-	log = log.WithValues("lock", klog.KObj(cm), "verdict", d.Verdict, "action", d.Action)
-
+// report tells people what only they can resolve (a ConfigMap in the
+// lock's way, a corrupt lock, a conflict, a delete held back), once each.
+// stop is true when the reconcile ends there.
+func (r *Reconciler) report(ctx context.Context, t target, d engine.Decision) (res ctrl.Result, stop bool, err error) {
+	log, m, cm := ctrl.LoggerFrom(ctx), t.m, t.cm
 	switch {
 	case errors.Is(d.Err, initlock.ErrNotALock):
-		r.warn(m, clusterObj, cm, ReasonForeignConfigMap, d.Err)
+		r.warn(m, t.clusterObj, cm, ReasonForeignConfigMap, d.Err)
 		log.V(2).Info("ConfigMap is not a lock; leaving it alone", "reason", d.Err.Error())
-		if live {
-			return ctrl.Result{RequeueAfter: foreignRecheck}, nil
+		if t.live {
+			return ctrl.Result{RequeueAfter: foreignRecheck}, true, nil
 		}
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, true, nil
 	case errors.Is(d.Err, initlock.ErrCorruptLock):
-		r.warn(m, clusterObj, cm, ReasonCorruptLock, d.Err)
+		r.warn(m, t.clusterObj, cm, ReasonCorruptLock, d.Err)
 		log.V(2).Info("Lock is corrupt; leaving it for a human", "reason", d.Err.Error())
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, true, nil
 	case errors.Is(d.Err, initlock.ErrClusterPaused):
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, true, nil
 	case d.Err != nil:
-		return ctrl.Result{}, fmt.Errorf("deciding on lock %s: %w", lockKey, d.Err)
+		return ctrl.Result{}, true, fmt.Errorf("deciding on lock %s: %w", t.lockKey, d.Err)
 	}
 	if d.Verdict == engine.VerdictConflict {
 		// Only a person can resolve it: say so once per pair of Machines.
-		pair := obs.Lock.Record.MachineName + "/" + obs.Cluster.Grant.MachineName
-		if m.conflict != pair {
-			m.conflict = pair
-			r.warn(m, clusterObj, cm, ReasonLockConflict, fmt.Errorf("the lock names machine %s, the Cluster's grant register machine %s",
-				obs.Lock.Record.MachineName, obs.Cluster.Grant.MachineName))
+		lk, g := t.obs.Lock.Record.MachineName, t.obs.Cluster.Grant.MachineName
+		if m.conflict != lk+"/"+g {
+			m.conflict = lk + "/" + g
+			r.warn(m, t.clusterObj, cm, ReasonLockConflict, fmt.Errorf("the lock names machine %s, the Cluster's grant register machine %s", lk, g))
 		}
 	} else {
 		m.conflict = ""
 		m.warned = ""
 	}
-
-	if d.Wait == engine.WaitSettle {
-		log.V(4).Info("Lock's Cluster is absent; waiting before recording it", "after", d.RequeueAfter)
-		return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
-	}
 	if d.Wait == engine.WaitHeld && m.heldBack != cm.UID {
 		// Once per lock: its delete is held back by the finalizer.
 		m.heldBack = cm.UID
 		deletesHeldTotal.Inc()
-		regarding, related := about(clusterObj, cm)
+		regarding, related := about(t.clusterObj, cm)
 		r.event(regarding, related, corev1.EventTypeWarning, ReasonLockDeleteHeldBack, "Protect",
 			"Init lock %s is being deleted, but its holder Machine %s exists and the control plane is not initialised: finalizer %s keeps it until the holder is done "+
 				"(initialised, gone, or its bootstrap failed); to let it go now, once no Machine runs kubeadm init: kubectl initlock release %s -n %s --force",
-			cm.Name, d.Holder, engine.HeldFinalizer, req.Name, req.Namespace)
+			cm.Name, d.Holder, engine.HeldFinalizer, t.req.Name, t.req.Namespace)
 	}
-	if d.Action == engine.ActionNone {
-		return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
-	}
+	return ctrl.Result{}, false, nil
+}
 
+// write confirms decision d against the API server and makes its one
+// conditional write.
+func (r *Reconciler) write(ctx context.Context, t target, d engine.Decision) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
 	now := r.now()
 	action := d.Action
-	if obs, d, err = engine.Confirm(ctx, r.APIReader, obs, d, r.Policy, now); err != nil {
+	obs, d, err := engine.Confirm(ctx, r.APIReader, t.obs, d, r.Policy, now)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 	switch {
@@ -247,7 +289,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		log.V(2).Info("The API server does not confirm the decision; waiting for the cache", "confirmed", d.Action)
 		return ctrl.Result{RequeueAfter: cacheLagRetry}, nil
 	}
-	if err := engine.Apply(ctx, r.Client, cm, obs, d, now); err != nil {
+	if err := engine.Apply(ctx, r.Client, t.cm, obs, d, now); err != nil {
 		switch {
 		case apierrors.IsConflict(err):
 			log.V(2).Info("Lock changed since it was read; looking again")
@@ -256,11 +298,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			log.V(2).Info("Lock is gone already")
 			return ctrl.Result{}, nil
 		}
-		return ctrl.Result{}, fmt.Errorf("%s lock %s: %w", d.Action, lockKey, err)
+		return ctrl.Result{}, fmt.Errorf("%s lock %s: %w", d.Action, t.lockKey, err)
 	}
-	m.writtenFrom = objectVersion{cm.UID, cm.ResourceVersion}
+	t.m.writtenFrom = objectVersion{t.cm.UID, t.cm.ResourceVersion}
 	log.Info("Lock written", "holder", d.Holder)
-	r.record(clusterObj, cm, obs, d, now)
+	r.record(t.clusterObj, t.cm, obs, d, now)
 	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
 }
 
