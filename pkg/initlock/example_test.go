@@ -53,6 +53,34 @@ func ExampleNew() {
 		initlock.WithEventRecorder(recorder))
 }
 
+// A Machine refused the lock is told who holds it and when to ask again:
+// a reconcile worker never sleeps inside Lock.
+func ExampleLocker_Lock() {
+	var locker *initlock.Locker
+	var cluster, machine *unstructured.Unstructured
+	if locker == nil {
+		return
+	}
+	res, err := locker.Lock(context.Background(), cluster, machine)
+	if err == nil && !res.Acquired {
+		fmt.Printf("held by %q (%s); asking again in %s\n", res.Holder, res.Verdict, res.RetryAfter)
+	}
+}
+
+// After a failed init the holder releases the lock, so that another
+// Machine can try; a stale machine object is refused (ErrStaleMachine) and
+// releases nothing.
+func ExampleLocker_Unlock() {
+	var locker *initlock.Locker
+	var cluster, machine *unstructured.Unstructured
+	if locker == nil {
+		return
+	}
+	if err := locker.Unlock(context.Background(), cluster, machine); errors.Is(err, initlock.ErrStaleMachine) {
+		fmt.Println("read the Machine again:", err)
+	}
+}
+
 // Once the control plane is initialised the lock has done its job, whoever
 // holds it: the join path releases it with AnyHolder.
 func ExampleAnyHolder() {
