@@ -77,15 +77,16 @@ func (f Faults) String() string {
 	if f.Off() {
 		return "none"
 	}
-	var b strings.Builder
+	var parts []string
 	for _, rf := range requestFaults {
-		fmt.Fprintf(&b, "%s=%.2f ", rf.class, rf.prob(f))
+		p := fmt.Sprintf("%s=%.2f", rf.class, rf.prob(f))
 		if rf.class == faults.LateWrite {
-			fmt.Fprintf(&b, "(<=%s) ", f.MaxLateDelay)
+			p += fmt.Sprintf("(<=%s)", f.MaxLateDelay)
 		}
+		parts = append(parts, p)
 	}
-	fmt.Fprintf(&b, "%s<=%s watch-lag=%s", faults.Latency, f.MaxLatency, f.WatchLag)
-	return b.String()
+	parts = append(parts, fmt.Sprintf("%s<=%s", faults.Latency, f.MaxLatency), fmt.Sprintf("watch-lag=%s", f.WatchLag))
+	return strings.Join(parts, " ")
 }
 
 // FaultStats counts what an Injector did.
