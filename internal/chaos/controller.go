@@ -106,6 +106,9 @@ func (bc *controller) lock(ctx context.Context, k call) (initlock.Result, int, I
 	in := Incarnation{Cluster: c.GetUID(), Machine: m.GetUID()}
 	bc.r.c.LockCall()
 	if k.cutOff > 0 {
+		bc.r.mu.Lock()
+		bc.r.res.CutOff++
+		bc.r.mu.Unlock()
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, k.cutOff, errCutOff)
 		defer cancel()

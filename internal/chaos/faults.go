@@ -7,16 +7,20 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+
+	"github.com/initlock/initlock/internal/kubeenv/faults"
 )
 
 // Faults are the probabilities, each between 0 and 1, of the faults an
-// Injector injects into one request. Watches are never faulted, only
-// delayed (WatchLag).
+// Injector injects into one request, each of a class of the catalogue
+// (internal/kubeenv/faults, listed in requestFaults). Watches are never
+// faulted, only delayed (WatchLag).
 type Faults struct {
 	// Conflict answers a write with 409 Conflict without sending it.
 	Conflict float64
@@ -40,41 +44,79 @@ type Faults struct {
 	WatchLag time.Duration
 }
 
+// requestFault is a fault class an Injector draws for a request: its
+// probability in Faults, and whether only writes meet it.
+type requestFault struct {
+	class  faults.Class
+	field  string
+	writes bool
+	prob   func(Faults) float64
+}
+
+// requestFaults are the faults an Injector draws, in the order drawn; at
+// most one a request.
+var requestFaults = []requestFault{
+	{faults.Conflict, "Conflict", true, func(f Faults) float64 { return f.Conflict }},
+	{faults.ServerError, "ServerError", false, func(f Faults) float64 { return f.ServerError }},
+	{faults.Timeout, "Timeout", false, func(f Faults) float64 { return f.Timeout }},
+	{faults.LostResponse, "LostResponse", false, func(f Faults) float64 { return f.LostResponse }},
+	{faults.LateWrite, "LateWrite", true, func(f Faults) float64 { return f.LateWrite }},
+}
+
 // Off tells whether no fault is injected.
 func (f Faults) Off() bool {
-	return f.Conflict == 0 && f.ServerError == 0 && f.Timeout == 0 && f.LostResponse == 0 && f.LateWrite == 0 &&
-		f.MaxLatency == 0 && f.WatchLag == 0
+	for _, rf := range requestFaults {
+		if rf.prob(f) != 0 {
+			return false
+		}
+	}
+	return f.MaxLatency == 0 && f.WatchLag == 0
 }
 
 func (f Faults) String() string {
 	if f.Off() {
 		return "none"
 	}
-	return fmt.Sprintf("conflict=%.2f 5xx=%.2f timeout=%.2f lost=%.2f late=%.2f(<=%s) latency<=%s watch-lag=%s",
-		f.Conflict, f.ServerError, f.Timeout, f.LostResponse, f.LateWrite, f.MaxLateDelay, f.MaxLatency, f.WatchLag)
+	var parts []string
+	for _, rf := range requestFaults {
+		p := fmt.Sprintf("%s=%.2f", rf.class, rf.prob(f))
+		if rf.class == faults.LateWrite {
+			p += fmt.Sprintf("(<=%s)", f.MaxLateDelay)
+		}
+		parts = append(parts, p)
+	}
+	parts = append(parts, fmt.Sprintf("%s<=%s", faults.Latency, f.MaxLatency), fmt.Sprintf("watch-lag=%s", f.WatchLag))
+	return strings.Join(parts, " ")
 }
 
 // FaultStats counts what an Injector did.
 type FaultStats struct {
-	Requests, Conflicts, ServerErrors, Timeouts, LostResponses int
-	// LateWrites were held and answered with an error; LateApplied of them
-	// the server then accepted (a 2xx), LateRejected it refused.
-	LateWrites, LateApplied, LateRejected int
+	Requests int
+	// ByClass counts the requests each fault class of requestFaults met,
+	// and those delayed (faults.Latency). Of the late writes, held and
+	// answered with an error, LateApplied the server then accepted (a
+	// 2xx), LateRejected it refused.
+	ByClass                   faults.Tally
+	LateApplied, LateRejected int
 	// LaggedWatches were opened with their events delayed.
 	LaggedWatches int
 }
 
-// Injected is the number of faults injected into requests.
+// Injected is the number of faults injected into requests (not counting
+// latency).
 func (s FaultStats) Injected() int {
-	return s.Conflicts + s.ServerErrors + s.Timeouts + s.LostResponses + s.LateWrites
+	n := 0
+	for _, rf := range requestFaults {
+		n += s.ByClass[rf.class]
+	}
+	return n
 }
 
 // Add sums two FaultStats.
 func (s FaultStats) Add(o FaultStats) FaultStats {
-	return FaultStats{s.Requests + o.Requests, s.Conflicts + o.Conflicts, s.ServerErrors + o.ServerErrors,
-		s.Timeouts + o.Timeouts, s.LostResponses + o.LostResponses,
-		s.LateWrites + o.LateWrites, s.LateApplied + o.LateApplied, s.LateRejected + o.LateRejected,
-		s.LaggedWatches + o.LaggedWatches}
+	return FaultStats{Requests: s.Requests + o.Requests, ByClass: s.ByClass.Add(o.ByClass),
+		LateApplied: s.LateApplied + o.LateApplied, LateRejected: s.LateRejected + o.LateRejected,
+		LaggedWatches: s.LaggedWatches + o.LaggedWatches}
 }
 
 // Deletion is a DELETE of a ConfigMap that reached the API server, as an
@@ -123,7 +165,8 @@ var _ http.RoundTripper = (*Injector)(nil)
 // next, with its random choices drawn from seed. onDelete, when not nil, is
 // called for every ConfigMap DELETE that reached the server.
 func NewInjector(name string, next http.RoundTripper, seed uint64, onDelete func(Deletion)) *Injector {
-	in := &Injector{name: name, next: next, rnd: rand.New(rand.NewPCG(seed, 0x5eed)), onDelete: onDelete}
+	in := &Injector{name: name, next: next, rnd: rand.New(rand.NewPCG(seed, 0x5eed)), onDelete: onDelete,
+		stats: FaultStats{ByClass: faults.Tally{}}}
 	in.idle = sync.NewCond(&in.mu)
 	return in
 }
@@ -151,7 +194,9 @@ func (in *Injector) SetFaults(f Faults) {
 func (in *Injector) Stats() FaultStats {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	return in.stats
+	s := in.stats
+	s.ByClass = s.ByClass.Add(nil)
+	return s
 }
 
 type opKey struct{}
@@ -176,20 +221,10 @@ func OpOf(ctx context.Context) (string, bool) {
 	return op, ok
 }
 
-type fault int
-
-const (
-	faultNone fault = iota
-	faultConflict
-	faultServerError
-	faultTimeout
-	faultLost
-	faultLate
-)
-
 // draw is the fate of one request.
 type draw struct {
-	fault fault
+	// fault is the class of requestFaults drawn, "" for none.
+	fault faults.Class
 	// latency is added before anything else; late is how long a held
 	// write waits before it is sent.
 	latency, late time.Duration
@@ -206,48 +241,42 @@ func (in *Injector) decide(req *http.Request) draw {
 	var d draw
 	if f.MaxLatency > 0 {
 		d.latency = time.Duration(in.rnd.Int64N(int64(f.MaxLatency)))
+		if d.latency > 0 {
+			in.stats.ByClass[faults.Latency]++
+		}
 	}
 	d.code = []int{http.StatusInternalServerError, http.StatusServiceUnavailable, http.StatusGatewayTimeout}[in.rnd.IntN(3)]
 	x := in.rnd.Float64()
 	write := req.Method != http.MethodGet && req.Method != http.MethodHead
 	var p float64
-	if write {
-		if p += f.Conflict; x < p {
-			in.stats.Conflicts++
-			d.fault, d.code = faultConflict, http.StatusConflict
-			return d
+	for _, rf := range requestFaults {
+		if rf.writes && !write {
+			continue
+		}
+		if p += rf.prob(f); x < p {
+			d.fault = rf.class
+			break
 		}
 	}
-	if p += f.ServerError; x < p {
-		in.stats.ServerErrors++
-		d.fault = faultServerError
+	switch d.fault {
+	case "":
+		d.code = 0
 		return d
-	}
-	if p += f.Timeout; x < p {
-		in.stats.Timeouts++
-		d.fault, d.code = faultTimeout, 0
-		return d
-	}
-	if p += f.LostResponse; x < p {
-		in.stats.LostResponses++
-		d.fault = faultLost
+	case faults.Conflict:
+		d.code = http.StatusConflict
+	case faults.Timeout:
+		d.code = 0
+	case faults.LostResponse:
 		if in.rnd.IntN(2) == 0 {
 			d.code = 0 // a timeout
 		}
-		return d
-	}
-	if write {
-		if p += f.LateWrite; x < p {
-			in.stats.LateWrites++
-			d.fault = faultLate
-			if in.rnd.IntN(2) == 0 {
-				d.code = 0
-			}
-			d.late = time.Duration(in.rnd.Int64N(int64(f.MaxLateDelay) + 1))
-			return d
+	case faults.LateWrite:
+		if in.rnd.IntN(2) == 0 {
+			d.code = 0
 		}
+		d.late = time.Duration(in.rnd.Int64N(int64(f.MaxLateDelay) + 1))
 	}
-	d.code = 0
+	in.stats.ByClass[d.fault]++
 	return d
 }
 
@@ -265,13 +294,13 @@ func (in *Injector) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	switch d.fault {
-	case faultConflict, faultServerError:
+	case faults.Conflict, faults.ServerError:
 		drain(req)
 		return statusResponse(req, d.code), nil
-	case faultTimeout:
+	case faults.Timeout:
 		drain(req)
 		return nil, timeoutError(req)
-	case faultLate:
+	case faults.LateWrite:
 		if err := in.hold(req, d.late); err != nil {
 			return nil, err
 		}
@@ -289,9 +318,9 @@ func (in *Injector) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := in.next.RoundTrip(req)
 	if isCMDelete && err == nil {
-		resp = in.reportDelete(req, deleteBody, resp, d.fault == faultLost)
+		resp = in.reportDelete(req, deleteBody, resp, d.fault == faults.LostResponse)
 	}
-	if d.fault != faultLost {
+	if d.fault != faults.LostResponse {
 		return resp, err
 	}
 	if err == nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/initlock/initlock/internal/chaos"
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/faults"
 )
 
 type deletions struct {
@@ -95,7 +96,7 @@ func TestInjector(t *testing.T) {
 	if len(got) != 1 || got[0].UID != lost.UID || got[0].Actor != "bc-1" || got[0].Code != 200 || got[0].Name != "lost" {
 		t.Fatalf("deletions %+v, want one of uid %s by bc-1", got, lost.UID)
 	}
-	if s := inj.Stats(); s.Conflicts != 1 || s.ServerErrors != 1 || s.Timeouts != 1 || s.LostResponses != 1 {
+	if s := inj.Stats(); s.ByClass[faults.Conflict] != 1 || s.ByClass[faults.ServerError] != 1 || s.ByClass[faults.Timeout] != 1 || s.ByClass[faults.LostResponse] != 1 {
 		t.Fatalf("stats %+v, want one of each fault", s)
 	}
 }
@@ -167,7 +168,7 @@ func TestLateWriteApplied(t *testing.T) {
 	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "late"}, &corev1.ConfigMap{}); err != nil {
 		t.Fatalf("the held create was not applied afterwards: %v", err)
 	}
-	if s := inj.Stats(); s.LateWrites != 1 || s.LateApplied != 1 {
+	if s := inj.Stats(); s.ByClass[faults.LateWrite] != 1 || s.LateApplied != 1 {
 		t.Fatalf("stats %+v, want one late write, applied", s)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/initlock/initlock/internal/chaos"
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/faults"
 )
 
 // sent is what a fake API server received.
@@ -94,7 +95,7 @@ func TestLateWrite(t *testing.T) {
 		t.Fatalf("the late write was sent with a cancelled context: %v", late.ctxErr)
 	}
 	s := inj.Stats()
-	if s.LateWrites != 1 || s.LateApplied != 1 || s.LateRejected != 0 || s.Injected() != 1 {
+	if s.ByClass[faults.LateWrite] != 1 || s.LateApplied != 1 || s.LateRejected != 0 || s.Injected() != 1 {
 		t.Fatalf("stats %+v, want one late write, applied", s)
 	}
 	mu.Lock()
@@ -131,7 +132,7 @@ func TestLateDelete(t *testing.T) {
 		_ = resp.Body.Close()
 	}
 	inj.WaitLate()
-	if s := inj.Stats(); s.LateWrites != 1 || s.LateApplied != 0 || s.LateRejected != 1 {
+	if s := inj.Stats(); s.ByClass[faults.LateWrite] != 1 || s.LateApplied != 0 || s.LateRejected != 1 {
 		t.Fatalf("stats %+v, want one late write, rejected", s)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/initlock/initlock/internal/kubeenv/faults"
 )
 
 // Summary is a one-line description of a result.
@@ -21,7 +23,7 @@ func (r *Result) Summary() string {
 		r.Plan.Seed, len(r.Violations), c.LockCalls, c.Grants, c.ReLocks, c.Refused, c.LockErrors, c.Paused, c.NotALock, c.UnlockCalls, c.Inits,
 		c.DeletesByManager, c.DeletesByUnlock, c.DeletesExternal,
 		r.ClientFaults.Injected(), r.ClientFaults.Requests, r.ManagerFaults.Injected(), r.ManagerFaults.Requests,
-		c.StaleViews, c.StaleBehind, c.AcquiredGone, r.ClientFaults.LateWrites+r.ManagerFaults.LateWrites, r.ManagerFaults.LaggedWatches,
+		c.StaleViews, c.StaleBehind, c.AcquiredGone, r.ClientFaults.ByClass[faults.LateWrite]+r.ManagerFaults.ByClass[faults.LateWrite], r.ManagerFaults.LaggedWatches,
 		r.ManagerStarts, r.ManagerKills, strings.Join(acts, " "), r.Skipped, r.Settle.Round(time.Millisecond), r.Elapsed.Round(time.Millisecond))
 }
 
@@ -31,9 +33,12 @@ type Totals struct {
 	Counts                        Counts
 	ClientFaults, ManagerFaults   FaultStats
 	CacheFaults                   FaultStats
-	ManagerStarts, ManagerKills   int
-	Actions                       map[ActionKind]int
-	Restores, Hits                map[string]int
+	// Faults counts the faults injected, by class of the catalogue;
+	// Planned the scenarios whose plans enabled each class.
+	Faults, Planned             faults.Tally
+	ManagerStarts, ManagerKills int
+	Actions                     map[ActionKind]int
+	Restores, Hits              map[string]int
 	// Lagging counts the scenarios whose managers' watches lagged.
 	Lagging int
 	Elapsed time.Duration
@@ -53,6 +58,10 @@ func (t *Totals) Add(r *Result) {
 	t.ClientFaults = t.ClientFaults.Add(r.ClientFaults)
 	t.ManagerFaults = t.ManagerFaults.Add(r.ManagerFaults)
 	t.CacheFaults = t.CacheFaults.Add(r.CacheFaults)
+	t.Faults = t.Faults.Add(r.Faults())
+	for _, c := range r.Plan.Planned() {
+		t.Planned = t.Planned.Add(faults.Tally{c: 1})
+	}
 	if r.Plan.ManagerFaults.WatchLag > 0 {
 		t.Lagging++
 	}
@@ -74,6 +83,10 @@ func (t *Totals) String() string {
 	c := t.Counts
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d scenarios (%d failed), %d violations, %s\n", t.Scenarios, t.Failed, t.Violations, t.Elapsed.Round(time.Second))
+	fmt.Fprintf(&b, "  fault classes injected: %s\n", t.Faults.Format(faults.Chaos))
+	for _, c := range t.Faults.Missing(faults.Chaos) {
+		fmt.Fprintf(&b, "  fault class %s not exercised (enabled by %d plans)\n", c, t.Planned[c])
+	}
 	fmt.Fprintf(&b, "  Lock calls %d: grants %d, re-locks %d, refused %d, errors %d (paused %d, not a lock %d), acquired by a machine being deleted %d, "+
 		"acquired for a machine or cluster UID gone %d\n",
 		c.LockCalls, c.Grants, c.ReLocks, c.Refused, c.LockErrors+c.Paused+c.NotALock, c.Paused, c.NotALock, c.AcquiredDeleted, c.AcquiredGone)
@@ -87,7 +100,8 @@ func (t *Totals) String() string {
 		c.StaleViews, c.StaleBehind, t.CacheFaults.LaggedWatches)
 	late := t.ClientFaults.Add(t.ManagerFaults)
 	fmt.Fprintf(&b, "  late writes: %d (bootstrap clients %d, managers %d), applied %d, refused by the server %d\n",
-		late.LateWrites, t.ClientFaults.LateWrites, t.ManagerFaults.LateWrites, late.LateApplied, late.LateRejected)
+		late.ByClass[faults.LateWrite], t.ClientFaults.ByClass[faults.LateWrite], t.ManagerFaults.ByClass[faults.LateWrite],
+		late.LateApplied, late.LateRejected)
 	fmt.Fprintf(&b, "  machines re-created: %d (holding %d, waiting %d, initialised %d)\n", t.Actions[ActReplaceMachine],
 		t.Hits["replace-machine holding"], t.Hits["replace-machine waiting"], t.Hits["replace-machine initialised"])
 	fmt.Fprintf(&b, "  clusters restored from an older backup: %d (copy made at setup %d, older copy %d), holds kept %d, ended %d\n",

@@ -71,6 +71,8 @@ type Result struct {
 	// Hits counts what the driver's actions found at their target, by
 	// action and finding (a re-created Machine holding or waiting).
 	Hits map[string]int
+	// CutOff counts the Lock calls cut off after a random time.
+	CutOff int
 	// Settle is how long the locks took to settle after the activity.
 	Settle     time.Duration
 	Violations []Violation

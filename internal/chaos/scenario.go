@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/initlock/initlock/internal/kubeenv/faults"
 )
 
 // Size is how big the scenarios Generate makes are.
@@ -65,7 +67,8 @@ type ClusterPlan struct {
 	Foreign ForeignKind
 }
 
-// ActionKind is what the driver does.
+// ActionKind is what the driver does; each injects a fault class
+// (actionClasses).
 type ActionKind string
 
 // Actions of the driver.
@@ -95,6 +98,19 @@ const (
 	// ActDecommission deletes a Cluster and its Machines for good.
 	ActDecommission ActionKind = "decommission"
 )
+
+// actionClasses are the fault classes of the catalogue
+// (internal/kubeenv/faults) the actions inject.
+var actionClasses = map[ActionKind]faults.Class{
+	ActKill:           faults.ManagerKilled,
+	ActDeleteLock:     faults.LockDeleted,
+	ActStaleOwner:     faults.LockCollected,
+	ActPause:          faults.Pause,
+	ActReplaceMachine: faults.MachineRecreated,
+	ActOldBackup:      faults.ClusterRestoredOld,
+	ActRestore:        faults.BackupRestore,
+	ActDecommission:   faults.ClusterDeleted,
+}
 
 // Action is one step of the driver.
 type Action struct {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/initlock/initlock/internal/controllers/lock"
 	"github.com/initlock/initlock/internal/kubeenv/apimodel"
+	"github.com/initlock/initlock/internal/kubeenv/faults"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
@@ -72,21 +73,44 @@ func (s *System) provider(ctx context.Context, p Provider) {
 		s.touch(hookGranted)
 		ways := []string{}
 		if p.Unlock {
-			ways = append(ways, "fails, so Unlock")
+			ways = append(ways, wayInitFails)
 		}
 		if p.Relock {
-			ways = append(ways, "is not written yet, so Lock again")
+			ways = append(ways, wayRelock)
 		}
-		ways = append(ways, "goes on")
+		ways = append(ways, wayGoesOn)
 		switch ways[s.branch(actor, "init", ways...)] {
-		case "fails, so Unlock":
+		case wayInitFails:
 			s.checker.unlocking(machine, m.GetUID())
 			s.touch(hookUnlocking)
 			_ = l.Unlock(ctx, cl, m, engine.UnlockParams{})
-		case "goes on":
+		case wayGoesOn:
 			return
 		}
 	}
+}
+
+// wayClasses are the fault classes of the ways a provider's script goes
+// (internal/kubeenv/faults).
+var wayClasses = map[string]faults.Class{
+	wayInitFails: faults.InitFails,
+	wayRelock:    faults.Relock,
+}
+
+// The ways of a provider's init, once it is granted the lock.
+const (
+	wayInitFails = "fails, so Unlock"
+	wayRelock    = "is not written yet, so Lock again"
+	wayGoesOn    = "goes on"
+)
+
+// staleReadClass is the fault class of a cache read of actor's that shows
+// a version older than the live one.
+func staleReadClass(actor string) faults.Class {
+	if actor == "manager" {
+		return faults.ManagerCacheLag
+	}
+	return faults.StaleCallerView
 }
 
 // manager is initlock-manager's lock reconciler, reading through its own

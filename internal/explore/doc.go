@@ -18,26 +18,28 @@
 // and the checker's state). The first violation bounds the rest of the
 // search to shorter ones, so the counterexample reported is a shortest one.
 //
-// The choices:
+// The choices follow. Each that injects a fault (a request not served as
+// asked, a cache read older than the live version, an event, an init that
+// fails or is redone) is of a class of the one catalogue,
+// internal/kubeenv/faults, which names it as chaos (internal/chaos) does.
+// The tables beside the choices map them (outcomeClasses, eventClasses,
+// staleReadClass, wayClasses); TestFaultCatalogue checks the mapping
+// against the catalogue, and TestExplore that the scenarios of Scenarios
+// exercise every class the explorer models, as Result.Faults counts them.
 //
-//   - Requests: served now; or, for a write, held back and applied at any
-//     later step or never (a write the API server applies after the client
-//     gave up), failed without being applied (503), applied with its answer
-//     lost, or refused (403: a missing permission, an admission webhook).
+//   - Requests: served now; or, for a write, met by one of the request
+//     faults the scenario allows (Scenario.FaultKinds). A write held back
+//     is applied at any later step or never.
 //   - Cache reads: the providers call Lock with the Cluster and Machine
 //     their informer shows, and the manager decides from its cache: any
 //     version not older than what the actor saw last, a bounded number of
 //     versions back.
-//   - Adversary events: the lock deleted (the garbage collector, a person;
-//     a finalizer holds it), the grant register reverted to an earlier
-//     value or removed (a Cluster restored from an older backup, a PUT of
-//     an old copy), a Machine deleted and created again under its name, or
-//     deleted, pause and unpause, the Cluster replaced by a new one of the
-//     same name, init completing, and a backup of the namespace, taken at
-//     any step (it may capture a call half done), restored at any later
-//     step as Velero restores it (velerosim: new UIDs, no ownerReferences
-//     or status, Velero's order), so that a call's requests may fall on
-//     both sides of it and callers hold objects of an earlier incarnation.
+//   - Adversary events (EventKind): what happens to the objects from
+//     outside the code under test, at any step. A backup may capture a
+//     call half done and be restored at any later step as Velero restores
+//     it (velerosim: new UIDs, no ownerReferences or status, Velero's
+//     order), so that a call's requests fall on both sides of it and
+//     callers hold objects of an earlier incarnation.
 //   - The actors' own choices: a provider's init failing (it then calls
 //     Unlock and tries again), its reconcile ending before the data is
 //     written (it calls Lock again), or going on.

@@ -5,11 +5,13 @@ import (
 	"fmt"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/faults"
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // EventKind is a kind of adversary event: something that happens to the
-// objects from outside the code under test.
+// objects from outside the code under test. Each belongs to a fault class
+// of the catalogue (eventClasses).
 type EventKind string
 
 // The adversary's events.
@@ -46,6 +48,21 @@ const (
 	// step.
 	Restore EventKind = "restore"
 )
+
+// eventClasses are the fault classes of the events (internal/kubeenv/faults).
+var eventClasses = map[EventKind]faults.Class{
+	DeleteLock:      faults.LockDeleted,
+	RevertRegister:  faults.RegisterReverted,
+	RemoveRegister:  faults.RegisterRemoved,
+	RecreateMachine: faults.MachineRecreated,
+	DeleteMachine:   faults.MachineDeleted,
+	Pause:           faults.Pause,
+	Unpause:         faults.Pause,
+	ReplaceCluster:  faults.ClusterReplaced,
+	InitCompletes:   faults.InitCompletes,
+	Backup:          faults.BackupRestore,
+	Restore:         faults.BackupRestore,
+}
 
 type eventCost int
 
@@ -87,6 +104,9 @@ func costOf(k EventKind) eventCost {
 
 func (s *System) eventsOf(k EventKind) []*event {
 	sn := s.snapshot() // one per revision
+	if _, ok := eventClasses[k]; !ok {
+		panic(fmt.Sprintf("explore: event kind %s has no fault class in eventClasses", k))
+	}
 	ev := func(name string, run func(*System)) *event {
 		return &event{name: name, kind: k, cost: costOf(k), run: run}
 	}

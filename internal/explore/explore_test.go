@@ -2,6 +2,7 @@ package explore_test
 
 import (
 	"os"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -10,6 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/initlock/initlock/internal/explore"
+	"github.com/initlock/initlock/internal/kubeenv/faults"
 )
 
 func TestMain(m *testing.M) {
@@ -18,15 +20,37 @@ func TestMain(m *testing.M) {
 }
 
 // TestExplore runs the scenarios of make test; every one must be explored
-// completely, without a counterexample.
+// completely, without a counterexample, and together they must exercise
+// every fault class of the catalogue (internal/kubeenv/faults) the
+// explorer models.
 func TestExplore(t *testing.T) {
-	for _, sc := range explore.Scenarios() {
+	var (
+		mu    sync.Mutex
+		ran   int
+		tally = faults.Tally{}
+	)
+	scs := explore.Scenarios()
+	t.Cleanup(func() {
+		if ran < len(scs) {
+			return // some scenarios did not run (-run)
+		}
+		t.Logf("fault classes explored: %s", tally.Format(faults.Explorer))
+		for _, c := range tally.Missing(faults.Explorer) {
+			e, _ := faults.Lookup(c)
+			t.Errorf("no scenario exercises fault class %s (%s): add one to explore.Scenarios", c, e.Meaning)
+		}
+	})
+	for _, sc := range scs {
 		t.Run(sc.Name, func(t *testing.T) {
 			t.Parallel()
 			res := explore1(t, sc)
 			if res.Violation == nil && res.Truncated > 0 {
 				t.Errorf("%d executions were cut at %d steps: raise MaxSteps so that the scenario is explored to its end", res.Truncated, sc.MaxSteps)
 			}
+			mu.Lock()
+			defer mu.Unlock()
+			ran++
+			tally = tally.Add(res.Faults)
 		})
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/kubeenv/faults"
 )
 
 // Scenario bounds one exploration: who acts, how often, which faults and
@@ -28,12 +30,14 @@ type Scenario struct {
 	// part "*".
 	Faults, Late int
 	FaultsOn     []string
-	// FaultKinds are the faults a request may meet: "late", "failed",
-	// "lost", "refused". By default, late writes when Late allows them (a
-	// write held back subsumes one that fails, never applied, and one
-	// whose answer is lost, applied at the next step), else failed and
-	// lost ones.
-	FaultKinds []string
+	// FaultKinds are the request fault classes of the catalogue
+	// (internal/kubeenv/faults) a write may meet: faults.LateWrite,
+	// ServerError (503, not applied), LostResponse, Refused (403). By
+	// default, late writes when Late allows them (a write held back
+	// subsumes one that fails, never applied, and one whose answer is
+	// lost, applied at the next step), else server errors and lost
+	// answers.
+	FaultKinds []faults.Class
 	// Adversary lists the events that may happen; Events bounds how many,
 	// Losses how many of them lose a protection (the lock or the register).
 	Adversary      []EventKind
@@ -145,18 +149,11 @@ func (sc *Scenario) faultKinds() []outcome {
 	}
 	var out []outcome
 	for _, k := range sc.FaultKinds {
-		switch k {
-		case "late":
-			out = append(out, late)
-		case "failed":
-			out = append(out, failed)
-		case "lost":
-			out = append(out, lost)
-		case "refused":
-			out = append(out, refused)
-		default:
-			panic("explore: unknown fault kind " + k)
+		o := slices.Index(outcomeClasses[:], k)
+		if o <= int(served) {
+			panic(fmt.Sprintf("explore: scenario %s: %q is not a request fault class the explorer models", sc.Name, k))
 		}
+		out = append(out, outcome(o))
 	}
 	return out
 }
@@ -176,6 +173,9 @@ type Result struct {
 	// Stopped tells that Scenario.Stop ended the exploration before it
 	// was complete: nothing is proved then.
 	Stopped bool
+	// Faults counts, by fault class, the choices of each class explored
+	// from a new state, and the events that happened before the start.
+	Faults faults.Tally
 	// Violation is the shortest counterexample found, nil when none.
 	Violation *Counterexample
 }

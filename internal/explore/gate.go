@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/initlock/initlock/internal/kubeenv/apimodel"
+	"github.com/initlock/initlock/internal/kubeenv/faults"
 )
 
 // outcome is what becomes of a request the scheduler picks.
@@ -30,6 +31,14 @@ const (
 )
 
 var outcomeNames = [...]string{"served", "failed (503, not applied)", "applied, answer lost", "held back (applied late)", "refused (403)"}
+
+// outcomeClasses are the fault classes of the outcomes; served is none.
+var outcomeClasses = [...]faults.Class{
+	failed:  faults.ServerError,
+	lost:    faults.LostResponse,
+	late:    faults.LateWrite,
+	refused: faults.Refused,
+}
 
 // pending is a request, or a view read, an actor is blocked on.
 type pending struct {
@@ -134,6 +143,8 @@ type choice struct {
 	lateI int // for a late write: its index, applied now
 	event *event
 	text  string
+	// class is the fault class the choice injects, if any.
+	class faults.Class
 }
 
 // sortPending orders the blocked requests independently of the order in
@@ -210,7 +221,7 @@ func (s *System) allOptions() []choice {
 		out = append(out, choice{lateI: i + 1, text: fmt.Sprintf("%s: late %s: applied now", l.Actor, describeRequest(l))})
 	}
 	for _, e := range s.events() {
-		out = append(out, choice{event: e, text: "adversary: " + e.name})
+		out = append(out, choice{event: e, text: "adversary: " + e.name, class: eventClasses[e.kind]})
 	}
 	return out
 }
@@ -222,12 +233,16 @@ func (s *System) optionsOf(p *pending) []choice {
 		switch {
 		case p.branch != nil:
 			for i, w := range p.branch.ways {
-				out = append(out, choice{p: p, way: i, text: fmt.Sprintf("%s: %s: %s", p.branch.actor, p.branch.what, w)})
+				out = append(out, choice{p: p, way: i, text: fmt.Sprintf("%s: %s: %s", p.branch.actor, p.branch.what, w), class: wayClasses[w]})
 			}
 		case p.view != nil:
 			vs := s.viewVersions(p.view)
 			for i := range vs {
-				out = append(out, choice{p: p, ver: i, text: fmt.Sprintf("%s: cache read %s sees %s", p.view.actor, p.view.key, describeVersion(vs[i], i == len(vs)-1))})
+				c := choice{p: p, ver: i, text: fmt.Sprintf("%s: cache read %s sees %s", p.view.actor, p.view.key, describeVersion(vs[i], i == len(vs)-1))}
+				if i < len(vs)-1 {
+					c.class = staleReadClass(p.view.actor)
+				}
+				out = append(out, c)
 			}
 		default:
 			// A write held back subsumes one that fails (it is never
@@ -243,7 +258,8 @@ func (s *System) optionsOf(p *pending) []choice {
 				}
 			}
 			for _, o := range outs {
-				out = append(out, choice{p: p, out: o, text: fmt.Sprintf("%s: %s: %s", p.req.Actor, describeRequest(p.req), outcomeNames[o])})
+				out = append(out, choice{p: p, out: o, text: fmt.Sprintf("%s: %s: %s", p.req.Actor, describeRequest(p.req), outcomeNames[o]),
+					class: outcomeClasses[o]})
 			}
 		}
 	}

@@ -11,6 +11,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/kubeenv/faults"
 )
 
 // TestReductions checks the reductions against the search without them, on
@@ -32,7 +34,7 @@ func TestReductions(t *testing.T) {
 		{Name: "pause-no-test", Providers: []Provider{{Machine: "m1", Attempts: 1, ViewDepth: 1}, {Machine: "m2", Attempts: 1, ViewDepth: 1}},
 			StaleReads: 1, Adversary: []EventKind{Pause}, Events: 1, MaxSteps: 11, bug: noTests},
 		{Name: "relock-no-preconditions", Providers: []Provider{{Machine: "m1", Attempts: 2, Unlock: true, ViewDepth: 3}},
-			StaleReads: 1, Faults: 1, FaultKinds: []string{"late"}, Late: 1, MaxSteps: 30, bug: noPreconditions},
+			StaleReads: 1, Faults: 1, FaultKinds: []faults.Class{faults.LateWrite}, Late: 1, MaxSteps: 30, bug: noPreconditions},
 	}
 	for _, sc := range cases {
 		t.Run(sc.Name, func(t *testing.T) {

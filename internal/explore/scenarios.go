@@ -1,8 +1,12 @@
 package explore
 
+import "github.com/initlock/initlock/internal/kubeenv/faults"
+
 // Scenarios are the explorations `make test` runs. Each is small enough to
-// run in seconds; together they cover every fault class and adversary
-// event, and each mutation of mutations_test.go is caught by one of them.
+// run in seconds; together they exercise every fault class of the
+// catalogue (internal/kubeenv/faults) the explorer models, which
+// TestExplore checks, and each mutation of mutations_test.go is caught by
+// one of them.
 func Scenarios() []Scenario {
 	p := func(m string, attempts int) Provider { return Provider{Machine: m, Attempts: attempts} }
 	return []Scenario{
@@ -17,7 +21,7 @@ func Scenarios() []Scenario {
 		{Name: "manager-replaced", Providers: []Provider{p("m1", 1)}, Reconciles: 1, ManagerViewDepth: 3, StaleReads: 1,
 			Before: []EventKind{InitCompletes, ReplaceCluster}, MaxSteps: 100},
 		{Name: "relock-after-unlock", Providers: []Provider{{Machine: "m1", Attempts: 2, Unlock: true, ViewDepth: 3}},
-			StaleReads: 1, Faults: 1, FaultsOn: []string{"provider/m1 delete ConfigMap"}, FaultKinds: []string{"failed", "refused"}, MaxSteps: 100},
+			StaleReads: 1, Faults: 1, FaultsOn: []string{"provider/m1 delete ConfigMap"}, FaultKinds: []faults.Class{faults.ServerError, faults.Refused}, MaxSteps: 100},
 		{Name: "unlock-stale", Providers: []Provider{{Machine: "m1", Name: "m1-old", Incarnation: 1, Attempts: 1, Unlock: true},
 			{Machine: "m1", Name: "m1-new", Incarnation: 2, Attempts: 1}},
 			Adversary: []EventKind{RecreateMachine}, Events: 1, MaxSteps: 100},
@@ -25,10 +29,10 @@ func Scenarios() []Scenario {
 			Faults: 2, Late: 2, Adversary: []EventKind{DeleteLock}, Events: 1, Losses: 1, MaxSteps: 100},
 		{Name: "upstream-holder-race", UpstreamHolder: "m1", Providers: []Provider{p("m1", 1), p("m2", 2)}, MaxSteps: 100},
 		{Name: "upstream-holder-lost", UpstreamHolder: "m1", Providers: []Provider{p("m1", 2), p("m2", 1)},
-			Faults: 1, FaultsOn: []string{"provider/m1 patch ConfigMap"}, FaultKinds: []string{"lost"},
+			Faults: 1, FaultsOn: []string{"provider/m1 patch ConfigMap"}, FaultKinds: []faults.Class{faults.LostResponse},
 			Adversary: []EventKind{RevertRegister}, Events: 1, Losses: 1, MaxSteps: 120},
 		{Name: "late-writes", Providers: []Provider{{Machine: "m1", Attempts: 2, Unlock: true}},
-			Faults: 2, Late: 2, FaultKinds: []string{"late", "refused"}, MaxSteps: 100},
+			Faults: 2, Late: 2, FaultKinds: []faults.Class{faults.LateWrite, faults.Refused}, MaxSteps: 100},
 		{Name: "restore-unlock", Providers: []Provider{{Machine: "m1", Attempts: 2, Unlock: true}},
 			Adversary: []EventKind{Backup, Restore}, Events: 2, MaxSteps: 120},
 		{Name: "restore-relock", Providers: []Provider{{Machine: "m1", Attempts: 2, Relock: true, ViewDepth: 2}}, StaleReads: 1,
@@ -54,7 +58,7 @@ func DeepScenarios() []Scenario {
 		{Name: "race-3", Providers: []Provider{{Machine: "m1", Attempts: 1}, {Machine: "m2", Attempts: 1}, {Machine: "m3", Attempts: 1}},
 			Faults: 1, MaxSteps: 200},
 		{Name: "race-faults", Providers: []Provider{{Machine: "m1", Attempts: 2, Unlock: true}, {Machine: "m2", Attempts: 2}},
-			Faults: 2, Late: 1, FaultKinds: []string{"late", "failed", "lost", "refused"}, MaxSteps: 200},
+			Faults: 2, Late: 1, FaultKinds: []faults.Class{faults.LateWrite, faults.ServerError, faults.LostResponse, faults.Refused}, MaxSteps: 200},
 		{Name: "loss-stale", Providers: []Provider{{Machine: "m1", Attempts: 2, ViewDepth: 1}, {Machine: "m2", Attempts: 2, ViewDepth: 1}},
 			StaleReads: 1, Adversary: []EventKind{DeleteLock, RemoveRegister, RevertRegister, RecreateMachine}, Events: 2, Losses: 1,
 			MaxSteps: 200},

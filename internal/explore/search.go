@@ -6,6 +6,8 @@ import (
 	"runtime/debug"
 	"slices"
 	"testing/synctest"
+
+	"github.com/initlock/initlock/internal/kubeenv/faults"
 )
 
 // Reduction names a reduction of the search that a scenario may turn off,
@@ -61,7 +63,7 @@ func Explore(sc Scenario) Result {
 }
 
 func newExplorer(sc Scenario) *explorer {
-	return &explorer{sc: sc, visited: map[stateKey][]explored{}, res: Result{Scenario: sc.Name}, bound: sc.MaxSteps}
+	return &explorer{sc: sc, visited: map[stateKey][]explored{}, res: Result{Scenario: sc.Name, Faults: faults.Tally{}}, bound: sc.MaxSteps}
 }
 
 func (x *explorer) run() Result {
@@ -69,6 +71,9 @@ func (x *explorer) run() Result {
 	// The code under test allocates much and keeps little.
 	defer debug.SetGCPercent(debug.SetGCPercent(800))
 	x.initial = newSystem(&x.sc, nil)
+	for _, k := range sc.Before {
+		x.res.Faults[eventClasses[k]]++
+	}
 	x.stack = []task{{}}
 	for len(x.stack) > 0 {
 		select {
@@ -222,6 +227,9 @@ func (x *explorer) expand(s *System, opts []choice, step int, sleep []sleeper, p
 	}
 	for j, i := range todo {
 		n.labels[j] = labels[i].concrete
+		if c := opts[i].class; c != "" {
+			x.res.Faults[c]++
+		}
 	}
 	for j := len(todo) - 1; j >= 1; j-- {
 		x.stack = append(x.stack, task{path: append(slices.Clone(path[:step]), todo[j]), from: n, k: j})

@@ -95,11 +95,11 @@ func (s *System) upstreamProvider(ctx context.Context, p Provider) {
 			continue
 		}
 		s.touch(hookGranted)
-		ways := []string{"goes on"}
+		ways := []string{wayGoesOn}
 		if p.Unlock {
-			ways = []string{"fails, so Unlock", "goes on"}
+			ways = []string{wayInitFails, wayGoesOn}
 		}
-		if ways[s.branch(actor, "init", ways...)] == "goes on" {
+		if ways[s.branch(actor, "init", ways...)] == wayGoesOn {
 			return
 		}
 		s.checker.unlocking(machine, uid)
