@@ -6,9 +6,9 @@ GO ?= go
 # Packages under test. test/e2e has its own target.
 PKGS ?= ./...
 TEST_FLAGS ?= -count=1 -timeout=30m
-GOLANGCI_LINT := $(GO) tool -modfile=hack/tools/golangci-lint/go.mod golangci-lint
-CONTROLLER_GEN := $(GO) tool -modfile=hack/tools/controller-gen/go.mod controller-gen
-KUSTOMIZE := $(GO) tool -modfile=hack/tools/kustomize/go.mod kustomize
+GOLANGCI_LINT := $(GO) tool -modfile=hack/pins/golangci-lint/go.mod golangci-lint
+CONTROLLER_GEN := $(GO) tool -modfile=hack/pins/controller-gen/go.mod controller-gen
+KUSTOMIZE := $(GO) tool -modfile=hack/pins/kustomize/go.mod kustomize
 
 .PHONY: all
 all: test
@@ -44,13 +44,13 @@ lint: vet verify-generate ## gofmt, go vet, golangci-lint and generated files.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GOLANGCI_LINT) run $(PKGS)
 	@# The clusterctl move program of the end-to-end tests is a module of its own.
-	cd hack/capi && $(GO) tool -modfile=../tools/golangci-lint/go.mod golangci-lint run --config ../../.golangci.yml ./...
+	cd hack/capi && $(GO) tool -modfile=../pins/golangci-lint/go.mod golangci-lint run --config ../../.golangci.yml ./...
 	@# The contention benchmark is a module of its own (it requires Cluster API).
-	cd hack/contention && $(GO) vet ./... && $(GO) tool -modfile=../tools/golangci-lint/go.mod golangci-lint run --config ../../.golangci.yml ./...
+	cd hack/contention && $(GO) vet ./... && $(GO) tool -modfile=../pins/golangci-lint/go.mod golangci-lint run --config ../../.golangci.yml ./...
 	@# The S3 server of the real stack is a module of its own too.
-	cd hack/s3 && $(GO) tool -modfile=../tools/golangci-lint/go.mod golangci-lint run --config ../../.golangci.yml ./...
+	cd hack/s3 && $(GO) tool -modfile=../pins/golangci-lint/go.mod golangci-lint run --config ../../.golangci.yml ./...
 	@# The library is a module of its own too.
-	cd pkg/initlock && $(GO) vet ./... && $(GO) tool -modfile=../../hack/tools/golangci-lint/go.mod golangci-lint run --config ../../.golangci.yml ./...
+	cd pkg/initlock && $(GO) vet ./... && $(GO) tool -modfile=../../hack/pins/golangci-lint/go.mod golangci-lint run --config ../../.golangci.yml ./...
 
 # Benchmark report (cmd/initlock-benchreport): the library, the library under
 # contention next to the upstream lock (module hack/contention), the manager
@@ -132,7 +132,7 @@ IMG ?=
 manifests: ## Render config/ with kustomize into dist/install.yaml (IMG=... sets the manager image).
 	@mkdir -p dist; tmp=$$(mktemp -d dist/.kustomize.XXXXXX); trap 'rm -rf "$$tmp" "$(MANIFESTS).tmp"' EXIT; \
 	printf 'resources:\n- ../../$(KUSTOMIZE_DIR)\n' > "$$tmp/kustomization.yaml"; \
-	if [ -n "$(IMG)" ]; then (cd "$$tmp" && $(GO) tool -modfile=$(CURDIR)/hack/tools/kustomize/go.mod kustomize edit set image initlock-manager=$(IMG)); fi; \
+	if [ -n "$(IMG)" ]; then (cd "$$tmp" && $(GO) tool -modfile=$(CURDIR)/hack/pins/kustomize/go.mod kustomize edit set image initlock-manager=$(IMG)); fi; \
 	mkdir -p "$$(dirname $(MANIFESTS))"; \
 	$(KUSTOMIZE) build "$$tmp" > "$(MANIFESTS).tmp"; \
 	mv "$(MANIFESTS).tmp" "$(MANIFESTS)"; \
@@ -221,7 +221,7 @@ test-release: kube ## Build a release into a temporary folder and test every art
 	start=$$(date +%s); \
 	$(MAKE) -s release VERSION=$(RELEASE_TEST_VERSION) DIST="$$tmp/dist" PLATFORMS=$(RELEASE_TEST_PLATFORMS) ARCHIVE_PLATFORMS=$(RELEASE_TEST_PLATFORMS); \
 	echo "test-release: release built in $$(( $$(date +%s) - start ))s" >&2; \
-	(cd hack/release && $(GO) vet ./... && $(GO) tool -modfile=../tools/golangci-lint/go.mod golangci-lint run --config ../../.golangci.yml ./... && \
+	(cd hack/release && $(GO) vet ./... && $(GO) tool -modfile=../pins/golangci-lint/go.mod golangci-lint run --config ../../.golangci.yml ./... && \
 		INITLOCK_DIST="$$tmp/dist" INITLOCK_PLATFORMS=$(RELEASE_TEST_PLATFORMS) INITLOCK_ARCHIVE_PLATFORMS=$(RELEASE_TEST_PLATFORMS) $(GO) test -count=1 -timeout=20m ./...); \
 	(cd hack/capi && INITLOCK_DIST="$$tmp/dist" $(GO) test -count=1 -timeout=10m ./release/...); \
 	$(GO) vet -tags release ./test/... ; \

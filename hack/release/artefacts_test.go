@@ -234,7 +234,7 @@ func TestKrew(t *testing.T) {
 	manifest := filepath.Join(d, "initlock.yaml")
 	krew := func(env []string, args ...string) string {
 		t.Helper()
-		cmd := exec.CommandContext(t.Context(), "go", append([]string{"tool", "-modfile=../tools/krew/go.mod"}, args...)...)
+		cmd := exec.CommandContext(t.Context(), "go", append([]string{"tool", "-modfile=../pins/krew/go.mod"}, args...)...)
 		cmd.Env = append(os.Environ(), env...)
 		out, err := cmd.CombinedOutput()
 		if err != nil {

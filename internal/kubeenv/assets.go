@@ -95,7 +95,7 @@ func CRDDirs(c CAPI) ([]string, error) {
 	case CAPIV1Beta2, CAPIV1Beta2Core, "":
 		env, mod, sub = "INITLOCK_CAPI_CRDS", "hack/capi", "core/config/crd/bases"
 	case CAPIV1Beta1:
-		env, mod, sub = "INITLOCK_CAPI_V1BETA1_CRDS", "hack/capi-v1beta1", "config/crd/bases"
+		env, mod, sub = "INITLOCK_CAPI_V1BETA1_CRDS", "hack/pins/capi-v1beta1", "config/crd/bases"
 	default:
 		return nil, fmt.Errorf("unknown Cluster API CRD set %q", c)
 	}
