@@ -3,12 +3,43 @@ SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
 
 GO ?= go
-# Packages under test. test/e2e has its own target.
+# The Go modules of project code, by folder: vet, lint and unit visit each in
+# turn, and go.work lists the same folders (make lint checks it). The
+# modules that only pin a tool or a peer's version are in hack/pins.
+MODULES := . pkg/initlock hack/contention hack/capi hack/s3 hack/release
+# Every go command here resolves the module it runs in on its own, from that
+# module's go.mod and go.sum, as a consumer of the library and a release build
+# do; go.work serves editors and go commands typed by hand, and make quick.
+export GOWORK := off
+# Packages under test in the root module. test/e2e has its own target.
 PKGS ?= ./...
 TEST_FLAGS ?= -count=1 -timeout=30m
-GOLANGCI_LINT := $(GO) tool -modfile=hack/tools/golangci-lint/go.mod golangci-lint
-CONTROLLER_GEN := $(GO) tool -modfile=hack/tools/controller-gen/go.mod controller-gen
-KUSTOMIZE := $(GO) tool -modfile=hack/tools/kustomize/go.mod kustomize
+# What make unit passes to go test in a module, after TEST_FLAGS. A module
+# without it has no test to run there: those of hack/capi and hack/release
+# check a release (make test-release), and hack/s3 has none.
+UNIT_. = $(PKGS)
+UNIT_pkg/initlock = ./...
+# Contention next to the upstream lock: one round, its request counts
+# asserted; and the races between the two locks.
+UNIT_hack/contention = -bench=. -benchtime=1x ./...
+# The packages whose tests start no control plane (the others fail, rather
+# than skip, without one), across the modules of go.work: make quick.
+QUICK_PKGS ?= ./internal/benchreport/... ./internal/copier ./internal/demo ./internal/explore ./internal/version \
+	./pkg/initlock/... ./hack/release/archive ./hack/release/notes ./hack/release/oci
+# Without -count=1, go test's cache skips the packages that did not change.
+QUICK_FLAGS ?= -timeout=10m
+GOLANGCI_LINT := $(GO) tool -modfile=$(CURDIR)/hack/pins/golangci-lint/go.mod golangci-lint
+CONTROLLER_GEN := $(GO) tool -modfile=$(CURDIR)/hack/pins/controller-gen/go.mod controller-gen
+KUSTOMIZE := $(GO) tool -modfile=$(CURDIR)/hack/pins/kustomize/go.mod kustomize
+
+# A recipe visits the modules with $(foreach m,$(MODULES),...$(newline)):
+# one recipe line per module, m its folder, module-pkgs its packages (PKGS
+# in the root module, all of them elsewhere).
+module-pkgs = $(if $(filter .,$(m)),$(PKGS),./...)
+define newline
+
+
+endef
 
 .PHONY: all
 all: test
@@ -26,31 +57,29 @@ test: kube lint unit ## Lint, vet and run every test against the real control pl
 
 .PHONY: unit
 unit: kube ## Run the tests (real control plane) without lint.
-	KUBEBUILDER_ASSETS="$$(hack/kube.sh 2>/dev/null)" $(GO) test $(TEST_FLAGS) $(PKGS)
+	$(foreach m,$(MODULES),$(if $(UNIT_$(m)),cd $(m) && KUBEBUILDER_ASSETS="$$($(CURDIR)/hack/kube.sh 2>/dev/null)" $(GO) test $(TEST_FLAGS) $(UNIT_$(m))$(newline)))
 	@# The library's benchmarks assert request counts: one iteration each.
 	KUBEBUILDER_ASSETS="$$(hack/kube.sh 2>/dev/null)" $(GO) test -run='^$$' -bench=. -benchtime=1x $(TEST_FLAGS) ./test/library
-	@# The library is a module of its own; its pure tests run there.
-	cd pkg/initlock && $(GO) test $(TEST_FLAGS) ./...
-	@# Contention next to the upstream lock: one round, its request counts
-	@# asserted; and the races between the two locks.
-	cd hack/contention && KUBEBUILDER_ASSETS="$$(../kube.sh 2>/dev/null)" $(GO) test -bench=. -benchtime=1x $(TEST_FLAGS) ./...
+
+.PHONY: quick
+quick: ## Run the tests that need no control plane (QUICK_PKGS), without building one.
+	@# No assets, and a cache folder without binaries: a package of the list
+	@# that starts a control plane fails here instead of finding one.
+	GOWORK=$(CURDIR)/go.work KUBEBUILDER_ASSETS= INITLOCK_KUBE_DIR=/nonexistent \
+		$(GO) test $(QUICK_FLAGS) $(QUICK_PKGS)
 
 .PHONY: vet
 vet:
-	$(GO) vet $(PKGS)
+	$(foreach m,$(MODULES),cd $(m) && $(GO) vet $(module-pkgs)$(newline))
 
 .PHONY: lint
-lint: vet verify-generate ## gofmt, go vet, golangci-lint and generated files.
+lint: vet verify-generate ## gofmt, go vet, golangci-lint (every module of MODULES) and generated files.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GOLANGCI_LINT) run $(PKGS)
-	@# The clusterctl move program of the end-to-end tests is a module of its own.
-	cd hack/capi && $(GO) tool -modfile=../tools/golangci-lint/go.mod golangci-lint run --config ../../.golangci.yml ./...
-	@# The contention benchmark is a module of its own (it requires Cluster API).
-	cd hack/contention && $(GO) vet ./... && $(GO) tool -modfile=../tools/golangci-lint/go.mod golangci-lint run --config ../../.golangci.yml ./...
-	@# The S3 server of the real stack is a module of its own too.
-	cd hack/s3 && $(GO) tool -modfile=../tools/golangci-lint/go.mod golangci-lint run --config ../../.golangci.yml ./...
-	@# The library is a module of its own too.
-	cd pkg/initlock && $(GO) vet ./... && $(GO) tool -modfile=../../hack/tools/golangci-lint/go.mod golangci-lint run --config ../../.golangci.yml ./...
+	@# go.work uses the modules of MODULES, no more and no fewer.
+	@want=$$(printf '%s\n' $(MODULES) | sort); \
+	have=$$($(GO) work edit -json go.work | sed -n 's/^.*"DiskPath": "\(.*\)".*$$/\1/p' | sed 's|^\./||' | sort); \
+	if [ "$$want" != "$$have" ]; then echo "go.work and MODULES name different modules:"; diff <(echo "$$want") <(echo "$$have"); exit 1; fi
+	$(foreach m,$(MODULES),cd $(m) && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml $(module-pkgs)$(newline))
 
 # Benchmark report (cmd/initlock-benchreport): the library, the library under
 # contention next to the upstream lock (module hack/contention), the manager
@@ -132,7 +161,7 @@ IMG ?=
 manifests: ## Render config/ with kustomize into dist/install.yaml (IMG=... sets the manager image).
 	@mkdir -p dist; tmp=$$(mktemp -d dist/.kustomize.XXXXXX); trap 'rm -rf "$$tmp" "$(MANIFESTS).tmp"' EXIT; \
 	printf 'resources:\n- ../../$(KUSTOMIZE_DIR)\n' > "$$tmp/kustomization.yaml"; \
-	if [ -n "$(IMG)" ]; then (cd "$$tmp" && $(GO) tool -modfile=$(CURDIR)/hack/tools/kustomize/go.mod kustomize edit set image initlock-manager=$(IMG)); fi; \
+	if [ -n "$(IMG)" ]; then (cd "$$tmp" && $(KUSTOMIZE) edit set image initlock-manager=$(IMG)); fi; \
 	mkdir -p "$$(dirname $(MANIFESTS))"; \
 	$(KUSTOMIZE) build "$$tmp" > "$(MANIFESTS).tmp"; \
 	mv "$(MANIFESTS).tmp" "$(MANIFESTS)"; \
@@ -221,7 +250,7 @@ test-release: kube ## Build a release into a temporary folder and test every art
 	start=$$(date +%s); \
 	$(MAKE) -s release VERSION=$(RELEASE_TEST_VERSION) DIST="$$tmp/dist" PLATFORMS=$(RELEASE_TEST_PLATFORMS) ARCHIVE_PLATFORMS=$(RELEASE_TEST_PLATFORMS); \
 	echo "test-release: release built in $$(( $$(date +%s) - start ))s" >&2; \
-	(cd hack/release && $(GO) vet ./... && $(GO) tool -modfile=../tools/golangci-lint/go.mod golangci-lint run --config ../../.golangci.yml ./... && \
+	(cd hack/release && \
 		INITLOCK_DIST="$$tmp/dist" INITLOCK_PLATFORMS=$(RELEASE_TEST_PLATFORMS) INITLOCK_ARCHIVE_PLATFORMS=$(RELEASE_TEST_PLATFORMS) $(GO) test -count=1 -timeout=20m ./...); \
 	(cd hack/capi && INITLOCK_DIST="$$tmp/dist" $(GO) test -count=1 -timeout=10m ./release/...); \
 	$(GO) vet -tags release ./test/... ; \

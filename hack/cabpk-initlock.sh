@@ -27,7 +27,7 @@ if [ -x "$out/$bin" ]; then
 fi
 mkdir -p "$cache"
 
-src=$(cd "$here/capi" && GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/cluster-api@$CAPI_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+src=$(cd "$here/capi" && GOFLAGS=-mod=mod GOWORK=off go mod download -json "sigs.k8s.io/cluster-api@$CAPI_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 if [ ! -f "$src/go.mod" ]; then
   log "Cluster API $CAPI_VERSION not found in the module cache"
   exit 1

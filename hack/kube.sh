@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds, or verifies, the control-plane binaries the tests and the demo run:
 # etcd, kube-apiserver and kube-controller-manager. They are built from Go
-# modules pinned in hack/etcd and hack/kube and kept in a cache outside the
-# work tree. A binary is rebuilt only when it is missing or reports the wrong
-# version. Prints the folder holding the binaries on its last line.
+# modules pinned in hack/pins/etcd and hack/pins/kube and kept in a cache
+# outside the work tree. A binary is rebuilt only when it is missing or
+# reports the wrong version. Prints the folder holding the binaries on its
+# last line.
 set -euo pipefail
 
 KUBE_VERSION=v1.37.2
@@ -32,7 +33,7 @@ ok() {
 
 if ! ok etcd; then
   log "building etcd ${ETCD_VERSION} into $dir (about 75 s on a cold cache)"
-  build etcd "-s -w" go.etcd.io/etcd/server/v3
+  build pins/etcd "-s -w" go.etcd.io/etcd/server/v3
   mv "$dir/server" "$dir/etcd" # the package at the module root is named after its folder
   ok etcd || { log "etcd reports the wrong version"; exit 1; }
 fi
@@ -45,7 +46,7 @@ if ! ok kube-apiserver || ! ok kube-controller-manager; then
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     vf="$vf -X $p.gitVersion=${KUBE_VERSION} -X $p.gitMajor=1 -X $p.gitMinor=${minor} -X $p.gitTreeState=clean"
   done
-  build kube "-s -w$vf" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
+  build pins/kube "-s -w$vf" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
   for b in kube-apiserver kube-controller-manager; do
     ok "$b" || { log "$b reports the wrong version: $("$dir/$b" --version 2>&1 | head -n 1)"; exit 1; }
   done

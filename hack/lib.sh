@@ -6,9 +6,11 @@
 
 log() { printf '%s: %s\n' "$name" "$*" >&2; }
 
-# build MODULE_DIR LDFLAGS PKG... : go build into a temporary folder inside
-# $dir, then move the binaries into place, so that an interrupted build never
-# leaves a half binary. Shows a line of progress every 20 packages and, when
+# build MODULE_DIR LDFLAGS PKG... : go build, in the module of hack/MODULE_DIR
+# resolved on its own (GOWORK=off: the versions are those its go.mod pins,
+# never the workspace's), into a temporary folder inside $dir, then move the
+# binaries into place, so that an interrupted build never leaves a half
+# binary. Shows a line of progress every 20 packages and, when
 # GNU time is installed, the peak memory (RSS) of the largest compiler or
 # linker process. $BUILD_FLAGS are added to go build (e.g. -p 1).
 build() {
@@ -23,7 +25,7 @@ build() {
     timer=(/usr/bin/time -f '%M' -o "$timefile")
   fi
   # shellcheck disable=SC2086 # BUILD_FLAGS is a list of flags
-  (cd "$here/$mod" && CGO_ENABLED=0 "${timer[@]}" go build -v -trimpath ${BUILD_FLAGS:-} -ldflags="$ldflags" -o "$tmp/" "$@" 2>&1) |
+  (cd "$here/$mod" && CGO_ENABLED=0 GOWORK=off "${timer[@]}" go build -v -trimpath ${BUILD_FLAGS:-} -ldflags="$ldflags" -o "$tmp/" "$@" 2>&1) |
     while IFS= read -r line; do
       n=$((${n:-0} + 1))
       case "$line" in

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Builds, or verifies, the third-party binaries that make test-real and make
 # demo-real run beside the control plane of hack/kube.sh:
-#   velero                          Velero server and CLI     (hack/velero)
-#   velero-plugin-for-aws           Velero's AWS object-store plugin (hack/velero-aws)
+#   velero                          Velero server and CLI     (hack/pins/velero)
+#   velero-plugin-for-aws           Velero's AWS object-store plugin (hack/pins/velero-aws)
 #   s3-server                       our S3 endpoint over gofakes3 (hack/s3)
 #   capi-kubeadm-bootstrap-manager  Cluster API's kubeadm bootstrap provider, CABPK (hack/capi)
 #   capi-manager                    Cluster API's core manager (hack/capi)
 # They are built from the Go modules pinned in those folders, one at a time
 # to bound the memory used, into a cache outside the work tree. A binary is
-# rebuilt only when it is missing or its stamp (version and a hash of its
-# module's go.mod and go.sum, and of the sources for s3-server) differs.
+# rebuilt only when it is missing or its stamp (version and a hash of the
+# contents of its module's go.mod and go.sum, and of the sources for
+# s3-server, never of their paths) differs.
 # Prints the folder holding the binaries on its last line.
 set -euo pipefail
 
@@ -62,9 +63,9 @@ one capi-kubeadm-bootstrap-manager capi "$CAPI_VERSION" sigs.k8s.io/cluster-api/
   "-X sigs.k8s.io/cluster-api/version.gitVersion=$CAPI_VERSION" "about 3 minutes cold"
 one capi-manager capi "$CAPI_VERSION" sigs.k8s.io/cluster-api/core \
   "-X sigs.k8s.io/cluster-api/version.gitVersion=$CAPI_VERSION" "about 1 minute after CABPK"
-one velero velero "$VELERO_VERSION" github.com/vmware-tanzu/velero/cmd/velero \
+one velero pins/velero "$VELERO_VERSION" github.com/vmware-tanzu/velero/cmd/velero \
   "-X github.com/vmware-tanzu/velero/pkg/buildinfo.Version=$VELERO_VERSION" "about 11 minutes cold"
-one velero-plugin-for-aws velero-aws "$VELERO_AWS_VERSION" github.com/vmware-tanzu/velero-plugin-for-aws/velero-plugin-for-aws \
+one velero-plugin-for-aws pins/velero-aws "$VELERO_AWS_VERSION" github.com/vmware-tanzu/velero-plugin-for-aws/velero-plugin-for-aws \
   "" "about 7 minutes cold; its link alone takes several GB of memory"
 
 log "velero ${VELERO_VERSION}, velero-plugin-for-aws ${VELERO_AWS_VERSION}, s3-server, CABPK and core ${CAPI_VERSION} ready"

@@ -234,8 +234,8 @@ func TestKrew(t *testing.T) {
 	manifest := filepath.Join(d, "initlock.yaml")
 	krew := func(env []string, args ...string) string {
 		t.Helper()
-		cmd := exec.CommandContext(t.Context(), "go", append([]string{"tool", "-modfile=../tools/krew/go.mod"}, args...)...)
-		cmd.Env = append(os.Environ(), env...)
+		cmd := exec.CommandContext(t.Context(), "go", append([]string{"tool", "-modfile=../pins/krew/go.mod"}, args...)...)
+		cmd.Env = append(append(os.Environ(), "GOWORK=off"), env...)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)

@@ -65,8 +65,9 @@ func (r *release) git(args ...string) (string, error) {
 
 // build builds the commands of cmd/ named by cmds for a platform
 // ("linux/arm64") and returns the folder holding them. The binaries are
-// static, stripped, without VCS stamp or build id, and report the release
-// version and revision (package internal/version).
+// built by the main module alone (GOWORK=off: its go.mod decides every
+// version), static, stripped, without VCS stamp or build id, and report the
+// release version and revision (package internal/version).
 func (r *release) build(platform string, cmds ...string) (string, error) {
 	goos, goarch, ok := strings.Cut(platform, "/")
 	if !ok {
@@ -83,7 +84,7 @@ func (r *release) build(platform string, cmds ...string) (string, error) {
 	}
 	cmd := exec.Command("go", args...)
 	cmd.Dir = r.o.root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch, "GOFLAGS=")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch, "GOFLAGS=", "GOWORK=off")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	start := time.Now()
 	if err := cmd.Run(); err != nil {

@@ -167,7 +167,10 @@ func TestMutations(t *testing.T) {
 }
 
 func moduleRoot(t *testing.T) string {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	// In a workspace, go list -m lists every module of go.work.
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}")
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	out, err := cmd.Output()
 	if err != nil {
 		t.Fatal(err)
 	}

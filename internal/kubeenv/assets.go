@@ -95,7 +95,7 @@ func CRDDirs(c CAPI) ([]string, error) {
 	case CAPIV1Beta2, CAPIV1Beta2Core, "":
 		env, mod, sub = "INITLOCK_CAPI_CRDS", "hack/capi", "core/config/crd/bases"
 	case CAPIV1Beta1:
-		env, mod, sub = "INITLOCK_CAPI_V1BETA1_CRDS", "hack/capi-v1beta1", "config/crd/bases"
+		env, mod, sub = "INITLOCK_CAPI_V1BETA1_CRDS", "hack/pins/capi-v1beta1", "config/crd/bases"
 	default:
 		return nil, fmt.Errorf("unknown Cluster API CRD set %q", c)
 	}
@@ -116,7 +116,8 @@ func CRDDirs(c CAPI) ([]string, error) {
 }
 
 // ModuleDir returns the folder of module path as required by the tools
-// module in repoRel (a path relative to the repository root).
+// module in repoRel (a path relative to the repository root), that module
+// resolved on its own: go.work does not change the version it pins.
 func ModuleDir(repoRel, path string) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
@@ -124,7 +125,7 @@ func ModuleDir(repoRel, path string) (string, error) {
 	}
 	cmd := exec.Command("go", "mod", "download", "-json", path)
 	cmd.Dir = filepath.Join(root, repoRel)
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

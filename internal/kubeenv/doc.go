@@ -6,7 +6,7 @@
 //
 // The binaries come from the cache that hack/kube.sh fills (make kube); the
 // CRDs come from the Cluster API module pinned in hack/capi (v1beta2) or
-// hack/capi-v1beta1. Nothing is downloaded at run time.
+// hack/pins/capi-v1beta1. Nothing is downloaded at run time.
 //
 // A test package starts one Env from TestMain with Main, and each test takes
 // its own namespace with Namespace. Env also adds users with given groups, so

@@ -138,6 +138,7 @@ func buildMoveProgram(dir string) (string, error) {
 	out := filepath.Join(dir, "move")
 	cmd := exec.Command("go", "build", "-o", out, "./move")
 	cmd.Dir = filepath.Join(root, "hack", "capi")
+	cmd.Env = append(os.Environ(), "GOWORK=off")
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
 	if err := cmd.Run(); err != nil {

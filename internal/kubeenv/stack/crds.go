@@ -45,7 +45,7 @@ func CRDDirs(dir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	veleroDir, err := kubeenv.ModuleDir("hack/velero", veleroModule)
+	veleroDir, err := kubeenv.ModuleDir("hack/pins/velero", veleroModule)
 	if err != nil {
 		return nil, err
 	}
