@@ -205,7 +205,7 @@ func snapshot(obj client.Object) *unstructured.Unstructured {
 // lock.
 func (f *fixture) lockRecord(t *testing.T) (initlock.Record, string, bool) {
 	t.Helper()
-	cm := f.tryLockCM()
+	cm := kubeenv.MustGetLock(f.t, env.Client, f.ns, "c1")
 	if cm == nil {
 		return initlock.Record{}, "", false
 	}

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/cli"
+	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/stack"
 	"github.com/initlock/initlock/pkg/initlock"
 )
@@ -73,7 +74,7 @@ func operatorDelete(t *testing.T, ns, cluster string) error {
 // the garbage collector then deletes it.
 func staleOwner(t *testing.T, ns, cluster string) error {
 	ctx := t.Context()
-	cm, err := source.Lock(ctx, ns, cluster)
+	cm, err := kubeenv.GetLock(ctx, source.Client, ns, cluster)
 	if err != nil {
 		return err
 	}
@@ -123,7 +124,7 @@ func runHeldDelete(t *testing.T, withManager bool, del deleteHow) heldOutcome {
 	waitInitData(t, source, ns, cp0)
 	if withManager {
 		eventually(t, 10*time.Second, func(ctx context.Context) error {
-			cm, err := source.Lock(ctx, ns, cluster)
+			cm, err := kubeenv.GetLock(ctx, source.Client, ns, cluster)
 			if err != nil || cm == nil || !hasHeldFinalizer(cm) {
 				return fmt.Errorf("lock not protected yet (%w)", err)
 			}
@@ -134,7 +135,7 @@ func runHeldDelete(t *testing.T, withManager bool, del deleteHow) heldOutcome {
 
 	must(t, del(t, ns, cluster))
 	time.Sleep(2 * time.Second)
-	cm, err := source.Lock(ctx, ns, cluster)
+	cm, err := kubeenv.GetLock(ctx, source.Client, ns, cluster)
 	must(t, err)
 	switch {
 	case cm == nil:
@@ -153,7 +154,7 @@ func runHeldDelete(t *testing.T, withManager bool, del deleteHow) heldOutcome {
 		must(t, err)
 		o.firstExisted = m != nil
 	}
-	cm, err = source.Lock(ctx, ns, cluster)
+	cm, err = kubeenv.GetLock(ctx, source.Client, ns, cluster)
 	must(t, err)
 	if cm != nil {
 		rec, _ := initlock.DecodeRecord(cm.Data[initlock.DataKey])
@@ -174,7 +175,7 @@ func managerDown(t *testing.T, ns, cluster string) {
 	source.StopManager()
 	deleteCluster(t, source, ns, cluster)
 	time.Sleep(2 * time.Second)
-	cm, err := source.Lock(ctx, ns, cluster)
+	cm, err := kubeenv.GetLock(ctx, source.Client, ns, cluster)
 	must(t, err)
 	if cm == nil || !hasHeldFinalizer(cm) {
 		t.Fatalf("with the manager down, the protected lock of the deleted Cluster %s/%s: want it terminating with %s, got %v", ns, cluster, initlock.HeldFinalizer, cm)
