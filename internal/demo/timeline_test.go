@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/initlock/initlock/internal/kubeenv"
 	"k8s.io/client-go/rest"
+
+	"github.com/initlock/initlock/internal/kubeenv"
 )
 
 func TestTimeline(t *testing.T) {

@@ -6,12 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/internal/manager/managertest"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 var env *kubeenv.Env
