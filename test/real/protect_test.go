@@ -12,9 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -191,12 +189,7 @@ func managerDown(t *testing.T, ns, cluster string) {
 		t.Fatalf("kubectl initlock release --force: exit code %d", code)
 	}
 	eventually(t, 10*time.Second, func(ctx context.Context) error {
-		cm := &corev1.ConfigMap{}
-		err := source.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: cluster + "-lock"}, cm)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("lock still there (%w)", err)
+		return kubeenv.LockGone(ctx, source.Client, ns, cluster)()
 	})
 	result(t, "manager down: the protected lock of a deleted Cluster stayed terminating; 'kubectl initlock release %s -n <ns> --force' cleared it", cluster)
 }
