@@ -19,9 +19,10 @@ var WriteVerbs = []string{"create", "update", "patch", "delete"}
 var readVerbs = []string{"get", "list"}
 
 // Counter counts the requests made through a rest.Config it wrapped, by
-// what they asked (Request: verb, resource, namespace and name) and by the
-// status code of the answer, and keeps the requests that authorisation
-// refused.
+// what they asked (Request: verb, API group and version, resource,
+// namespace and name) and by the status code of the answer, and keeps the
+// requests that authorisation refused. A request is counted when it is
+// sent, so that a count read meanwhile includes the requests under way.
 type Counter struct {
 	mu     sync.Mutex
 	counts map[Call]int
