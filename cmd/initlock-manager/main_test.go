@@ -63,7 +63,7 @@ func TestBinary(t *testing.T) {
 
 	kubeenv.Eventually(t, 60*time.Second, func() error { return httpOK(t, "http://"+probeAddr+"/readyz") })
 	c := env.Client
-	cluster := managertest.RestoreAndExpectAdoption(t, c, capi.V1Beta2, ns, "c1")
+	cluster := managertest.RestoreAndExpectAdoption(t, env, capi.V1Beta2, ns, "c1")
 	kubeenv.Eventually(t, 10*time.Second, func() error { return httpOK(t, "http://"+metricsAddr+"/metrics") })
 	if body := httpBody(t, "http://"+metricsAddr+"/metrics"); !strings.Contains(body, `initlock_build_info{goversion="`+runtime.Version()+`",revision="",version="v0.0.0-test"} 1`) {
 		t.Errorf("/metrics has no initlock_build_info of this build:\n%s", grep(body, "initlock_build_info"))

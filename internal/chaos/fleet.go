@@ -3,13 +3,13 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/initlock/initlock/internal/kubeenv"
 )
 
 // Replica is one initlock-manager process of a Fleet.
@@ -21,8 +21,7 @@ type Replica struct {
 	log        string
 
 	mu        sync.Mutex
-	cmd       *exec.Cmd
-	done      chan struct{}
+	proc      *kubeenv.Process
 	downUntil time.Time
 	starts    int
 	kills     int
@@ -67,12 +66,8 @@ func (f *Fleet) Replicas() []*Replica { return f.replicas }
 func (f *Fleet) Start(r *Replica, t ManagerTimings) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.cmd != nil {
+	if r.proc != nil {
 		return nil
-	}
-	logFile, err := os.OpenFile(r.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
 	}
 	cmd := exec.Command(f.binary,
 		"--kubeconfig="+r.kubeconfig,
@@ -89,28 +84,22 @@ func (f *Fleet) Start(r *Replica, t ManagerTimings) error {
 		"--leader-election-id=initlock-chaos",
 		"--leader-election-namespace="+f.namespace,
 	)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// Its own process group, and killed with this process.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		_ = logFile.Close()
-		return fmt.Errorf("starting %s (%s): %w", r.Name, f.binary, err)
+	proc, err := kubeenv.StartLogged(r.Name, cmd, r.log)
+	if err != nil {
+		return fmt.Errorf("%s: %w", f.binary, err)
 	}
-	r.cmd, r.done = cmd, make(chan struct{})
+	r.proc = proc
 	r.starts++
-	f.h.Addf("driver", "manager started", r.Name, "pid=%d leaderElection=%t", cmd.Process.Pid, r.LeaderElection)
-	done := r.done
+	f.h.Addf("driver", "manager started", r.Name, "pid=%d leaderElection=%t", proc.Pid(), r.LeaderElection)
 	go func() {
-		err := cmd.Wait()
-		_ = logFile.Close()
+		<-proc.Done()
 		r.mu.Lock()
-		if r.cmd == cmd { // not killed: it ended by itself
-			r.cmd = nil
-			r.exitErr = append(r.exitErr, fmt.Sprintf("%s: %v", r.Name, err))
-			f.h.Addf("driver", "manager exited", r.Name, "%v (log %s)", err, r.log)
+		if r.proc == proc { // not killed: it ended by itself
+			r.proc = nil
+			r.exitErr = append(r.exitErr, fmt.Sprintf("%s: %v", r.Name, proc.Err()))
+			f.h.Addf("driver", "manager exited", r.Name, "%v (log %s)", proc.Err(), r.log)
 		}
 		r.mu.Unlock()
-		close(done)
 	}()
 	return nil
 }
@@ -119,7 +108,7 @@ func (f *Fleet) Start(r *Replica, t ManagerTimings) error {
 func (r *Replica) Running() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.cmd != nil
+	return r.proc != nil
 }
 
 // Kill sends SIGKILL to the replica's process, if it runs, and waits for it
@@ -127,18 +116,17 @@ func (r *Replica) Running() bool {
 // there was a process to kill.
 func (f *Fleet) Kill(r *Replica, down time.Duration) bool {
 	r.mu.Lock()
-	cmd, done := r.cmd, r.done
-	if cmd == nil {
+	proc := r.proc
+	if proc == nil {
 		r.mu.Unlock()
 		return false
 	}
-	r.cmd = nil
+	r.proc = nil
 	r.kills++
 	r.downUntil = time.Now().Add(down)
 	r.mu.Unlock()
-	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
-	<-done
-	f.h.Addf("driver", "manager killed", r.Name, "SIGKILL pid=%d", cmd.Process.Pid)
+	proc.Kill()
+	f.h.Addf("driver", "manager killed", r.Name, "SIGKILL pid=%d", proc.Pid())
 	return true
 }
 
@@ -150,7 +138,7 @@ func (f *Fleet) Supervise(ctx context.Context, t ManagerTimings) error {
 	for {
 		for _, r := range f.replicas {
 			r.mu.Lock()
-			start := r.cmd == nil && time.Now().After(r.downUntil)
+			start := r.proc == nil && time.Now().After(r.downUntil)
 			r.mu.Unlock()
 			if start {
 				if err := f.Start(r, t); err != nil {

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -179,13 +178,11 @@ func (r *runner) restorer(mode string) (*velerosim.Restorer, error) {
 // Velero does, in Velero's restore order.
 func (r *runner) backup(ctx context.Context, name string) (*backup, error) {
 	b := &backup{}
-	cm := &corev1.ConfigMap{}
-	err := r.admin.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: name + engine.LockSuffix}, cm)
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
+	cm, err := r.lockOf(ctx, name)
+	if err != nil {
 		return nil, err
-	case engine.ObserveLock(cm, name).Problem == nil:
+	}
+	if cm != nil {
 		items, err := velerosim.Unstructured(cm)
 		if err != nil {
 			return nil, err

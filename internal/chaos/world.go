@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
@@ -117,12 +118,8 @@ func (r *runner) cluster(name string) *clusterRT {
 // lockOf reads Cluster name's lock live; nil when there is none, or when
 // the ConfigMap of its name is not a lock.
 func (r *runner) lockOf(ctx context.Context, name string) (*corev1.ConfigMap, error) {
-	cm := &corev1.ConfigMap{}
-	err := r.admin.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: name + engine.LockSuffix}, cm)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil || engine.ObserveLock(cm, name).Problem != nil {
+	cm, err := kubeenv.GetLock(ctx, r.admin, r.ns, name)
+	if cm == nil || err != nil || engine.ObserveLock(cm, name).Problem != nil {
 		return nil, err
 	}
 	return cm, nil
@@ -178,10 +175,7 @@ func (r *runner) setPaused(ctx context.Context, name string, paused bool) error 
 // setStatusInitialised writes what Cluster API writes once the control
 // plane is initialised.
 func (r *runner) setStatusInitialised(ctx context.Context, name string) error {
-	now := time.Now().UTC().Format(time.RFC3339)
-	patch := fmt.Appendf(nil, `{"status":{"initialization":{"controlPlaneInitialized":true},"conditions":[{"type":%q,"status":"True","reason":"Initialized","message":"","lastTransitionTime":%q}]}}`,
-		capi.ControlPlaneInitializedCondition, now)
-	err := r.admin.Status().Patch(ctx, r.clusterObject(name), client.RawPatch(types.MergePatchType, patch))
+	err := kubeenv.SetInitialized(ctx, r.admin, r.clusterObject(name))
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

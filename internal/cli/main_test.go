@@ -137,9 +137,8 @@ func newCluster(t *testing.T, ns, name string, initialised bool, opts ...cluster
 		t.Fatalf("creating cluster %s/%s: %v", ns, name, err)
 	}
 	if initialised {
-		u.Object["status"] = map[string]any{"initialization": map[string]any{"controlPlaneInitialized": true}}
-		if err := env.Client.Status().Update(ctx, u); err != nil {
-			t.Fatalf("initialising cluster %s/%s: %v", ns, name, err)
+		if err := kubeenv.SetInitialized(ctx, env.Client, u); err != nil {
+			t.Fatal(err)
 		}
 	}
 	return u
@@ -178,20 +177,6 @@ func newConfigMap(t *testing.T, ns, name string, labels, data map[string]string,
 	}
 	if err := env.Client.Create(t.Context(), cm); err != nil {
 		t.Fatalf("creating configmap %s/%s: %v", ns, name, err)
-	}
-	return cm
-}
-
-// getLock reads a ConfigMap; nil when it does not exist.
-func getLock(t *testing.T, ns, name string) *corev1.ConfigMap {
-	t.Helper()
-	cm := &corev1.ConfigMap{}
-	err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, cm)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		t.Fatalf("reading configmap %s/%s: %v", ns, name, err)
 	}
 	return cm
 }

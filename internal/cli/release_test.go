@@ -66,7 +66,7 @@ func TestReleaseRefusesWhileInitMayRunThenForce(t *testing.T) {
 			t.Errorf("stderr lacks %q:\n%s", want, r.err)
 		}
 	}
-	if c.Writes() != 0 || getLock(t, ns, "c1-lock") == nil {
+	if c.Writes() != 0 || kubeenv.MustGetLock(t, env.Client, ns, "c1") == nil {
 		t.Fatalf("refused release wrote %d times", c.Writes())
 	}
 
@@ -76,7 +76,7 @@ func TestReleaseRefusesWhileInitMayRunThenForce(t *testing.T) {
 	if !strings.Contains(r.err, "warning: releasing lock") || !strings.Contains(r.out, `released init lock "c1-lock" of cluster "c1" (holder "m1")`) {
 		t.Errorf("stdout:\n%s\nstderr:\n%s", r.out, r.err)
 	}
-	if getLock(t, ns, "c1-lock") != nil {
+	if kubeenv.MustGetLock(t, env.Client, ns, "c1") != nil {
 		t.Fatal("lock still exists")
 	}
 	if g := grantOf(t, cluster); g != "" {
@@ -100,7 +100,7 @@ func TestReleaseAfterInitNeedsNoForce(t *testing.T) {
 	newLock(t, ns, "c1", "m1", cl)
 	r := run(t, "release", "c1", "-n", ns)
 	r.expectCode(t, cli.ExitOK)
-	if getLock(t, ns, "c1-lock") != nil {
+	if kubeenv.MustGetLock(t, env.Client, ns, "c1") != nil {
 		t.Fatal("lock still exists")
 	}
 }
@@ -111,7 +111,7 @@ func TestReleaseAfterInitNeedsNoForce(t *testing.T) {
 func TestReleaseLostLockEmptiesTheGrantRegister(t *testing.T) {
 	ctx := t.Context()
 	ns, cluster := lockedCluster(t)
-	if err := env.Client.Delete(ctx, getLock(t, ns, "c1-lock")); err != nil {
+	if err := env.Client.Delete(ctx, kubeenv.MustGetLock(t, env.Client, ns, "c1")); err != nil {
 		t.Fatal(err)
 	}
 
@@ -159,7 +159,7 @@ func TestReleaseOrphanAndStaleHolder(t *testing.T) {
 		cl := newCluster(t, ns, "c1", false)
 		newLock(t, ns, "c1", "m-gone", cl)
 		run(t, "release", "c1", "-n", ns).expectCode(t, cli.ExitOK)
-		if getLock(t, ns, "c1-lock") != nil {
+		if kubeenv.MustGetLock(t, env.Client, ns, "c1") != nil {
 			t.Fatal("lock still exists")
 		}
 	})
@@ -176,7 +176,7 @@ func TestReleaseCorrupt(t *testing.T) {
 	}
 	r = run(t, "release", "c1", "-n", ns, "--force")
 	r.expectCode(t, cli.ExitOK)
-	if getLock(t, ns, "c1-lock") != nil {
+	if kubeenv.MustGetLock(t, env.Client, ns, "c1") != nil {
 		t.Fatal("corrupt lock still exists")
 	}
 }
@@ -197,7 +197,7 @@ func TestReleaseRefusesForeignConfigMapEvenWithForce(t *testing.T) {
 			t.Errorf("%v wrote %d times", args, c.Writes())
 		}
 	}
-	if getLock(t, ns, "c1-lock") == nil {
+	if kubeenv.MustGetLock(t, env.Client, ns, "c1") == nil {
 		t.Fatal("foreign configmap was deleted")
 	}
 }
@@ -222,7 +222,7 @@ func TestReleaseArguments(t *testing.T) {
 // the finalizer off and the lock goes.
 func TestReleaseHeldLockWithoutTheManager(t *testing.T) {
 	ns, cluster := lockedCluster(t)
-	cm := getLock(t, ns, "c1-lock")
+	cm := kubeenv.MustGetLock(t, env.Client, ns, "c1")
 	cm.Finalizers = append(cm.Finalizers, engine.HeldFinalizer) // as initlock-manager protects it
 	if err := env.Client.Update(t.Context(), cm); err != nil {
 		t.Fatal(err)
@@ -231,13 +231,13 @@ func TestReleaseHeldLockWithoutTheManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	kubeenv.Eventually(t, 20*time.Second, func() error {
-		if got := getLock(t, ns, "c1-lock"); got == nil || got.DeletionTimestamp == nil {
+		if got := kubeenv.MustGetLock(t, env.Client, ns, "c1"); got == nil || got.DeletionTimestamp == nil {
 			return fmt.Errorf("lock not being deleted by the garbage collector yet")
 		}
 		return nil
 	})
 	kubeenv.Consistently(t, time.Second, func() error {
-		if getLock(t, ns, "c1-lock") == nil {
+		if kubeenv.MustGetLock(t, env.Client, ns, "c1") == nil {
 			return fmt.Errorf("the held lock went while its holder exists")
 		}
 		return nil
@@ -252,7 +252,7 @@ func TestReleaseHeldLockWithoutTheManager(t *testing.T) {
 	var c kubeenv.Counter
 	r = invocation{wrap: counting(&c)}.run(t, "release", "c1", "-n", ns, "--force")
 	r.expectCode(t, cli.ExitOK)
-	if got := getLock(t, ns, "c1-lock"); got != nil {
+	if got := kubeenv.MustGetLock(t, env.Client, ns, "c1"); got != nil {
 		t.Fatalf("lock still exists after release --force: finalizers %v", got.Finalizers)
 	}
 	// The Cluster is gone, so the register is not read or written: one

@@ -24,24 +24,6 @@ import (
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
-// restore recreates the backed-up objects as a Velero restore does, with
-// the project's simulator of it (velerosim): in Velero's order (ConfigMaps,
-// then Machines, then Clusters), without uid, resourceVersion,
-// creationTimestamp, ownerReferences and status. It returns them as
-// created.
-func restore(t *testing.T, objs ...*unstructured.Unstructured) []*unstructured.Unstructured {
-	t.Helper()
-	r, err := velerosim.New(env.Config, velerosim.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := r.Restore(t.Context(), objs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 func backup(t *testing.T, obj client.Object, gvkObj *unstructured.Unstructured) *unstructured.Unstructured {
 	t.Helper()
 	u := gvkObj.DeepCopy()
@@ -87,7 +69,7 @@ func TestRepairAfterVeleroRestore(t *testing.T) {
 	kubeenv.WaitGone(t, env.Client, lockObj, machine, cluster)
 
 	// Restore in Velero's order: ConfigMaps, then Machines, then Clusters.
-	out := restore(t, savedCluster, savedMachine, savedLock)
+	out := velerosim.Restore(t, env.Config, velerosim.Options{}, savedCluster, savedMachine, savedLock)
 	restored := out[len(out)-1]
 	if restored.GetKind() != capi.ClusterKind {
 		t.Fatalf("restored %s last, want the Cluster", restored.GetKind())
@@ -116,7 +98,7 @@ func TestRepairAfterVeleroRestore(t *testing.T) {
 			t.Errorf("after repair: %+v", s)
 		}
 	}
-	cm := getLock(t, ns, "c1-lock")
+	cm := kubeenv.MustGetLock(t, env.Client, ns, "c1")
 	if len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0].UID != restored.GetUID() {
 		t.Fatalf("lock owner references after repair: %+v", cm.OwnerReferences)
 	}
@@ -214,21 +196,21 @@ func TestRepairCollectsOrphanAfterGrace(t *testing.T) {
 	if !strings.Contains(r.out, "mark-orphan") || !strings.Contains(r.out, "marked") {
 		t.Fatalf("first repair:\n%s", r.out)
 	}
-	if getLock(t, ns, "c1-lock").Annotations[engine.ClusterAbsentAnnotation] == "" {
+	if kubeenv.MustGetLock(t, env.Client, ns, "c1").Annotations[engine.ClusterAbsentAnnotation] == "" {
 		t.Fatal("lock not marked")
 	}
 
 	clk.SetTime(clk.Now().Add(5 * time.Minute))
 	r = inv.run(t, "repair", "-n", ns, "--orphan-grace=10m")
 	r.expectCode(t, cli.ExitOK)
-	if !strings.Contains(r.out, "Left as they are for now (1)") || getLock(t, ns, "c1-lock") == nil {
+	if !strings.Contains(r.out, "Left as they are for now (1)") || kubeenv.MustGetLock(t, env.Client, ns, "c1") == nil {
 		t.Fatalf("repair within the grace period:\n%s", r.out)
 	}
 
 	clk.SetTime(clk.Now().Add(6 * time.Minute))
 	r = inv.run(t, "repair", "-n", ns, "--orphan-grace=10m")
 	r.expectCode(t, cli.ExitOK)
-	if !strings.Contains(r.out, "collected") || getLock(t, ns, "c1-lock") != nil {
+	if !strings.Contains(r.out, "collected") || kubeenv.MustGetLock(t, env.Client, ns, "c1") != nil {
 		t.Fatalf("repair after the grace period:\n%s", r.out)
 	}
 }
@@ -282,7 +264,7 @@ func TestRepairNeverDeletesLockOfRunningInit(t *testing.T) {
 			for range 3 {
 				r := invocation{clock: clk}.run(t, append([]string{"repair", "-n", ns}, tc.args...)...)
 				r.expectCode(t, cli.ExitOK)
-				cm := getLock(t, ns, "c1-lock")
+				cm := kubeenv.MustGetLock(t, env.Client, ns, "c1")
 				if cm == nil {
 					t.Fatalf("the lock of a running init was deleted:\n%s", r.out)
 				}
@@ -296,9 +278,9 @@ func TestRepairNeverDeletesLockOfRunningInit(t *testing.T) {
 }
 
 // interfere returns a config wrapper that, before each of the first n
-// writes (method) to the named lock goes out, changes the lock with the admin
-// client, so that the write meets a conflict.
-func interfere(t *testing.T, c *kubeenv.Counter, method, ns, lock string, n int, change func(ctx context.Context, cm *corev1.ConfigMap) error) func(*rest.Config) *rest.Config {
+// writes (method) to the lock of cluster goes out, changes the lock with the
+// admin client, so that the write meets a conflict.
+func interfere(t *testing.T, c *kubeenv.Counter, method, ns, cluster string, n int, change func(ctx context.Context, cm *corev1.ConfigMap) error) func(*rest.Config) *rest.Config {
 	var left atomic.Int32
 	left.Store(int32(n))
 	var mu sync.Mutex
@@ -306,9 +288,9 @@ func interfere(t *testing.T, c *kubeenv.Counter, method, ns, lock string, n int,
 		cfg = c.CountingConfig(cfg)
 		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 			return kubeenv.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
-				if req.Method == method && strings.HasSuffix(req.URL.Path, "/namespaces/"+ns+"/configmaps/"+lock) && left.Add(-1) >= 0 {
+				if req.Method == method && strings.HasSuffix(req.URL.Path, "/namespaces/"+ns+"/configmaps/"+cluster+engine.LockSuffix) && left.Add(-1) >= 0 {
 					mu.Lock()
-					cm := getLock(t, ns, lock)
+					cm := kubeenv.MustGetLock(t, env.Client, ns, cluster)
 					if err := change(req.Context(), cm); err != nil {
 						t.Errorf("interfering: %v", err)
 					}
@@ -337,7 +319,7 @@ func TestRepairRetriesAfterConflict(t *testing.T) {
 		newMachine(t, ns, "c1", "m1", nil)
 		newLock(t, ns, "c1", "m1", nil)
 		var c kubeenv.Counter
-		r := invocation{wrap: interfere(t, &c, http.MethodPatch, ns, "c1-lock", 1, touch)}.run(t, "repair", "-n", ns)
+		r := invocation{wrap: interfere(t, &c, http.MethodPatch, ns, "c1", 1, touch)}.run(t, "repair", "-n", ns)
 		r.expectCode(t, cli.ExitOK)
 		if got := c.Count("patch"); got != 2 {
 			t.Errorf("patches = %d, want 2 (a conflict, then the adoption)", got)
@@ -352,7 +334,7 @@ func TestRepairRetriesAfterConflict(t *testing.T) {
 		newLock(t, ns, "c1", "m1", cl)
 		var c kubeenv.Counter
 		del := func(ctx context.Context, cm *corev1.ConfigMap) error { return env.Client.Delete(ctx, cm) }
-		r := invocation{wrap: interfere(t, &c, http.MethodDelete, ns, "c1-lock", 1, del)}.run(t, "repair", "-n", ns)
+		r := invocation{wrap: interfere(t, &c, http.MethodDelete, ns, "c1", 1, del)}.run(t, "repair", "-n", ns)
 		r.expectCode(t, cli.ExitOK)
 		if !strings.Contains(r.out, "now free, nothing to do") {
 			t.Errorf("output:\n%s", r.out)
@@ -364,7 +346,7 @@ func TestRepairRetriesAfterConflict(t *testing.T) {
 		newMachine(t, ns, "c1", "m1", nil)
 		newLock(t, ns, "c1", "m1", nil)
 		var c kubeenv.Counter
-		r := invocation{wrap: interfere(t, &c, http.MethodPatch, ns, "c1-lock", 100, touch)}.run(t, "repair", "-n", ns)
+		r := invocation{wrap: interfere(t, &c, http.MethodPatch, ns, "c1", 100, touch)}.run(t, "repair", "-n", ns)
 		r.expectCode(t, cli.ExitError)
 		if got := c.Count("patch"); got != 5 {
 			t.Errorf("patches = %d, want 5 (bounded)", got)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -75,50 +76,36 @@ func discoveryFor(env *kubeenv.Env) (discovery.DiscoveryInterface, error) {
 }
 
 // writeCounter counts the create, update, patch and delete requests to
-// ConfigMaps made through a rest.Config it wrapped.
+// ConfigMaps made through a rest.Config it wrapped, with kubeenv's Counter.
 type writeCounter struct {
-	mu     sync.Mutex
-	counts map[string]int
+	counter kubeenv.Counter
+	mu      sync.Mutex
+	// taken are the counts at the last take.
+	taken map[kubeenv.Call]int
 }
 
-func (w *writeCounter) wrap(cfg *rest.Config) *rest.Config {
-	out := rest.CopyConfig(cfg)
-	out.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return kubeenv.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
-			resp, err := rt.RoundTrip(req)
-			if req.Method != http.MethodGet && isConfigMapPath(req.URL.Path) {
-				key := strings.ToLower(req.Method)
-				switch {
-				case err != nil:
-					key = "failed"
-				case resp.StatusCode == http.StatusConflict:
-					key = "conflict"
-				case resp.StatusCode >= 300:
-					key = "failed"
-				}
-				w.mu.Lock()
-				if w.counts == nil {
-					w.counts = map[string]int{}
-				}
-				w.counts[key]++
-				w.mu.Unlock()
-			}
-			return resp, err
-		})
-	})
-	return out
-}
-
-func isConfigMapPath(p string) bool {
-	return strings.HasPrefix(p, "/api/v1/") && (strings.HasSuffix(p, "/configmaps") || strings.Contains(p, "/configmaps/"))
-}
+func (w *writeCounter) wrap(cfg *rest.Config) *rest.Config { return w.counter.CountingConfig(cfg) }
 
 // writeNames name the counts: successful writes by verb, then the writes
 // refused for a conflict (optimistic concurrency at work) and the others
 // that failed.
 var writeNames = []struct{ key, name string }{
-	{"post", "create"}, {"put", "update"}, {"patch", "patch"}, {"delete", "delete"},
+	{"create", "create"}, {"update", "update"}, {"patch", "patch"}, {"delete", "delete"},
 	{"conflict", "refused for a conflict"}, {"failed", "failed"},
+}
+
+// writeKey names the count a ConfigMap write falls in, "" while it waits
+// for its answer.
+func writeKey(c kubeenv.Call) string {
+	switch {
+	case c.Status == 0:
+		return ""
+	case c.Status == http.StatusConflict:
+		return "conflict"
+	case c.Status == kubeenv.NoAnswer || c.Status >= 300:
+		return "failed"
+	}
+	return c.Verb
 }
 
 // take returns the successful writes counted since the last take and a
@@ -126,17 +113,24 @@ var writeNames = []struct{ key, name string }{
 func (w *writeCounter) take() (int, string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	now := w.counter.Calls()
+	counts := map[string]int{}
+	for c, n := range now {
+		if c.Group == "" && c.Resource == "configmaps" && slices.Contains(kubeenv.WriteVerbs, c.Verb) {
+			counts[writeKey(c)] += n - w.taken[c]
+		}
+	}
+	w.taken = now
 	total := 0
 	var parts []string
 	for _, wn := range writeNames {
-		if n := w.counts[wn.key]; n > 0 {
+		if n := counts[wn.key]; n > 0 {
 			if wn.key != "conflict" && wn.key != "failed" {
 				total += n
 			}
 			parts = append(parts, fmt.Sprintf("%d %s", n, wn.name))
 		}
 	}
-	w.counts = nil
 	if len(parts) == 0 {
 		return 0, "no write"
 	}
@@ -188,19 +182,6 @@ func (d *demo) setPaused(cluster *unstructured.Unstructured, paused bool) error 
 		return fmt.Errorf("setting spec.paused=%t on cluster %s/%s: %w", paused, cluster.GetNamespace(), cluster.GetName(), err)
 	}
 	return nil
-}
-
-// getLock reads a cluster's lock ConfigMap; nil when there is none.
-func (d *demo) getLock(ns, cluster string) (*corev1.ConfigMap, error) {
-	cm := &corev1.ConfigMap{}
-	err := d.c.Get(d.ctx, types.NamespacedName{Namespace: ns, Name: cluster + engine.LockSuffix}, cm)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading the lock of cluster %s/%s: %w", ns, cluster, err)
-	}
-	return cm, nil
 }
 
 // observe reads the lock, the Cluster and the Machines they name live, with
@@ -324,7 +305,7 @@ func (d *demo) deleteNamespace(name string) error {
 // waitLockGone waits until the cluster's lock no longer exists.
 func (d *demo) waitLockGone(ns, cluster string) error {
 	return poll(d.ctx, d.opts.Timeout, func(context.Context) error {
-		cm, err := d.getLock(ns, cluster)
+		cm, err := kubeenv.GetLock(d.ctx, d.c, ns, cluster)
 		if err != nil {
 			return err
 		}

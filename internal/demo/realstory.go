@@ -99,7 +99,7 @@ func (d *realDemo) seedUpstream() {
 		if err := sleep(d.ctx, 3*time.Second); err != nil {
 			return err
 		}
-		cm, err := dst.Lock(d.ctx, realUpstreamNS, seedCluster)
+		cm, err := kubeenv.GetLock(d.ctx, dst.Client, realUpstreamNS, seedCluster)
 		if err != nil {
 			return err
 		}
@@ -192,7 +192,7 @@ func (d *realDemo) seedInitlock() {
 			if cluster == nil {
 				return errors.New("the Cluster is not restored yet")
 			}
-			if cm, err = dst.Lock(ctx, realInitlockNS, seedCluster); err != nil {
+			if cm, err = kubeenv.GetLock(ctx, dst.Client, realInitlockNS, seedCluster); err != nil {
 				return err
 			}
 			if cm == nil {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/initlock/initlock/internal/cli"
+	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
@@ -109,7 +110,7 @@ func (d *demo) seedScenario() {
 		if err != nil {
 			return err
 		}
-		cm, err := d.getLock(seedNamespace, seedCluster)
+		cm, err := kubeenv.GetLock(d.ctx, d.c, seedNamespace, seedCluster)
 		if err != nil {
 			return err
 		}
@@ -157,7 +158,7 @@ func (d *demo) seedScenario() {
 		if err := sleep(d.ctx, pausedHold); err != nil {
 			return err
 		}
-		after, err := d.getLock(seedNamespace, seedCluster)
+		after, err := kubeenv.GetLock(d.ctx, d.c, seedNamespace, seedCluster)
 		if err != nil {
 			return err
 		}
@@ -181,7 +182,7 @@ func (d *demo) seedScenario() {
 		var cm *corev1.ConfigMap
 		err := poll(d.ctx, d.opts.Timeout, func(context.Context) error {
 			var err error
-			if cm, err = d.getLock(seedNamespace, seedCluster); err != nil {
+			if cm, err = kubeenv.GetLock(d.ctx, d.c, seedNamespace, seedCluster); err != nil {
 				return err
 			}
 			switch {
@@ -213,7 +214,7 @@ func (d *demo) seedScenario() {
 	})
 
 	tl.step("kubectl delete configmap "+seedCluster+engine.LockSuffix+": initlock-manager's finalizer holds the lock", func(n note) error {
-		cm, err := d.getLock(seedNamespace, seedCluster)
+		cm, err := kubeenv.GetLock(d.ctx, d.c, seedNamespace, seedCluster)
 		if err != nil {
 			return err
 		}
@@ -228,7 +229,7 @@ func (d *demo) seedScenario() {
 		if err != nil {
 			return err
 		}
-		if cm, err = d.getLock(seedNamespace, seedCluster); err != nil {
+		if cm, err = kubeenv.GetLock(d.ctx, d.c, seedNamespace, seedCluster); err != nil {
 			return err
 		}
 		if cm == nil || cm.DeletionTimestamp == nil {
@@ -271,7 +272,7 @@ func (d *demo) takeLock(n note, cluster, machine *unstructured.Unstructured) err
 	if !res.Acquired {
 		return fmt.Errorf("lock not acquired: held by %s (verdict %s)", res.Holder, res.Verdict)
 	}
-	cm, err := d.getLock(cluster.GetNamespace(), cluster.GetName())
+	cm, err := kubeenv.GetLock(d.ctx, d.c, cluster.GetNamespace(), cluster.GetName())
 	if err != nil {
 		return err
 	}
@@ -291,7 +292,7 @@ func (d *demo) slowRestore(n note, lockUID types.UID) error {
 	d.lockWrites.take()
 	var mark string
 	err := poll(d.ctx, d.opts.Timeout, func(context.Context) error {
-		cm, err := d.getLock(seedNamespace, seedCluster)
+		cm, err := kubeenv.GetLock(d.ctx, d.c, seedNamespace, seedCluster)
 		if err != nil {
 			return err
 		}
@@ -364,9 +365,8 @@ func (d *demo) singleNode() {
 		if u == nil {
 			return fmt.Errorf("cluster %s/%s is gone", soloNamespace, soloCluster)
 		}
-		setInitialized(u)
-		if err := d.c.Status().Update(d.ctx, u); err != nil {
-			return fmt.Errorf("updating the status of cluster %s/%s: %w", soloNamespace, soloCluster, err)
+		if err := kubeenv.SetInitialized(d.ctx, d.c, u); err != nil {
+			return err
 		}
 		initialised = time.Now()
 		if !capi.IsControlPlaneInitialized(u) {
@@ -390,24 +390,6 @@ func (d *demo) singleNode() {
 		n("event %s on Cluster %s: %s", ev.Reason, soloCluster, ev.Note)
 		return nil
 	})
-}
-
-// setInitialized marks a v1beta2 Cluster's control plane initialised, as
-// the Cluster API controllers do.
-func setInitialized(u *unstructured.Unstructured) {
-	status, _ := u.Object["status"].(map[string]any)
-	if status == nil {
-		status = map[string]any{}
-	}
-	status["initialization"] = map[string]any{"controlPlaneInitialized": true}
-	status["conditions"] = []any{map[string]any{
-		"type":               capi.ControlPlaneInitializedCondition,
-		"status":             "True",
-		"reason":             "Initialized",
-		"message":            "",
-		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
-	}}
-	u.Object["status"] = status
 }
 
 // managerMetrics shows the manager's Prometheus metrics for what it did.

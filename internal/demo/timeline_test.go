@@ -3,9 +3,15 @@ package demo
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/initlock/initlock/internal/kubeenv"
 )
 
 func TestTimeline(t *testing.T) {
@@ -92,16 +98,51 @@ func TestFormats(t *testing.T) {
 	}
 }
 
-func TestIsConfigMapPath(t *testing.T) {
-	for path, want := range map[string]bool{
-		"/api/v1/namespaces/a/configmaps":             true,
-		"/api/v1/namespaces/a/configmaps/c1-lock":     true,
-		"/api/v1/namespaces/a/secrets/c1-lock":        false,
-		"/apis/events.k8s.io/v1/namespaces/a/events":  false,
-		"/apis/cluster.x-k8s.io/v1beta2/configmapish": false,
-	} {
-		if got := isConfigMapPath(path); got != want {
-			t.Errorf("isConfigMapPath(%q) = %t, want %t", path, got, want)
+// TestWriteCounter: take counts the ConfigMap writes since the last take,
+// by verb, with those refused for a conflict and those that failed apart,
+// and leaves out reads and writes of other resources.
+func TestWriteCounter(t *testing.T) {
+	answers := map[string]int{
+		"PATCH /api/v1/namespaces/a/configmaps/c1-lock":       http.StatusOK,
+		"PUT /api/v1/namespaces/a/configmaps/c2-lock":         http.StatusConflict,
+		"DELETE /api/v1/namespaces/a/configmaps/c3-lock":      http.StatusInternalServerError,
+		"POST /api/v1/namespaces/a/configmaps":                http.StatusCreated,
+		"GET /api/v1/namespaces/a/configmaps/c1-lock":         http.StatusOK,
+		"PATCH /api/v1/namespaces/a/secrets/c1-lock":          http.StatusOK,
+		"POST /apis/events.k8s.io/v1/namespaces/a/events":     http.StatusCreated,
+		"PATCH /apis/cluster.x-k8s.io/v1beta2/configmapish/x": http.StatusOK,
+	}
+	var w writeCounter
+	cfg := w.wrap(&rest.Config{Host: "http://apiserver.test", Transport: kubeenv.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: answers[req.Method+" "+req.URL.Path], Body: io.NopCloser(strings.NewReader("{}")), Request: req}, nil
+	})})
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func() {
+		for call := range answers {
+			method, path, _ := strings.Cut(call, " ")
+			req, err := http.NewRequestWithContext(t.Context(), method, "http://apiserver.test"+path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
 		}
+	}
+	send()
+	if n, desc := w.take(); n != 2 || desc != "1 create, 1 patch, 1 refused for a conflict, 1 failed" {
+		t.Errorf("take = %d, %q", n, desc)
+	}
+	if n, desc := w.take(); n != 0 || desc != "no write" {
+		t.Errorf("take again = %d, %q, want nothing new", n, desc)
+	}
+	send()
+	if n, _ := w.take(); n != 2 {
+		t.Errorf("take after more writes = %d, want 2", n)
 	}
 }

@@ -2,7 +2,6 @@ package kubeenv
 
 import (
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -103,9 +102,12 @@ func NewHeldLock(namespace, cluster, machine string, owner *unstructured.Unstruc
 	return cm
 }
 
-// LockOwnedBy checks that the lock has exactly one Cluster ownerReference,
-// to cluster's UID.
+// LockOwnedBy checks that the lock exists (is not nil) and has exactly one
+// Cluster ownerReference, to cluster's UID.
 func LockOwnedBy(cm *corev1.ConfigMap, cluster *unstructured.Unstructured) error {
+	if cm == nil {
+		return fmt.Errorf("no lock, want one owned by %s/%s", cluster.GetName(), cluster.GetUID())
+	}
 	var refs []string
 	for _, r := range cm.OwnerReferences {
 		if r.Kind == capi.ClusterKind {
@@ -116,28 +118,6 @@ func LockOwnedBy(cm *corev1.ConfigMap, cluster *unstructured.Unstructured) error
 		return fmt.Errorf("lock %s owned by %v, want %s/%s", cm.Name, refs, cluster.GetName(), cluster.GetUID())
 	}
 	return nil
-}
-
-// SetInitialized returns a mutation that marks a Cluster of the given
-// version initialised, as Cluster API reports it: the ControlPlaneInitialized
-// condition, and for v1beta2 status.initialization.controlPlaneInitialized.
-// Write it through the status subresource.
-func SetInitialized(version string) func(*unstructured.Unstructured) {
-	return func(u *unstructured.Unstructured) {
-		cond := map[string]any{
-			"type": "ControlPlaneInitialized", "status": "True",
-			"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
-		}
-		if version == capi.V1Beta1 {
-			u.Object["status"] = map[string]any{"conditions": []any{cond}}
-			return
-		}
-		cond["reason"], cond["message"] = "Initialized", ""
-		u.Object["status"] = map[string]any{
-			"initialization": map[string]any{"controlPlaneInitialized": true},
-			"conditions":     []any{cond},
-		}
-	}
 }
 
 // Paused sets a Cluster's spec.paused.

@@ -1,110 +1,105 @@
 package kubeenv
 
 import (
+	"bytes"
+	"fmt"
+	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
 	"k8s.io/client-go/rest"
 )
 
+// WriteVerbs are the verbs that change objects.
+var WriteVerbs = []string{"create", "update", "patch", "delete"}
+
+// readVerbs are the verbs Reads counts.
+var readVerbs = []string{"get", "list"}
+
 // Counter counts the requests made through a rest.Config it wrapped, by
-// verb: get, list, watch, create, update, patch and delete, and discovery
-// for the API discovery a client makes on its first use of a kind.
+// what they asked (Request: verb, API group and version, resource,
+// namespace and name) and by the status code of the answer, and keeps the
+// requests that authorisation refused. A request is counted when it is
+// sent, so that a count read meanwhile includes the requests under way.
 type Counter struct {
 	mu     sync.Mutex
-	counts map[string]int
+	counts map[Call]int
+	denied []string
 }
+
+// Call is a request a Counter counted and the status code of its answer:
+// 0 while it waits for the answer, NoAnswer when none came.
+type Call struct {
+	Request
+	Status int
+}
+
+// NoAnswer is the Status of a request that got no answer (a transport
+// error).
+const NoAnswer = -1
 
 // CountingConfig returns a copy of cfg whose requests c counts.
 func (c *Counter) CountingConfig(cfg *rest.Config) *rest.Config {
 	out := rest.CopyConfig(cfg)
 	out.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
-			c.add(Classify(req).Verb)
-			return rt.RoundTrip(req)
+			// Counted when sent, and moved to its status when answered.
+			sent := Call{Request: Classify(req)}
+			c.answered(Call{}, sent)
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				c.answered(sent, Call{Request: sent.Request, Status: NoAnswer})
+				return resp, err
+			}
+			c.answered(sent, Call{Request: sent.Request, Status: resp.StatusCode})
+			if resp.StatusCode == http.StatusForbidden {
+				c.keepDenied(req, resp)
+			}
+			return resp, nil
 		})
 	})
 	return out
 }
 
-// RoundTripperFunc is an http.RoundTripper made of a function.
-type RoundTripperFunc func(*http.Request) (*http.Response, error)
-
-// RoundTrip calls f.
-func (f RoundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// Request names an API request by what it does.
-type Request struct {
-	// Verb is get, list, watch, create, update, patch or delete, or
-	// discovery for a request of an API group version itself.
-	Verb string
-	// Resource is the resource, with its subresource as "clusters/status",
-	// and "namespaces" for a request of a namespace itself.
-	Resource string
-	// Namespace is the namespace of a namespaced request.
-	Namespace string
+// keepDenied keeps a request refused with 403 Forbidden, unless the refusal
+// is a write into a namespace being deleted, which is not authorisation's.
+func (c *Counter) keepDenied(req *http.Request, resp *http.Response) {
+	b, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	if bytes.Contains(b, []byte("NamespaceTerminating")) {
+		return
+	}
+	what := req.Method + " " + req.URL.Path
+	if req.URL.RawQuery != "" {
+		what += "?" + req.URL.RawQuery
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.denied = append(c.denied, what+": "+string(b))
 }
 
-// Classify names req.
-func Classify(req *http.Request) Request {
-	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
-	var rest []string
-	switch {
-	case len(parts) >= 2 && parts[0] == "api":
-		rest = parts[2:]
-	case len(parts) >= 3 && parts[0] == "apis":
-		rest = parts[3:]
-	}
-	var r Request
-	if len(rest) >= 2 && rest[0] == "namespaces" {
-		r.Namespace = rest[1]
-		if len(rest) > 2 {
-			rest = rest[2:]
-		} else {
-			rest = []string{"namespaces"}
-		}
-	}
-	if len(rest) > 0 {
-		r.Resource = rest[0]
-	}
-	if len(rest) > 2 {
-		r.Resource += "/" + rest[2]
-	}
-	switch req.Method {
-	case http.MethodPost:
-		r.Verb = "create"
-	case http.MethodPut:
-		r.Verb = "update"
-	case http.MethodPatch:
-		r.Verb = "patch"
-	case http.MethodDelete:
-		r.Verb = "delete"
-	default:
-		switch {
-		case req.URL.Query().Get("watch") == "true":
-			r.Verb = "watch"
-		case len(rest) == 0:
-			r.Verb = "discovery"
-		case len(rest) == 1:
-			r.Verb = "list"
-		default:
-			r.Verb = "get"
-		}
-	}
-	return r
-}
-
-func (c *Counter) add(v string) {
+// answered moves one count from call from (none when zero) to call to.
+func (c *Counter) answered(from, to Call) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.counts == nil {
-		c.counts = map[string]int{}
+		c.counts = map[Call]int{}
 	}
-	c.counts[v]++
+	if from != (Call{}) {
+		if c.counts[from] == 0 {
+			return // reset meanwhile
+		}
+		if c.counts[from]--; c.counts[from] == 0 {
+			delete(c.counts, from)
+		}
+	}
+	c.counts[to]++
 }
 
-// Reset sets every count to zero.
+// Reset sets every count to zero. The refused requests are kept.
 func (c *Counter) Reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -112,18 +107,76 @@ func (c *Counter) Reset() {
 }
 
 // Count returns the number of requests with the given verbs.
-func (c *Counter) Count(verbs ...string) int {
+func (c *Counter) Count(verbs ...string) int { return c.Of("", "").Count(verbs...) }
+
+// Writes returns the number of create, update, patch and delete requests.
+func (c *Counter) Writes() int { return c.Count(WriteVerbs...) }
+
+// Reads returns the number of get and list requests.
+func (c *Counter) Reads() int { return c.Count(readVerbs...) }
+
+// Of returns the counts of the requests for resource ("" for any, with its
+// subresource as in Request) in namespace ("" for any).
+func (c *Counter) Of(resource, namespace string) Counts {
+	return Counts{c: c, resource: resource, namespace: namespace}
+}
+
+// Calls returns a copy of the counts of every request and answer.
+func (c *Counter) Calls() map[Call]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	out := make(map[Call]int, len(c.counts))
+	for k, v := range c.counts {
+		out[k] = v
+	}
+	return out
+}
+
+// Denied returns the requests the API server refused with 403 Forbidden
+// for authorisation, each as "METHOD path?query: answer".
+func (c *Counter) Denied() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.denied)
+}
+
+// String lists the counts by verb, resource, namespace and status, one a
+// line, sorted.
+func (c *Counter) String() string {
+	sums := map[string]int{}
+	for k, v := range c.Calls() {
+		sums[fmt.Sprintf("%s %s ns=%s status=%d", k.Verb, k.Resource, k.Namespace, k.Status)] += v
+	}
+	lines := make([]string, 0, len(sums))
+	for k, v := range sums {
+		lines = append(lines, fmt.Sprintf("%s: %d\n", k, v))
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "")
+}
+
+// Counts are the counts of a Counter for one resource and namespace.
+type Counts struct {
+	c                   *Counter
+	resource, namespace string
+}
+
+// Count returns the number of requests with the given verbs.
+func (s Counts) Count(verbs ...string) int {
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
 	n := 0
-	for _, v := range verbs {
-		n += c.counts[v]
+	for k, v := range s.c.counts {
+		if (s.resource == "" || k.Resource == s.resource) && (s.namespace == "" || k.Namespace == s.namespace) &&
+			slices.Contains(verbs, k.Verb) {
+			n += v
+		}
 	}
 	return n
 }
 
 // Writes returns the number of create, update, patch and delete requests.
-func (c *Counter) Writes() int { return c.Count("create", "update", "patch", "delete") }
+func (s Counts) Writes() int { return s.Count(WriteVerbs...) }
 
 // Reads returns the number of get and list requests.
-func (c *Counter) Reads() int { return c.Count("get", "list") }
+func (s Counts) Reads() int { return s.Count(readVerbs...) }

@@ -15,7 +15,27 @@
 // NewMachine, NewLock), and WaitGone and DeleteAndWait wait for objects to
 // go away.
 //
+// It is also the one kit of test helpers the project's tests, benchmarks,
+// demo and chaos runs share, each in one place:
+//
+//   - GetLock reads a Cluster's lock, nil when there is none (MustGetLock
+//     for a test, LockGone to wait for its end); SetInitialized writes a
+//     Cluster's status as Cluster API does once its control plane is
+//     initialised.
+//   - Counter counts the requests made through a rest.Config by verb,
+//     resource, namespace, object and answer, and keeps those
+//     authorisation refused.
+//   - StartManager runs a controller-runtime manager in the test's process
+//     with its requests counted, and stops it when the test ends.
+//   - StartLogged and StartProcess run a program in a process group of its
+//     own with its output in a log file, and end the group.
+//   - Restoring as Velero does is velerosim's, with velerosim.Restore for
+//     tests.
+//
 // The package guarantees that Stop ends every process it started and removes
-// every temporary folder it made. It does not isolate tests from each other
-// beyond the namespace: cluster-scoped objects are shared.
+// every temporary folder it made, that StartProcess and StartManager end
+// what they started when the test ends, and that a Counter counts a request
+// when it is sent (its answer's status once it comes). It does not isolate
+// tests from each other beyond the namespace: cluster-scoped objects are
+// shared.
 package kubeenv

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -52,9 +51,7 @@ type Env struct {
 	Dir string
 
 	env *envtest.Environment
-	kcm *exec.Cmd
-	// kcmDone is closed when kube-controller-manager has exited.
-	kcmDone chan struct{}
+	kcm *Process
 }
 
 // Start starts etcd and kube-apiserver, installs the CRDs, then starts
@@ -134,11 +131,6 @@ func (e *Env) startControllerManager(bin string) error {
 	if err != nil {
 		return err
 	}
-	logPath := filepath.Join(e.Dir, "kube-controller-manager.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return err
-	}
 	cmd := exec.Command(bin,
 		"--kubeconfig="+kubeconfig,
 		"--controllers=garbage-collector-controller,namespace-controller",
@@ -146,27 +138,14 @@ func (e *Env) startControllerManager(bin string) error {
 		"--leader-elect=false",
 		"--secure-port=0",
 	)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// Its own process group, and killed with this process should the test
-	// binary die without running Stop.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		_ = logFile.Close()
-		return fmt.Errorf("starting kube-controller-manager: %w", err)
+	if e.kcm, err = StartLogged("kube-controller-manager", cmd, filepath.Join(e.Dir, "kube-controller-manager.log")); err != nil {
+		return err
 	}
-	e.kcm = cmd
-	e.kcmDone = make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		_ = logFile.Close()
-		close(e.kcmDone)
-	}()
 	// Healthy once it runs: the collector syncs on its own schedule, and
 	// tests wait for its effects with Eventually.
 	select {
-	case <-e.kcmDone:
-		b, _ := os.ReadFile(logPath)
-		return fmt.Errorf("kube-controller-manager exited at start:\n%s", b)
+	case <-e.kcm.Done():
+		return fmt.Errorf("kube-controller-manager exited at start:\n%s", e.kcm.Log())
 	case <-time.After(200 * time.Millisecond):
 	}
 	return nil
@@ -231,14 +210,8 @@ func (e *Env) WriteKubeconfig(name string, groups []string) (string, error) {
 // Env's temporary folders. It may be called more than once.
 func (e *Env) Stop() error {
 	var errs []error
-	if e.kcm != nil && e.kcm.Process != nil {
-		_ = syscall.Kill(-e.kcm.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-e.kcmDone:
-		case <-time.After(5 * time.Second):
-			_ = syscall.Kill(-e.kcm.Process.Pid, syscall.SIGKILL)
-			<-e.kcmDone
-		}
+	if e.kcm != nil {
+		e.kcm.Stop()
 		e.kcm = nil
 	}
 	if e.env != nil {

@@ -26,7 +26,7 @@ func TestEventBudget(t *testing.T) {
 	rm := startManager(t, env.Config, opts)
 
 	kubeenv.Eventually(t, 30*time.Second, func() error {
-		if w := rm.Counter.Writes("configmaps", ns); w != n {
+		if w := rm.Counter.Of("configmaps", ns).Writes(); w != n {
 			return fmt.Errorf("%d configmap writes, want %d", w, n)
 		}
 		return nil
@@ -46,7 +46,7 @@ func TestEventBudget(t *testing.T) {
 	if d := counterValue(t, "initlock_events_dropped_total", "LockAdopted") - dropped0; d != n-2 {
 		t.Errorf("initlock_events_dropped_total{reason=LockAdopted} rose by %g, want %d", d, n-2)
 	}
-	if w := rm.Counter.Writes("configmaps", ns); w != n {
+	if w := rm.Counter.Of("configmaps", ns).Writes(); w != n {
 		t.Errorf("%d configmap writes, want exactly %d:\n%s", w, n, rm.Counter)
 	}
 }

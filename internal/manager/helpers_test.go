@@ -1,6 +1,8 @@
 package manager_test
 
 import (
+	"cmp"
+	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,15 +19,14 @@ import (
 // Shorthands for the kubeenv and managertest helpers with this package's Env.
 
 var (
-	testOptions    = managertest.Options
-	lockFor        = kubeenv.NewLock
-	ownedBy        = kubeenv.LockOwnedBy
-	setInitialized = kubeenv.SetInitialized
-	paused         = kubeenv.Paused
-	writeVerbs     = managertest.WriteVerbs
+	testOptions = managertest.Options
+	lockFor     = kubeenv.NewLock
+	ownedBy     = kubeenv.LockOwnedBy
+	paused      = kubeenv.Paused
+	writeVerbs  = kubeenv.WriteVerbs
 )
 
-func startManager(t testing.TB, cfg *rest.Config, opts manager.Options) *managertest.Running {
+func startManager(t testing.TB, cfg *rest.Config, opts manager.Options) *kubeenv.Running {
 	return managertest.Start(t, cfg, opts)
 }
 
@@ -44,13 +45,17 @@ func create(t testing.TB, obj client.Object) {
 	managertest.Create(t, env.Client, obj)
 }
 
+// getLock reads the lock of cluster: an error when there is none.
 func getLock(t testing.TB, ns, cluster string) (*corev1.ConfigMap, error) {
-	t.Helper()
-	return managertest.GetLock(t, env.Client, ns, cluster)
+	cm, err := kubeenv.GetLock(t.Context(), env.Client, ns, cluster)
+	if cm == nil {
+		return nil, cmp.Or(err, fmt.Errorf("no lock of cluster %s/%s", ns, cluster))
+	}
+	return cm, nil
 }
 
 func lockGone(t testing.TB, ns, cluster string) func() error {
-	return managertest.LockGone(t, env.Client, ns, cluster)
+	return kubeenv.LockGone(t.Context(), env.Client, ns, cluster)
 }
 
 func events(t testing.TB, ns, reason string) []eventsv1.Event {
@@ -61,11 +66,6 @@ func events(t testing.TB, ns, reason string) []eventsv1.Event {
 func eventOn(t testing.TB, ns, reason, kind, name string) {
 	t.Helper()
 	managertest.EventOn(t, env.Client, ns, reason, kind, name)
-}
-
-func restore(t testing.TB, objs ...client.Object) {
-	t.Helper()
-	managertest.Restore(t, env.Config, objs...)
 }
 
 func deleteAndWait(t testing.TB, objs ...client.Object) {

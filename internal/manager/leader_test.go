@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/initlock/initlock/internal/kubeenv"
-	"github.com/initlock/initlock/internal/manager/managertest"
 )
 
 // TestLeaderElection: of two replicas with leader election, exactly one
@@ -23,7 +22,7 @@ func TestLeaderElection(t *testing.T) {
 	opts.LeaderElectionNamespace = ns
 	opts.LeaderElectionID = "initlock-manager-test"
 	opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = 4*time.Second, 3*time.Second, 200*time.Millisecond
-	replicas := []*managertest.Running{startManager(t, env.Config, opts), startManager(t, env.Config, opts)}
+	replicas := []*kubeenv.Running{startManager(t, env.Config, opts), startManager(t, env.Config, opts)}
 
 	leader := func() (int, error) {
 		var elected []int
@@ -73,13 +72,13 @@ func TestLeaderElection(t *testing.T) {
 		return nil
 	})
 	follower := 1 - first
-	if n := replicas[first].Counter.Writes("configmaps", ns); n != 1 {
+	if n := replicas[first].Counter.Of("configmaps", ns).Writes(); n != 1 {
 		t.Fatalf("leader made %d configmap writes, want 1:\n%s", n, replicas[first].Counter)
 	}
-	if n := replicas[follower].Counter.Writes("configmaps", ns); n != 0 {
+	if n := replicas[follower].Counter.Of("configmaps", ns).Writes(); n != 0 {
 		t.Fatalf("follower made %d configmap writes, want 0:\n%s", n, replicas[follower].Counter)
 	}
-	if n := replicas[follower].Counter.Count("events", ns, writeVerbs...); n != 0 {
+	if n := replicas[follower].Counter.Of("events", ns).Count(writeVerbs...); n != 0 {
 		t.Fatalf("follower emitted %d events, want 0", n)
 	}
 
@@ -97,7 +96,7 @@ func TestLeaderElection(t *testing.T) {
 		return nil
 	})
 	restoreLock("b")
-	if n := replicas[follower].Counter.Writes("configmaps", ns); n != 1 {
+	if n := replicas[follower].Counter.Of("configmaps", ns).Writes(); n != 1 {
 		t.Fatalf("new leader made %d configmap writes, want 1:\n%s", n, replicas[follower].Counter)
 	}
 }

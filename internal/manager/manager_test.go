@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/internal/manager/managertest"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
@@ -22,7 +23,6 @@ import (
 var env *kubeenv.Env
 
 func TestMain(m *testing.M) {
-	managertest.SetLogger()
 	kubeenv.Main(m, kubeenv.Options{CAPI: kubeenv.CAPIV1Beta2}, &env)
 }
 
@@ -53,7 +53,7 @@ func TestSeedScenario(t *testing.T) {
 	})
 	eventOn(t, ns, "LockProtected", "Cluster", "c1")
 	kubeenv.Consistently(t, time.Second, func() error {
-		if n := rm.Counter.Writes("configmaps", ns); n != 1 {
+		if n := rm.Counter.Of("configmaps", ns).Writes(); n != 1 {
 			return fmt.Errorf("%d writes to a protected healthy lock, want 1 (the finalizer):\n%s", n, rm.Counter)
 		}
 		return nil
@@ -70,7 +70,7 @@ func TestSeedScenario(t *testing.T) {
 
 	// Restore in Velero's order: ConfigMaps, Machines, Clusters.
 	rm.Counter.Reset()
-	restore(t, backup...)
+	velerosim.Restore(t, env.Config, velerosim.Options{}, backup...)
 	restored := &unstructured.Unstructured{}
 	restored.SetGroupVersionKind(capi.ClusterGVK(v))
 	if err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "c1"}, restored); err != nil {
@@ -88,7 +88,7 @@ func TestSeedScenario(t *testing.T) {
 	})
 	eventOn(t, ns, "LockAdopted", "Cluster", "c1")
 	kubeenv.Consistently(t, time.Second, func() error { return nil })
-	if n, want := rm.Counter.Writes("configmaps", ns), 1; n != want {
+	if n, want := rm.Counter.Of("configmaps", ns).Writes(), 1; n != want {
 		t.Fatalf("configmap writes = %d, want %d:\n%s", n, want, rm.Counter)
 	}
 
@@ -115,7 +115,7 @@ func TestSeedScenario(t *testing.T) {
 	restoredMachine.SetName("c1-cp-0")
 	deleteAndWait(t, restoredMachine)
 	kubeenv.Eventually(t, 30*time.Second, lockGone(t, ns, "c1"))
-	if n, want := rm.Counter.Writes("configmaps", ns), 2; n != want {
+	if n, want := rm.Counter.Of("configmaps", ns).Writes(), 2; n != want {
 		t.Fatalf("configmap writes after the Cluster's deletion = %d, want %d (adopt, then the finalizer off):\n%s", n, want, rm.Counter)
 	}
 }
@@ -141,13 +141,12 @@ func TestReleaseAfterInit(t *testing.T) {
 			rm := startManager(t, env.Config, opts)
 			releasedBefore := counterValue(t, "initlock_lock_releases_total", "initialized")
 
-			setInitialized(v)(cluster)
-			if err := env.Client.Status().Update(t.Context(), cluster); err != nil {
+			if err := kubeenv.SetInitialized(t.Context(), env.Client, cluster); err != nil {
 				t.Fatal(err)
 			}
 			if !tc.release {
 				kubeenv.Consistently(t, 2*time.Second, func() error {
-					if n := rm.Counter.Writes("", ns); n != 0 {
+					if n := rm.Counter.Of("", ns).Writes(); n != 0 {
 						return fmt.Errorf("%d writes with release-after-init off:\n%s", n, rm.Counter)
 					}
 					return nil
@@ -159,10 +158,10 @@ func TestReleaseAfterInit(t *testing.T) {
 			}
 			kubeenv.Eventually(t, 20*time.Second, lockGone(t, ns, "single"))
 			eventOn(t, ns, "LockReleased", "Cluster", "single")
-			if n := rm.Counter.Count("configmaps", ns, "delete"); n != 1 {
+			if n := rm.Counter.Of("configmaps", ns).Count("delete"); n != 1 {
 				t.Fatalf("deletes = %d, want 1:\n%s", n, rm.Counter)
 			}
-			if n := rm.Counter.Writes("configmaps", ns); n != 1 {
+			if n := rm.Counter.Of("configmaps", ns).Writes(); n != 1 {
 				t.Fatalf("configmap writes = %d, want 1:\n%s", n, rm.Counter)
 			}
 			if d := counterValue(t, "initlock_lock_releases_total", "initialized") - releasedBefore; d != 1 {
@@ -193,7 +192,7 @@ func TestPaused(t *testing.T) {
 			rm := startManager(t, env.Config, testOptions(ns))
 
 			kubeenv.Consistently(t, 2*time.Second, func() error {
-				if n := rm.Counter.Writes("", ""); n != 0 {
+				if n := rm.Counter.Writes(); n != 0 {
 					return fmt.Errorf("%d writes while paused:\n%s", n, rm.Counter)
 				}
 				return nil
@@ -214,7 +213,7 @@ func TestPaused(t *testing.T) {
 				return ownedBy(cm, cluster)
 			})
 			kubeenv.Consistently(t, time.Second, func() error { return nil })
-			if n := rm.Counter.Writes("configmaps", ns); n != 1 {
+			if n := rm.Counter.Of("configmaps", ns).Writes(); n != 1 {
 				t.Fatalf("configmap writes = %d, want 1:\n%s", n, rm.Counter)
 			}
 		})
@@ -250,7 +249,7 @@ func TestOrphanCollection(t *testing.T) {
 		_, err := getLock(t, ns, "gone")
 		return err
 	})
-	if n := rm.Counter.Writes("configmaps", ns); n != 1 {
+	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 1 {
 		t.Fatalf("configmap writes = %d, want 1 (the mark):\n%s", n, rm.Counter)
 	}
 	if d := counterValue(t, "initlock_lock_absence_marks_total", "") - markedBefore; d != 1 {
@@ -260,7 +259,7 @@ func TestOrphanCollection(t *testing.T) {
 	deleteAndWait(t, machine)
 	kubeenv.Eventually(t, 20*time.Second, lockGone(t, ns, "gone"))
 	eventOn(t, ns, "OrphanLockCollected", "ConfigMap", "gone-lock")
-	if n := rm.Counter.Writes("configmaps", ns); n != 2 {
+	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 2 {
 		t.Fatalf("configmap writes = %d, want 2 (mark, delete):\n%s", n, rm.Counter)
 	}
 	if d := counterValue(t, "initlock_orphan_locks_collected_total", "") - collectedBefore; d != 1 {
@@ -322,7 +321,7 @@ func TestNotALock(t *testing.T) {
 				}
 				return nil
 			})
-			if n := rm.Counter.Writes("configmaps", ""); n != 0 {
+			if n := rm.Counter.Of("configmaps", "").Writes(); n != 0 {
 				t.Fatalf("configmap writes = %d, want 0:\n%s", n, rm.Counter)
 			}
 			got, err := getLock(t, ns, "x")
@@ -367,7 +366,7 @@ func TestDeletingClusterReleasesUnownedLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	kubeenv.Eventually(t, 20*time.Second, lockGone(t, ns, "d"))
-	if n := rm.Counter.Count("configmaps", ns, "delete"); n != 1 {
+	if n := rm.Counter.Of("configmaps", ns).Count("delete"); n != 1 {
 		t.Fatalf("deletes = %d, want 1:\n%s", n, rm.Counter)
 	}
 	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(cluster), cluster); err == nil {
@@ -412,7 +411,7 @@ func TestConflictWarning(t *testing.T) {
 		t.Fatalf("the record of the lock in conflict was written: %s", got.Data[engine.DataKey])
 	}
 	// Its holder exists: the one write protects it.
-	if n := rm.Counter.Writes("configmaps", ""); n != 1 || !slices.Contains(got.Finalizers, engine.HeldFinalizer) {
+	if n := rm.Counter.Of("configmaps", "").Writes(); n != 1 || !slices.Contains(got.Finalizers, engine.HeldFinalizer) {
 		t.Fatalf("configmap writes = %d (finalizers %v), want the one that protects it:\n%s", n, got.Finalizers, rm.Counter)
 	}
 }

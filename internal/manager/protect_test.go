@@ -107,14 +107,14 @@ func TestHeldLockSurvivesDelete(t *testing.T) {
 		t.Errorf("initlock_lock_deletes_held_total grew by %v, want 1", d)
 	}
 	// The protect patch is the one write so far.
-	if n := rm.Counter.Writes("configmaps", ns); n != 1 {
+	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 1 {
 		t.Fatalf("configmap writes = %d, want 1:\n%s", n, rm.Counter)
 	}
 
 	deleteAndWait(t, m1)
 	kubeenv.Eventually(t, 20*time.Second, lockGone(t, ns, "c1"))
 	eventOn(t, ns, "LockUnprotected", "Cluster", "c1")
-	if n := rm.Counter.Writes("configmaps", ns); n != 2 {
+	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 2 {
 		t.Fatalf("configmap writes = %d, want 2 (protect, then the finalizer off):\n%s", n, rm.Counter)
 	}
 }

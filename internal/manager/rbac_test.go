@@ -59,7 +59,9 @@ func TestRestrictedRBAC(t *testing.T) {
 	adopt := createCluster(t, v, ns, "adopt")
 	create(t, lockFor(ns, "init", "init-cp-0", nil))
 	createMachine(t, v, ns, "init", "init-cp-0")
-	createCluster(t, v, ns, "init", setInitialized(v))
+	if err := kubeenv.SetInitialized(t.Context(), env.Client, createCluster(t, v, ns, "init")); err != nil {
+		t.Fatal(err)
+	}
 	create(t, lockFor(ns, "orphan", "orphan-cp-0", nil))
 	foreign := lockFor(ns, "foreign", "foreign-cp-0", nil)
 	foreign.Labels = nil
@@ -84,7 +86,7 @@ func TestRestrictedRBAC(t *testing.T) {
 		t.Fatalf("leader-election lease has no holder")
 	}
 	// adopt: patch; init: delete; orphan: mark and delete.
-	if n := rm.Counter.Writes("configmaps", ns); n != 4 {
+	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 4 {
 		t.Fatalf("configmap writes = %d, want 4:\n%s", n, rm.Counter)
 	}
 	if d := rm.Counter.Denied(); len(d) > 0 {

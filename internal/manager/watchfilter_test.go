@@ -59,7 +59,7 @@ func TestWatchFilter(t *testing.T) {
 		return nil
 	})
 	// in: one patch; orphan-in: mark and delete.
-	if n := rm.Counter.Writes("configmaps", ns); n != 3 {
+	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 3 {
 		t.Fatalf("configmap writes = %d, want 3:\n%s", n, rm.Counter)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/initlock/initlock/internal/benchreport/loadavg"
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/internal/relink"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 )
@@ -33,22 +34,19 @@ func unthrottled() *rest.Config {
 	return cfg
 }
 
-// restoreConfigMaps creates n ConfigMaps of Cluster c1 as a restore leaves
-// them, and returns their resourceVersions by name.
+// restoreConfigMaps restores n ConfigMaps of Cluster c1 as a Velero
+// restore with initlock's plugin does (velerosim, with 16 created at once),
+// and returns their resourceVersions by name.
 func restoreConfigMaps(b *testing.B, ns string, n int) map[string]string {
 	b.Helper()
-	var mu sync.Mutex
+	backed := make([]*unstructured.Unstructured, n)
+	for i := range backed {
+		backed[i] = backedUpConfigMap(ns, fmt.Sprintf("cm-%05d", i), "c1", clusterOwner("c1"))
+	}
 	rvs := make(map[string]string, n)
-	parallel(b, n, 16, func(i int) error {
-		cm := restoredConfigMap(b, ns, fmt.Sprintf("cm-%05d", i), "c1", clusterOwner("c1"))
-		if err := env.Client.Create(b.Context(), cm); err != nil {
-			return err
-		}
-		mu.Lock()
+	for _, cm := range velerosim.Restore(b, env.Config, velerosim.Options{Workers: 16, Actions: pluginActions()}, backed...) {
 		rvs[cm.GetName()] = cm.GetResourceVersion()
-		mu.Unlock()
-		return nil
-	})
+	}
 	return rvs
 }
 
@@ -194,7 +192,7 @@ func benchRelinker(b *testing.B, n int) (time.Duration, int) {
 	if linked := countLinked(b, ns); linked != n {
 		b.Fatalf("relinker linked %d ConfigMaps", linked)
 	}
-	return elapsed, len(h.log.objectWrites())
+	return elapsed, h.objectWrites()
 }
 
 func countLinked(b *testing.B, ns string) int {

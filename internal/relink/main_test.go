@@ -3,10 +3,8 @@ package relink_test
 import (
 	"context"
 	"fmt"
-	"maps"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -44,98 +42,52 @@ func TestMain(m *testing.M) {
 	kubeenv.Main(m, kubeenv.Options{}, &env)
 }
 
-// requestLog records the method and path of every request made through a
-// rest.Config it wrapped.
-type requestLog struct {
-	mu   sync.Mutex
-	reqs []string
-	// denied holds the requests refused with 403 Forbidden.
-	denied []string
-	// conflicts counts, by path, the writes refused with 409 Conflict.
-	conflicts map[string]int
-}
-
-func (l *requestLog) wrap(cfg *rest.Config) *rest.Config {
-	out := rest.CopyConfig(cfg)
-	out.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripper(func(req *http.Request) (*http.Response, error) {
-			r := req.Method + " " + req.URL.Path
-			l.mu.Lock()
-			l.reqs = append(l.reqs, r)
-			l.mu.Unlock()
-			resp, err := rt.RoundTrip(req)
-			if err == nil && resp.StatusCode == http.StatusForbidden {
-				l.mu.Lock()
-				l.denied = append(l.denied, r+"?"+req.URL.RawQuery)
-				l.mu.Unlock()
-			}
-			if err == nil && resp.StatusCode == http.StatusConflict {
-				l.mu.Lock()
-				if l.conflicts == nil {
-					l.conflicts = map[string]int{}
-				}
-				l.conflicts[req.URL.Path]++
-				l.mu.Unlock()
-			}
-			return resp, err
-		})
-	})
-	return out
-}
-
-func (l *requestLog) deniedRequests() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.denied)
-}
-
-// conflictsPerObject returns, by path, the writes refused with 409
-// Conflict.
-func (l *requestLog) conflictsPerObject() map[string]int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return maps.Clone(l.conflicts)
-}
-
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// objectWrites returns the write requests other than those for Events.
-func (l *requestLog) objectWrites() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, r := range l.reqs {
-		method, path, _ := strings.Cut(r, " ")
-		if method == http.MethodGet || strings.Contains(path, "/events") {
-			continue
-		}
-		out = append(out, r)
-	}
-	return out
-}
-
-// patchesPerObject counts the object writes by path; every one must be a
-// PATCH.
-func (l *requestLog) patchesPerObject(t *testing.T) map[string]int {
-	t.Helper()
-	out := map[string]int{}
-	for _, w := range l.objectWrites() {
-		method, path, _ := strings.Cut(w, " ")
-		if method != http.MethodPatch {
-			t.Errorf("unexpected write %s", w)
-			continue
-		}
-		out[path]++
-	}
-	return out
-}
-
 type harness struct {
 	relinker *relink.Relinker
-	log      *requestLog
+	// rm runs the manager and counts its requests.
+	rm       *kubeenv.Running
 	registry *prometheus.Registry
+}
+
+// objectWrites counts the write requests other than those for Events.
+func (h *harness) objectWrites() int {
+	return h.rm.Counter.Writes() - h.rm.Counter.Of("events", "").Writes()
+}
+
+// patchesPerObject counts the object writes by object; every one must be
+// a PATCH.
+func (h *harness) patchesPerObject(t *testing.T) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for call, n := range h.rm.Counter.Calls() {
+		if !slices.Contains(kubeenv.WriteVerbs, call.Verb) || call.Resource == "events" {
+			continue
+		}
+		if call.Verb != "patch" {
+			t.Errorf("unexpected write: %d %s of %s %s/%s", n, call.Verb, call.Resource, call.Namespace, call.Name)
+			continue
+		}
+		out[objectOf(call)] += n
+	}
+	return out
+}
+
+// conflictsPerObject returns, by object, the writes refused with 409
+// Conflict.
+func (h *harness) conflictsPerObject() map[string]int {
+	out := map[string]int{}
+	for call, n := range h.rm.Counter.Calls() {
+		if call.Status == http.StatusConflict {
+			out[objectOf(call)] += n
+		}
+	}
+	return out
+}
+
+// objectOf names the object of a request: "group/version resource
+// namespace/name".
+func objectOf(call kubeenv.Call) string {
+	return call.Group + "/" + call.Version + " " + call.Resource + " " + call.Namespace + "/" + call.Name
 }
 
 // start runs a manager with only the relinker, restricted to ns unless
@@ -148,17 +100,7 @@ func start(t testing.TB, ns string, opts relink.Options) *harness {
 // startAs is start with the given credentials.
 func startAs(t testing.TB, cfg *rest.Config, ns string, opts relink.Options) *harness {
 	t.Helper()
-	h := &harness{log: &requestLog{}, registry: prometheus.NewRegistry()}
-	mgr, err := ctrl.NewManager(h.log.wrap(cfg), ctrl.Options{
-		Scheme:                 kubeenv.Scheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-		Logger:                 logr.Discard(),
-	})
-	if err != nil {
-		t.Fatalf("building the manager: %v", err)
-	}
+	h := &harness{registry: prometheus.NewRegistry()}
 	if opts.Namespace == "" {
 		opts.Namespace = ns
 	}
@@ -167,17 +109,21 @@ func startAs(t testing.TB, cfg *rest.Config, ns string, opts relink.Options) *ha
 	}
 	opts.Registry = h.registry
 	h.relinker = relink.New(opts)
-	if err := h.relinker.SetupWithManager(t.Context(), mgr); err != nil {
-		t.Fatalf("setting up the relinker: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
+	h.rm = kubeenv.StartManager(t, cfg, func(cfg *rest.Config) (ctrl.Manager, error) {
+		mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+			Scheme:                 kubeenv.Scheme(),
+			Metrics:                metricsserver.Options{BindAddress: "0"},
+			HealthProbeBindAddress: "0",
+			Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+			Logger:                 logr.Discard(),
+		})
+		if err != nil {
+			return nil, err
 		}
+		if err := h.relinker.SetupWithManager(t.Context(), mgr); err != nil {
+			return nil, fmt.Errorf("setting up the relinker: %w", err)
+		}
+		return mgr, nil
 	})
 	syncCtx, stop := context.WithTimeout(t.Context(), time.Minute)
 	defer stop()
@@ -261,11 +207,19 @@ func get(t testing.TB, gvk schema.GroupVersionKind, ns, name string) *unstructur
 
 // restoredConfigMap is a ConfigMap of cluster as a Velero restore with
 // initlock's plugin leaves it, made by the project's simulator of that
-// restore (velerosim): backed up with an ownerReference to each of owners
-// (to UIDs that no longer exist), restored without them and with the owners
-// recorded in the annotation, and the restore labels.
+// restore (velerosim) from backedUpConfigMap.
 func restoredConfigMap(t testing.TB, ns, name, cluster string, owners ...relink.OwnerRef) *unstructured.Unstructured {
 	t.Helper()
+	u, err := pluginRestorer(t).Item(backedUpConfigMap(ns, name, cluster, owners...))
+	if err != nil {
+		t.Fatalf("restoring ConfigMap %s: %v", name, err)
+	}
+	return u
+}
+
+// backedUpConfigMap is a ConfigMap of cluster as backed up, with an
+// ownerReference to each of owners (to UIDs that no longer exist).
+func backedUpConfigMap(ns, name, cluster string, owners ...relink.OwnerRef) *unstructured.Unstructured {
 	backed := &unstructured.Unstructured{}
 	backed.SetGroupVersionKind(configMapGVK)
 	backed.SetNamespace(ns)
@@ -279,11 +233,14 @@ func restoredConfigMap(t testing.TB, ns, name, cluster string, owners ...relink.
 			UID: types.UID(fmt.Sprintf("0d1d0000-0000-4000-8000-%012d", i)), Controller: o.Controller, BlockOwnerDeletion: o.BlockOwnerDeletion})
 	}
 	backed.SetOwnerReferences(refs)
-	u, err := pluginRestorer(t).Item(backed)
-	if err != nil {
-		t.Fatalf("restoring ConfigMap %s: %v", name, err)
-	}
-	return u
+	return backed
+}
+
+// pluginActions are the restore item actions of initlock's Velero plugin,
+// with their default configuration.
+func pluginActions() []riav2.RestoreItemAction {
+	cfg := velero.DefaultConfig()
+	return []riav2.RestoreItemAction{velero.NewAction(cfg, false, nil), velero.NewAction(cfg, true, nil)}
 }
 
 var (
@@ -297,10 +254,7 @@ var (
 func pluginRestorer(t testing.TB) *velerosim.Restorer {
 	t.Helper()
 	restorerOnce.Do(func() {
-		cfg := velero.DefaultConfig()
-		restorer, restorerErr = velerosim.New(env.Config, velerosim.Options{Actions: []riav2.RestoreItemAction{
-			velero.NewAction(cfg, false, nil), velero.NewAction(cfg, true, nil),
-		}})
+		restorer, restorerErr = velerosim.New(env.Config, velerosim.Options{Actions: pluginActions()})
 	})
 	if restorerErr != nil {
 		t.Fatal(restorerErr)

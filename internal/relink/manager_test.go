@@ -1,7 +1,6 @@
 package relink_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -12,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
-	"github.com/initlock/initlock/internal/manager"
+	"github.com/initlock/initlock/internal/manager/managertest"
 	"github.com/initlock/initlock/internal/relink"
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
@@ -24,25 +23,10 @@ import (
 // opt-in).
 func TestRelinkerInInitlockManager(t *testing.T) {
 	ns := env.Namespace(t)
-	opts := manager.DefaultOptions()
-	opts.Namespace = ns
-	opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
-	opts.KubeAPIQPS, opts.KubeAPIBurst = 0, 0
+	opts := managertest.Options(ns)
 	opts.Logger = logr.Discard()
 	opts.Setups = append(opts.Setups, relink.ManagerSetup(relink.Options{Namespace: ns, Registry: prometheus.NewRegistry()}))
-	mgr, err := manager.New(env.Config, opts)
-	if err != nil {
-		t.Fatalf("manager.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	managertest.StartNoWait(t, env.Config, opts)
 
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1-kubeconfig",
 		Labels:      map[string]string{engine.ClusterNameLabel: "c1"},

@@ -108,7 +108,7 @@ func testRestrictedRelinker(t *testing.T, withSecrets bool) {
 	// It watches every namespace: requests about the objects of other
 	// tests, whose namespaces may be terminating, do not count.
 	var denied []string
-	for _, d := range h.log.deniedRequests() {
+	for _, d := range h.rm.Counter.Denied() {
 		if !strings.Contains(d, "/namespaces/") || strings.Contains(d, "/namespaces/"+ns+"/") {
 			denied = append(denied, d)
 		}

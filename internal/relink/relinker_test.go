@@ -43,10 +43,10 @@ func TestRelinksToTheOwnersCurrentUIDs(t *testing.T) {
 
 	// Then nothing more is written.
 	kubeenv.Consistently(t, time.Second, func() error { return nil })
-	patches := h.log.patchesPerObject(t)
+	patches := h.patchesPerObject(t)
 	want := map[string]int{
-		"/api/v1/namespaces/" + ns + "/configmaps/c1-lock":                                  1,
-		"/apis/cluster.x-k8s.io/" + env.CAPIVersion + "/namespaces/" + ns + "/machines/m-0": 1,
+		"/v1 configmaps " + ns + "/c1-lock":                                1,
+		"cluster.x-k8s.io/" + env.CAPIVersion + " machines " + ns + "/m-0": 1,
 	}
 	if fmt.Sprint(patches) != fmt.Sprint(want) {
 		t.Fatalf("patches = %v, want %v", patches, want)
@@ -77,8 +77,8 @@ func TestWaitsForAnOwnerAndLinksWhenItAppears(t *testing.T) {
 		}
 		return nil
 	})
-	if w := h.log.objectWrites(); len(w) != 0 {
-		t.Fatalf("writes while waiting: %v", w)
+	if w := h.objectWrites(); w != 0 {
+		t.Fatalf("%d writes while waiting:\n%s", w, h.rm.Counter)
 	}
 
 	cluster := create(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1"))
@@ -89,8 +89,8 @@ func TestWaitsForAnOwnerAndLinksWhenItAppears(t *testing.T) {
 		}
 		return nil
 	})
-	if got := len(h.log.objectWrites()); got != 1 {
-		t.Fatalf("writes = %v, want one patch", h.log.objectWrites())
+	if got := h.objectWrites(); got != 1 {
+		t.Fatalf("%d writes, want one patch:\n%s", got, h.rm.Counter)
 	}
 }
 
@@ -116,8 +116,8 @@ func TestAnOwnerThatNeverReturns(t *testing.T) {
 		}
 		return nil
 	})
-	if w := h.log.objectWrites(); len(w) != 0 {
-		t.Fatalf("writes: %v", w)
+	if w := h.objectWrites(); w != 0 {
+		t.Fatalf("%d writes:\n%s", w, h.rm.Counter)
 	}
 	if got := events(t, ns, "orphan"); len(got) != 1 {
 		t.Fatalf("the warning was repeated: %v", got)
@@ -156,8 +156,8 @@ func TestPausedClustersAreLeftAlone(t *testing.T) {
 
 			h := start(t, ns, relink.Options{MinBackoff: time.Hour})
 			kubeenv.Consistently(t, 2*time.Second, func() error {
-				if w := h.log.objectWrites(); len(w) > 0 {
-					return fmt.Errorf("writes while the Cluster is paused: %v", w)
+				if w := h.objectWrites(); w > 0 {
+					return fmt.Errorf("%d writes while the Cluster is paused:\n%s", w, h.rm.Counter)
 				}
 				return nil
 			})
@@ -170,8 +170,8 @@ func TestPausedClustersAreLeftAlone(t *testing.T) {
 			}
 			kubeenv.Eventually(t, 10*time.Second, linked(t, configMapGVK, ns, "by-label", refTo(ms, true)))
 			kubeenv.Eventually(t, 10*time.Second, linked(t, configMapGVK, ns, "by-owner", refTo(cluster, false)))
-			if got := len(h.log.objectWrites()); got != 2 {
-				t.Fatalf("writes = %v, want two patches", h.log.objectWrites())
+			if got := h.objectWrites(); got != 2 {
+				t.Fatalf("%d writes, want two patches:\n%s", got, h.rm.Counter)
 			}
 		})
 	}
@@ -227,8 +227,8 @@ func TestLinksOwnersAsTheyAppear(t *testing.T) {
 	md := create(t, newMachineDeployment(ns, "c1", "md-0"))
 	kubeenv.Eventually(t, 10*time.Second, linked(t, configMapGVK, ns, "two-owners", refTo(cluster, false), refTo(md, true)))
 	kubeenv.Consistently(t, 500*time.Millisecond, func() error { return nil })
-	if got := len(h.log.objectWrites()); got != 2 {
-		t.Fatalf("writes = %v, want two patches", h.log.objectWrites())
+	if got := h.objectWrites(); got != 2 {
+		t.Fatalf("%d writes, want two patches:\n%s", got, h.rm.Counter)
 	}
 }
 
@@ -277,8 +277,8 @@ func TestInvalidAnnotationIsReportedAndLeft(t *testing.T) {
 		}
 		return nil
 	})
-	if w := h.log.objectWrites(); len(w) != 0 {
-		t.Fatalf("writes: %v", w)
+	if w := h.objectWrites(); w != 0 {
+		t.Fatalf("%d writes:\n%s", w, h.rm.Counter)
 	}
 }
 
@@ -293,8 +293,8 @@ func TestNothingToDoMeansNoWrites(t *testing.T) {
 	}
 	h := start(t, ns, relink.Options{})
 	kubeenv.Consistently(t, time.Second, func() error {
-		if w := h.log.objectWrites(); len(w) != 0 {
-			return fmt.Errorf("writes: %v", w)
+		if w := h.objectWrites(); w != 0 {
+			return fmt.Errorf("%d writes:\n%s", w, h.rm.Counter)
 		}
 		return nil
 	})

@@ -3,13 +3,10 @@ package relink_test
 import (
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/sirupsen/logrus"
-	riav2 "github.com/vmware-tanzu/velero/pkg/plugin/velero/restoreitemaction/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,7 +19,6 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/internal/relink"
 	"github.com/initlock/initlock/internal/relink/secrets"
-	"github.com/initlock/initlock/internal/velero"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
@@ -74,17 +70,7 @@ func backup(t *testing.T, ns string) []backedUp {
 // returns the items as resource/name in the order they were created.
 func restore(t *testing.T, ns string, items []backedUp) (order []string) {
 	t.Helper()
-	ctx := t.Context()
-	quiet := logrus.New()
-	quiet.SetOutput(io.Discard)
-	cfg := velero.DefaultConfig()
-	r, err := velerosim.New(env.Config, velerosim.Options{Actions: []riav2.RestoreItemAction{
-		velero.NewAction(cfg, false, quiet), velero.NewAction(cfg, true, quiet),
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+	if err := env.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatalf("restoring namespace %s: %v", ns, err)
 	}
 	resources := map[string]string{}
@@ -93,11 +79,7 @@ func restore(t *testing.T, ns string, items []backedUp) (order []string) {
 		resources[it.obj.GetKind()] = it.resource
 		objs = append(objs, it.obj)
 	}
-	restored, err := r.Restore(ctx, objs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, u := range restored {
+	for _, u := range velerosim.Restore(t, env.Config, velerosim.Options{Actions: pluginActions()}, objs...) {
 		order = append(order, resources[u.GetKind()]+"/"+u.GetName())
 	}
 	return order
@@ -249,19 +231,19 @@ func TestVeleroRestoreRelinksTheGraph(t *testing.T) {
 		}
 		return nil
 	})
-	patches, conflicts := h.log.patchesPerObject(t), h.log.conflictsPerObject()
+	patches, conflicts := h.patchesPerObject(t), h.conflictsPerObject()
 	if len(patches) != withOwners {
 		t.Errorf("%d objects patched, want %d: %v", len(patches), withOwners, patches)
 	}
 	refused := 0
-	for path, n := range patches {
-		refused += conflicts[path]
-		if n-conflicts[path] != 1 {
-			t.Errorf("%s patched %d times, %d refused with 409 Conflict", path, n, conflicts[path])
+	for obj, n := range patches {
+		refused += conflicts[obj]
+		if n-conflicts[obj] != 1 {
+			t.Errorf("%s patched %d times, %d refused with 409 Conflict", obj, n, conflicts[obj])
 		}
 	}
 	t.Logf("restored %d objects in the order %v; %d relinked with %d patches, %d of them refused with 409 Conflict and retried",
-		len(items), order, len(patches), len(h.log.objectWrites()), refused)
+		len(items), order, len(patches), h.objectWrites(), refused)
 
 	// Deleting the Cluster takes the whole graph with it.
 	if err := env.Client.Delete(ctx, get(t, capiGVK("Cluster"), ns, "c1")); err != nil {

@@ -31,8 +31,8 @@ func TestWatchFilter(t *testing.T) {
 	kubeenv.Eventually(t, 10*time.Second, linked(t, configMapGVK, ns, "in-by-label", refTo(ms, true)))
 	kubeenv.Eventually(t, 10*time.Second, linked(t, configMapGVK, ns, "in-by-owner", refTo(in, false)))
 	kubeenv.Consistently(t, 2*time.Second, func() error {
-		if w := h.log.objectWrites(); len(w) != 2 {
-			return fmt.Errorf("writes = %v, want the two patches of Cluster in's objects", w)
+		if w := h.objectWrites(); w != 2 {
+			return fmt.Errorf("%d writes, want the two patches of Cluster in's objects:\n%s", w, h.rm.Counter)
 		}
 		return nil
 	})

@@ -3,21 +3,17 @@
 package e2e_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
-	"github.com/initlock/initlock/internal/manager"
+	"github.com/initlock/initlock/internal/manager/managertest"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
@@ -71,36 +67,18 @@ func get(t *testing.T, e *kubeenv.Env, kind, ns, name string) *unstructured.Unst
 	return u
 }
 
-// getLock reads cluster c1's lock in ns; nil when there is none.
-func getLock(t *testing.T, e *kubeenv.Env, ns string) *corev1.ConfigMap {
-	t.Helper()
-	cm := &corev1.ConfigMap{}
-	err := e.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: lockName}, cm)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		t.Fatalf("reading lock %s/%s: %v", ns, lockName, err)
-	}
-	return cm
-}
-
 // markProvisioned reports, through the status subresource, what Cluster
 // API's controllers report once the first control-plane node is up: the
 // Cluster's infrastructure provisioned and control plane initialised, and
 // each Machine's node. Move refuses to start without them.
 func markProvisioned(t *testing.T, e *kubeenv.Env, cluster *unstructured.Unstructured, machines ...*unstructured.Unstructured) {
 	t.Helper()
-	now := time.Now().UTC().Format(time.RFC3339)
-	cluster.Object["status"] = map[string]any{
-		"initialization": map[string]any{"infrastructureProvisioned": true, "controlPlaneInitialized": true},
-		"conditions": []any{map[string]any{
-			"type": capi.ControlPlaneInitializedCondition, "status": "True", "reason": "Initialized",
-			"message": "", "lastTransitionTime": now,
-		}},
-	}
+	cluster.Object["status"] = map[string]any{"initialization": map[string]any{"infrastructureProvisioned": true}}
 	if err := e.Client.Status().Update(t.Context(), cluster); err != nil {
 		t.Fatalf("reporting cluster %s/%s provisioned: %v", cluster.GetNamespace(), cluster.GetName(), err)
+	}
+	if err := kubeenv.SetInitialized(t.Context(), e.Client, cluster); err != nil {
+		t.Fatal(err)
 	}
 	for _, m := range machines {
 		m.Object["status"] = map[string]any{"nodeRef": map[string]any{"name": m.GetName()}}
@@ -154,19 +132,12 @@ func heldLock(t *testing.T, ns string, grant bool) {
 // Labels, annotations (the grant record among them) and data are kept.
 func veleroRestore(t *testing.T, from, to string) {
 	t.Helper()
-	ctx := t.Context()
-	items, err := velerosim.Backup(ctx, source.Client, from,
+	items, err := velerosim.Backup(t.Context(), source.Client, from,
 		corev1.SchemeGroupVersion.WithKind("ConfigMap"), capi.MachineGVK(capi.V1Beta2), capi.ClusterGVK(capi.V1Beta2))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := velerosim.New(source.Config, velerosim.Options{NamespaceMapping: map[string]string{from: to}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.Restore(ctx, items); err != nil {
-		t.Fatal(err)
-	}
+	velerosim.Restore(t, source.Config, velerosim.Options{NamespaceMapping: map[string]string{from: to}}, items...)
 }
 
 // reconcileAsClusterAPI does in namespace ns of the source what Cluster
@@ -191,28 +162,10 @@ func reconcileAsClusterAPI(t *testing.T, ns string) {
 // about a lock still held at move time.
 func startManager(t *testing.T, ns string) {
 	t.Helper()
-	opts := manager.DefaultOptions()
-	opts.Namespace = ns
+	opts := managertest.Options(ns)
 	opts.ReleaseAfterInit = false
-	opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
 	opts.OrphanSettle = 0
-	opts.KubeAPIQPS, opts.KubeAPIBurst = 0, 0 // keep the Env's
-	mgr, err := manager.New(source.Config, opts)
-	if err != nil {
-		t.Fatalf("building initlock-manager: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("initlock-manager stopped with an error: %v", err)
-		}
-	})
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		t.Fatal("initlock-manager's cache did not sync")
-	}
+	managertest.Start(t, source.Config, opts)
 }
 
 // ownedOnlyBy fails unless cm has exactly one ownerReference, to cluster's

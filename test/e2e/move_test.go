@@ -22,7 +22,7 @@ func TestMoveAfterRestoreReadoptedByManager(t *testing.T) {
 	heldLock(t, backup, true)
 	ns := source.Namespace(t)
 	veleroRestore(t, backup, ns)
-	if cm := getLock(t, source, ns); cm == nil || len(cm.OwnerReferences) != 0 {
+	if cm := kubeenv.MustGetLock(t, source.Client, ns, clusterName); cm == nil || len(cm.OwnerReferences) != 0 {
 		t.Fatalf("restored lock: %v, want one without ownerReferences", cm)
 	}
 	reconcileAsClusterAPI(t, ns)
@@ -30,7 +30,7 @@ func TestMoveAfterRestoreReadoptedByManager(t *testing.T) {
 	startManager(t, ns)
 	cluster := get(t, source, capi.ClusterKind, ns, clusterName)
 	kubeenv.Eventually(t, 30*time.Second, func() error {
-		cm := getLock(t, source, ns)
+		cm := kubeenv.MustGetLock(t, source.Client, ns, clusterName)
 		if cm == nil {
 			return fmt.Errorf("lock %s/%s is gone", ns, lockName)
 		}
@@ -121,10 +121,10 @@ func TestMoveAfterRestoreBeforeHealing(t *testing.T) {
 			if left := leftInSource(t, ns); !slices.Equal(left, []string{"ConfigMap/" + lockName}) {
 				t.Errorf("left in the source after the move: %v, want only the lock", left)
 			}
-			if cm := getLock(t, source, ns); cm != nil && (len(cm.OwnerReferences) != 0 || holderOf(t, cm) != holderName) {
+			if cm := kubeenv.MustGetLock(t, source.Client, ns, clusterName); cm != nil && (len(cm.OwnerReferences) != 0 || holderOf(t, cm) != holderName) {
 				t.Errorf("lock left in the source: owners %v, holder %s; want no owner and %s", cm.OwnerReferences, holderOf(t, cm), holderName)
 			}
-			if cm := getLock(t, target, ns); cm != nil {
+			if cm := kubeenv.MustGetLock(t, target.Client, ns, clusterName); cm != nil {
 				t.Fatalf("lock %s/%s reached the target: %v", ns, lockName, cm)
 			}
 			g := engine.GrantFrom(get(t, target, capi.ClusterKind, ns, clusterName).GetAnnotations())
@@ -167,7 +167,7 @@ func TestMoveIntactLock(t *testing.T) {
 // the target's Cluster only and held by holder.
 func expectMovedLock(t *testing.T, ns, holder string) {
 	t.Helper()
-	cm := getLock(t, target, ns)
+	cm := kubeenv.MustGetLock(t, target.Client, ns, clusterName)
 	if cm == nil {
 		t.Fatalf("no lock %s/%s in the target", ns, lockName)
 	}

@@ -55,7 +55,7 @@ func listMachines(t *testing.T, cfg *rest.Config, ns string) error {
 
 // startManager runs the manager with the relinker (default kinds, its own
 // metrics registry, warnings at once) in ns as cfg.
-func startManager(t *testing.T, cfg *rest.Config, ns string) (*managertest.Running, *prometheus.Registry) {
+func startManager(t *testing.T, cfg *rest.Config, ns string) (*kubeenv.Running, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	opts := managertest.Options(ns)

@@ -42,7 +42,7 @@ func TestRestrictedRelinkAndAdoption(t *testing.T) {
 	kubeenv.Eventually(t, 30*time.Second, linkedTo(t, "MachineSet", ns, "md-0-abc", get(t, "MachineDeployment", ns, "md-0"), controllerOwner("MachineDeployment", "md-0")))
 	kubeenv.Eventually(t, 30*time.Second, linkedTo(t, "Machine", ns, "md-0-abc-0", get(t, "MachineSet", ns, "md-0-abc"), controllerOwner("MachineSet", "md-0-abc")))
 	kubeenv.Eventually(t, 30*time.Second, func() error {
-		cm, err := managertest.GetLock(t, env.Client, ns, "c1")
+		cm, err := kubeenv.GetLock(t.Context(), env.Client, ns, "c1")
 		if err != nil {
 			return err
 		}

@@ -4,25 +4,12 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
-
-func (f *fixture) tryLockCM() *corev1.ConfigMap {
-	cm := &corev1.ConfigMap{}
-	err := env.Client.Get(f.ctx(), client.ObjectKey{Namespace: f.ns, Name: "c1-lock"}, cm)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return cm
-}
 
 // grant reads the Cluster's grant register live.
 func (f *fixture) grant() *engine.Grant {
@@ -48,7 +35,7 @@ func (f *fixture) expectGrant(t *testing.T, machine string) {
 func (f *fixture) expectHeld(t *testing.T, machine string) {
 	t.Helper()
 	g := f.grant()
-	cm := f.tryLockCM()
+	cm := kubeenv.MustGetLock(f.t, env.Client, f.ns, "c1")
 	if cm == nil {
 		t.Fatalf("no lock, want one held by %s", machine)
 	}

@@ -23,7 +23,7 @@ func TestLock(t *testing.T) {
 			f := newFixture(t)
 			m := tt.setup(f)
 			before := ""
-			if cm := f.tryLockCM(); cm != nil {
+			if cm := kubeenv.MustGetLock(f.t, env.Client, f.ns, "c1"); cm != nil {
 				before = cm.ResourceVersion
 			}
 			f.counter.Reset()
@@ -33,7 +33,7 @@ func TestLock(t *testing.T) {
 				if !errors.Is(err, w.err) {
 					t.Fatalf("Lock() error = %v, want %v", err, w.err)
 				}
-				if cm := f.tryLockCM(); cm != nil && cm.ResourceVersion != before {
+				if cm := kubeenv.MustGetLock(f.t, env.Client, f.ns, "c1"); cm != nil && cm.ResourceVersion != before {
 					t.Errorf("Lock() changed the configmap it refused")
 				}
 			} else if err != nil {
@@ -141,7 +141,7 @@ func TestUnlock(t *testing.T) {
 		if r, w := f.counter.Reads(), f.counter.Writes(); r != 3 || w != 3 {
 			t.Errorf("Unlock made %d reads and %d writes, want 3 and 3", r, w)
 		}
-		if cm := f.tryLockCM(); cm != nil {
+		if cm := kubeenv.MustGetLock(f.t, env.Client, f.ns, "c1"); cm != nil {
 			t.Error("lock still exists")
 		}
 		f.expectGrant(t, "")
@@ -173,7 +173,7 @@ func TestUnlock(t *testing.T) {
 		if err := f.locker.Unlock(t.Context(), f.cluster, nil, initlock.AnyHolder()); err != nil {
 			t.Fatal(err)
 		}
-		if f.tryLockCM() != nil {
+		if kubeenv.MustGetLock(f.t, env.Client, f.ns, "c1") != nil {
 			t.Error("lock still exists")
 		}
 		f.expectGrant(t, "")
@@ -185,7 +185,7 @@ func TestUnlock(t *testing.T) {
 		if !errors.Is(err, initlock.ErrNotALock) {
 			t.Fatalf("Unlock error = %v, want ErrNotALock", err)
 		}
-		if cm := f.tryLockCM(); cm == nil || cm.Data["user-data"] != "precious" {
+		if cm := kubeenv.MustGetLock(f.t, env.Client, f.ns, "c1"); cm == nil || cm.Data["user-data"] != "precious" {
 			t.Error("foreign configmap was changed or deleted")
 		}
 	})
@@ -198,7 +198,7 @@ func TestUnlock(t *testing.T) {
 		if err := f.locker.Unlock(t.Context(), f.cluster, nil, initlock.AnyHolder()); err != nil {
 			t.Fatal(err)
 		}
-		if f.tryLockCM() != nil {
+		if kubeenv.MustGetLock(f.t, env.Client, f.ns, "c1") != nil {
 			t.Error("corrupt lock still exists")
 		}
 	})

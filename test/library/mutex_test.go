@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/pkg/initlock"
 
 	"github.com/initlock/initlock/pkg/initlock/capi"
@@ -69,7 +70,7 @@ func TestMutexLock(t *testing.T) {
 			f := newFixture(t)
 			m := tt.setup(f)
 			before := ""
-			if cm := f.tryLockCM(); cm != nil {
+			if cm := kubeenv.MustGetLock(f.t, env.Client, f.ns, "c1"); cm != nil {
 				before = cm.ResourceVersion
 			}
 			var l logs
@@ -98,7 +99,7 @@ func TestMutexLock(t *testing.T) {
 				t.Errorf("Lock() did not log %q (error: %v); logged:\n%s", msg, withError, &l)
 			}
 			if w.err != nil {
-				if cm := f.tryLockCM(); cm != nil && cm.ResourceVersion != before {
+				if cm := kubeenv.MustGetLock(f.t, env.Client, f.ns, "c1"); cm != nil && cm.ResourceVersion != before {
 					t.Errorf("Lock() changed the configmap it refused")
 				}
 			}
@@ -177,7 +178,7 @@ func TestMutexUnlock(t *testing.T) {
 			if tt.logged != "" && !l.has(tt.logged, tt.logged != "Cluster is paused, not releasing the init lock") {
 				t.Errorf("Unlock() did not log %q; logged:\n%s", tt.logged, &l)
 			}
-			if gone := f.tryLockCM() == nil; gone != tt.gone {
+			if gone := kubeenv.MustGetLock(f.t, env.Client, f.ns, "c1") == nil; gone != tt.gone {
 				t.Errorf("lock gone = %v, want %v", gone, tt.gone)
 			}
 			if tt.gone {

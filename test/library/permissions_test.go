@@ -94,7 +94,7 @@ func lockScenario(t *testing.T, rules []rbacv1.PolicyRule) error {
 	if !mu.Unlock(ctx, f.get(f.cluster)) {
 		return fmt.Errorf("Unlock() = false")
 	}
-	if f.tryLockCM() != nil {
+	if kubeenv.MustGetLock(f.t, env.Client, f.ns, "c1") != nil {
 		return fmt.Errorf("Unlock() left the lock")
 	}
 	return nil

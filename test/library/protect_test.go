@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
@@ -35,7 +36,7 @@ func TestUnlockProtectedLock(t *testing.T) {
 	// GET lock ∥ GET Cluster; GET m1; PATCH retire; PATCH withdraw; PATCH
 	// the finalizer off; DELETE.
 	f.counts(t, "Unlock(m1) of a protected lock", 3, 4)
-	if cm := f.tryLockCM(); cm != nil {
+	if cm := kubeenv.MustGetLock(f.t, env.Client, f.ns, "c1"); cm != nil {
 		t.Fatalf("lock still exists (finalizers %v, deleting %v)", cm.Finalizers, cm.DeletionTimestamp != nil)
 	}
 	res, err := f.locker.Lock(t.Context(), f.get(f.cluster), m2)

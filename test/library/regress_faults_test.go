@@ -206,7 +206,7 @@ func snapshot(obj client.Object) *unstructured.Unstructured {
 // lock.
 func (f *fixture) lockRecord(t *testing.T) (engine.Record, string, bool) {
 	t.Helper()
-	cm := f.tryLockCM()
+	cm := kubeenv.MustGetLock(f.t, env.Client, f.ns, "c1")
 	if cm == nil {
 		return engine.Record{}, "", false
 	}

@@ -165,7 +165,7 @@ func TestRegressionStaleCallerLeavesNothing(t *testing.T) {
 		// PATCH claim ∥ GET m1 (another UID); GET lock ∥ GET Cluster ∥ GET
 		// m1; PATCH register (the claim withdrawn). No lock write.
 		f.counts(t, "Lock(stale m1)", 4, 2)
-		if cm := f.tryLockCM(); cm != nil {
+		if cm := kubeenv.MustGetLock(f.t, env.Client, f.ns, "c1"); cm != nil {
 			t.Errorf("a lock was left behind: %s", cm.Data[engine.DataKey])
 		}
 		if g := f.grant(); g.Held() {

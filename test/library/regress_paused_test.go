@@ -66,7 +66,7 @@ func TestRegressionPausedLiveFreePath(t *testing.T) {
 			if g := f.grant(); g != nil {
 				t.Errorf("register of the paused Cluster = %s, want none", g.Raw())
 			}
-			if leftover := f.tryLockCM(); leftover != nil {
+			if leftover := kubeenv.MustGetLock(f.t, env.Client, f.ns, "c1"); leftover != nil {
 				t.Errorf("Lock(m1) returned ErrClusterPaused but wrote a lock: %s", leftover.Data[engine.DataKey])
 			}
 
@@ -167,7 +167,7 @@ func TestRegressionPauseDuringLock(t *testing.T) {
 			if res.Acquired || (err != nil && !errors.Is(err, initlock.ErrClusterPaused)) {
 				t.Fatalf("Lock(m1) with a pause in flight = %+v, %v; want refused, or ErrClusterPaused", res, err)
 			}
-			after := f.tryLockCM()
+			after := kubeenv.MustGetLock(f.t, env.Client, f.ns, "c1")
 			if after == nil {
 				t.Fatal("the lock that named m1 before the call was deleted")
 			}

@@ -61,16 +61,8 @@ func (f *fixture) deleteAll(objs []*unstructured.Unstructured) {
 // "Kind/name".
 func (f *fixture) restore(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
 	f.t.Helper()
-	r, err := velerosim.New(env.Config, velerosim.Options{})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	created, err := r.Restore(f.ctx(), objs)
-	if err != nil {
-		f.t.Fatal(err)
-	}
 	out := map[string]*unstructured.Unstructured{}
-	for _, o := range created {
+	for _, o := range velerosim.Restore(f.t, env.Config, velerosim.Options{}, objs...) {
 		out[o.GetKind()+"/"+o.GetName()] = o
 	}
 	return out
@@ -122,7 +114,7 @@ func TestSeedScenario(t *testing.T) {
 		t.Fatal(err)
 	}
 	kubeenv.Eventually(t, 10*time.Second, func() error {
-		if f.tryLockCM() != nil {
+		if kubeenv.MustGetLock(f.t, env.Client, f.ns, "c1") != nil {
 			return errors.New("lock still exists after its cluster was deleted")
 		}
 		return nil
@@ -150,7 +142,7 @@ func TestLostLock(t *testing.T) {
 			t.Fatal(err)
 		}
 		kubeenv.Eventually(t, 10*time.Second, func() error {
-			if f.tryLockCM() != nil {
+			if kubeenv.MustGetLock(f.t, env.Client, f.ns, "c1") != nil {
 				return errors.New("the garbage collector has not deleted the lock yet")
 			}
 			return nil
@@ -184,7 +176,7 @@ func TestLostLock(t *testing.T) {
 		if r, w := f.counter.Reads(), f.counter.Writes(); r != 1 || w != 1 {
 			t.Errorf("refused Lock made %d reads and %d writes, want 1 and 1", r, w)
 		}
-		if f.tryLockCM() != nil {
+		if kubeenv.MustGetLock(f.t, env.Client, f.ns, "c1") != nil {
 			t.Fatal("a refused call wrote the lock")
 		}
 		// The next call, with the Cluster as it stands, reads the lock.

@@ -180,7 +180,7 @@ func lockOwned(ctx context.Context, m *stack.Mgmt, ns, cluster string) error {
 	if c == nil {
 		return errors.New("no cluster")
 	}
-	cm, err := m.Lock(ctx, ns, cluster)
+	cm, err := kubeenv.GetLock(ctx, m.Client, ns, cluster)
 	if err != nil {
 		return err
 	}

@@ -118,7 +118,7 @@ func TestJoinAfterRestore(t *testing.T) {
 		if joinData == 0 {
 			joinData = time.Since(joinStart)
 		}
-		cm, err := target.Lock(ctx, mapped, cluster)
+		cm, err := kubeenv.GetLock(ctx, target.Client, mapped, cluster)
 		if err != nil {
 			return err
 		}
@@ -130,7 +130,7 @@ func TestJoinAfterRestore(t *testing.T) {
 	released := time.Since(joinStart)
 	// Nothing writes the lock again.
 	kubeenv.Consistently(t, 3*time.Second, func() error {
-		cm, err := target.Lock(ctx, mapped, cluster)
+		cm, err := kubeenv.GetLock(ctx, target.Client, mapped, cluster)
 		if err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/stack"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/pkg/initlock/engine"
@@ -113,7 +114,7 @@ func runNaive(t *testing.T, withManager bool) naiveOutcome {
 		must(t, err)
 		o.firstExisted = m != nil
 	}
-	cm, err := source.Lock(ctx, ns, cluster)
+	cm, err := kubeenv.GetLock(ctx, source.Client, ns, cluster)
 	must(t, err)
 	if cm != nil {
 		rec, _ := engine.DecodeRecord(cm.Data[engine.DataKey])

@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/stack"
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
@@ -83,7 +84,7 @@ func TestSeedWithPatchedCABPK(t *testing.T) {
 	must(t, err)
 	_, done := restoreBackup(t, v, backup)
 	m.StopVelero()
-	cm, err = m.Lock(ctx, ns, seedCluster)
+	cm, err = kubeenv.GetLock(ctx, m.Client, ns, seedCluster)
 	must(t, err)
 	if cm == nil || len(cm.OwnerReferences) != 0 {
 		t.Fatalf("the restored lock is %v; the restore should have brought it back without an owner", cm)
@@ -110,7 +111,7 @@ func TestSeedWithPatchedCABPK(t *testing.T) {
 
 	deleteCluster(t, m, ns, seedCluster)
 	eventually(t, 60*time.Second, func(ctx context.Context) error {
-		cm, err := m.Lock(ctx, ns, seedCluster)
+		cm, err := kubeenv.GetLock(ctx, m.Client, ns, seedCluster)
 		if err != nil {
 			return err
 		}

@@ -12,14 +12,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/cli"
+	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/stack"
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
@@ -73,7 +72,7 @@ func operatorDelete(t *testing.T, ns, cluster string) error {
 // the garbage collector then deletes it.
 func staleOwner(t *testing.T, ns, cluster string) error {
 	ctx := t.Context()
-	cm, err := source.Lock(ctx, ns, cluster)
+	cm, err := kubeenv.GetLock(ctx, source.Client, ns, cluster)
 	if err != nil {
 		return err
 	}
@@ -123,7 +122,7 @@ func runHeldDelete(t *testing.T, withManager bool, del deleteHow) heldOutcome {
 	waitInitData(t, source, ns, cp0)
 	if withManager {
 		eventually(t, 10*time.Second, func(ctx context.Context) error {
-			cm, err := source.Lock(ctx, ns, cluster)
+			cm, err := kubeenv.GetLock(ctx, source.Client, ns, cluster)
 			if err != nil || cm == nil || !hasHeldFinalizer(cm) {
 				return fmt.Errorf("lock not protected yet (%w)", err)
 			}
@@ -134,7 +133,7 @@ func runHeldDelete(t *testing.T, withManager bool, del deleteHow) heldOutcome {
 
 	must(t, del(t, ns, cluster))
 	time.Sleep(2 * time.Second)
-	cm, err := source.Lock(ctx, ns, cluster)
+	cm, err := kubeenv.GetLock(ctx, source.Client, ns, cluster)
 	must(t, err)
 	switch {
 	case cm == nil:
@@ -153,7 +152,7 @@ func runHeldDelete(t *testing.T, withManager bool, del deleteHow) heldOutcome {
 		must(t, err)
 		o.firstExisted = m != nil
 	}
-	cm, err = source.Lock(ctx, ns, cluster)
+	cm, err = kubeenv.GetLock(ctx, source.Client, ns, cluster)
 	must(t, err)
 	if cm != nil {
 		rec, _ := engine.DecodeRecord(cm.Data[engine.DataKey])
@@ -174,7 +173,7 @@ func managerDown(t *testing.T, ns, cluster string) {
 	source.StopManager()
 	deleteCluster(t, source, ns, cluster)
 	time.Sleep(2 * time.Second)
-	cm, err := source.Lock(ctx, ns, cluster)
+	cm, err := kubeenv.GetLock(ctx, source.Client, ns, cluster)
 	must(t, err)
 	if cm == nil || !hasHeldFinalizer(cm) {
 		t.Fatalf("with the manager down, the protected lock of the deleted Cluster %s/%s: want it terminating with %s, got %v", ns, cluster, engine.HeldFinalizer, cm)
@@ -190,12 +189,7 @@ func managerDown(t *testing.T, ns, cluster string) {
 		t.Fatalf("kubectl initlock release --force: exit code %d", code)
 	}
 	eventually(t, 10*time.Second, func(ctx context.Context) error {
-		cm := &corev1.ConfigMap{}
-		err := source.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: cluster + "-lock"}, cm)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("lock still there (%w)", err)
+		return kubeenv.LockGone(ctx, source.Client, ns, cluster)()
 	})
 	result(t, "manager down: the protected lock of a deleted Cluster stayed terminating; 'kubectl initlock release %s -n <ns> --force' cleared it", cluster)
 }

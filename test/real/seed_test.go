@@ -132,7 +132,7 @@ func restoreSeed(t *testing.T, m *stack.Mgmt, variant string, backed []*unstruct
 	} else {
 		// Nothing re-adopts the lock: it stays unowned.
 		kubeenv.Consistently(t, 3*time.Second, func() error {
-			cm, err := m.Lock(ctx, ns, seedCluster)
+			cm, err := kubeenv.GetLock(ctx, m.Client, ns, seedCluster)
 			if err != nil {
 				return err
 			}
@@ -145,7 +145,7 @@ func restoreSeed(t *testing.T, m *stack.Mgmt, variant string, backed []*unstruct
 			return nil
 		})
 	}
-	cm, err := m.Lock(ctx, ns, seedCluster)
+	cm, err := kubeenv.GetLock(ctx, m.Client, ns, seedCluster)
 	must(t, err)
 	if cm == nil {
 		t.Fatalf("%s: the restored lock is gone", variant)

@@ -71,7 +71,7 @@ func TestSingleControlPlane(t *testing.T) {
 	// Upstream releases the lock only on the join path: nothing joins.
 	const held = 5 * time.Second
 	kubeenv.Consistently(t, held, func() error {
-		cm, err := source.Lock(ctx, ns, cluster)
+		cm, err := kubeenv.GetLock(ctx, source.Client, ns, cluster)
 		if err != nil {
 			return err
 		}
@@ -87,7 +87,7 @@ func TestSingleControlPlane(t *testing.T) {
 	must(t, err)
 	defer source.StopManager()
 	eventually(t, 60*time.Second, func(ctx context.Context) error {
-		cm, err := source.Lock(ctx, ns, cluster)
+		cm, err := kubeenv.GetLock(ctx, source.Client, ns, cluster)
 		if err != nil {
 			return err
 		}

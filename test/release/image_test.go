@@ -116,7 +116,7 @@ func TestReleaseManagerImage(t *testing.T) {
 	proc := kubeenv.StartProcess(t, "initlock-manager", cmd)
 
 	kubeenv.Eventually(t, 60*time.Second, func() error { return status(t, "http://"+probeAddr+"/readyz", http.StatusOK) })
-	managertest.RestoreAndExpectAdoption(t, env.Client, capi.V1Beta2, ns, "c1")
+	managertest.RestoreAndExpectAdoption(t, env, capi.V1Beta2, ns, "c1")
 	// Secure by default: HTTPS, and no metrics without a token.
 	kubeenv.Eventually(t, 10*time.Second, func() error { return status(t, "https://"+metricsAddr+"/metrics", http.StatusUnauthorized) })
 	if err := status(t, "http://"+metricsAddr+"/metrics", http.StatusOK); err == nil {

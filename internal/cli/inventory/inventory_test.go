@@ -31,11 +31,7 @@ func newCluster(t *testing.T, ns, name string, initialised bool) *unstructured.U
 		t.Fatal(err)
 	}
 	if initialised {
-		u.Object["status"] = map[string]any{"conditions": []any{map[string]any{
-			"type": capi.ControlPlaneInitializedCondition, "status": "True",
-			"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
-		}}}
-		if err := env.Client.Status().Update(t.Context(), u); err != nil {
+		if err := kubeenv.SetInitialized(t.Context(), env.Client, u); err != nil {
 			t.Fatal(err)
 		}
 	}

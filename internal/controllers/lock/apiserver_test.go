@@ -1,6 +1,8 @@
 package lock
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -8,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -60,6 +61,9 @@ func (e *recorder) list() []emitted {
 	defer e.mu.Unlock()
 	return slices.Clone(e.got)
 }
+
+// errNoLock is a check's error when the lock does not exist.
+var errNoLock = errors.New("no lock")
 
 // fixture is one test's namespace, a reconciler reading and writing the API
 // server directly, and the count of its requests.
@@ -123,16 +127,6 @@ func (f *fixture) machine(cluster, name string) *unstructured.Unstructured {
 	return u
 }
 
-// initialise marks c's control plane initialised, through the status
-// subresource.
-func (f *fixture) initialise(c *unstructured.Unstructured) {
-	f.t.Helper()
-	kubeenv.SetInitialized(capi.V1Beta2)(c)
-	if err := f.c.Status().Update(f.t.Context(), c); err != nil {
-		f.t.Fatalf("initialising cluster %s: %v", c.GetName(), err)
-	}
-}
-
 // lockCM creates the lock of cluster held by machine, owned by owner when it
 // is not nil, with the given record in place of a valid one when not empty.
 func (f *fixture) lockCM(cluster, machine string, owner *unstructured.Unstructured, record string) *corev1.ConfigMap {
@@ -155,12 +149,6 @@ func (f *fixture) reconcile(cluster string) (ctrl.Result, int) {
 		f.t.Fatalf("Reconcile %s/%s: %v", f.ns, cluster, err)
 	}
 	return res, f.counter.Writes()
-}
-
-func (f *fixture) getLock(cluster string) (*corev1.ConfigMap, error) {
-	cm := &corev1.ConfigMap{}
-	err := f.c.Get(f.t.Context(), types.NamespacedName{Namespace: f.ns, Name: cluster + "-lock"}, cm)
-	return cm, err
 }
 
 func (f *fixture) wantEvents(want ...emitted) {
@@ -216,18 +204,17 @@ func TestReconcileOnAPIServer(t *testing.T) {
 				c := f.cluster("c1")
 				f.machine("c1", "m1")
 				f.lockCM("c1", "m1", c, "")
-				f.initialise(c)
+				if err := kubeenv.SetInitialized(f.t.Context(), f.c, c); err != nil {
+					f.t.Fatal(err)
+				}
 			},
 			steps: []step{{wantWrites: 1}, {}},
 			check: func(f *fixture) error {
-				_, err := f.getLock("c1")
-				switch {
-				case err == nil:
+				cm, err := kubeenv.GetLock(f.t.Context(), f.c, f.ns, "c1")
+				if cm != nil {
 					return fmt.Errorf("lock of an initialised Cluster still exists")
-				case !apierrors.IsNotFound(err):
-					return err
 				}
-				return nil
+				return err
 			},
 			wantEvents: []emitted{{corev1.EventTypeNormal, ReasonLockReleased}},
 		},
@@ -276,9 +263,9 @@ func TestReconcileOnAPIServer(t *testing.T) {
 			// and internal/manager's TestNotALock.
 			steps: []step{{}, {}},
 			check: func(f *fixture) error {
-				cm, err := f.getLock("c1")
-				if err != nil {
-					return err
+				cm, err := kubeenv.GetLock(f.t.Context(), f.c, f.ns, "c1")
+				if cm == nil {
+					return cmp.Or(err, errNoLock)
 				}
 				if cm.Data["user-data"] != "keep me" || len(cm.OwnerReferences) != 0 || len(cm.Annotations) != 0 {
 					return fmt.Errorf("foreign ConfigMap changed: %+v", cm)
@@ -303,9 +290,9 @@ func TestReconcileOnAPIServer(t *testing.T) {
 				{advance: grace + time.Second, wantRequeue: grace},
 			},
 			check: func(f *fixture) error {
-				cm, err := f.getLock("c1")
-				if err != nil {
-					return err
+				cm, err := kubeenv.GetLock(f.t.Context(), f.c, f.ns, "c1")
+				if cm == nil {
+					return cmp.Or(err, errNoLock)
 				}
 				if _, ok := cm.Annotations[engine.ClusterAbsentAnnotation]; !ok {
 					return fmt.Errorf("absence not recorded on the lock: %v", cm.Annotations)
@@ -348,16 +335,16 @@ func TestOrphanCollectedAfterHolderGone(t *testing.T) {
 		f.clock.SetTime(f.clock.Now().Add(advance))
 		f.reconcile("c1")
 	}
-	if _, err := f.getLock("c1"); err != nil {
-		t.Fatalf("lock collected while its holder exists: %v", err)
+	if cm, err := kubeenv.GetLock(t.Context(), f.c, f.ns, "c1"); cm == nil {
+		t.Fatalf("lock collected while its holder exists (%v)", err)
 	}
 	kubeenv.DeleteAndWait(t, f.c, m)
 
 	if _, writes := f.reconcile("c1"); writes != 1 {
 		t.Errorf("collecting: %d writes, want 1", writes)
 	}
-	if _, err := f.getLock("c1"); !apierrors.IsNotFound(err) {
-		t.Errorf("lock after collection: %v, want NotFound", err)
+	if cm, err := kubeenv.GetLock(t.Context(), f.c, f.ns, "c1"); cm != nil || err != nil {
+		t.Errorf("lock after collection: %v, %v, want none", cm, err)
 	}
 	if _, writes := f.reconcile("c1"); writes != 0 {
 		t.Errorf("after collection: %d writes, want 0", writes)
@@ -366,7 +353,7 @@ func TestOrphanCollectedAfterHolderGone(t *testing.T) {
 }
 
 func ownedByCluster(f *fixture) error {
-	cm, err := f.getLock("c1")
+	cm, err := kubeenv.GetLock(f.t.Context(), f.c, f.ns, "c1")
 	if err != nil {
 		return err
 	}
@@ -379,9 +366,9 @@ func ownedByCluster(f *fixture) error {
 }
 
 func unowned(f *fixture) error {
-	cm, err := f.getLock("c1")
-	if err != nil {
-		return err
+	cm, err := kubeenv.GetLock(f.t.Context(), f.c, f.ns, "c1")
+	if cm == nil {
+		return cmp.Or(err, errNoLock)
 	}
 	if len(cm.OwnerReferences) != 0 {
 		return fmt.Errorf("lock of a paused Cluster was changed: %v", cm.OwnerReferences)
@@ -391,9 +378,9 @@ func unowned(f *fixture) error {
 
 func hasRecord(want string) func(*fixture) error {
 	return func(f *fixture) error {
-		cm, err := f.getLock("c1")
-		if err != nil {
-			return err
+		cm, err := kubeenv.GetLock(f.t.Context(), f.c, f.ns, "c1")
+		if cm == nil {
+			return cmp.Or(err, errNoLock)
 		}
 		if got := cm.Data[engine.DataKey]; got != want {
 			return fmt.Errorf("record = %q, want %q", got, want)

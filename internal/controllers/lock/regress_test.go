@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -74,7 +73,9 @@ func TestRegressionCachedClusterRecreated(t *testing.T) {
 			f := newFixture(t)
 			old := f.cluster("c1")
 			if tc.oldInitialised {
-				f.initialise(old)
+				if err := kubeenv.SetInitialized(t.Context(), f.c, old); err != nil {
+					t.Fatal(err)
+				}
 			}
 			cached := old.DeepCopy()
 			if err := f.c.Get(t.Context(), client.ObjectKeyFromObject(old), cached); err != nil {
@@ -84,9 +85,9 @@ func TestRegressionCachedClusterRecreated(t *testing.T) {
 			live := f.cluster("c1")
 			m1 := f.machine("c1", "m1")
 			tc.lock(f, live, m1)
-			before, err := f.getLock("c1")
-			if err != nil {
-				t.Fatal(err)
+			before, err := kubeenv.GetLock(t.Context(), f.c, f.ns, "c1")
+			if before == nil {
+				t.Fatalf("no lock (%v)", err)
 			}
 
 			lc := newLaggingCache(t, f.c, f.ns)
@@ -120,12 +121,12 @@ func TestRegressionCachedClusterRecreated(t *testing.T) {
 // lockStands checks that the lock is the one created (same UID), still
 // held by m1, and owned by the live Cluster's UID alone.
 func lockStands(f *fixture, before *corev1.ConfigMap, live *unstructured.Unstructured) error {
-	cm, err := f.getLock("c1")
+	cm, err := kubeenv.GetLock(f.t.Context(), f.c, f.ns, "c1")
 	switch {
-	case apierrors.IsNotFound(err):
-		return fmt.Errorf("the lock of the live Cluster %s was deleted", live.GetUID())
 	case err != nil:
 		return err
+	case cm == nil:
+		return fmt.Errorf("the lock of the live Cluster %s was deleted", live.GetUID())
 	case cm.UID != before.UID:
 		return fmt.Errorf("the lock was deleted and created again: UID %s, was %s", cm.UID, before.UID)
 	case cm.Data[engine.DataKey] != before.Data[engine.DataKey]:

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/internal/relink"
 	"github.com/initlock/initlock/pkg/initlock/capi"
@@ -27,7 +28,7 @@ func (m *Mgmt) WaitLockHeld(ctx context.Context, ns, cluster, machine string) (*
 	var cm *corev1.ConfigMap
 	err := Poll(ctx, 2*time.Minute, func(ctx context.Context) error {
 		var err error
-		if cm, err = m.Lock(ctx, ns, cluster); err != nil {
+		if cm, err = kubeenv.GetLock(ctx, m.Client, ns, cluster); err != nil {
 			return err
 		}
 		if cm == nil {

@@ -11,91 +11,28 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
+
+	"github.com/initlock/initlock/internal/kubeenv"
 )
 
-// Proc is a process of the stack, its output going to a log file.
+// Proc is a process of the stack, its output going to a log file: a
+// kubeenv.Process, with the waits the stack starts it with.
 type Proc struct {
-	// Name names the process in errors and log files.
-	Name string
-	// LogPath is the file its standard output and error go to.
-	LogPath string
-
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
-	once sync.Once
+	*kubeenv.Process
 }
 
-// startProc starts bin with args in its own process group, killed should
-// the test binary die, logging into dir/name.log. env is added to the
-// environment.
+// startProc starts bin with args in dir, logging into dir/name.log, as
+// kubeenv.StartLogged does. env is added to the environment.
 func startProc(dir, name, bin string, args, env []string) (*Proc, error) {
-	p := &Proc{Name: name, LogPath: filepath.Join(dir, name+".log"), done: make(chan struct{})}
-	logFile, err := os.Create(p.LogPath)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Dir = dir
+	p, err := kubeenv.StartLogged(name, cmd, filepath.Join(dir, name+".log"))
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		_ = logFile.Close()
-		return nil, fmt.Errorf("starting %s: %w", name, err)
-	}
-	p.cmd = cmd
-	go func() {
-		p.err = cmd.Wait()
-		_ = logFile.Close()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-// Exited tells whether the process has ended.
-func (p *Proc) Exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// Log returns what the process has written so far.
-func (p *Proc) Log() string {
-	b, _ := os.ReadFile(p.LogPath)
-	return string(b)
-}
-
-// Tail returns the last n lines of the log.
-func (p *Proc) Tail(n int) string {
-	lines := strings.Split(strings.TrimRight(p.Log(), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-// Stop ends the process group with SIGTERM, then SIGKILL after 10 s. It
-// may be called more than once.
-func (p *Proc) Stop() {
-	p.once.Do(func() {
-		if p.cmd == nil || p.cmd.Process == nil {
-			return
-		}
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-			<-p.done
-		}
-	})
+	return &Proc{Process: p}, nil
 }
 
 // errExited is returned while waiting for a process that has ended.
@@ -112,8 +49,8 @@ func (p *Proc) waitFor(ctx context.Context, timeout time.Duration, what string, 
 			return nil
 		}
 		select {
-		case <-p.done:
-			exit := p.err
+		case <-p.Done():
+			exit := p.Err()
 			if exit == nil {
 				exit = errors.New("exit status 0")
 			}

@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // Kinds of the Cluster API graph a Cluster of the stack is made of.
@@ -231,19 +230,6 @@ func (m *Mgmt) Get(ctx context.Context, gvk schema.GroupVersionKind, ns, name st
 		return nil, fmt.Errorf("reading %s %s/%s: %w", gvk.Kind, ns, name, err)
 	}
 	return u, nil
-}
-
-// Lock reads a Cluster's init lock; nil when it does not exist.
-func (m *Mgmt) Lock(ctx context.Context, ns, cluster string) (*corev1.ConfigMap, error) {
-	cm := &corev1.ConfigMap{}
-	err := m.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster + engine.LockSuffix}, cm)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading the lock of %s/%s: %w", ns, cluster, err)
-	}
-	return cm, nil
 }
 
 // Poll calls f every 50 ms until it returns nil or timeout passes, and

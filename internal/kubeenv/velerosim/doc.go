@@ -31,6 +31,14 @@
 //     --namespace-mappings) and the labels velero.io/backup-name and
 //     velero.io/restore-name are added.
 //
+// Options.Workers, for benchmarks that restore thousands of objects,
+// creates up to that many items of one resource at once; the resources
+// still come one after the other in Velero's order. Velero creates one item
+// at a time.
+//
+// Restore is the helper tests restore with: it converts typed objects,
+// restores them and fails the test on an error.
+//
 // # Naive copies
 //
 // Options.Naive makes the copy that docs/design.md calls naive, a

@@ -20,6 +20,7 @@ import (
 
 	"github.com/initlock/initlock/internal/benchreport/loadavg"
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/internal/manager/managertest"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
@@ -45,16 +46,15 @@ func TestMain(m *testing.M) {
 	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
 		os.Exit(m.Run())
 	}
-	managertest.SetLogger()
 	kubeenv.Main(m, kubeenv.Options{CAPI: kubeenv.CAPIV1Beta2}, &env)
 }
 
 const v = capi.V1Beta2
 
 // BenchmarkRestoreStorm restores storm.clusters Clusters whose locks lost
-// their ownerReferences (ConfigMaps, then Machines, then Clusters), then
-// measures, with the same client limits (none by default, storm.qps
-// otherwise):
+// their ownerReferences (velerosim: ConfigMaps, then Machines, then
+// Clusters), then measures, with the same client limits (none by default,
+// storm.qps otherwise):
 //
 //   - manager: from the start of a manager to every lock re-adopted
 //     (cache sync, reconciles, patches);
@@ -97,7 +97,7 @@ func BenchmarkRestoreStorm(b *testing.B) {
 	mgrTime, mgrReqs, mgrCPU := mgrUse.stop(b)
 	time.Sleep(2 * time.Second) // let any stray write show
 	verifyOwned(b, mgrNS, n)
-	writes := rm.Counter.Writes("configmaps", mgrNS)
+	writes := rm.Counter.Of("configmaps", mgrNS).Writes()
 	rm.Stop()
 	b.Logf("restore storm: the manager's requests:\n%s", rm.Counter)
 
@@ -134,17 +134,16 @@ func BenchmarkRestoreWhileRunning(b *testing.B) {
 	rm := managertest.Start(b, stormConfig(), opts)
 	adopted0 := metricValue(b, "initlock_lock_adoptions_total")
 	marked0 := metricValue(b, "initlock_lock_absence_marks_total")
-	createAll(b, n, func(i int) client.Object { return kubeenv.NewLock(ns, name(i), name(i)+"-cp-0", nil) })
-	createAll(b, n, func(i int) client.Object { return kubeenv.NewMachine(v, ns, name(i), name(i)+"-cp-0") })
+	restore(b, lockedMachines(ns, n)...)
 	start := time.Now()
-	createAll(b, n, func(i int) client.Object { return kubeenv.NewCluster(v, ns, name(i)) })
+	restore(b, clustersOf(ns, n)...)
 	waitFor(b, 10*time.Minute, func() bool {
 		return metricValue(b, "initlock_lock_adoptions_total")-adopted0 >= float64(n)
 	})
 	elapsed := time.Since(start)
 	time.Sleep(2 * time.Second)
 	verifyOwned(b, ns, n)
-	writes := rm.Counter.Writes("configmaps", ns)
+	writes := rm.Counter.Of("configmaps", ns).Writes()
 	rm.Stop()
 	b.ReportMetric(elapsed.Seconds(), "s-from-first-cluster")
 	marked := metricValue(b, "initlock_lock_absence_marks_total") - marked0
@@ -170,15 +169,15 @@ func BenchmarkSteadyState(b *testing.B) {
 		return metricValue(b, "controller_runtime_reconcile_total", "controller=initlock", "result=success")-reconciled0 >= float64(n)
 	})
 	time.Sleep(2 * time.Second)
-	if w := rm.Counter.Writes("", ""); w != 0 {
+	if w := rm.Counter.Writes(); w != 0 {
 		b.Fatalf("%d writes to healthy locks at start:\n%s", w, rm.Counter)
 	}
 	rm.Counter.Reset()
 	reconciled1 := metricValue(b, "controller_runtime_reconcile_total", "controller=initlock", "result=success")
 	time.Sleep(*steadyFor)
 	reconciles := metricValue(b, "controller_runtime_reconcile_total", "controller=initlock", "result=success") - reconciled1
-	writes := rm.Counter.Writes("", "")
-	reads := rm.Counter.Count("", "", "get", "list")
+	writes := rm.Counter.Writes()
+	reads := rm.Counter.Reads()
 	rm.Stop()
 	b.ReportMetric(float64(writes), "writes")
 	b.ReportMetric(float64(reads), "reads")
@@ -248,12 +247,36 @@ func heap() uint64 {
 
 func name(i int) string { return fmt.Sprintf("c%05d", i) }
 
-// restoreUnowned creates n locks without ownerReferences, their holder
+// restoreUnowned restores n locks without ownerReferences, their holder
 // Machines and their Clusters, in that order.
 func restoreUnowned(b *testing.B, ns string, n int) {
-	createAll(b, n, func(i int) client.Object { return kubeenv.NewLock(ns, name(i), name(i)+"-cp-0", nil) })
-	createAll(b, n, func(i int) client.Object { return kubeenv.NewMachine(v, ns, name(i), name(i)+"-cp-0") })
-	createAll(b, n, func(i int) client.Object { return kubeenv.NewCluster(v, ns, name(i)) })
+	restore(b, append(lockedMachines(ns, n), clustersOf(ns, n)...)...)
+}
+
+// lockedMachines are n locks without ownerReferences and their holder
+// Machines, as backed up.
+func lockedMachines(ns string, n int) []client.Object {
+	objs := make([]client.Object, 0, 2*n)
+	for i := range n {
+		objs = append(objs, kubeenv.NewLock(ns, name(i), name(i)+"-cp-0", nil), kubeenv.NewMachine(v, ns, name(i), name(i)+"-cp-0"))
+	}
+	return objs
+}
+
+// clustersOf are the n Clusters of lockedMachines, as backed up.
+func clustersOf(ns string, n int) []client.Object {
+	objs := make([]client.Object, n)
+	for i := range objs {
+		objs[i] = kubeenv.NewCluster(v, ns, name(i))
+	}
+	return objs
+}
+
+// restore restores objs as a Velero restore does (velerosim), with 32
+// objects of a kind created at once, as createAll creates them.
+func restore(b *testing.B, objs ...client.Object) {
+	b.Helper()
+	velerosim.Restore(b, env.Config, velerosim.Options{Workers: 32}, objs...)
 }
 
 // createHealthy creates n Clusters with a Machine and a lock it holds,

@@ -3,6 +3,7 @@ package benchtest
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -110,7 +112,7 @@ func runInitlock(b *testing.B, ns string, n int) startup {
 	s.allChecks = time.Since(start)
 	time.Sleep(time.Second)
 	s.heap, s.rss = grown(before, heap()), grown(rss0, rss(b))
-	if w := rm.Counter.Writes("", ""); w != 0 {
+	if w := rm.Counter.Writes(); w != 0 {
 		b.Fatalf("the manager made %d writes over healthy locks:\n%s", w, rm.Counter)
 	}
 	rm.Stop()
@@ -125,20 +127,19 @@ func runBare(b *testing.B, ns string, n int) startup {
 	start := time.Now()
 	var reconciles atomic.Int64
 	var first atomic.Int64
-	mgr := bareManager(b, ns, func() {
-		if reconciles.Add(1) == 1 {
-			first.Store(int64(time.Since(start)))
-		}
+	rm := kubeenv.StartManager(b, env.Config, func(cfg *rest.Config) (ctrl.Manager, error) {
+		return bareManager(cfg, ns, func() {
+			if reconciles.Add(1) == 1 {
+				first.Store(int64(time.Since(start)))
+			}
+		})
 	})
-	ctx, cancel := context.WithCancel(context.WithoutCancel(b.Context()))
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
 	waitFor(b, 30*time.Minute, func() bool { return reconciles.Load() >= int64(n) })
 	s := startup{allChecks: time.Since(start), firstReconcile: time.Duration(first.Load())}
 	time.Sleep(time.Second)
 	s.heap, s.rss = grown(before, heap()), grown(rss0, rss(b))
-	cancel()
-	if err := <-done; err != nil {
+	rm.Stop()
+	if err := rm.Err(); err != nil {
 		b.Fatalf("bare manager: %v", err)
 	}
 	return s
@@ -148,13 +149,12 @@ func runBare(b *testing.B, ns string, n int) startup {
 // the initlock manager's (see manager.New) and whose one controller
 // reconciles Clusters by calling reconciled, watching lock ConfigMaps and
 // Machine metadata without mapping them to anything.
-func bareManager(b *testing.B, ns string, reconciled func()) ctrl.Manager {
-	b.Helper()
+func bareManager(cfg *rest.Config, ns string, reconciled func()) (ctrl.Manager, error) {
 	lockLabel, err := labels.NewRequirement(engine.ClusterNameLabel, selection.Exists, nil)
 	if err != nil {
-		b.Fatal(err)
+		return nil, fmt.Errorf("the lock label selector: %w", err)
 	}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: manager.Scheme(),
 		Cache: cache.Options{
 			ReaderFailOnMissingInformer: true,
@@ -169,7 +169,7 @@ func bareManager(b *testing.B, ns string, reconciled func()) ctrl.Manager {
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
-		b.Fatal(err)
+		return nil, fmt.Errorf("building the bare manager: %w", err)
 	}
 	cluster := &unstructured.Unstructured{}
 	cluster.SetGroupVersionKind(capi.ClusterGVK(v))
@@ -184,9 +184,9 @@ func bareManager(b *testing.B, ns string, reconciled func()) ctrl.Manager {
 			return reconcile.Result{}, nil
 		}))
 	if err != nil {
-		b.Fatal(err)
+		return nil, fmt.Errorf("building the bare controller: %w", err)
 	}
-	return mgr
+	return mgr, nil
 }
 
 func grown(before, after uint64) uint64 {

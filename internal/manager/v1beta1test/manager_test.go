@@ -1,14 +1,15 @@
 package v1beta1test
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/internal/manager/managertest"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
@@ -17,7 +18,6 @@ import (
 var env *kubeenv.Env
 
 func TestMain(m *testing.M) {
-	managertest.SetLogger()
 	kubeenv.Main(m, kubeenv.Options{CAPI: kubeenv.CAPIV1Beta1}, &env)
 }
 
@@ -37,11 +37,11 @@ func TestV1Beta1Only(t *testing.T) {
 
 	// A restore: the lock first, without ownerReferences, then the holder
 	// Machine, then the Cluster.
-	managertest.Create(t, c, kubeenv.NewLock(ns, "old", "old-cp-0", nil))
-	managertest.CreateMachine(t, c, v, ns, "old", "old-cp-0")
-	cluster := managertest.CreateCluster(t, c, v, ns, "old")
+	restored := velerosim.Restore[client.Object](t, env.Config, velerosim.Options{},
+		kubeenv.NewLock(ns, "old", "old-cp-0", nil), kubeenv.NewMachine(v, ns, "old", "old-cp-0"), kubeenv.NewCluster(v, ns, "old"))
+	cluster := restored[len(restored)-1]
 	kubeenv.Eventually(t, 20*time.Second, func() error {
-		cm, err := managertest.GetLock(t, c, ns, "old")
+		cm, err := kubeenv.GetLock(t.Context(), c, ns, "old")
 		if err != nil {
 			return err
 		}
@@ -55,27 +55,21 @@ func TestV1Beta1Only(t *testing.T) {
 	})
 	managertest.EventOn(t, c, ns, "LockAdopted", "Cluster", "old")
 	kubeenv.Consistently(t, time.Second, func() error { return nil })
-	if n := rm.Counter.Writes("configmaps", ns); n != 1 {
+	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 1 {
 		t.Fatalf("configmap writes = %d, want 1:\n%s", n, rm.Counter)
 	}
 
 	// The v1beta1 condition releases the lock.
 	rm.Counter.Reset()
-	fresh := &unstructured.Unstructured{}
-	fresh.SetGroupVersionKind(capi.ClusterGVK(v))
-	if err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "old"}, fresh); err != nil {
+	if err := kubeenv.SetInitialized(t.Context(), c, cluster); err != nil {
 		t.Fatal(err)
 	}
-	kubeenv.SetInitialized(v)(fresh)
-	if err := c.Status().Update(t.Context(), fresh); err != nil {
-		t.Fatal(err)
-	}
-	kubeenv.Eventually(t, 20*time.Second, managertest.LockGone(t, c, ns, "old"))
+	kubeenv.Eventually(t, 20*time.Second, kubeenv.LockGone(t.Context(), c, ns, "old"))
 	managertest.EventOn(t, c, ns, "LockReleased", "Cluster", "old")
-	if n := rm.Counter.Count("configmaps", ns, "delete"); n != 1 {
+	if n := rm.Counter.Of("configmaps", ns).Count("delete"); n != 1 {
 		t.Fatalf("deletes = %d, want 1:\n%s", n, rm.Counter)
 	}
-	if n := rm.Counter.Writes("configmaps", ns); n != 2 {
+	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 2 {
 		t.Fatalf("configmap writes = %d, want 2 (the finalizer off, the delete):\n%s", n, rm.Counter)
 	}
 }
@@ -95,9 +89,12 @@ func TestV1Beta1OrphanCollected(t *testing.T) {
 	rm := managertest.Start(t, env.Config, opts)
 
 	kubeenv.Eventually(t, 20*time.Second, func() error {
-		cm, err := managertest.GetLock(t, c, ns, "gone")
-		if err != nil {
+		cm, err := kubeenv.GetLock(t.Context(), c, ns, "gone")
+		switch {
+		case err != nil:
 			return err
+		case cm == nil:
+			return errors.New("no lock")
 		}
 		if _, ok := cm.Annotations[engine.ClusterAbsentAnnotation]; !ok {
 			return fmt.Errorf("lock not marked yet")
@@ -105,14 +102,14 @@ func TestV1Beta1OrphanCollected(t *testing.T) {
 		return nil
 	})
 	kubeenv.DeleteAndWait(t, c, machine)
-	kubeenv.Eventually(t, 20*time.Second, managertest.LockGone(t, c, ns, "gone"))
+	kubeenv.Eventually(t, 20*time.Second, kubeenv.LockGone(t.Context(), c, ns, "gone"))
 	managertest.EventOn(t, c, ns, "OrphanLockCollected", "ConfigMap", "gone-lock")
-	if n := rm.Counter.Writes("configmaps", ns); n != 2 {
+	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 2 {
 		t.Fatalf("configmap writes = %d, want 2 (the mark, the delete):\n%s", n, rm.Counter)
 	}
 	// Every read of Cluster API objects was in v1beta1: none was refused
 	// as a kind the server does not serve.
-	if n := rm.Counter.Count("clusters", ns, "get"); n == 0 {
+	if n := rm.Counter.Of("clusters", ns).Count("get"); n == 0 {
 		t.Fatalf("no live read of the Cluster: the collection was not confirmed:\n%s", rm.Counter)
 	}
 }
