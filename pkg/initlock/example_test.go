@@ -6,7 +6,9 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/pkg/initlock"
 )
@@ -53,32 +55,35 @@ func ExampleNew() {
 		initlock.WithEventRecorder(recorder))
 }
 
-// A Machine refused the lock is told who holds it and when to ask again:
-// a reconcile worker never sleeps inside Lock.
+// A refused Machine is told who holds the lock and when to ask again: a
+// reconcile worker never sleeps inside Lock. A Cluster paused (here, in the
+// object passed) is an error, and nothing is written: this call makes no
+// request at all.
 func ExampleLocker_Lock() {
-	var locker *initlock.Locker
-	var cluster, machine *unstructured.Unstructured
-	if locker == nil {
-		return
-	}
+	locker := initlock.New(offlineClient())
+	cluster := object("cluster.x-k8s.io/v1beta2", "Cluster", "c1")
+	_ = unstructured.SetNestedField(cluster.Object, true, "spec", "paused")
+	machine := object("cluster.x-k8s.io/v1beta2", "Machine", "c1-cp-0")
+
 	res, err := locker.Lock(context.Background(), cluster, machine)
-	if err == nil && !res.Acquired {
-		fmt.Printf("held by %q (%s); asking again in %s\n", res.Holder, res.Verdict, res.RetryAfter)
+	switch {
+	case errors.Is(err, initlock.ErrClusterPaused):
+		fmt.Println("paused: try again once the restore or move is done")
+	case err != nil:
+		fmt.Println(err)
+	case !res.Acquired:
+		fmt.Printf("held by %q; asking again in %s\n", res.Holder, res.RetryAfter)
 	}
+	// Output: paused: try again once the restore or move is done
 }
 
-// After a failed init the holder releases the lock, so that another
-// Machine can try; a stale machine object is refused (ErrStaleMachine) and
-// releases nothing.
+// Unlock needs the Machine that holds the lock, or AnyHolder; a call
+// without either is refused before any request.
 func ExampleLocker_Unlock() {
-	var locker *initlock.Locker
-	var cluster, machine *unstructured.Unstructured
-	if locker == nil {
-		return
-	}
-	if err := locker.Unlock(context.Background(), cluster, machine); errors.Is(err, initlock.ErrStaleMachine) {
-		fmt.Println("read the Machine again:", err)
-	}
+	locker := initlock.New(offlineClient())
+	err := locker.Unlock(context.Background(), object("cluster.x-k8s.io/v1beta2", "Cluster", "c1"), nil)
+	fmt.Println(err)
+	// Output: unlocking ns/c1-lock: no machine given; pass one or use AnyHolder
 }
 
 // Once the control plane is initialised the lock has done its job, whoever
@@ -116,3 +121,23 @@ func ExampleError() {
 }
 
 func generateInitData(*unstructured.Unstructured) error { return nil }
+
+// offlineClient is a client of an API server that is never reached: the
+// examples that use it make no request.
+func offlineClient() client.Client {
+	c, err := client.New(&rest.Config{Host: "https://127.0.0.1:1"}, client.Options{})
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// object is an unstructured Cluster API object in namespace "ns".
+func object(apiVersion, kind, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	u.SetNamespace("ns")
+	u.SetName(name)
+	return u
+}
