@@ -10,8 +10,8 @@
 //
 // # What it guarantees
 //
-//   - Every verdict and action comes from initlock.Decide, and every repair
-//     write is made by initlock.Apply (one request per lock, with
+//   - Every verdict and action comes from engine.Decide, and every repair
+//     write is made by engine.Apply (one request per lock, with
 //     resourceVersion or UID and resourceVersion preconditions); a lock that
 //     changed meanwhile is observed and decided again, at most 5 times.
 //   - repair never deletes a lock whose holder Machine exists on a Cluster

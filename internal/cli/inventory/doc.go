@@ -1,7 +1,7 @@
 // Package inventory reads, from the API server, everything needed to judge
 // every Cluster API init lock in a namespace or in a whole management
-// cluster, and turns it into one initlock.Observation per cluster, ready for
-// initlock.Decide. It is read-only.
+// cluster, and turns it into one engine.Observation per cluster, ready for
+// engine.Decide. It is read-only.
 //
 // # What it reads
 //
@@ -32,9 +32,9 @@
 //
 // # What it does not do
 //
-// It makes no decision (initlock.Decide does) and no write (initlock.Apply
+// It makes no decision (engine.Decide does) and no write (engine.Apply
 // and initlock.Locker do). Its view is a set of lists taken one after the
 // other, not a snapshot: every write made from it must carry preconditions,
-// as initlock.Apply's do, and a conflict means "observe that lock again"
+// as engine.Apply's do, and a conflict means "observe that lock again"
 // (Observe).
 package inventory

@@ -14,7 +14,7 @@ import (
 	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
-// snapshot is a client.Reader over the objects Gather listed: initlock.Read
+// snapshot is a client.Reader over the objects Gather listed: engine.Read
 // reads each cluster's lock from it as it would from the API server.
 type snapshot struct {
 	clusters map[key]*unstructured.Unstructured

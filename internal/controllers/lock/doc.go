@@ -2,7 +2,7 @@
 // a management cluster owned, released and collected. It reconciles one
 // Cluster at a time (the request is the Cluster's namespace and name, which
 // also names its lock "<cluster>-lock"), observes the lock, the Cluster and
-// the holder Machine, and acts through initlock.Decide and initlock.Apply.
+// the holder Machine, and acts through engine.Decide and engine.Apply.
 //
 // # What it guarantees
 //
