@@ -32,7 +32,9 @@ type Options struct {
 	// OrphanSettle is how long a lock must be seen without its Cluster,
 	// in memory, before the absence is recorded on the lock. Restores bring
 	// ConfigMaps back before Clusters; waiting spares one write per lock.
-	// It only ever lengthens the grace period.
+	// The mark records when the lock was first seen without its Cluster, so
+	// the settle time does not lengthen the grace period, unless the
+	// manager restarts within it (the memory is lost).
 	OrphanSettle time.Duration
 	// ReleaseAfterInit releases a lock once its control plane is
 	// initialised.
@@ -118,7 +120,7 @@ const (
 	DefaultMetricsBindAddress     = ":8443"
 	DefaultHealthProbeBindAddress = ":8081"
 	DefaultConcurrency            = 10
-	DefaultOrphanSettle           = 30 * time.Second
+	DefaultOrphanSettle           = 2 * time.Minute
 	DefaultKubeAPIQPS             = 20
 	DefaultKubeAPIBurst           = 30
 )

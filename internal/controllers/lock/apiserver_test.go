@@ -284,8 +284,9 @@ func TestReconcileOnAPIServer(t *testing.T) {
 				// First seen without its Cluster: wait for the settle time.
 				{wantRequeue: settle},
 				{advance: settle / 2, wantRequeue: settle / 2},
-				// Settled: the absence is recorded on the lock.
-				{advance: settle / 2, wantWrites: 1, wantRequeue: grace},
+				// Settled: the absence is recorded on the lock, from the
+				// first sight.
+				{advance: settle / 2, wantWrites: 1, wantRequeue: grace - settle},
 				// Past the grace period, the holder still exists.
 				{advance: grace + time.Second, wantRequeue: grace},
 			},
@@ -294,8 +295,12 @@ func TestReconcileOnAPIServer(t *testing.T) {
 				if cm == nil {
 					return cmp.Or(err, errNoLock)
 				}
-				if _, ok := cm.Annotations[engine.ClusterAbsentAnnotation]; !ok {
+				mark, ok := cm.Annotations[engine.ClusterAbsentAnnotation]
+				if !ok {
 					return fmt.Errorf("absence not recorded on the lock: %v", cm.Annotations)
+				}
+				if want := "2026-12-01T12:00:00Z " + string(cm.UID); mark != want {
+					return fmt.Errorf("absence recorded as %q, want the first sight %q", mark, want)
 				}
 				return nil
 			},

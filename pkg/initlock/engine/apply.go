@@ -52,7 +52,7 @@ func Apply(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, o Observa
 		if next.Annotations == nil {
 			next.Annotations = map[string]string{}
 		}
-		next.Annotations[ClusterAbsentAnnotation] = absentMark(now, cm.UID)
+		next.Annotations[ClusterAbsentAnnotation] = absentMark(absentFrom(o, now), cm.UID)
 		return c.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{}))
 	}
 	return fmt.Errorf("applying %s to lock %s/%s: not a keeper action", d.Action, cm.Namespace, cm.Name)

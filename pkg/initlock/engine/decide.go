@@ -247,7 +247,9 @@ type Policy struct {
 	// OrphanSettle is how long a keeper must have seen a lock without its
 	// Cluster (Observation.AbsentSince) before it records the absence on
 	// the lock (ActionMarkOrphan): a restore that brings the Cluster back
-	// within it costs no write. Zero records it at once.
+	// within it costs no write. Zero records it at once. The mark records
+	// the first sight, so the settle time does not lengthen the grace
+	// period; a settle time longer than OrphanGrace counts as OrphanGrace.
 	OrphanSettle time.Duration
 	// FailedInitSettle is how long a held lock being deleted stays
 	// disarmed, its holder's bootstrap failed, before it goes (zero: it

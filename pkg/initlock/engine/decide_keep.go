@@ -59,7 +59,9 @@ func decideKeeper(o Observation, p Policy, now time.Time, d Decision) Decision {
 				d.RequeueAfter, d.Wait, d.WaitUntil = until.Sub(now), WaitSettle, until
 				return d
 			}
-			d.Action, d.RequeueAfter = ActionMarkOrphan, p.OrphanGrace
+			// The mark records the first sight, so that the settle time
+			// does not lengthen the grace period.
+			d.Action, d.RequeueAfter = ActionMarkOrphan, max(absentFrom(o, now).Add(p.OrphanGrace).Sub(now), time.Second)
 			return d
 		}
 		until := since.Add(p.OrphanGrace)
@@ -113,18 +115,24 @@ func decideKeeper(o Observation, p Policy, now time.Time, d Decision) Decision {
 }
 
 // settled returns when the lock's absence may be recorded, and whether
-// that is still to come: Policy.OrphanSettle after the keeper first saw
-// the lock without its Cluster (from now, when it has not yet).
+// that is still to come: Policy.OrphanSettle (at most OrphanGrace) after
+// the keeper first saw the lock without its Cluster.
 func settled(o Observation, p Policy, now time.Time) (time.Time, bool) {
 	if p.OrphanSettle <= 0 {
 		return now, false
 	}
-	first := now
-	if o.AbsentSince != nil {
-		first = *o.AbsentSince
-	}
-	until := first.Add(p.OrphanSettle)
+	until := absentFrom(o, now).Add(min(p.OrphanSettle, p.OrphanGrace))
 	return until, until.After(now)
+}
+
+// absentFrom is since when the keeper has seen the lock without its
+// Cluster (Observation.AbsentSince), now when it has not said, and never
+// later than now.
+func absentFrom(o Observation, now time.Time) time.Time {
+	if o.AbsentSince != nil && o.AbsentSince.Before(now) {
+		return *o.AbsentSince
+	}
+	return now
 }
 
 // heldByHolder tells whether the lock names an existing Machine.

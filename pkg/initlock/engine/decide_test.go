@@ -471,9 +471,15 @@ var decideRows = []struct {
 	{"keeper: orphan seen absent for part of the settle time: waits for the rest",
 		engine.Observation{Lock: upstreamLock("m1", ownerRef("c1", "old-uid")), AbsentSince: ptr(t0.Add(-20 * time.Second))},
 		&settlePolicy, want{verdict: engine.VerdictOrphan, action: engine.ActionNone, holder: "m1", requeue: 10 * time.Second, wait: engine.WaitSettle}},
-	{"keeper: orphan seen absent for the settle time: marked",
+	{"keeper: orphan seen absent for the settle time: marked from the first sight, the grace not lengthened",
 		engine.Observation{Lock: upstreamLock("m1", ownerRef("c1", "old-uid")), AbsentSince: ptr(t0.Add(-30 * time.Second))},
-		&settlePolicy, want{verdict: engine.VerdictOrphan, action: engine.ActionMarkOrphan, holder: "m1", requeue: 10 * time.Minute}},
+		&settlePolicy, want{verdict: engine.VerdictOrphan, action: engine.ActionMarkOrphan, holder: "m1", requeue: 10*time.Minute - 30*time.Second}},
+	{"keeper: a settle time longer than the grace counts as the grace",
+		engine.Observation{Lock: upstreamLock("m1", ownerRef("c1", "old-uid")), AbsentSince: ptr(t0.Add(-10 * time.Minute))},
+		&longSettlePolicy, want{verdict: engine.VerdictOrphan, action: engine.ActionMarkOrphan, holder: "m1", requeue: time.Second}},
+	{"keeper: an absence seen since a time to come counts from now",
+		engine.Observation{Lock: upstreamLock("m1", ownerRef("c1", "old-uid")), AbsentSince: ptr(t0.Add(time.Minute))},
+		&settlePolicy, want{verdict: engine.VerdictOrphan, action: engine.ActionNone, holder: "m1", requeue: 30 * time.Second, wait: engine.WaitSettle}},
 	{"keeper: paused cluster without a lock: nothing decided",
 		engine.Observation{Cluster: cluster(paused, grantTo("m1", "t1")), Granted: machine("m1")},
 		nil, want{verdict: engine.VerdictLost, action: engine.ActionNone, holder: "m1", err: engine.ErrClusterPaused, wait: engine.WaitPaused}},
@@ -537,5 +543,12 @@ func ptr[T any](v T) *T { return &v }
 var settlePolicy = func() engine.Policy {
 	p := engine.DefaultPolicy
 	p.OrphanSettle = 30 * time.Second
+	return p
+}()
+
+// longSettlePolicy has a settle time longer than the grace period.
+var longSettlePolicy = func() engine.Policy {
+	p := engine.DefaultPolicy
+	p.OrphanSettle = time.Hour
 	return p
 }()
