@@ -36,7 +36,8 @@ const (
 	// InvLiveCaller: the lock is granted only to a Machine that was live
 	// during the Lock call, never to a deleted one's stale object.
 	InvLiveCaller = "live-caller"
-	// InvNotPaused: nothing is written to a paused Cluster.
+	// InvNotPaused: nothing is written to a paused Cluster, and the
+	// manager writes no lock of a Cluster it read paused.
 	InvNotPaused = "not-paused"
 	// InvOnlyLocks: nothing that is not a lock is changed: no Machine, and
 	// of a Cluster nothing but its grant register.
@@ -113,6 +114,9 @@ type checker struct {
 	// UID of the object it releases with.
 	mustHold  map[types.UID]string
 	releasing map[string]types.UID
+	// pausedSeen tells that the newest Cluster the manager read in its
+	// reconcile (from its cache or live) was paused.
+	pausedSeen bool
 }
 
 type call struct {
@@ -149,7 +153,7 @@ func (c *checker) stateParts() [][]string {
 			calls = append(calls, fmt.Sprintf("call %s live %s", a, u))
 		}
 	}
-	live := []string{fmt.Sprint("reconciling ", c.reconciling)}
+	live := []string{fmt.Sprint("reconciling ", c.reconciling, " paused seen ", c.pausedSeen)}
 	for l, h := range c.mustHold {
 		live = append(live, "must hold "+string(l)+" for "+h)
 	}
@@ -373,7 +377,7 @@ func (c *checker) drop(match func(grant) bool) {
 func (c *checker) reconcileStarted(s *System) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c.reconciling = true
+	c.reconciling, c.pausedSeen = true, false
 	c.liveUIDs = map[types.UID]bool{}
 	c.observe(s)
 }
@@ -381,7 +385,7 @@ func (c *checker) reconcileStarted(s *System) {
 func (c *checker) reconcileEnded(s *System) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c.reconciling = false
+	c.reconciling, c.pausedSeen = false, false
 	c.liveUIDs = nil
 	if s.sc.NoProtect {
 		return
@@ -528,13 +532,27 @@ func strip(obj map[string]any) map[string]any {
 	return out
 }
 
+// read notes what actor was told of k: obj, nil when it was not found.
+func (c *checker) read(actor string, k apimodel.Key, obj map[string]any) {
+	if actor == "manager" && k == clusterKey {
+		c.pausedSeen = obj != nil && capi.IsPaused(&unstructured.Unstructured{Object: obj})
+	}
+}
+
 // issued checks a request as the actor issues it, against the requests
 // the actor has outstanding: a write of the lock and a write of the grant
-// register, which tests the pause, never go out together. It remembers
-// which lock a delete issued in a Lock call must not delete.
-func (c *checker) issued(pending []*pending, p *pending) {
+// register, which tests the pause, never go out together. The manager
+// never writes the lock of a Cluster it read paused and that is paused.
+// It remembers which lock a delete issued in a Lock call must not delete.
+func (c *checker) issued(s *System, pending []*pending, p *pending) {
 	if p.req == nil || !p.req.Write() {
 		return
+	}
+	if p.req.Actor == "manager" && p.req.Key == lockKey {
+		s.stepFP = s.stepFP.union(footprint{read: bit(resCluster)})
+		if live, _ := s.store.Get(clusterKey); c.pausedSeen && live != nil && capi.IsPaused(&unstructured.Unstructured{Object: live}) {
+			c.violate(InvNotPaused, "the manager wrote the lock of the cluster it read paused: %s %s", p.req.Verb, p.req.Body)
+		}
 	}
 	if cl := c.calls[p.req.Actor]; cl != nil && !cl.upstream && cl.lock != "" && p.req.Verb == "delete" && p.req.Key == lockKey {
 		if c.origin == nil {

@@ -120,7 +120,9 @@
 //   - No unsafe delete: the manager never deletes the lock while a Machine
 //     holds a grant; live owner: it points the lock only at a Cluster UID
 //     that was live while it reconciled.
-//   - Not paused: nothing is written to a paused Cluster. Only locks: no
+//   - Not paused: nothing is written to a paused Cluster, and the manager
+//     writes no lock of a Cluster that is paused and that it read paused
+//     (from its cache or live) in that reconcile. Only locks: no
 //     Machine is written, and of a Cluster nothing but its grant register.
 //   - Pause test: no write races the pause test: a write of the lock is
 //     never in flight together with a write of the register by one actor.

@@ -54,6 +54,13 @@ type Scenario struct {
 	Before []EventKind
 	// MaxSteps bounds the depth of every execution, in scheduler steps.
 	MaxSteps int
+	// AnyDepth caches what was explored from a state whatever step it was
+	// reached at, instead of exploring it again from a state reached again
+	// at a smaller step. That is sound only for a search that cuts nothing:
+	// with Result.Truncated 0 the scenario is explored to its end, and with
+	// any execution cut it proves nothing (a subtree cut once is not
+	// explored again). A violation found is not always the shortest.
+	AnyDepth bool
 	// Stop, when closed, ends the exploration early (Result.Stopped): a
 	// time budget, set from outside the synctest bubble.
 	Stop <-chan struct{}

@@ -127,7 +127,7 @@ func (g *gate) add(p *pending) {
 	}
 	s.outstanding[a]++
 	p.round = s.rounds[a]
-	s.checker.issued(g.pending, p)
+	s.checker.issued(s, g.pending, p)
 	g.pending = append(g.pending, p)
 	g.sorted = false
 	s.mu.Unlock()
@@ -291,6 +291,7 @@ func (s *System) apply(c choice) {
 				s.budget.stale--
 			}
 			s.seen(c.p.view.actor, c.p.view.key, vs[c.ver].RV)
+			s.checker.read(c.p.view.actor, c.p.view.key, vs[c.ver].Object)
 		default:
 			s.serve(c.p.req, c.out)
 		}
@@ -341,8 +342,11 @@ func (s *System) exec(r *apimodel.Request) {
 		before[1], _ = s.store.Get(lockKey)
 	}
 	r.Serve()
-	if r.Err == nil && r.Write() {
+	switch {
+	case r.Err == nil && r.Write():
 		s.checker.applied(s, r, before)
+	case r.Verb == "get" && (r.Err == nil || apierrors.IsNotFound(r.Err)):
+		s.checker.read(r.Actor, r.Key, r.Result)
 	}
 }
 

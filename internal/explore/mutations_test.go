@@ -27,6 +27,11 @@ type mutation struct {
 type edit struct{ file, old, new string }
 
 var mutations = []mutation{
+	{name: "keeper-ignores-pause", scenario: "manager-paused",
+		rule: "nothing reconciles a paused cluster: the keeper decides nothing while the Cluster is paused",
+		edits: []edit{{"pkg/initlock/engine/decide_keep.go",
+			"\tif o.Cluster != nil && o.Cluster.Paused {\n",
+			"\tif o.Cluster != nil && o.Cluster.Paused && false {\n"}}},
 	{name: "relock-trusts-cached-register", scenario: "relock-after-unlock",
 		rule: "no grant on a stale view: the holder's re-Lock reads the register live",
 		edits: []edit{{"pkg/initlock/engine/locker.go",

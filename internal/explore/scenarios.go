@@ -43,6 +43,8 @@ func Scenarios() []Scenario {
 			Reconciles: 2, MaxSteps: 120},
 		{Name: "upstream-stale-holder", UpstreamHolder: "m0", Before: []EventKind{DeleteMachine},
 			Providers: []Provider{{Machine: "m1", Upstream: true, Attempts: 2}, {Machine: "m2", Upstream: true, Attempts: 2}}, Reconciles: 2, MaxSteps: 120},
+		{Name: "manager-paused", UpstreamHolder: "m1", Providers: []Provider{p("m2", 1)}, Reconciles: 1, ManagerViewDepth: 1, StaleReads: 1,
+			Adversary: []EventKind{Pause, Unpause}, Events: 2, MaxSteps: 100},
 		{Name: "pause-upstream-holder", UpstreamHolder: "m1", Providers: []Provider{p("m1", 1), p("m2", 1)},
 			Adversary: []EventKind{Pause, Unpause}, Events: 2, MaxSteps: 120},
 	}

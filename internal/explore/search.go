@@ -204,16 +204,20 @@ func (x *explorer) expand(s *System, opts []choice, step int, sleep []sleeper, p
 	if !seen {
 		x.res.States++
 	}
+	at := step
+	if x.sc.AnyDepth {
+		at = 0
+	}
 	done := slices.Clone(prev)
 	var todo []int
 	for i := range opts {
 		canon := labelHash(rename(labels[i].text))
 		labels[i].canon = canon
-		if !awake(i) || exploredAt(done, canon) <= step {
+		if !awake(i) || exploredAt(done, canon) <= at {
 			continue
 		}
 		todo = append(todo, i)
-		done = setExplored(done, canon, step)
+		done = setExplored(done, canon, at)
 	}
 	x.visited[key] = done
 	if len(todo) == 0 {
@@ -223,7 +227,7 @@ func (x *explorer) expand(s *System, opts []choice, step int, sleep []sleeper, p
 		labels: make([]uint64, len(todo)),
 		fps:    make([]footprint, len(todo)),
 		known:  make([]bool, len(todo)),
-		sleep:  s.keepAsleep(sleep, prev, step, rename),
+		sleep:  s.keepAsleep(sleep, prev, at, rename),
 	}
 	for j, i := range todo {
 		n.labels[j] = labels[i].concrete

@@ -77,6 +77,39 @@ func ExampleLocker_Lock() {
 	// Output: paused: try again once the restore or move is done
 }
 
+// Bad input is refused before any request, with an error that names the
+// object and says what is wrong.
+func ExampleLocker() {
+	locker := initlock.New(offlineClient())
+	cluster := object("cluster.x-k8s.io/v1beta2", "Cluster", "c1")
+	machine := object("cluster.x-k8s.io/v1beta2", "Machine", "c1-cp-0")
+	machine.SetNamespace("elsewhere")
+
+	_, err := locker.Lock(context.Background(), cluster, machine)
+	fmt.Println(errors.Is(err, initlock.ErrInvalidName))
+	fmt.Println(err)
+	// Output:
+	// true
+	// namespace "ns": machine "c1-cp-0": invalid name: the machine must be named and live in the cluster's namespace (it is in "elsewhere")
+}
+
+// A Result maps to a reconcile result: a refused caller asks again after
+// RetryAfter, and logs the holder.
+func ExampleResult() {
+	requeue := func(res initlock.Result) ctrl.Result {
+		if res.Acquired {
+			return ctrl.Result{}
+		}
+		return ctrl.Result{RequeueAfter: res.RetryAfter}
+	}
+	refused := initlock.Result{Holder: "c1-cp-0", RetryAfter: initlock.RetryAfterHeld}
+	fmt.Printf("held by %s: requeue after %s\n", refused.Holder, requeue(refused).RequeueAfter)
+	fmt.Printf("acquired: requeue after %s\n", requeue(initlock.Result{Acquired: true, Holder: "c1-cp-1"}).RequeueAfter)
+	// Output:
+	// held by c1-cp-0: requeue after 30s
+	// acquired: requeue after 0s
+}
+
 // Unlock needs the Machine that holds the lock, or AnyHolder; a call
 // without either is refused before any request.
 func ExampleLocker_Unlock() {
