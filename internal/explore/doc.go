@@ -82,7 +82,10 @@
 //     smallest step each choice was explored from it at; a state reached
 //     again explores what it has not explored at that step or before and
 //     is not asleep, and wakes up what it explored before (Godefroid's
-//     intersection of sleep sets). Conservative where unsure: a wait reads
+//     intersection of sleep sets). The deep runs set Scenario.AnyDepth:
+//     the cache then ignores the step, which is sound once no execution
+//     was cut at the step bound (every subtree cached was explored to its
+//     end), and the run proves nothing otherwise, which it reports. Conservative where unsure: a wait reads
 //     every object (the actor then reads its cache), an event touches what
 //     eventFootprints declares and everything when it declares nothing,
 //     faults share the fault budget, a late write the list of held-back
