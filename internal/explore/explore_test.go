@@ -1,6 +1,7 @@
 package explore_test
 
 import (
+	"cmp"
 	"os"
 	"sync"
 	"testing"
@@ -59,8 +60,9 @@ func TestExplore(t *testing.T) {
 // (make explore): first every execution up to 16 steps (a violation found
 // there is a short one), then the whole scenario, with the state cache
 // blind to depth (Scenario.AnyDepth), until it is explored to its end or
-// its time budget ($INITLOCK_EXPLORE_BUDGET, 15m by default) runs out. It
-// logs which, with the states, executions and deepest step.
+// its time budget runs out: Scenario.Budget, within which it must end, or
+// else $INITLOCK_EXPLORE_BUDGET (15m by default). It logs which, with the
+// states, executions and deepest step.
 func TestExploreDeep(t *testing.T) {
 	if os.Getenv("INITLOCK_EXPLORE_DEEP") == "" {
 		t.Skip("set INITLOCK_EXPLORE_DEEP=1 (make explore) to run the deep scenarios")
@@ -74,6 +76,7 @@ func TestExploreDeep(t *testing.T) {
 	}
 	for _, sc := range explore.DeepScenarios() {
 		t.Run(sc.Name, func(t *testing.T) {
+			budget := cmp.Or(sc.Budget, budget)
 			stop := make(chan struct{})
 			timer := time.AfterFunc(budget, func() { close(stop) })
 			defer timer.Stop()
@@ -94,8 +97,10 @@ func TestExploreDeep(t *testing.T) {
 func logEnd(t *testing.T, sc explore.Scenario, res explore.Result, budget time.Duration) {
 	switch {
 	case res.Violation != nil:
+	case res.Stopped && sc.Budget > 0:
+		t.Errorf("%s: its budget of %s spent before the end: it must be explored to its end", sc.Name, budget)
 	case res.Stopped:
-		t.Errorf("%s: budget %s spent before the end (step bound %d): raise INITLOCK_EXPLORE_BUDGET", sc.Name, budget, sc.MaxSteps)
+		t.Logf("%s: budget %s spent before the end (incomplete)", sc.Name, budget)
 	case res.Truncated == 0:
 		t.Logf("%s: explored to its end (every execution complete within %d steps, the deepest %d)", sc.Name, sc.MaxSteps, res.Deepest)
 	default:

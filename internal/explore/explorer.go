@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -64,6 +65,10 @@ type Scenario struct {
 	// Stop, when closed, ends the exploration early (Result.Stopped): a
 	// time budget, set from outside the synctest bubble.
 	Stop <-chan struct{}
+	// Budget, for a deep scenario, is the time make explore gives it, and
+	// tells that it must be explored to its end within it; with none, it
+	// gets $INITLOCK_EXPLORE_BUDGET and the run reports how far it got.
+	Budget time.Duration
 	// Off turns reductions of the search off (all are on by default).
 	Off Reduction
 	// bug, for tests, wraps the providers' client to break the protocol.
