@@ -77,7 +77,7 @@ func DeepScenarios() []Scenario {
 			Adversary: []EventKind{Backup, Restore}, Events: 2, MaxSteps: 200},
 		{Name: "restore-relock-2", Budget: 10 * time.Minute, Providers: []Provider{{Machine: "m1", Attempts: 2, Relock: true, ViewDepth: 2}, {Machine: "m2", Attempts: 1}}, StaleReads: 1,
 			Adversary: []EventKind{Backup, Restore}, Events: 2, MaxSteps: 200},
-		{Name: "pause-loss", Providers: []Provider{{Machine: "m1", Attempts: 2, Relock: true}, {Machine: "m2", Attempts: 2}},
+		{Name: "pause-loss", Budget: 15 * time.Minute, Providers: []Provider{{Machine: "m1", Attempts: 2, Relock: true}, {Machine: "m2", Attempts: 2}},
 			Adversary: []EventKind{RemoveRegister, Pause, Unpause}, Events: 3, Losses: 1, MaxSteps: 200},
 		{Name: "manager-among-providers", Providers: []Provider{{Machine: "m1", Attempts: 2, Unlock: true}, {Machine: "m2", Attempts: 1}},
 			Reconciles: 2, ManagerViewDepth: 2, StaleReads: 1,
