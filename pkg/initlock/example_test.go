@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
@@ -53,6 +56,27 @@ func ExampleNew() {
 	_ = initlock.New(mgr.GetClient(),
 		initlock.WithAPIReader(mgr.GetAPIReader()),
 		initlock.WithEventRecorder(recorder))
+}
+
+// WithAPIReader gives the reader that every read a decision rests on goes
+// to: in a provider, the manager's API reader, never its cache. Here a
+// reader that records what is asked of it and answers that the API server
+// cannot be reached: Lock reads the lock, the Cluster and the Machine
+// through it, and returns the error.
+func ExampleWithAPIReader() {
+	reader := &recordingReader{}
+	locker := initlock.New(offlineClient(), initlock.WithAPIReader(reader))
+	_, err := locker.Lock(context.Background(),
+		object("cluster.x-k8s.io/v1beta2", "Cluster", "c1"), object("cluster.x-k8s.io/v1beta2", "Machine", "c1-cp-0"))
+	fmt.Println(errors.Is(err, errUnreachable))
+	for _, r := range reader.sorted() {
+		fmt.Println(r)
+	}
+	// Output:
+	// true
+	// Cluster ns/c1
+	// ConfigMap ns/c1-lock
+	// Machine ns/c1-cp-0
 }
 
 // A refused Machine is told who holds the lock and when to ask again: a
@@ -154,6 +178,36 @@ func ExampleError() {
 }
 
 func generateInitData(*unstructured.Unstructured) error { return nil }
+
+var errUnreachable = errors.New("the API server cannot be reached")
+
+// recordingReader records the objects asked of it and answers
+// errUnreachable.
+type recordingReader struct {
+	mu    sync.Mutex
+	reads []string
+}
+
+func (r *recordingReader) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	kind := obj.GetObjectKind().GroupVersionKind().Kind
+	if kind == "" {
+		kind = reflect.TypeOf(obj).Elem().Name()
+	}
+	r.reads = append(r.reads, kind+" "+key.String())
+	return errUnreachable
+}
+
+func (r *recordingReader) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return errUnreachable
+}
+
+func (r *recordingReader) sorted() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Compact(slices.Sorted(slices.Values(r.reads)))
+}
 
 // offlineClient is a client of an API server that is never reached: the
 // examples that use it make no request.
