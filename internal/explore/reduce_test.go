@@ -153,3 +153,56 @@ type noPreconditionsClient struct{ client.Client }
 func (c noPreconditionsClient) Delete(ctx context.Context, obj client.Object, _ ...client.DeleteOption) error {
 	return c.Client.Delete(ctx, obj)
 }
+
+// TestAnyDepth checks the depth-blind cache of the deep runs
+// (Scenario.AnyDepth) against the cache tied to depth, on scenarios
+// explored to their end: the same states are reached, and the same
+// invariants are violated.
+func TestAnyDepth(t *testing.T) {
+	p := func(m string) Provider { return Provider{Machine: m, Attempts: 1} }
+	cases := []Scenario{
+		{Name: "race-3", Providers: []Provider{p("m1"), p("m2"), p("m3")}, MaxSteps: 100},
+		{Name: "loss", Providers: []Provider{p("m1"), p("m2")},
+			Adversary: []EventKind{DeleteLock, RemoveRegister, RevertRegister}, Events: 1, Losses: 1, MaxSteps: 100},
+		{Name: "manager", Providers: []Provider{p("m1"), p("m2")}, Reconciles: 1, ManagerViewDepth: 1, StaleReads: 1,
+			Adversary: []EventKind{DeleteLock}, Events: 1, Losses: 1, MaxSteps: 100},
+		{Name: "pause-no-test", Providers: []Provider{{Machine: "m1", Attempts: 1, ViewDepth: 1}, {Machine: "m2", Attempts: 1, ViewDepth: 1}},
+			StaleReads: 1, Adversary: []EventKind{Pause}, Events: 1, MaxSteps: 100, bug: noTests},
+		{Name: "relock-no-preconditions", Providers: []Provider{{Machine: "m1", Attempts: 2, Unlock: true, ViewDepth: 3}},
+			StaleReads: 1, Faults: 1, FaultKinds: []faults.Class{faults.LateWrite}, Late: 1, MaxSteps: 100, bug: noPreconditions},
+	}
+	for _, sc := range cases {
+		t.Run(sc.Name, func(t *testing.T) {
+			t.Parallel()
+			tied := reach(t, sc)
+			sc.AnyDepth = true
+			blind := reach(t, sc)
+			if !maps.Equal(blind.states, tied.states) {
+				t.Errorf("AnyDepth: %d states reached, with the cache tied to depth %d", len(blind.states), len(tied.states))
+			}
+			if !slices.Equal(slices.Sorted(maps.Keys(blind.violations)), slices.Sorted(maps.Keys(tied.violations))) {
+				t.Errorf("AnyDepth: violations of %v, with the cache tied to depth %v", blind.violations, tied.violations)
+			}
+			if len(tied.violations) == 0 && sc.bug != nil {
+				t.Errorf("the buggy variant has no violation")
+			}
+		})
+	}
+}
+
+// reach explores sc to its end and returns the states it reached (the
+// step is not kept) and the invariants violated.
+func reach(t *testing.T, sc Scenario) searched {
+	out := searched{states: map[stateKey]int{}, violations: map[string]int{}}
+	synctest.Test(t, func(t *testing.T) {
+		x := newExplorer(sc)
+		x.violations = out.violations
+		x.reached = func(_ *System, k stateKey, _ int) { out.states[k] = 0 }
+		res := x.run()
+		if res.Truncated > 0 {
+			t.Fatalf("%s: %d executions cut at the step bound", sc.Name, res.Truncated)
+		}
+		t.Logf("AnyDepth=%v: %s; violations %v", sc.AnyDepth, res, out.violations)
+	})
+	return out
+}
