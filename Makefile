@@ -96,7 +96,7 @@ bench: kube ## Run every benchmark and write the report into results/bench (BENC
 # make explore runs them, the deep scenarios, and the mutation check (each
 # rule of the protocol broken in a copy of the source must be caught). The
 # deep scenarios with a budget of their own must end within it (three
-# callers with the manager and an adversary event: about 45 minutes on 2
+# callers with the manager and an adversary event: about 40 minutes on 2
 # cores); the others get INITLOCK_EXPLORE_BUDGET each (default 15m).
 # Results: results/explore/explore.log.
 EXPLORE_DIR ?= results/explore

@@ -60,7 +60,7 @@ func Scenarios() []Scenario {
 // result of each (states, executions, deepest step) is the bound the
 // protocol is proved to. Those with a Budget are explored to their end
 // (race-3-manager, three callers with the manager and an adversary event,
-// took 44 minutes on 2 cores); the others as far as the time given.
+// took 39 minutes on one core); the others as far as the time given.
 func DeepScenarios() []Scenario {
 	return []Scenario{
 		{Name: "race-3", Budget: 5 * time.Minute, Providers: []Provider{{Machine: "m1", Attempts: 1}, {Machine: "m2", Attempts: 1}, {Machine: "m3", Attempts: 1}},
