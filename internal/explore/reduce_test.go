@@ -22,21 +22,7 @@ import (
 // its orbit's digest), and so must every invariant's violations and the
 // shortest length of each, with the digest forgetting or not.
 func TestReductions(t *testing.T) {
-	p := func(m string) Provider { return Provider{Machine: m, Attempts: 1} }
-	cases := []Scenario{
-		{Name: "race", Providers: []Provider{p("m1"), p("m2")}, MaxSteps: 16},
-		{Name: "race-3", Providers: []Provider{p("m1"), p("m2"), p("m3")}, MaxSteps: 10},
-		{Name: "loss", Providers: []Provider{p("m1"), p("m2")},
-			Adversary: []EventKind{DeleteLock, RemoveRegister, RevertRegister}, Events: 1, Losses: 1, MaxSteps: 11},
-		{Name: "manager", Providers: []Provider{p("m1"), p("m2")}, Reconciles: 1, ManagerViewDepth: 1, StaleReads: 1,
-			Adversary: []EventKind{DeleteLock}, Events: 1, Losses: 1, MaxSteps: 11},
-		{Name: "race-no-cas", Providers: []Provider{p("m1"), p("m2")}, Annotated: true, MaxSteps: 12, bug: noTests},
-		{Name: "pause-no-test", Providers: []Provider{{Machine: "m1", Attempts: 1, ViewDepth: 1}, {Machine: "m2", Attempts: 1, ViewDepth: 1}},
-			StaleReads: 1, Adversary: []EventKind{Pause}, Events: 1, MaxSteps: 11, bug: noTests},
-		{Name: "relock-no-preconditions", Providers: []Provider{{Machine: "m1", Attempts: 2, Unlock: true, ViewDepth: 3}},
-			StaleReads: 1, Faults: 1, FaultKinds: []faults.Class{faults.LateWrite}, Late: 1, MaxSteps: 30, bug: noPreconditions},
-	}
-	for _, sc := range cases {
+	for _, sc := range smallScenarios() {
 		t.Run(sc.Name, func(t *testing.T) {
 			t.Parallel()
 			none := search(t, sc, SleepSets|Symmetry)
@@ -60,6 +46,25 @@ func TestReductions(t *testing.T) {
 				t.Errorf("the buggy variant has no violation")
 			}
 		})
+	}
+}
+
+// smallScenarios are the scenarios the reductions are checked on, with
+// the step bounds of TestReductions.
+func smallScenarios() []Scenario {
+	p := func(m string) Provider { return Provider{Machine: m, Attempts: 1} }
+	return []Scenario{
+		{Name: "race", Providers: []Provider{p("m1"), p("m2")}, MaxSteps: 16},
+		{Name: "race-3", Providers: []Provider{p("m1"), p("m2"), p("m3")}, MaxSteps: 10},
+		{Name: "loss", Providers: []Provider{p("m1"), p("m2")},
+			Adversary: []EventKind{DeleteLock, RemoveRegister, RevertRegister}, Events: 1, Losses: 1, MaxSteps: 11},
+		{Name: "manager", Providers: []Provider{p("m1"), p("m2")}, Reconciles: 1, ManagerViewDepth: 1, StaleReads: 1,
+			Adversary: []EventKind{DeleteLock}, Events: 1, Losses: 1, MaxSteps: 11},
+		{Name: "race-no-cas", Providers: []Provider{p("m1"), p("m2")}, Annotated: true, MaxSteps: 12, bug: noTests},
+		{Name: "pause-no-test", Providers: []Provider{{Machine: "m1", Attempts: 1, ViewDepth: 1}, {Machine: "m2", Attempts: 1, ViewDepth: 1}},
+			StaleReads: 1, Adversary: []EventKind{Pause}, Events: 1, MaxSteps: 11, bug: noTests},
+		{Name: "relock-no-preconditions", Providers: []Provider{{Machine: "m1", Attempts: 2, Unlock: true, ViewDepth: 3}},
+			StaleReads: 1, Faults: 1, FaultKinds: []faults.Class{faults.LateWrite}, Late: 1, MaxSteps: 30, bug: noPreconditions},
 	}
 }
 
@@ -155,23 +160,12 @@ func (c noPreconditionsClient) Delete(ctx context.Context, obj client.Object, _ 
 }
 
 // TestAnyDepth checks the depth-blind cache of the deep runs
-// (Scenario.AnyDepth) against the cache tied to depth, on scenarios
-// explored to their end: the same states are reached, and the same
+// (Scenario.AnyDepth) against the cache tied to depth, on the scenarios of
+// TestReductions explored to their end: the same states are reached, and the same
 // invariants are violated.
 func TestAnyDepth(t *testing.T) {
-	p := func(m string) Provider { return Provider{Machine: m, Attempts: 1} }
-	cases := []Scenario{
-		{Name: "race-3", Providers: []Provider{p("m1"), p("m2"), p("m3")}, MaxSteps: 100},
-		{Name: "loss", Providers: []Provider{p("m1"), p("m2")},
-			Adversary: []EventKind{DeleteLock, RemoveRegister, RevertRegister}, Events: 1, Losses: 1, MaxSteps: 100},
-		{Name: "manager", Providers: []Provider{p("m1"), p("m2")}, Reconciles: 1, ManagerViewDepth: 1, StaleReads: 1,
-			Adversary: []EventKind{DeleteLock}, Events: 1, Losses: 1, MaxSteps: 100},
-		{Name: "pause-no-test", Providers: []Provider{{Machine: "m1", Attempts: 1, ViewDepth: 1}, {Machine: "m2", Attempts: 1, ViewDepth: 1}},
-			StaleReads: 1, Adversary: []EventKind{Pause}, Events: 1, MaxSteps: 100, bug: noTests},
-		{Name: "relock-no-preconditions", Providers: []Provider{{Machine: "m1", Attempts: 2, Unlock: true, ViewDepth: 3}},
-			StaleReads: 1, Faults: 1, FaultKinds: []faults.Class{faults.LateWrite}, Late: 1, MaxSteps: 100, bug: noPreconditions},
-	}
-	for _, sc := range cases {
+	for _, sc := range smallScenarios() {
+		sc.MaxSteps = 100 // each ends well within it
 		t.Run(sc.Name, func(t *testing.T) {
 			t.Parallel()
 			tied := reach(t, sc)
