@@ -30,6 +30,12 @@
 //   - Then the namespace is mapped (NamespaceMapping, as
 //     --namespace-mappings) and the labels velero.io/backup-name and
 //     velero.io/restore-name are added.
+//   - An item whose object exists already, with ExistingResourcePolicy
+//     (--existing-resource-policy), is skipped (none) or, with update,
+//     the existing object is patched towards the item with a JSON merge
+//     patch (its ownerReferences and status untouched) and labelled with
+//     the restore, or only labelled when that patch is refused, as
+//     Velero's processUpdateResourcePolicy does.
 //
 // Options.Workers, for benchmarks that restore thousands of objects,
 // creates up to that many items of one resource at once; the resources
@@ -63,9 +69,9 @@
 //     (with its labels); the simulator expects the namespace to exist.
 //   - Velero skips an item that already exists (a warning in the restore's
 //     results, as for kube-root-ca.crt, which the API server publishes in
-//     every namespace); the simulator fails with the API server's
-//     AlreadyExists error, so a test never mistakes a leftover for a
-//     restored object. Backup leaves kube-root-ca.crt out.
+//     every namespace); by default the simulator fails with the API
+//     server's AlreadyExists error, so a test never mistakes a leftover for
+//     a restored object. Backup leaves kube-root-ca.crt out.
 //   - Velero restores ServiceAccounts, Pods, PersistentVolumes and their
 //     claims with extra rules (merging, volume binding); the simulator has
 //     none of them: initlock's objects are not of those kinds.

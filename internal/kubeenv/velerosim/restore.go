@@ -55,6 +55,14 @@ type Options struct {
 	BackupName, RestoreName string
 	// Actions are restore item actions to run on the items they apply to.
 	Actions []riav2.RestoreItemAction
+	// ExistingResourcePolicy is what becomes of an item whose object
+	// exists already, as --existing-resource-policy says: PolicyTypeNone
+	// skips it, as Velero does by default, and PolicyTypeUpdate patches
+	// the existing object towards the backed-up one and labels it with the
+	// restore (see existing.go). Empty fails the restore with the API
+	// server's AlreadyExists error, so that a test never mistakes a
+	// leftover for a restored object.
+	ExistingResourcePolicy velerov1.PolicyType
 }
 
 // Restorer restores backed-up objects into one API server. Restore is not
@@ -152,13 +160,18 @@ func (r *Restorer) Restore(ctx context.Context, items []*unstructured.Unstructur
 
 // restoreItem creates one backed-up item as the restore does, with its
 // status and managedFields, and returns it as created: nil when an action
-// asks to skip it.
+// asks to skip it, or when it exists and the ExistingResourcePolicy skips
+// it. An existing object updated under PolicyTypeUpdate is returned as
+// updated.
 func (r *Restorer) restoreItem(ctx context.Context, backed *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	obj, err := r.Item(backed)
 	if err != nil || obj == nil {
 		return nil, err
 	}
 	if err := r.c.Create(ctx, obj); err != nil {
+		if apierrors.IsAlreadyExists(err) && r.opts.ExistingResourcePolicy != "" && !r.opts.Naive {
+			return r.restoreExisting(ctx, obj)
+		}
 		return nil, fmt.Errorf("restoring %s %s/%s: %w", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
 	}
 	if len(r.opts.StatusResources) > 0 && !r.opts.Naive {
@@ -223,16 +236,22 @@ func (r *Restorer) restoreStatus(ctx context.Context, backed, created *unstructu
 // backed-up object: its metadata reset and its status dropped, still in its
 // backed-up namespace and without the restore labels.
 func (r *Restorer) ActionInput(backed *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	obj := backed.DeepCopy()
+	return resetMetadataAndStatus(backed.DeepCopy(), !r.opts.Naive)
+}
+
+// resetMetadataAndStatus removes from obj the metadata a restore resets
+// (ownerReferences too, when owners) and its status, as Velero's
+// resetMetadataAndStatus does, and returns obj.
+func resetMetadataAndStatus(obj *unstructured.Unstructured, owners bool) (*unstructured.Unstructured, error) {
 	md, ok := obj.Object["metadata"].(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("%s %s has no metadata", backed.GetKind(), backed.GetName())
+		return nil, fmt.Errorf("%s %s has no metadata", obj.GetKind(), obj.GetName())
 	}
 	for _, f := range []string{"generateName", "selfLink", "uid", "resourceVersion", "generation",
 		"creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds"} {
 		delete(md, f)
 	}
-	if !r.opts.Naive {
+	if owners {
 		delete(md, "ownerReferences")
 	}
 	delete(obj.Object, "status")
