@@ -3,6 +3,7 @@ package relink
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,14 +15,15 @@ import (
 
 func TestEncodeDecode(t *testing.T) {
 	owners := []OwnerRef{
-		{APIVersion: "cluster.x-k8s.io/v1beta2", Kind: "MachineSet", Name: "ms", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)},
-		{APIVersion: "cluster.x-k8s.io/v1beta2", Kind: "Cluster", Name: "c1", Controller: ptr.To(false)},
+		{APIVersion: "cluster.x-k8s.io/v1beta2", Kind: "MachineSet", Name: "ms", UID: "u-ms", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)},
+		{APIVersion: "cluster.x-k8s.io/v1beta2", Kind: "Cluster", Name: "c1", UID: "u-c1", Controller: ptr.To(false)},
 		{APIVersion: "v1", Kind: "ConfigMap", Name: "cm"},
 	}
 	value := Encode(owners)
-	want := `[{"apiVersion":"cluster.x-k8s.io/v1beta2","kind":"MachineSet","name":"ms","controller":true,"blockOwnerDeletion":true},` +
-		`{"apiVersion":"cluster.x-k8s.io/v1beta2","kind":"Cluster","name":"c1","controller":false},` +
-		`{"apiVersion":"v1","kind":"ConfigMap","name":"cm"}]`
+	want := `{"version":2,"owners":[` +
+		`{"apiVersion":"cluster.x-k8s.io/v1beta2","kind":"MachineSet","name":"ms","uid":"u-ms","controller":true,"blockOwnerDeletion":true},` +
+		`{"apiVersion":"cluster.x-k8s.io/v1beta2","kind":"Cluster","name":"c1","uid":"u-c1","controller":false},` +
+		`{"apiVersion":"v1","kind":"ConfigMap","name":"cm"}]}`
 	if value != want {
 		t.Fatalf("Encode = %s\nwant     %s", value, want)
 	}
@@ -32,8 +34,28 @@ func TestEncodeDecode(t *testing.T) {
 	if Encode(got) != value {
 		t.Fatalf("round trip = %s", Encode(got))
 	}
-	if Encode(nil) != "[]" {
+	if Encode(nil) != `{"version":2,"owners":[]}` {
 		t.Fatalf("Encode(nil) = %s", Encode(nil))
+	}
+}
+
+// TestDecodeReadsTheFirstFormat: backups made before owner UIDs were
+// recorded hold the annotation as a JSON array without UIDs.
+func TestDecodeReadsTheFirstFormat(t *testing.T) {
+	got, err := Decode(` [{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","name":"c1"},` +
+		`{"apiVersion":"cluster.x-k8s.io/v1beta2","kind":"MachineSet","name":"ms","controller":true,"blockOwnerDeletion":true}]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"version":2,"owners":[{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","name":"c1"},` +
+		`{"apiVersion":"cluster.x-k8s.io/v1beta2","kind":"MachineSet","name":"ms","controller":true,"blockOwnerDeletion":true}]}`
+	if Encode(got) != want {
+		t.Fatalf("Decode then Encode = %s\nwant                %s", Encode(got), want)
+	}
+	for _, value := range []string{`[]`, `null`} {
+		if got, err := Decode(value); err != nil || len(got) != 0 {
+			t.Errorf("Decode(%s) = %v, %v", value, got, err)
+		}
 	}
 }
 
@@ -42,6 +64,12 @@ func TestDecodeRejects(t *testing.T) {
 		``,
 		`{`,
 		`{"apiVersion":"v1","kind":"ConfigMap","name":"cm"}`,
+		`{"owners":[]}`,
+		`{"version":2}`,
+		`{"version":3,"owners":[]}`,
+		`{"version":"2","owners":[]}`,
+		`{"version":2,"owners":[{"apiVersion":"v1","kind":"ConfigMap"}]}`,
+		`{"version":2,"owners":[{"apiVersion":"v1","kind":"ConfigMap","name":"cm","uid":7}]}`,
 		`[{"apiVersion":"v1","kind":"ConfigMap","name":"cm"}] []`,
 		`[{"kind":"ConfigMap","name":"cm"}]`,
 		`[{"apiVersion":"v1","name":"cm"}]`,
@@ -53,6 +81,9 @@ func TestDecodeRejects(t *testing.T) {
 		if got, err := Decode(value); err == nil || !errors.Is(err, ErrInvalidAnnotation) {
 			t.Errorf("Decode(%q) = %v, %v; want ErrInvalidAnnotation", value, got, err)
 		}
+	}
+	if _, err := Decode(`{"version":3,"owners":[]}`); err == nil || !strings.Contains(err.Error(), "upgrade initlock-manager") {
+		t.Errorf("a later version's error = %v, want it to say what to do", err)
 	}
 }
 
@@ -70,6 +101,7 @@ func TestDecodeKeepsTheFirstOfDuplicates(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	for _, s := range []string{
 		`[]`, `null`, `[{"apiVersion":"v1","kind":"ConfigMap","name":"cm"}]`,
+		`{"version":2,"owners":[{"apiVersion":"v1","kind":"ConfigMap","name":"cm","uid":"u"}]}`,
 		`[{"apiVersion":"cluster.x-k8s.io/v1beta2","kind":"Cluster","name":"c1","controller":true,"blockOwnerDeletion":false}]`,
 		`[{"apiVersion":"","kind":"","name":""}]`, `{`, `[1,2]`,
 	} {
@@ -101,14 +133,14 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
-func TestFromOwnerReferencesDropsUIDs(t *testing.T) {
+func TestFromOwnerReferencesKeepsUIDs(t *testing.T) {
 	refs := []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "cm", UID: "u1", Controller: ptr.To(true)}}
 	got := FromOwnerReferences(refs)
 	*refs[0].Controller = false
-	if len(got) != 1 || !got[0].IsController() || got[0].Name != "cm" {
+	if len(got) != 1 || !got[0].IsController() || got[0].Name != "cm" || got[0].UID != "u1" {
 		t.Fatalf("FromOwnerReferences = %+v (and must not share pointers)", got)
 	}
-	if v := Encode(got); v != `[{"apiVersion":"v1","kind":"ConfigMap","name":"cm","controller":true}]` {
+	if v := Encode(got); v != `{"version":2,"owners":[{"apiVersion":"v1","kind":"ConfigMap","name":"cm","uid":"u1","controller":true}]}` {
 		t.Fatalf("encoded = %s", v)
 	}
 }
@@ -121,9 +153,9 @@ func TestMerge(t *testing.T) {
 		{APIVersion: "other.example.com/v1", Kind: "Cluster", Name: "c1"},
 	}
 	got := Encode(Merge(a, b))
-	want := `[{"apiVersion":"cluster.x-k8s.io/v1beta2","kind":"Cluster","name":"c1"},` +
+	want := `{"version":2,"owners":[{"apiVersion":"cluster.x-k8s.io/v1beta2","kind":"Cluster","name":"c1"},` +
 		`{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","name":"c2"},` +
-		`{"apiVersion":"other.example.com/v1","kind":"Cluster","name":"c1"}]`
+		`{"apiVersion":"other.example.com/v1","kind":"Cluster","name":"c1"}]}`
 	if got != want {
 		t.Fatalf("Merge = %s\nwant    %s", got, want)
 	}

@@ -61,6 +61,10 @@ func restoreObject(ns string) *velerov1.Restore {
 	}
 }
 
+// machineSetUID is the UID of the MachineSet ownedGraph's Machine records
+// as owner, which does not exist.
+const machineSetUID = "2b1e0c1e-0000-4000-8000-000000000001"
+
 // ownedGraph creates a Cluster, a MachineSet owned by it and a Machine
 // owned by the MachineSet as a controller, and returns the Machine as
 // backed up.
@@ -75,7 +79,7 @@ func ownedGraph(t *testing.T, ns string) (cluster, machine *unstructured.Unstruc
 	m := kubeenv.NewMachine(v, ns, "c1", "c1-cp-0")
 	m.SetOwnerReferences([]metav1.OwnerReference{
 		{APIVersion: cluster.GetAPIVersion(), Kind: "Cluster", Name: "c1", UID: cluster.GetUID()},
-		{APIVersion: capi.Group + "/" + v, Kind: "MachineSet", Name: "ms-0", UID: "2b1e0c1e-0000-4000-8000-000000000001",
+		{APIVersion: capi.Group + "/" + v, Kind: "MachineSet", Name: "ms-0", UID: machineSetUID,
 			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)},
 	})
 	if err := env.Client.Create(ctx, m); err != nil {
@@ -84,11 +88,11 @@ func ownedGraph(t *testing.T, ns string) (cluster, machine *unstructured.Unstruc
 	return cluster, readBack(t, capi.MachineGVK(v), ns, "c1-cp-0")
 }
 
-func TestExecuteRecordsOwnerReferencesWithoutUIDs(t *testing.T) {
+func TestExecuteRecordsOwnerReferencesWithTheirUIDs(t *testing.T) {
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	target := env.Namespace(t)
-	_, backed := ownedGraph(t, ns)
+	cluster, backed := ownedGraph(t, ns)
 
 	action := velero.NewAction(velero.DefaultConfig(), false, nil)
 	item := resetForRestore(t, backed, target)
@@ -101,15 +105,10 @@ func TestExecuteRecordsOwnerReferencesWithoutUIDs(t *testing.T) {
 	got := out.UpdatedItem.(*unstructured.Unstructured)
 	value := got.GetAnnotations()[relink.Annotation]
 	v := env.CAPIVersion
-	want := `[{"apiVersion":"cluster.x-k8s.io/` + v + `","kind":"Cluster","name":"c1"},` +
-		`{"apiVersion":"cluster.x-k8s.io/` + v + `","kind":"MachineSet","name":"ms-0","controller":true,"blockOwnerDeletion":true}]`
+	want := `{"version":2,"owners":[{"apiVersion":"cluster.x-k8s.io/` + v + `","kind":"Cluster","name":"c1","uid":"` + string(cluster.GetUID()) + `"},` +
+		`{"apiVersion":"cluster.x-k8s.io/` + v + `","kind":"MachineSet","name":"ms-0","uid":"` + machineSetUID + `","controller":true,"blockOwnerDeletion":true}]}`
 	if value != want {
 		t.Fatalf("annotation = %s\nwant        %s", value, want)
-	}
-	for _, ref := range backed.GetOwnerReferences() {
-		if strings.Contains(value, string(ref.UID)) {
-			t.Fatalf("annotation %s records the UID %s", value, ref.UID)
-		}
 	}
 	if out.SkipRestore || len(out.AdditionalItems) > 0 || out.OperationID != "" {
 		t.Fatalf("Execute asked for more than the item: %+v", out)
@@ -141,13 +140,15 @@ func equality(a, b *unstructured.Unstructured) bool {
 
 func TestExecuteTable(t *testing.T) {
 	ns := env.Namespace(t)
-	_, backedMachine := ownedGraph(t, ns)
+	cluster, backedMachine := ownedGraph(t, ns)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unowned", Labels: map[string]string{capi.ClusterNameLabel: "c1"}}}
 	if err := env.Client.Create(t.Context(), cm); err != nil {
 		t.Fatal(err)
 	}
 	backedCM := readBack(t, corev1.SchemeGroupVersion.WithKind("ConfigMap"), ns, "unowned")
 	v := env.CAPIVersion
+	owners := `{"apiVersion":"cluster.x-k8s.io/` + v + `","kind":"Cluster","name":"c1","uid":"` + string(cluster.GetUID()) + `"},` +
+		`{"apiVersion":"cluster.x-k8s.io/` + v + `","kind":"MachineSet","name":"ms-0","uid":"` + machineSetUID + `","controller":true,"blockOwnerDeletion":true}`
 
 	withAnnotation := func(u *unstructured.Unstructured, value string) *unstructured.Unstructured {
 		u = u.DeepCopy()
@@ -172,15 +173,24 @@ func TestExecuteTable(t *testing.T) {
 			item:   func(u *unstructured.Unstructured) *unstructured.Unstructured { return resetForRestore(t, u, ns) },
 		},
 		{
-			name:   "pending owners from an earlier restore are kept after the current ones",
+			name:   "pending owners from an earlier restore, in the first format, are kept after the current ones",
 			backed: backedMachine,
 			item: func(u *unstructured.Unstructured) *unstructured.Unstructured {
 				return withAnnotation(resetForRestore(t, u, ns),
 					`[{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","name":"c1"},{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta1","kind":"DockerCluster","name":"c1"}]`)
 			},
-			want: `[{"apiVersion":"cluster.x-k8s.io/` + v + `","kind":"Cluster","name":"c1"},` +
-				`{"apiVersion":"cluster.x-k8s.io/` + v + `","kind":"MachineSet","name":"ms-0","controller":true,"blockOwnerDeletion":true},` +
-				`{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta1","kind":"DockerCluster","name":"c1"}]`,
+			want: `{"version":2,"owners":[` + owners + `,` +
+				`{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta1","kind":"DockerCluster","name":"c1"}]}`,
+		},
+		{
+			name:   "pending owners in the second format keep their UIDs",
+			backed: backedMachine,
+			item: func(u *unstructured.Unstructured) *unstructured.Unstructured {
+				return withAnnotation(resetForRestore(t, u, ns),
+					`{"version":2,"owners":[{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta1","kind":"DockerCluster","name":"c1","uid":"u-dc"}]}`)
+			},
+			want: `{"version":2,"owners":[` + owners + `,` +
+				`{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta1","kind":"DockerCluster","name":"c1","uid":"u-dc"}]}`,
 		},
 		{
 			name:   "an item run through the action twice keeps one record per owner",
@@ -188,8 +198,7 @@ func TestExecuteTable(t *testing.T) {
 			item: func(u *unstructured.Unstructured) *unstructured.Unstructured {
 				return withAnnotation(resetForRestore(t, u, ns), relink.Encode(relink.FromOwnerReferences(u.GetOwnerReferences())))
 			},
-			want: `[{"apiVersion":"cluster.x-k8s.io/` + v + `","kind":"Cluster","name":"c1"},` +
-				`{"apiVersion":"cluster.x-k8s.io/` + v + `","kind":"MachineSet","name":"ms-0","controller":true,"blockOwnerDeletion":true}]`,
+			want: `{"version":2,"owners":[` + owners + `]}`,
 		},
 		{
 			name:   "bad JSON in the annotation names the object",
@@ -197,7 +206,7 @@ func TestExecuteTable(t *testing.T) {
 			item: func(u *unstructured.Unstructured) *unstructured.Unstructured {
 				return withAnnotation(resetForRestore(t, u, ns), "{not json")
 			},
-			wantErrIn: []string{"machine.cluster.x-k8s.io " + ns + "/c1-cp-0", relink.Annotation, "not a JSON array"},
+			wantErrIn: []string{"machine.cluster.x-k8s.io " + ns + "/c1-cp-0", relink.Annotation, "not a JSON object of owner references"},
 		},
 		{
 			name:   "an owner without a name names the object",

@@ -3,20 +3,23 @@
 // new UIDs, usually after their dependents (Velero restores ConfigMaps and
 // Secrets first and Cluster API Clusters last). So the action cannot restore
 // the references itself. Instead it records each item's backed-up
-// ownerReferences, without UIDs, in the relink.Annotation annotation of the
-// restored item; the relinker in initlock-manager turns them back into
-// ownerReferences once the owners exist.
+// ownerReferences, with the UIDs they had, in the relink.Annotation
+// annotation of the restored item; the relinker in initlock-manager turns
+// them back into ownerReferences once it has proven the owners to be the
+// backed-up ones (relink.Judge).
 //
 // The action guarantees that:
 //   - it reads only the item as backed up and changes only that one
 //     annotation of the restored item;
-//   - it never records a UID, so a restored object is never linked to an
-//     owner that no longer exists (which would let the garbage collector
-//     delete it);
+//   - it writes no ownerReference: the UIDs it records are the backed-up
+//     owners', a proof of identity for the relinker, which writes only
+//     UIDs it read live (an ownerReference to a UID that no longer exists
+//     would let the garbage collector delete the object);
 //   - items without ownerReferences are returned untouched;
 //   - owners already recorded in the annotation (a backup taken while a
-//     previous relink was pending) are kept, and an annotation that is not
-//     valid fails the item with an error naming it.
+//     previous relink was pending, in either format of the annotation) are
+//     kept, and an annotation that is not valid fails the item with an
+//     error naming it.
 //
 // It does not talk to the API server and does not link anything itself.
 // Which items it applies to is set by Config, read from the environment of
