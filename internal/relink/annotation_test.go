@@ -197,37 +197,43 @@ func TestLink(t *testing.T) {
 			Controller: cloneBool(o.Controller), BlockOwnerDeletion: cloneBool(o.BlockOwnerDeletion)}
 	}
 	other := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "x", UID: "uid-x", Controller: ptr.To(true)}
+	proven := func(o OwnerRef, apiVersion string, uid types.UID) Judgement {
+		return Judgement{Owner: o, Verdict: VerdictSameRestore, UID: uid, APIVersion: apiVersion}
+	}
+	waits := func(o OwnerRef, v Verdict, uid types.UID) Judgement {
+		return Judgement{Owner: o, Verdict: v, UID: uid, APIVersion: o.APIVersion}
+	}
 	tests := []struct {
 		name        string
 		existing    []metav1.OwnerReference
-		found       []foundOwner
+		found       []Judgement
 		want        []metav1.OwnerReference
 		wantChanged bool
 		wantDemoted int
 	}{
 		{
 			name:        "appends in recorded order",
-			found:       []foundOwner{{ref: ms, apiVersion: ms.APIVersion, uid: "uid-ms"}, {ref: cl, apiVersion: cl.APIVersion, uid: "uid-c1"}},
+			found:       []Judgement{proven(ms, ms.APIVersion, "uid-ms"), proven(cl, cl.APIVersion, "uid-c1")},
 			want:        []metav1.OwnerReference{ref(ms, "ms"), ref(cl, "c1")},
 			wantChanged: true,
 		},
 		{
 			name:     "keeps a correct reference as it is",
 			existing: []metav1.OwnerReference{{APIVersion: "cluster.x-k8s.io/v1beta1", Kind: "Cluster", Name: "c1", UID: "uid-c1"}},
-			found:    []foundOwner{{ref: cl, apiVersion: cl.APIVersion, uid: "uid-c1"}},
+			found:    []Judgement{proven(cl, cl.APIVersion, "uid-c1")},
 			want:     []metav1.OwnerReference{{APIVersion: "cluster.x-k8s.io/v1beta1", Kind: "Cluster", Name: "c1", UID: "uid-c1"}},
 		},
 		{
 			name:        "corrects a stale UID in place",
 			existing:    []metav1.OwnerReference{ref(ms, "old"), ref(cl, "c1")},
-			found:       []foundOwner{{ref: ms, apiVersion: ms.APIVersion, uid: "uid-ms"}},
+			found:       []Judgement{proven(ms, ms.APIVersion, "uid-ms")},
 			want:        []metav1.OwnerReference{ref(ms, "ms"), ref(cl, "c1")},
 			wantChanged: true,
 		},
 		{
 			name:        "no second controller",
 			existing:    []metav1.OwnerReference{other},
-			found:       []foundOwner{{ref: ms, apiVersion: ms.APIVersion, uid: "uid-ms"}},
+			found:       []Judgement{proven(ms, ms.APIVersion, "uid-ms")},
 			want:        []metav1.OwnerReference{other, {APIVersion: ms.APIVersion, Kind: "MachineSet", Name: "ms", UID: "uid-ms", BlockOwnerDeletion: ptr.To(true)}},
 			wantChanged: true,
 			wantDemoted: 1,
@@ -235,13 +241,32 @@ func TestLink(t *testing.T) {
 		{
 			name:        "a stale controller reference is replaced, not a second controller",
 			existing:    []metav1.OwnerReference{ref(ms, "old")},
-			found:       []foundOwner{{ref: ms, apiVersion: ms.APIVersion, uid: "uid-ms"}},
+			found:       []Judgement{proven(ms, ms.APIVersion, "uid-ms")},
 			want:        []metav1.OwnerReference{ref(ms, "ms")},
 			wantChanged: true,
 		},
 		{
+			name:     "owners not proven are not written, and their stale references are left",
+			existing: []metav1.OwnerReference{ref(ms, "old")},
+			found: []Judgement{waits(ms, VerdictUnproven, "uid-ms"), waits(cl, VerdictNotFound, ""),
+				waits(OwnerRef{APIVersion: "v1", Kind: "Secret", Name: "s"}, VerdictDeleting, "uid-s")},
+			want: []metav1.OwnerReference{ref(ms, "old")},
+		},
+		{
+			name:     "an owner already linked is kept as it is",
+			existing: []metav1.OwnerReference{ref(cl, "c1")},
+			found:    []Judgement{waits(cl, VerdictLinked, "uid-c1")},
+			want:     []metav1.OwnerReference{ref(cl, "c1")},
+		},
+		{
+			name:        "the original owner is linked too",
+			found:       []Judgement{{Owner: cl, Verdict: VerdictOriginal, UID: "uid-c1", APIVersion: cl.APIVersion}},
+			want:        []metav1.OwnerReference{ref(cl, "c1")},
+			wantChanged: true,
+		},
+		{
 			name:        "served version replaces the recorded one",
-			found:       []foundOwner{{ref: cl, apiVersion: "cluster.x-k8s.io/v1beta1", uid: "uid-c1"}},
+			found:       []Judgement{proven(cl, "cluster.x-k8s.io/v1beta1", "uid-c1")},
 			want:        []metav1.OwnerReference{{APIVersion: "cluster.x-k8s.io/v1beta1", Kind: "Cluster", Name: "c1", UID: "uid-c1"}},
 			wantChanged: true,
 		},

@@ -1,19 +1,37 @@
 // Package relink rebuilds the ownerReferences that a Velero restore drops,
-// for every object of a Cluster API object graph.
+// for every object of a Cluster API object graph, and only to the owners
+// the backup recorded.
 //
 // Velero strips ownerReferences from the objects it restores, and the
 // owners come back with new UIDs, usually after their dependents. initlock's
 // Velero plugin (internal/velero) therefore records each restored object's
-// backed-up ownerReferences, without UIDs, in the Annotation annotation; the
-// Relinker, which runs in initlock-manager, links the object again once the
-// owners exist.
+// backed-up ownerReferences, with the UIDs they had, in the Annotation
+// annotation; the Relinker, which runs in initlock-manager, links the object
+// again once it has proven the owners to be the backed-up ones. An
+// ownerReference is a deletion waiting to happen (the garbage collector
+// deletes an object once none of its owners exists by UID), so a link to
+// the wrong owner, or to an owner's stale UID, would lose the object later.
 //
 // # The annotation
 //
-// Annotation ("initlock.dev/restored-owner-references") holds a JSON array
-// of OwnerRef: apiVersion, kind, name and, when they were set, controller
-// and blockOwnerDeletion, in the order of the original ownerReferences.
-// Encode, Decode and Merge are the only code that reads or writes it.
+// Annotation ("initlock.dev/restored-owner-references") holds a JSON object
+// of AnnotationVersion with the owners as OwnerRef: apiVersion, kind, name,
+// the backed-up UID and, when they were set, controller and
+// blockOwnerDeletion, in the order of the original ownerReferences. The
+// first format, a JSON array without UIDs that older backups hold, is still
+// read. Encode, Decode and Merge are the only code that reads or writes it.
+//
+// # The link rule
+//
+// Judge decides, for each recorded owner, whether the object found under
+// its kind and name is the backed-up owner. It is when the object already
+// references its UID, when it has the UID the backup recorded (the owner
+// was never deleted), or when it carries the restored object's
+// velero.io/restore-name label (the same restore created or updated it).
+// Nothing else proves it, whatever the kinds: an object that took the
+// owner's name since the backup stays unlinked, and so does an owner being
+// deleted. docs/design.md, section 6, says why and what this means for
+// Velero's restore options.
 //
 // # What the Relinker guarantees
 //
@@ -21,17 +39,24 @@
 //     kinds and ConfigMaps labelled with a Cluster name; Secrets so labelled
 //     only when enabled, see package secrets) in its own
 //     cache of metadata only; Clusters also keep spec.paused.
-//   - For an object with the annotation it looks each recorded owner up by
-//     kind, namespace and name, and writes a reference with the owner's
-//     current UID. It never invents a UID: an owner that does not exist, or
-//     is being deleted, is waited for, and the object is looked at again
-//     when an object of a watched kind with that name appears, and after a
-//     backoff otherwise.
+//   - It writes only UIDs it read live. The cache says when to look: an
+//     owner the cache does not show, or shows unproven, is waited for
+//     without a request. An owner the cache shows proven, and any owner of
+//     a kind not watched, is read from the API server by a request sent
+//     after the relinker first saw the object, and judged again on that
+//     read. Reads are batched per owner: one in flight at a time, and a
+//     read answered less than ConfirmFor ago serves every object first seen
+//     before it was sent. So an owner deleted before the object was
+//     created is never written, however far the cache lags.
+//   - Kinds are mapped from a snapshot of the API server's discovery,
+//     taken again at most once per DiscoveryRetry when a lookup fails: an
+//     annotation naming any number of kinds that are not served costs two
+//     requests per DiscoveryRetry, not a discovery per kind and retry.
 //   - References already pointing at an owner's current UID are kept as
-//     they are, references to an owner with another UID are corrected, and
-//     references to owners not recorded are left alone. An owner recorded
-//     as controller is linked as controller only when the object has no
-//     other controller reference.
+//     they are, a reference to a proven owner with another UID is
+//     corrected, and references to owners not recorded or not proven are
+//     left alone. An owner recorded as controller is linked as controller
+//     only when the object has no other controller reference.
 //   - All changes to an object are one JSON merge patch of its metadata,
 //     conditional on the resourceVersion read; the annotation is removed in
 //     that patch once every recorded owner is linked. An object whose
@@ -41,10 +66,13 @@
 //   - An object belonging to a paused Cluster (by its cluster-name label,
 //     by being that Cluster, or by recording it as owner) is left alone
 //     until the Cluster is unpaused.
-//   - An owner that does not come back leaves the object unlinked: after
-//     Options.WarnAfter a Warning event with reason OwnerNotFound is
-//     recorded on it, and the gauge initlock_relink_waiting_objects counts
-//     it. Nothing is ever deleted.
+//   - An owner that is not linked leaves the object waiting: after
+//     Options.WarnAfter a Warning event names each such owner and why,
+//     with reason OwnerNotFound (not found, being deleted, kind not served)
+//     or OwnerNotProven (found, not proven); the gauge
+//     initlock_relink_waiting_objects counts the waiting objects, and
+//     initlock_relink_unproven_owner_objects those with an unproven owner.
+//     Nothing is ever deleted.
 //   - A patch the API server refuses for lack of permission (under the
 //     admission plugin OwnerReferencesPermissionEnforcement: delete on the
 //     object, update on the finalizers of an owner referenced with
@@ -52,19 +80,24 @@
 //     reason RelinkForbidden names the permission, the counter
 //     initlock_relink_forbidden_patches_total counts it, and the object is
 //     tried again after Options.MaxBackoff. Other objects are not held up.
+//   - Its requests carry UserAgent in their User-Agent.
 //
 // # What it does not do
 //
 //   - Objects of kinds that are not relinked, or outside the selectors,
-//     keep the annotation. Owners of kinds that are not watched are read
-//     live, and found only by the backoff, not by a watch. An owner of a
-//     watched kind is looked for only in the cache, so it must match the
-//     kind's selector (a ConfigMap owner without the cluster-name label is
-//     not found).
-//   - It does not check that an owner found by name is the object that was
-//     backed up: whatever object has that kind, namespace and name now is
-//     the owner, as it would be for a controller adopting it.
+//     keep the annotation. Owners of kinds that are not watched are found
+//     only by the backoff, not by a watch. An owner of a watched kind is
+//     looked for in the cache first, so it must match the kind's selector
+//     (a ConfigMap owner without the cluster-name label is not found).
+//   - It cannot tell two owners apart that one restore created under one
+//     name: a restore whose --namespace-mappings map two backed-up
+//     namespaces into one links the objects of both to whichever owner
+//     Velero restored there.
+//   - An owner deleted after the read that confirmed it (at most ConfirmFor
+//     and one request before the patch) may still be written; the garbage
+//     collector then deletes the object with it, as it would have had the
+//     patch come first, except under orphan propagation.
 //   - Its bookkeeping of waiting objects lives in memory: after a restart,
-//     the gauge and the Warning events start again from the objects in the
+//     the gauges and the Warning events start again from the objects in the
 //     cache.
 package relink

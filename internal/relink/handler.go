@@ -3,6 +3,7 @@ package relink
 import (
 	"context"
 
+	velerov1 "github.com/vmware-tanzu/velero/pkg/apis/velero/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -58,8 +59,9 @@ func annotated(obj client.Object) bool {
 type queue = workqueue.TypedRateLimitingInterface[Request]
 
 // handlerFor maps the events of kind k: an object carrying the annotation
-// is reconciled itself, an object appearing is looked up as an owner, and a
-// Cluster being unpaused releases the objects that belong to it. An object
+// is reconciled itself, an object appearing or labelled by another restore
+// is looked up as an owner, and a Cluster being unpaused releases the
+// objects that belong to it. An object
 // that loses the annotation or is deleted is only dropped from the
 // bookkeeping: there is nothing to reconcile.
 func (r *Relinker) handlerFor(k *kind) handler.TypedEventHandler[client.Object, Request] {
@@ -82,10 +84,16 @@ func (r *Relinker) handlerFor(k *kind) handler.TypedEventHandler[client.Object, 
 				// annotation removed: nothing left to reconcile.
 				r.forget(Request{GVK: k.gvk, NamespacedName: client.ObjectKeyFromObject(e.ObjectNew)}, true)
 			}
-			if k.cluster && isPaused(e.ObjectOld) && !isPaused(e.ObjectNew) {
-				ns := e.ObjectNew.GetNamespace()
+			ns := e.ObjectNew.GetNamespace()
+			unpaused := k.cluster && isPaused(e.ObjectOld) && !isPaused(e.ObjectNew)
+			if unpaused {
 				r.enqueueDependents(ctx, q, clusterIndexValue(e.ObjectNew.GetName()), ns, true)
-				r.enqueueDependents(ctx, q, ownerIndexValue(k.gvk.GroupKind(), e.ObjectNew.GetName()), ns, true)
+			}
+			if unpaused || restoreOf(e.ObjectOld) != restoreOf(e.ObjectNew) {
+				// Unpaused, or labelled by a restore that updated it
+				// (--existing-resource-policy=update): the link rule may
+				// now prove it the owner of objects of that restore.
+				r.enqueueDependents(ctx, q, ownerIndexValue(k.gvk.GroupKind(), e.ObjectNew.GetName()), ns, k.namespaced)
 			}
 		},
 		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[client.Object], _ queue) {
@@ -93,6 +101,9 @@ func (r *Relinker) handlerFor(k *kind) handler.TypedEventHandler[client.Object, 
 		},
 	}
 }
+
+// restoreOf returns the restore an object's label names.
+func restoreOf(obj client.Object) string { return obj.GetLabels()[velerov1.RestoreNameLabel] }
 
 func isPaused(obj client.Object) bool {
 	u, ok := obj.(*unstructured.Unstructured)

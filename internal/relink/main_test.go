@@ -236,6 +236,21 @@ func backedUpConfigMap(ns, name, cluster string, owners ...relink.OwnerRef) *uns
 	return backed
 }
 
+// restoreName is the name of the restore restoredConfigMap simulates.
+const restoreName = "restore-1"
+
+// restored returns u, an object not yet created, as the restore of
+// restoredConfigMap creates it: labelled with that restore, so that the
+// link rule proves it the owner of the objects restored with it.
+func restored(t testing.TB, u *unstructured.Unstructured) *unstructured.Unstructured {
+	t.Helper()
+	out, err := pluginRestorer(t).Item(u)
+	if err != nil {
+		t.Fatalf("restoring %s %s: %v", u.GetKind(), u.GetName(), err)
+	}
+	return out
+}
+
 // pluginActions are the restore item actions of initlock's Velero plugin,
 // with their default configuration.
 func pluginActions() []riav2.RestoreItemAction {
@@ -254,7 +269,7 @@ var (
 func pluginRestorer(t testing.TB) *velerosim.Restorer {
 	t.Helper()
 	restorerOnce.Do(func() {
-		restorer, restorerErr = velerosim.New(env.Config, velerosim.Options{Actions: pluginActions()})
+		restorer, restorerErr = velerosim.New(env.Config, velerosim.Options{Actions: pluginActions(), RestoreName: restoreName})
 	})
 	if restorerErr != nil {
 		t.Fatal(restorerErr)

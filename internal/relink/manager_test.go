@@ -6,6 +6,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	velerov1 "github.com/vmware-tanzu/velero/pkg/apis/velero/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,7 +34,7 @@ func TestRelinkerInInitlockManager(t *testing.T) {
 		Annotations: map[string]string{relink.Annotation: relink.Encode([]relink.OwnerRef{controllerOwner("Cluster", "c1")})},
 	}}
 	lock := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1" + engine.LockSuffix,
-		Labels:      map[string]string{engine.ClusterNameLabel: "c1"},
+		Labels:      map[string]string{engine.ClusterNameLabel: "c1", velerov1.RestoreNameLabel: restoreName},
 		Annotations: map[string]string{relink.Annotation: relink.Encode([]relink.OwnerRef{clusterOwner("c1")})},
 	}, Data: map[string]string{engine.DataKey: engine.Record{Ref: engine.Ref{MachineName: "c1-cp-0"}}.Encode()}}
 	if err := env.Client.Create(t.Context(), secret); err != nil {
@@ -43,7 +44,7 @@ func TestRelinkerInInitlockManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	create(t, kubeenv.NewMachine(env.CAPIVersion, ns, "c1", "c1-cp-0"))
-	cluster := create(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1"))
+	cluster := create(t, restored(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1")))
 
 	// The lock controller may adopt the lock first; either way it ends
 	// with one reference to the Cluster and without the annotation.

@@ -2,20 +2,39 @@ package relink
 
 import (
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/utils/clock"
 )
 
-// memoMapper remembers the REST mappings it found. A namespaced cache asks
-// for the mapping of the kind on every read, and the manager's mapper walks
-// every API group each time; the relinker's kinds are resolved once at
-// start and do not change while it runs.
-type memoMapper struct {
-	meta.RESTMapper
+// DiscoveryRetry is how long a kind the API server did not serve is taken
+// as not served: the relinker asks the API server's discovery again only
+// for a lookup that fails after that time.
+const DiscoveryRetry = time.Minute
 
-	mu   sync.RWMutex
-	memo map[mappingKey]*meta.RESTMapping
+// kindMapper is the relinker's RESTMapper, for its cache, its client and
+// the owners it looks up. It maps kinds from one snapshot of the API
+// server's discovery (two requests with aggregated discovery: /api and
+// /apis), taken at start, and takes a new snapshot only when a lookup
+// fails and the snapshot is older than DiscoveryRetry. So an annotation
+// naming any number of kinds that are not served costs at most one
+// snapshot per DiscoveryRetry, whatever the retries; a CRD installed while
+// the relinker runs is found within DiscoveryRetry. Mappings found are
+// remembered: a namespaced cache asks for its kind's mapping on every
+// read.
+type kindMapper struct {
+	dc    discovery.DiscoveryInterface
+	clock clock.PassiveClock
+
+	mu       sync.RWMutex
+	snapshot meta.RESTMapper
+	// taken is when snapshot was asked for (zero before the first).
+	taken time.Time
+	found map[mappingKey]*meta.RESTMapping
 }
 
 type mappingKey struct {
@@ -23,35 +42,125 @@ type mappingKey struct {
 	version string
 }
 
-var _ meta.RESTMapper = (*memoMapper)(nil)
+var _ meta.RESTMapper = (*kindMapper)(nil)
 
-func newMemoMapper(m meta.RESTMapper) *memoMapper {
-	return &memoMapper{RESTMapper: m, memo: map[mappingKey]*meta.RESTMapping{}}
+// newKindMapper returns a kindMapper with a first snapshot.
+func newKindMapper(dc discovery.DiscoveryInterface, c clock.PassiveClock) (*kindMapper, error) {
+	m := &kindMapper{dc: dc, clock: c, found: map[mappingKey]*meta.RESTMapping{}}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.refreshLocked(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// refreshLocked takes a new snapshot; a discovery that fails for some
+// groups keeps the others. m.mu is held.
+func (m *kindMapper) refreshLocked() error {
+	m.taken = m.clock.Now()
+	groups, err := restmapper.GetAPIGroupResources(m.dc)
+	if len(groups) == 0 && err != nil {
+		return err
+	}
+	m.snapshot = restmapper.NewDiscoveryRESTMapper(groups)
+	return nil
+}
+
+// lookup runs f on the snapshot, and once more on a new one when f finds
+// no match and the snapshot is older than DiscoveryRetry.
+func (m *kindMapper) lookup(f func(meta.RESTMapper) error) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	err := f(m.snapshot)
+	if !meta.IsNoMatchError(err) || m.clock.Since(m.taken) < DiscoveryRetry {
+		return err
+	}
+	if rerr := m.refreshLocked(); rerr != nil {
+		return rerr
+	}
+	return f(m.snapshot)
 }
 
 // RESTMapping returns the mapping of gk, from memory when it was found
-// before. Lookups with more than one version, and failures, are not
-// remembered.
-func (m *memoMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
-	if len(versions) > 1 {
-		return m.RESTMapper.RESTMapping(gk, versions...)
-	}
-	key := mappingKey{gk: gk}
+// before.
+func (m *kindMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
+	key, memo := mappingKey{gk: gk}, len(versions) <= 1
 	if len(versions) == 1 {
 		key.version = versions[0]
 	}
-	m.mu.RLock()
-	found, ok := m.memo[key]
-	m.mu.RUnlock()
-	if ok {
-		return found, nil
+	if memo {
+		m.mu.RLock()
+		found, ok := m.found[key]
+		m.mu.RUnlock()
+		if ok {
+			return found, nil
+		}
 	}
-	mapping, err := m.RESTMapper.RESTMapping(gk, versions...)
+	var out *meta.RESTMapping
+	err := m.lookup(func(s meta.RESTMapper) (err error) {
+		out, err = s.RESTMapping(gk, versions...)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
+	if memo {
+		m.mu.Lock()
+		m.found[key] = out
+		m.mu.Unlock()
+	}
+	return out, nil
+}
+
+// RESTMappings implements meta.RESTMapper.
+func (m *kindMapper) RESTMappings(gk schema.GroupKind, versions ...string) (out []*meta.RESTMapping, err error) {
+	err = m.lookup(func(s meta.RESTMapper) (err error) {
+		out, err = s.RESTMappings(gk, versions...)
+		return err
+	})
+	return out, err
+}
+
+// KindFor implements meta.RESTMapper.
+func (m *kindMapper) KindFor(resource schema.GroupVersionResource) (out schema.GroupVersionKind, err error) {
+	err = m.lookup(func(s meta.RESTMapper) (err error) {
+		out, err = s.KindFor(resource)
+		return err
+	})
+	return out, err
+}
+
+// KindsFor implements meta.RESTMapper.
+func (m *kindMapper) KindsFor(resource schema.GroupVersionResource) (out []schema.GroupVersionKind, err error) {
+	err = m.lookup(func(s meta.RESTMapper) (err error) {
+		out, err = s.KindsFor(resource)
+		return err
+	})
+	return out, err
+}
+
+// ResourceFor implements meta.RESTMapper.
+func (m *kindMapper) ResourceFor(input schema.GroupVersionResource) (out schema.GroupVersionResource, err error) {
+	err = m.lookup(func(s meta.RESTMapper) (err error) {
+		out, err = s.ResourceFor(input)
+		return err
+	})
+	return out, err
+}
+
+// ResourcesFor implements meta.RESTMapper.
+func (m *kindMapper) ResourcesFor(input schema.GroupVersionResource) (out []schema.GroupVersionResource, err error) {
+	err = m.lookup(func(s meta.RESTMapper) (err error) {
+		out, err = s.ResourcesFor(input)
+		return err
+	})
+	return out, err
+}
+
+// ResourceSingularizer implements meta.RESTMapper.
+func (m *kindMapper) ResourceSingularizer(resource string) (string, error) {
 	m.mu.Lock()
-	m.memo[key] = mapping
-	m.mu.Unlock()
-	return mapping, nil
+	defer m.mu.Unlock()
+	return m.snapshot.ResourceSingularizer(resource)
 }

@@ -1,9 +1,11 @@
 package relink
 
-// The relinker caches the metadata of the relinked kinds (list, watch) and
-// patches their metadata (ownerReferences and its own annotation); it never
-// gets, updates or deletes them (delete is granted for the admission check
-// below, never used). These rules cover the default kinds;
+// The relinker caches the metadata of the relinked kinds (list, watch),
+// reads an owner's metadata live before it writes the owner's UID (get),
+// and patches their metadata (ownerReferences and its own annotation); it
+// never updates or deletes them (delete is granted for the admission check
+// below, never used). Owners of kinds it does not relink are read live too,
+// and need get. These rules cover the default kinds;
 // Secrets have rules of their own (package secrets), and any kind added
 // with --relink-kinds needs rules added by hand.
 //
@@ -17,8 +19,8 @@ package relink
 // finalizers of the default kinds that Cluster API makes controllers of
 // others (DefaultBlockingOwnerKinds).
 //
-// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;machinedeployments;machinesets;machines;machinepools;machinehealthchecks,verbs=list;watch;patch
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=list;watch;patch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;machinedeployments;machinesets;machines;machinepools;machinehealthchecks,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinedeployments;machinesets;machines;machinepools;machinehealthchecks,verbs=delete
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinedeployments/finalizers;machinesets/finalizers;machinepools/finalizers,verbs=update

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	velerov1 "github.com/vmware-tanzu/velero/pkg/apis/velero/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -72,7 +73,7 @@ func testRestrictedRelinker(t *testing.T, withSecrets bool) {
 	// Restored as Velero does: Secrets and ConfigMaps, Machine objects,
 	// the Cluster last; one ConfigMap's owner never comes back.
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1-kubeconfig",
-		Labels:      map[string]string{"cluster.x-k8s.io/cluster-name": "c1"},
+		Labels:      map[string]string{"cluster.x-k8s.io/cluster-name": "c1", velerov1.RestoreNameLabel: restoreName},
 		Annotations: map[string]string{relink.Annotation: relink.Encode([]relink.OwnerRef{controllerOwner("Cluster", "c1")})},
 	}, Data: map[string][]byte{"value": []byte("secret data")}}
 	if err := env.Client.Create(ctx, secret); err != nil {
@@ -82,16 +83,16 @@ func testRestrictedRelinker(t *testing.T, withSecrets bool) {
 	create(t, restoredConfigMap(t, ns, "orphan", "gone", clusterOwner("gone")))
 	md := newMachineDeployment(ns, "c1", "md-0")
 	md.SetAnnotations(map[string]string{relink.Annotation: relink.Encode([]relink.OwnerRef{clusterOwner("c1")})})
-	create(t, md)
+	create(t, restored(t, md))
 	ms := newMachineSet(ns, "c1", "md-0-abc")
 	ms.SetAnnotations(map[string]string{relink.Annotation: relink.Encode([]relink.OwnerRef{controllerOwner("MachineDeployment", "md-0")})})
-	create(t, ms)
+	create(t, restored(t, ms))
 	m := kubeenv.NewMachine(env.CAPIVersion, ns, "c1", "md-0-abc-0")
 	m.SetAnnotations(map[string]string{relink.Annotation: relink.Encode([]relink.OwnerRef{controllerOwner("MachineSet", "md-0-abc")})})
-	create(t, m)
+	create(t, restored(t, m))
 
 	h := startAs(t, cfg, allNamespaces, opts)
-	cluster := create(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1"))
+	cluster := create(t, restored(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1")))
 	if withSecrets {
 		kubeenv.Eventually(t, 30*time.Second, linked(t, secretGVK, ns, "c1-kubeconfig", refTo(cluster, true)))
 	}

@@ -2,10 +2,8 @@ package relink
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -13,15 +11,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,8 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/source"
-
-	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
 // Event reasons.
@@ -39,6 +32,11 @@ const (
 	// ReasonOwnerNotFound is the reason of the Warning event recorded on an
 	// object whose recorded owner has not come back after Options.WarnAfter.
 	ReasonOwnerNotFound = "OwnerNotFound"
+	// ReasonOwnerNotProven is the reason of the Warning event recorded on
+	// an object, after Options.WarnAfter, when an object of a recorded
+	// owner's kind and name exists but the link rule (Judge) does not
+	// prove it to be the backed-up owner; the note says why.
+	ReasonOwnerNotProven = "OwnerNotProven"
 	// ReasonInvalidAnnotation is the reason of the Warning event recorded on
 	// an object whose Annotation cannot be read.
 	ReasonInvalidAnnotation = "InvalidRestoredOwnerReferences"
@@ -75,7 +73,8 @@ type Options struct {
 	// Registry receives the relinker's metrics; nil means
 	// controller-runtime's registry, which the manager serves.
 	Registry prometheus.Registerer
-	// Clock defaults to the real clock.
+	// Clock defaults to the real clock. It times the warnings and
+	// DiscoveryRetry.
 	Clock clock.PassiveClock
 	// WatchFilter, when set, limits the relinker to the objects of Clusters
 	// labelled capi.WatchFilterLabel with this value (see filtered).
@@ -121,14 +120,15 @@ func (r Request) String() string { return r.GVK.GroupKind().String() + " " + r.N
 
 // Relinker rebuilds the ownerReferences recorded in Annotation.
 type Relinker struct {
-	opts   Options
-	kinds  []*kind
-	byGK   map[schema.GroupKind]*kind
-	cache  cache.Cache
+	opts  Options
+	kinds []*kind
+	byGK  map[schema.GroupKind]*kind
+	cache cache.Cache
+	// client reads live and patches, never through a cache.
 	client client.Client
-	// reader reads owners of kinds the relinker does not watch.
-	reader   client.Reader
-	mapper   meta.RESTMapper
+	// live reads owners live, batched per owner.
+	live     *liveReads
+	mapper   *kindMapper
 	recorder recorder.EventRecorder
 	metrics  *metrics
 
@@ -140,11 +140,6 @@ type Relinker struct {
 	// still reads that version leaves the object to the coming update
 	// event instead of writing again.
 	written map[Request]string
-}
-
-type waitState struct {
-	attempts int
-	warned   bool
 }
 
 // New returns a Relinker; SetupWithManager starts it with a manager.
@@ -166,7 +161,15 @@ func (r *Relinker) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error
 	if defaults {
 		kinds = DefaultKinds()
 	}
-	resolved, skipped, err := resolveKinds(mgr.GetRESTMapper(), kinds, defaults, r.opts.Selectors)
+	cfg := restConfig(mgr)
+	dc, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, mgr.GetHTTPClient())
+	if err != nil {
+		return fmt.Errorf("setting up the relinker: %w", err)
+	}
+	if r.mapper, err = newKindMapper(dc, r.opts.Clock); err != nil {
+		return fmt.Errorf("setting up the relinker: discovering the API server's kinds: %w", err)
+	}
+	resolved, skipped, err := resolveKinds(r.mapper, kinds, defaults, r.opts.Selectors)
 	if err != nil {
 		return fmt.Errorf("setting up the relinker: %w", err)
 	}
@@ -180,13 +183,16 @@ func (r *Relinker) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error
 		r.kinds = append(r.kinds, k)
 		r.byGK[k.gvk.GroupKind()] = k
 	}
-	r.client, r.reader, r.mapper = mgr.GetClient(), mgr.GetAPIReader(), newMemoMapper(mgr.GetRESTMapper())
+	if r.client, err = client.New(cfg, client.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: r.mapper}); err != nil {
+		return fmt.Errorf("setting up the relinker: %w", err)
+	}
+	r.live = newLiveReads(r.client)
 	r.recorder = mgr.GetEventRecorder("initlock-relinker")
 	if r.metrics, err = newMetrics(r.opts.Registry, r.kinds); err != nil {
 		return fmt.Errorf("setting up the relinker: %w", err)
 	}
-	if r.cache, err = r.newCache(mgr); err != nil {
-		return fmt.Errorf("setting up the relinker's cache: %w", err)
+	if r.cache, err = r.newCache(mgr, cfg); err != nil {
+		return err
 	}
 	for _, k := range r.kinds {
 		if err := r.cache.IndexField(ctx, k.newObject(), indexField, indexValues); err != nil {
@@ -218,80 +224,8 @@ func (r *Relinker) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error
 	return nil
 }
 
-// cacheRunnable lets the manager start the relinker's cache with its own
-// caches, before the controllers.
-type cacheRunnable struct{ cache.Cache }
-
-func (c cacheRunnable) GetCache() cache.Cache { return c.Cache }
-
-func (r *Relinker) newCache(mgr ctrl.Manager) (cache.Cache, error) {
-	byObject := map[client.Object]cache.ByObject{}
-	for _, k := range r.kinds {
-		// The relinker only reads what it gets from its cache (patches are
-		// built apart), so reads need no copy.
-		bo := cache.ByObject{Label: k.selector, UnsafeDisableDeepCopy: ptr.To(true)}
-		if k.cluster {
-			bo.Transform = trimCluster
-		}
-		byObject[k.newObject()] = bo
-	}
-	opts := cache.Options{
-		HTTPClient:                  mgr.GetHTTPClient(),
-		Scheme:                      mgr.GetScheme(),
-		Mapper:                      r.mapper,
-		ByObject:                    byObject,
-		DefaultTransform:            cache.TransformStripManagedFields(),
-		ReaderFailOnMissingInformer: true,
-	}
-	if r.opts.Namespace != "" {
-		opts.DefaultNamespaces = map[string]cache.Config{r.opts.Namespace: {}}
-	}
-	return cache.New(mgr.GetConfig(), opts)
-}
-
-// trimCluster keeps of a Cluster only its metadata, without managedFields,
-// and spec.paused: all the relinker reads.
-func trimCluster(in any) (any, error) {
-	u, ok := in.(*unstructured.Unstructured)
-	if !ok {
-		return in, nil
-	}
-	out := map[string]any{"apiVersion": u.GetAPIVersion(), "kind": u.GetKind()}
-	if m, ok := u.Object["metadata"].(map[string]any); ok {
-		delete(m, "managedFields")
-		out["metadata"] = m
-	}
-	if paused, found, _ := unstructured.NestedBool(u.Object, "spec", "paused"); found {
-		out["spec"] = map[string]any{"paused": paused}
-	}
-	u.Object = out
-	return u, nil
-}
-
-func (k *kind) newObject() client.Object {
-	if k.cluster {
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(k.gvk)
-		return u
-	}
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(k.gvk)
-	return m
-}
-
-func (k *kind) newList() client.ObjectList {
-	gvk := k.gvk.GroupVersion().WithKind(k.gvk.Kind + "List")
-	if k.cluster {
-		u := &unstructured.UnstructuredList{}
-		u.SetGroupVersionKind(gvk)
-		return u
-	}
-	m := &metav1.PartialObjectMetadataList{}
-	m.SetGroupVersionKind(gvk)
-	return m
-}
-
-// Reconcile links one object to the owners its Annotation records.
+// Reconcile links one object to the owners its Annotation records, as far
+// as the link rule (Judge) proves them.
 func (r *Relinker) Reconcile(ctx context.Context, req Request) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	k, ok := r.byGK[req.GVK.GroupKind()]
@@ -321,31 +255,32 @@ func (r *Relinker) Reconcile(ctx context.Context, req Request) (ctrl.Result, err
 			"Cannot read the %s annotation, the object is not relinked: %v", Annotation, err)
 		return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("%s: %w; correct the annotation or remove it", req, err))
 	}
-	if cluster, paused, err := r.paused(ctx, k, obj, owners); err != nil || paused {
-		if paused {
-			log.V(4).Info("Cluster is paused, not relinking", "cluster", klog.KRef(obj.GetNamespace(), cluster))
-			r.forget(req, false)
-		}
+	clusters, err := r.clustersOf(ctx, k, obj, owners)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if filtered, retry, err := r.filtered(ctx, k, obj, owners); err != nil {
-		return ctrl.Result{}, err
-	} else if filtered {
+	if name := pausedCluster(clusters); name != "" {
+		log.V(4).Info("Cluster is paused, not relinking", "cluster", klog.KRef(obj.GetNamespace(), name))
+		r.forget(req, false)
+		return ctrl.Result{}, nil
+	}
+	if filtered, retry := r.filtered(obj, clusters); filtered {
 		r.forget(req, false)
 		if retry {
 			return ctrl.Result{RequeueAfter: r.opts.MaxBackoff}, nil
 		}
 		return ctrl.Result{}, nil
 	}
-	found, missing, err := r.resolve(ctx, k, obj, owners)
+	seen := r.firstSeen(req)
+	judged, err := r.resolve(ctx, k, obj, owners, seen)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	refs, changed, demoted := link(obj.GetOwnerReferences(), found)
+	refs, changed, demoted := link(obj.GetOwnerReferences(), judged)
 	for _, d := range demoted {
 		log.Info("Owner recorded as controller linked without controller: the object already has a controller", "owner", d.String())
 	}
-	all := len(missing) == 0
+	all := !slices.ContainsFunc(judged, func(j Judgement) bool { return !j.Verdict.Links() })
 	if changed || all {
 		if err := r.patch(ctx, k, req, obj, refs, changed, all); err != nil {
 			if apierrors.IsForbidden(err) && !isNamespaceTerminating(err) {
@@ -360,282 +295,11 @@ func (r *Relinker) Reconcile(ctx context.Context, req Request) (ctrl.Result, err
 		log.V(2).Info("Relinked to the recorded owners", "owners", len(owners))
 		return ctrl.Result{}, nil
 	}
-	return r.wait(ctx, k, req, obj, missing), nil
-}
-
-// stale tells whether the cache still holds the version of the object that
-// the relinker patched.
-func (r *Relinker) stale(req Request, rv string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	from, ok := r.written[req]
-	if !ok {
-		return false
-	}
-	if from == rv {
-		return true
-	}
-	delete(r.written, req)
-	return false
-}
-
-// forget drops the bookkeeping of an object that no longer waits: linked,
-// without the annotation, paused or deleted. gone also drops the record of
-// the relinker's last patch, once the cache has moved past it.
-func (r *Relinker) forget(req Request, gone bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if gone {
-		delete(r.written, req)
-	}
-	if _, ok := r.waiting[req]; ok {
-		delete(r.waiting, req)
-		r.metrics.waiting.WithLabelValues(req.GVK.Group, req.GVK.Kind).Dec()
-	}
-}
-
-func (r *Relinker) wait(ctx context.Context, k *kind, req Request, obj client.Object, missing []OwnerRef) ctrl.Result {
-	r.mu.Lock()
-	s, ok := r.waiting[req]
-	if !ok {
-		s = &waitState{}
-		r.waiting[req] = s
-		r.metrics.waiting.WithLabelValues(k.gvk.Group, k.gvk.Kind).Inc()
-	}
-	s.attempts++
-	backoff := r.opts.MaxBackoff
-	if s.attempts < 32 {
-		backoff = min(r.opts.MinBackoff<<(s.attempts-1), r.opts.MaxBackoff)
-	}
-	waited := r.opts.Clock.Since(obj.GetCreationTimestamp().Time)
-	warn := !s.warned && waited >= r.opts.WarnAfter
-	if warn {
-		s.warned = true
-	}
-	r.mu.Unlock()
-
-	names := make([]string, len(missing))
-	for i, o := range missing {
-		names[i] = o.String()
-	}
-	ctrl.LoggerFrom(ctx).V(1).Info("Waiting for owners to be restored", "missing", names, "retryAfter", backoff)
-	if warn {
-		r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonOwnerNotFound, "Relink",
-			"Owner %s not found %s after restore; the object stays unlinked and nothing is deleted until it is restored",
-			strings.Join(names, ", "), waited.Truncate(time.Second))
-	} else if left := r.opts.WarnAfter - waited; !s.warned && left > 0 && left < backoff {
-		backoff = left
-	}
-	return ctrl.Result{RequeueAfter: backoff}
-}
-
-// paused tells whether the object belongs to a paused Cluster: the Cluster
-// named by its cluster-name label, the Cluster itself, or a Cluster it
-// records as owner.
-func (r *Relinker) paused(ctx context.Context, k *kind, obj client.Object, owners []OwnerRef) (string, bool, error) {
-	if k.cluster && capi.IsPaused(obj.(*unstructured.Unstructured)) {
-		return obj.GetName(), true, nil
-	}
-	if obj.GetNamespace() == "" {
-		return "", false, nil
-	}
-	var names []string
-	if c := obj.GetLabels()[capi.ClusterNameLabel]; c != "" {
-		names = append(names, c)
-	}
-	clusterGK := schema.GroupKind{Group: capi.Group, Kind: capi.ClusterKind}
-	for _, o := range owners {
-		if o.GroupKind() == clusterGK && !slices.Contains(names, o.Name) {
-			names = append(names, o.Name)
-		}
-	}
-	ck := r.byGK[clusterGK]
-	for _, name := range names {
-		cl := ck.newObject()
-		err := r.cache.Get(ctx, types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}, cl)
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return "", false, err
-		}
-		if capi.IsPaused(cl.(*unstructured.Unstructured)) {
-			return name, true, nil
-		}
-	}
-	return "", false, nil
-}
-
-// foundOwner is a recorded owner that exists, with its current UID.
-type foundOwner struct {
-	ref        OwnerRef
-	apiVersion string
-	uid        types.UID
-}
-
-// resolve looks every recorded owner up: in the cache for the watched
-// kinds, live for the others. An owner that is being deleted counts as
-// missing: linking to it would have the garbage collector delete the
-// object.
-func (r *Relinker) resolve(ctx context.Context, k *kind, obj client.Object, owners []OwnerRef) (found []foundOwner, missing []OwnerRef, _ error) {
-	for _, o := range owners {
-		gk := o.GroupKind()
-		ok, found1, err := r.lookup(ctx, obj, o, gk)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s %s: looking up owner %s: %w", k.gvk.GroupKind(), klog.KObj(obj), o, err)
-		}
-		if !ok {
-			missing = append(missing, o)
-			continue
-		}
-		found = append(found, found1)
-	}
-	return found, missing, nil
-}
-
-func (r *Relinker) lookup(ctx context.Context, obj client.Object, o OwnerRef, gk schema.GroupKind) (bool, foundOwner, error) {
-	var (
-		owner      client.Object
-		namespaced bool
-		served     schema.GroupVersionKind
-		read       client.Reader
-	)
-	if w, ok := r.byGK[gk]; ok {
-		owner, namespaced, served, read = w.newObject(), w.namespaced, w.gvk, r.cache
-	} else {
-		m, err := r.mapper.RESTMapping(gk)
-		if meta.IsNoMatchError(err) {
-			return false, foundOwner{}, nil
-		}
-		if err != nil {
-			return false, foundOwner{}, err
-		}
-		pom := &metav1.PartialObjectMetadata{}
-		pom.SetGroupVersionKind(m.GroupVersionKind)
-		owner, namespaced, served, read = pom, m.Scope.Name() == meta.RESTScopeNameNamespace, m.GroupVersionKind, r.reader
-	}
-	key := types.NamespacedName{Name: o.Name}
-	if namespaced {
-		if obj.GetNamespace() == "" {
-			// A cluster-scoped object cannot be owned by a namespaced one.
-			return false, foundOwner{}, nil
-		}
-		key.Namespace = obj.GetNamespace()
-	}
-	err := read.Get(ctx, key, owner)
-	if apierrors.IsNotFound(err) {
-		return false, foundOwner{}, nil
-	}
-	if apierrors.IsForbidden(err) {
-		return false, foundOwner{}, fmt.Errorf("%w (add %s to the relinked kinds, or grant get on it)", err, gk)
-	}
-	if err != nil {
-		return false, foundOwner{}, err
-	}
-	if owner.GetDeletionTimestamp() != nil {
-		return false, foundOwner{}, nil
-	}
-	apiVersion := o.APIVersion
-	if o.Version() != served.Version {
-		if _, err := r.mapper.RESTMapping(gk, o.Version()); err != nil {
-			// The version recorded is no longer served: use one that is.
-			apiVersion = served.GroupVersion().String()
-		}
-	}
-	return true, foundOwner{ref: o, apiVersion: apiVersion, uid: owner.GetUID()}, nil
-}
-
-// link returns existing with a reference to every found owner: references
-// that already point at the owner's UID are kept as they are, references to
-// the owner with another UID are replaced, and missing ones are appended.
-// An owner recorded as controller is linked as controller only when no
-// other reference is a controller; demoted lists those that were not.
-func link(existing []metav1.OwnerReference, found []foundOwner) (refs []metav1.OwnerReference, changed bool, demoted []OwnerRef) {
-	refs = slices.Clone(existing)
-	for _, f := range found {
-		idx := slices.IndexFunc(refs, func(r metav1.OwnerReference) bool { return keyOf(r) == f.ref.key() })
-		if idx >= 0 && refs[idx].UID == f.uid {
-			continue
-		}
-		ref := metav1.OwnerReference{
-			APIVersion:         f.apiVersion,
-			Kind:               f.ref.Kind,
-			Name:               f.ref.Name,
-			UID:                f.uid,
-			Controller:         cloneBool(f.ref.Controller),
-			BlockOwnerDeletion: cloneBool(f.ref.BlockOwnerDeletion),
-		}
-		if f.ref.IsController() && hasOtherController(refs, idx) {
-			ref.Controller = nil
-			demoted = append(demoted, f.ref)
-		}
-		if idx >= 0 {
-			refs[idx] = ref
-		} else {
-			refs = append(refs, ref)
-		}
-		changed = true
-	}
-	return refs, changed, demoted
-}
-
-func hasOtherController(refs []metav1.OwnerReference, skip int) bool {
-	for i, r := range refs {
-		if i != skip && r.Controller != nil && *r.Controller {
-			return true
-		}
-	}
-	return false
-}
-
-// patch writes the ownerReferences and, when every owner is linked, removes
-// the annotation, in one JSON merge patch conditional on the
-// resourceVersion read.
-func (r *Relinker) patch(ctx context.Context, k *kind, req Request, obj client.Object, refs []metav1.OwnerReference, setRefs, removeAnnotation bool) error {
-	m := map[string]any{"resourceVersion": obj.GetResourceVersion()}
-	if setRefs {
-		m["ownerReferences"] = refs
-	}
-	if removeAnnotation {
-		m["annotations"] = map[string]any{Annotation: nil}
-	}
-	body, err := json.Marshal(map[string]any{"metadata": m})
-	if err != nil {
-		return err
-	}
-	target := &metav1.PartialObjectMetadata{}
-	target.SetGroupVersionKind(k.gvk)
-	target.SetNamespace(obj.GetNamespace())
-	target.SetName(obj.GetName())
-	// Recorded before the patch: the update event it causes may be handled
-	// before Patch returns, and clears the record.
-	r.mu.Lock()
-	r.written[req] = obj.GetResourceVersion()
-	r.mu.Unlock()
-	if err := r.client.Patch(ctx, target, client.RawPatch(types.MergePatchType, body)); err != nil {
-		r.mu.Lock()
-		delete(r.written, req)
-		r.mu.Unlock()
-		return err
-	}
-	return nil
+	return r.wait(ctx, req, obj, judged, seen), nil
 }
 
 // WaitForCacheSync waits until the relinker's cache has synced, or ctx
 // ends; it reports whether the cache synced.
 func (r *Relinker) WaitForCacheSync(ctx context.Context) bool {
 	return r.cache != nil && r.cache.WaitForCacheSync(ctx)
-}
-
-// Waiting returns the objects waiting for an owner, for tests and
-// diagnostics.
-func (r *Relinker) Waiting() []Request {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]Request, 0, len(r.waiting))
-	for req := range r.waiting {
-		out = append(out, req)
-	}
-	slices.SortFunc(out, func(a, b Request) int { return strings.Compare(a.String(), b.String()) })
-	return out
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	velerov1 "github.com/vmware-tanzu/velero/pkg/apis/velero/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -27,12 +28,12 @@ var configMapGK = schema.GroupKind{Kind: "ConfigMap"}
 
 func TestRelinksToTheOwnersCurrentUIDs(t *testing.T) {
 	ns := env.Namespace(t)
-	cluster := create(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1"))
-	ms := create(t, newMachineSet(ns, "c1", "ms-0"))
+	cluster := create(t, restored(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1")))
+	ms := create(t, restored(t, newMachineSet(ns, "c1", "ms-0")))
 	create(t, restoredConfigMap(t, ns, "c1-lock", "c1", clusterOwner("c1")))
 	machine := kubeenv.NewMachine(env.CAPIVersion, ns, "c1", "m-0")
 	machine.SetAnnotations(map[string]string{relink.Annotation: relink.Encode([]relink.OwnerRef{controllerOwner("MachineSet", "ms-0")})})
-	create(t, machine)
+	create(t, restored(t, machine))
 	plain := restoredConfigMap(t, ns, "plain", "c1")
 	plain.SetAnnotations(nil)
 	create(t, plain)
@@ -81,7 +82,7 @@ func TestWaitsForAnOwnerAndLinksWhenItAppears(t *testing.T) {
 		t.Fatalf("%d writes while waiting:\n%s", w, h.rm.Counter)
 	}
 
-	cluster := create(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1"))
+	cluster := create(t, restored(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1")))
 	kubeenv.Eventually(t, 10*time.Second, linked(t, configMapGVK, ns, "c1-kubeconfig", refTo(cluster, false)))
 	kubeenv.Eventually(t, 5*time.Second, func() error {
 		if got := h.metric(t, relink.WaitingMetric, configMapGK); got != 0 {
@@ -148,8 +149,8 @@ func TestPausedClustersAreLeftAlone(t *testing.T) {
 			ns := env.Namespace(t)
 			cluster := kubeenv.NewCluster(env.CAPIVersion, ns, "c1")
 			tt.pause(cluster)
-			create(t, cluster)
-			ms := create(t, newMachineSet(ns, "c1", "ms-0"))
+			cluster = create(t, restored(t, cluster))
+			ms := create(t, restored(t, newMachineSet(ns, "c1", "ms-0")))
 			create(t, restoredConfigMap(t, ns, "by-label", "c1", controllerOwner("MachineSet", "ms-0")))
 			// Labelled with another Cluster, but recording c1 as owner.
 			create(t, restoredConfigMap(t, ns, "by-owner", "other", clusterOwner("c1")))
@@ -179,8 +180,8 @@ func TestPausedClustersAreLeftAlone(t *testing.T) {
 
 func TestKeepsCorrectReferencesAndCorrectsStaleOnes(t *testing.T) {
 	ns := env.Namespace(t)
-	cluster := create(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1"))
-	ms := create(t, newMachineSet(ns, "c1", "ms-0"))
+	cluster := create(t, restored(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1")))
+	ms := create(t, restored(t, newMachineSet(ns, "c1", "ms-0")))
 	other := create(t, restoredConfigMap(t, ns, "other", "c1"))
 
 	correct := refTo(cluster, false)
@@ -212,7 +213,7 @@ func TestKeepsCorrectReferencesAndCorrectsStaleOnes(t *testing.T) {
 func TestLinksOwnersAsTheyAppear(t *testing.T) {
 	ns := env.Namespace(t)
 	h := start(t, ns, relink.Options{MinBackoff: time.Hour})
-	cluster := create(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1"))
+	cluster := create(t, restored(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1")))
 	create(t, restoredConfigMap(t, ns, "two-owners", "c1", controllerOwner("MachineDeployment", "md-0"), clusterOwner("c1")))
 
 	// The Cluster is there: linked to it at once, still waiting for the
@@ -224,7 +225,7 @@ func TestLinksOwnersAsTheyAppear(t *testing.T) {
 		}
 		return nil
 	})
-	md := create(t, newMachineDeployment(ns, "c1", "md-0"))
+	md := create(t, restored(t, newMachineDeployment(ns, "c1", "md-0")))
 	kubeenv.Eventually(t, 10*time.Second, linked(t, configMapGVK, ns, "two-owners", refTo(cluster, false), refTo(md, true)))
 	kubeenv.Consistently(t, 500*time.Millisecond, func() error { return nil })
 	if got := h.objectWrites(); got != 2 {
@@ -234,7 +235,7 @@ func TestLinksOwnersAsTheyAppear(t *testing.T) {
 
 func TestRecordedVersions(t *testing.T) {
 	ns := env.Namespace(t)
-	cluster := create(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1"))
+	cluster := create(t, restored(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1")))
 	served := clusterOwner("c1")
 	served.APIVersion = capi.Group + "/" + capi.V1Beta1
 	gone := clusterOwner("c1")
@@ -253,7 +254,8 @@ func TestRecordedVersions(t *testing.T) {
 
 func TestOwnersOfKindsNotWatchedAreReadLive(t *testing.T) {
 	ns := env.Namespace(t)
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "owner"}}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "owner",
+		Labels: map[string]string{velerov1.RestoreNameLabel: restoreName}}}
 	if err := env.Client.Create(t.Context(), sa); err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +267,7 @@ func TestOwnersOfKindsNotWatchedAreReadLive(t *testing.T) {
 
 func TestInvalidAnnotationIsReportedAndLeft(t *testing.T) {
 	ns := env.Namespace(t)
-	create(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1"))
+	create(t, restored(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1")))
 	bad := restoredConfigMap(t, ns, "bad", "c1")
 	bad.SetAnnotations(map[string]string{relink.Annotation: `[{"kind":"Cluster"}]`})
 	create(t, bad)
@@ -284,7 +286,7 @@ func TestInvalidAnnotationIsReportedAndLeft(t *testing.T) {
 
 func TestNothingToDoMeansNoWrites(t *testing.T) {
 	ns := env.Namespace(t)
-	cluster := create(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1"))
+	cluster := create(t, restored(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1")))
 	for i := range 20 {
 		cm := restoredConfigMap(t, ns, fmt.Sprintf("cm-%d", i), "c1")
 		cm.SetAnnotations(nil)

@@ -32,14 +32,14 @@ const ProviderRelinkKinds = "Cluster.cluster.x-k8s.io,MachineDeployment.cluster.
 	"KubeadmConfig.bootstrap.cluster.x-k8s.io,LocalCluster." + InfraGroup + ",LocalMachine." + InfraGroup
 
 // GrantProviderKinds gives ManagerUser what ProviderRelinkKinds needs beyond
-// config/rbac: list, watch and patch on KubeadmConfigs, LocalClusters and
-// LocalMachines. Under OwnerReferencesPermissionEnforcement it adds what
+// config/rbac: get, list, watch and patch on KubeadmConfigs, LocalClusters
+// and LocalMachines. Under OwnerReferencesPermissionEnforcement it adds what
 // docs/install.md tells an operator to bind for kinds added with
 // --relink-kinds: delete on those kinds and on Secrets, and update on the
 // finalizers of the owners they name with blockOwnerDeletion (Clusters,
 // Machines, KubeadmConfigs).
 func (m *Mgmt) GrantProviderKinds(ctx context.Context) error {
-	verbs := []string{"list", "watch", "patch"}
+	verbs := []string{"get", "list", "watch", "patch"}
 	if m.enforceRefs {
 		verbs = append(verbs, "delete")
 	}

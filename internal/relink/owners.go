@@ -1,0 +1,124 @@
+package relink
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// resolve judges every recorded owner of obj (Judge). The relinker's cache
+// only says when it is worth asking: an owner of a watched kind that the
+// cache does not show, or shows not proven or being deleted, waits for the
+// watch event that changes it, without a request. An owner the cache shows
+// proven, and every owner of a kind not watched, is read live (liveReads,
+// by a request sent after seen, when the relinker first saw obj), and
+// judged again on that read: only a UID read live is ever written, so a
+// cache that lags behind a deletion cannot have the relinker link an
+// object to an owner that was gone before the object was created.
+func (r *Relinker) resolve(ctx context.Context, k *kind, obj client.Object, owners []OwnerRef, seen time.Time) ([]Judgement, error) {
+	out := make([]Judgement, len(owners))
+	targets := make([]ownerTarget, len(owners))
+	var live []int
+	for i, o := range owners {
+		t, err := r.ownerKind(obj, o)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: owner %s: %w", k.gvk.GroupKind(), klog.KObj(obj), o, err)
+		}
+		targets[i] = t
+		switch {
+		case t.unreadable != "":
+			out[i] = Judgement{Owner: o, Verdict: VerdictNotFound, Why: t.unreadable}
+		case t.watched != nil:
+			var cached client.Object = t.watched.newObject()
+			if err := r.cache.Get(ctx, t.id.key, cached); apierrors.IsNotFound(err) {
+				cached = nil
+			} else if err != nil {
+				return nil, fmt.Errorf("%s %s: reading owner %s from the cache: %w", k.gvk.GroupKind(), klog.KObj(obj), o, err)
+			}
+			if out[i] = judge(obj, o, cached); out[i].Verdict.Links() {
+				live = append(live, i)
+			}
+		default:
+			live = append(live, i)
+		}
+	}
+	for _, i := range live {
+		owner, err := r.live.get(ctx, targets[i].id, seen)
+		if apierrors.IsForbidden(err) {
+			err = fmt.Errorf("%w (add %s to the relinked kinds, or grant get on it)", err, owners[i].GroupKind())
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: reading owner %s: %w", k.gvk.GroupKind(), klog.KObj(obj), owners[i], err)
+		}
+		if owner == nil {
+			out[i] = judge(obj, owners[i], nil)
+		} else {
+			out[i] = judge(obj, owners[i], owner)
+		}
+	}
+	for i := range out {
+		out[i].APIVersion = targets[i].apiVersion
+	}
+	return out, nil
+}
+
+// judge is Judge for an owner that may be a nil client.Object.
+func judge(obj client.Object, o OwnerRef, owner client.Object) Judgement {
+	if owner == nil {
+		return Judge(obj, o, nil)
+	}
+	return Judge(obj, o, owner)
+}
+
+// ownerTarget is what the relinker needs to read a recorded owner: the
+// owner's kind in the version served and its key, the watched kind when it
+// is one, and the apiVersion a reference is written in. unreadable says
+// why the owner cannot exist, when it cannot.
+type ownerTarget struct {
+	id         ownerID
+	watched    *kind
+	apiVersion string
+	unreadable string
+}
+
+// ownerKind maps a recorded owner of obj. The version recorded is kept
+// while it is served; otherwise a reference is written in the version the
+// API server prefers. A kind not served is no error: the owner cannot be
+// found, and the kindMapper bounds how often the API server is asked.
+func (r *Relinker) ownerKind(obj client.Object, o OwnerRef) (ownerTarget, error) {
+	gk := o.GroupKind()
+	t := ownerTarget{apiVersion: o.APIVersion, id: ownerID{key: types.NamespacedName{Name: o.Name}}}
+	var namespaced bool
+	if w, ok := r.byGK[gk]; ok {
+		t.id.gvk, namespaced, t.watched = w.gvk, w.namespaced, w
+	} else {
+		m, err := r.mapper.RESTMapping(gk)
+		if meta.IsNoMatchError(err) {
+			t.unreadable = "its kind is not served by the API server"
+			return t, nil
+		}
+		if err != nil {
+			return t, err
+		}
+		t.id.gvk, namespaced = m.GroupVersionKind, m.Scope.Name() == meta.RESTScopeNameNamespace
+	}
+	if namespaced {
+		if obj.GetNamespace() == "" {
+			t.unreadable = "a cluster-scoped object cannot be owned by a namespaced one"
+			return t, nil
+		}
+		t.id.key.Namespace = obj.GetNamespace()
+	}
+	if o.Version() != t.id.gvk.Version {
+		if _, err := r.mapper.RESTMapping(gk, o.Version()); err != nil {
+			t.apiVersion = t.id.gvk.GroupVersion().String()
+		}
+	}
+	return t, nil
+}
