@@ -1,6 +1,9 @@
 // Package cli implements kubectl-initlock, the kubectl plugin that shows
 // and repairs the Cluster API control-plane init locks of a management
-// cluster: list, repair, release and version.
+// cluster: list, repair, release and version; and relinks, which lists the
+// restored objects the relinker has not linked, with relink.Judge's
+// verdict for each recorded owner (relink.FindPending: one list per kind,
+// one live read per owner).
 //
 // The commands are built with cobra and k8s.io/cli-runtime's
 // genericclioptions, so --kubeconfig, --context, -n and the other kubeconfig

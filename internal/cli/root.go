@@ -144,7 +144,7 @@ ones with the same decision function as the initlock manager.`,
 	cmd.SetOut(opts.IOStreams.Out)
 	cmd.SetErr(opts.IOStreams.ErrOut)
 	a.flags.AddFlags(cmd.PersistentFlags())
-	cmd.AddCommand(a.newListCommand(), a.newRepairCommand(), a.newReleaseCommand(), a.newVersionCommand())
+	cmd.AddCommand(a.newListCommand(), a.newRepairCommand(), a.newReleaseCommand(), a.newRelinksCommand(), a.newVersionCommand())
 	return cmd
 }
 

@@ -71,8 +71,10 @@
 //     with reason OwnerNotFound (not found, being deleted, kind not served)
 //     or OwnerNotProven (found, not proven); the gauge
 //     initlock_relink_waiting_objects counts the waiting objects, and
-//     initlock_relink_unproven_owner_objects those with an unproven owner.
-//     Nothing is ever deleted.
+//     initlock_relink_unproven_owner_objects those with an unproven owner;
+//     kubectl initlock relinks (FindPending, Judge on live reads) lists
+//     every object not linked, each owner's verdict and why. Nothing is
+//     ever deleted.
 //   - A patch the API server refuses for lack of permission (under the
 //     admission plugin OwnerReferencesPermissionEnforcement: delete on the
 //     object, update on the finalizers of an owner referenced with

@@ -7,6 +7,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,7 +27,7 @@ func (r *Relinker) resolve(ctx context.Context, k *kind, obj client.Object, owne
 	targets := make([]ownerTarget, len(owners))
 	var live []int
 	for i, o := range owners {
-		t, err := r.ownerKind(obj, o)
+		t, err := ownerKind(r.mapper, r.byGK, obj, o)
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: owner %s: %w", k.gvk.GroupKind(), klog.KObj(obj), o, err)
 		}
@@ -87,18 +88,19 @@ type ownerTarget struct {
 	unreadable string
 }
 
-// ownerKind maps a recorded owner of obj. The version recorded is kept
-// while it is served; otherwise a reference is written in the version the
-// API server prefers. A kind not served is no error: the owner cannot be
-// found, and the kindMapper bounds how often the API server is asked.
-func (r *Relinker) ownerKind(obj client.Object, o OwnerRef) (ownerTarget, error) {
+// ownerKind maps a recorded owner of obj with mapper, or as the watched
+// kind of byGK it is. The version recorded is kept while it is served;
+// otherwise a reference is written in the version the API server prefers.
+// A kind not served is no error: the owner cannot be found (the relinker's
+// kindMapper bounds how often the API server is asked).
+func ownerKind(mapper meta.RESTMapper, byGK map[schema.GroupKind]*kind, obj client.Object, o OwnerRef) (ownerTarget, error) {
 	gk := o.GroupKind()
 	t := ownerTarget{apiVersion: o.APIVersion, id: ownerID{key: types.NamespacedName{Name: o.Name}}}
 	var namespaced bool
-	if w, ok := r.byGK[gk]; ok {
+	if w, ok := byGK[gk]; ok {
 		t.id.gvk, namespaced, t.watched = w.gvk, w.namespaced, w
 	} else {
-		m, err := r.mapper.RESTMapping(gk)
+		m, err := mapper.RESTMapping(gk)
 		if meta.IsNoMatchError(err) {
 			t.unreadable = "its kind is not served by the API server"
 			return t, nil
@@ -116,7 +118,7 @@ func (r *Relinker) ownerKind(obj client.Object, o OwnerRef) (ownerTarget, error)
 		t.id.key.Namespace = obj.GetNamespace()
 	}
 	if o.Version() != t.id.gvk.Version {
-		if _, err := r.mapper.RESTMapping(gk, o.Version()); err != nil {
+		if _, err := mapper.RESTMapping(gk, o.Version()); err != nil {
 			t.apiVersion = t.id.gvk.GroupVersion().String()
 		}
 	}
