@@ -2,6 +2,7 @@ package relink
 
 import (
 	"fmt"
+	"net/http"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -17,15 +18,21 @@ import (
 // the API server's audit log, and a proxy, tell them from the manager's.
 const UserAgent = "initlock-relinker"
 
-// restConfig is the manager's rest.Config with the relinker's User-Agent.
-func restConfig(mgr ctrl.Manager) *rest.Config {
+// restConfig is the manager's rest.Config with the relinker's User-Agent,
+// and an HTTP client of its own that sends it (the manager's sets the
+// manager's).
+func restConfig(mgr ctrl.Manager) (*rest.Config, *http.Client, error) {
 	cfg := rest.CopyConfig(mgr.GetConfig())
 	ua := cfg.UserAgent
 	if ua == "" {
 		ua = rest.DefaultKubernetesUserAgent()
 	}
 	cfg.UserAgent = ua + " " + UserAgent
-	return cfg
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("setting up the relinker's HTTP client: %w", err)
+	}
+	return cfg, hc, nil
 }
 
 // cacheRunnable lets the manager start the relinker's cache with its own
@@ -34,7 +41,7 @@ type cacheRunnable struct{ cache.Cache }
 
 func (c cacheRunnable) GetCache() cache.Cache { return c.Cache }
 
-func (r *Relinker) newCache(mgr ctrl.Manager, cfg *rest.Config) (cache.Cache, error) {
+func (r *Relinker) newCache(mgr ctrl.Manager, cfg *rest.Config, hc *http.Client) (cache.Cache, error) {
 	byObject := map[client.Object]cache.ByObject{}
 	for _, k := range r.kinds {
 		// The relinker only reads what it gets from its cache (patches are
@@ -46,7 +53,7 @@ func (r *Relinker) newCache(mgr ctrl.Manager, cfg *rest.Config) (cache.Cache, er
 		byObject[k.newObject()] = bo
 	}
 	opts := cache.Options{
-		HTTPClient:                  mgr.GetHTTPClient(),
+		HTTPClient:                  hc,
 		Scheme:                      mgr.GetScheme(),
 		Mapper:                      r.mapper,
 		ByObject:                    byObject,

@@ -161,8 +161,11 @@ func (r *Relinker) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error
 	if defaults {
 		kinds = DefaultKinds()
 	}
-	cfg := restConfig(mgr)
-	dc, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, mgr.GetHTTPClient())
+	cfg, hc, err := restConfig(mgr)
+	if err != nil {
+		return err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, hc)
 	if err != nil {
 		return fmt.Errorf("setting up the relinker: %w", err)
 	}
@@ -183,7 +186,7 @@ func (r *Relinker) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error
 		r.kinds = append(r.kinds, k)
 		r.byGK[k.gvk.GroupKind()] = k
 	}
-	if r.client, err = client.New(cfg, client.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: r.mapper}); err != nil {
+	if r.client, err = client.New(cfg, client.Options{HTTPClient: hc, Scheme: mgr.GetScheme(), Mapper: r.mapper}); err != nil {
 		return fmt.Errorf("setting up the relinker: %w", err)
 	}
 	r.live = newLiveReads(r.client)
@@ -191,7 +194,7 @@ func (r *Relinker) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error
 	if r.metrics, err = newMetrics(r.opts.Registry, r.kinds); err != nil {
 		return fmt.Errorf("setting up the relinker: %w", err)
 	}
-	if r.cache, err = r.newCache(mgr, cfg); err != nil {
+	if r.cache, err = r.newCache(mgr, cfg, hc); err != nil {
 		return err
 	}
 	for _, k := range r.kinds {
