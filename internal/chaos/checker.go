@@ -73,6 +73,9 @@ type Checker struct {
 	// saw of each object, by kind and name.
 	machineUIDs, clusterUIDs map[string]types.UID
 	latest                   [numKinds]map[string]int64
+
+	// Invariant 5: restored add-ons and the references seen on them.
+	relinks relinkState
 }
 
 type hold struct {
@@ -97,6 +100,7 @@ func NewChecker(h *History) *Checker {
 		machineUIDs: map[string]types.UID{},
 		clusterUIDs: map[string]types.UID{},
 		latest:      [numKinds]map[string]int64{{}, {}, {}},
+		relinks:     relinkState{clusterRestore: map[types.UID]string{}, addOns: map[types.UID]restoredAddOn{}},
 	}
 }
 

@@ -41,6 +41,9 @@ func classUses() map[faults.Class]classUse {
 	m[faults.ManagerCacheLag] = classUse{names: []string{"Plan.ManagerFaults.WatchLag"},
 		planned: func(p Plan) bool { return p.ManagerFaults.WatchLag > 0 },
 		count:   func(r *Result) int { return r.ManagerFaults.LaggedWatches }}
+	m[faults.RelinkerCacheLag] = classUse{names: []string{"Plan.ManagerFaults.RelinkWatchLag"},
+		planned: func(p Plan) bool { return p.ManagerFaults.RelinkWatchLag > 0 },
+		count:   func(r *Result) int { return r.ManagerFaults.LaggedRelinkWatches }}
 	m[faults.CallCutOff] = classUse{names: []string{"Plan.Interrupt"},
 		planned: func(p Plan) bool { return p.Interrupt > 0 }, count: func(r *Result) int { return r.CutOff }}
 	m[faults.InitCompletes] = classUse{names: []string{"Plan.InitSuccess"},

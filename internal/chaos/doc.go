@@ -1,6 +1,6 @@
 // Package chaos proves initlock under load and faults: it runs randomised
 // scenarios on a real control plane (kube-apiserver, etcd and the garbage
-// collector, from internal/kubeenv) and checks four invariants while they
+// collector, from internal/kubeenv) and checks five invariants while they
 // run and once they have settled.
 //
 // # A scenario
@@ -8,7 +8,8 @@
 // Generate turns a seed into a Plan; Run carries it out in a fresh
 // namespace:
 //
-//   - Clusters with one to three control-plane Machines, some starting with
+//   - Clusters with one to three control-plane Machines and an add-on
+//     ConfigMap each (a user's object the Cluster owns), some starting with
 //     a lock written by an upstream provider, some already initialised with
 //     that lock still held, some whose lock name is taken by a ConfigMap that
 //     is not a lock.
@@ -25,10 +26,12 @@
 //     Unlock.
 //   - A driver follows the plan's actions (ActionKind), at their times.
 //     Restores go through internal/kubeenv/velerosim, Velero-style (no
-//     UIDs, no ownerReferences, no status) or as a naive copy (old owner
-//     UIDs kept), in Velero's order (ConfigMaps, Machines, Clusters), the
-//     reverse order or a random one, sometimes paused, sometimes with the
-//     Cluster deleted for good mid-restore. A replica killed is started
+//     UIDs, no ownerReferences, no status; initlock's plugin records the
+//     owners, each restore under a name of its own) or as a naive copy
+//     (old owner UIDs kept), in Velero's order (ConfigMaps, Machines,
+//     Clusters), the reverse order or a random one, sometimes paused,
+//     sometimes with the Cluster deleted for good mid-restore. A partial
+//     restore lets an unrelated Cluster take the lost one's name first. A replica killed is started
 //     again later, as is one that exits by itself.
 //   - Then faults stop, every Cluster is unpaused, every write held back
 //     is sent and every replica runs; the runner waits for the locks to
@@ -43,7 +46,8 @@
 // and, through the Proxy, the managers; a late write keeps the operation
 // it was made for), the driver's actions (actionClasses), and the plan's
 // stale caller views (read from a controller-runtime informer cache whose
-// watch events arrive Plan.CacheLag late), delayed manager watches, cut-off
+// watch events arrive Plan.CacheLag late), delayed manager watches and
+// relinker watches (the requests with relink.UserAgent), cut-off
 // Lock calls and inits. Each is drawn from the seed. Plan.Planned tells
 // which classes a plan enables, Result.Faults and Totals count what was
 // injected, by class, beside the details some classes add (late writes
@@ -86,6 +90,11 @@
 //     Clusters (grant registers included) with its revision; deletions are judged on the
 //     state at their revision, once all three watches have gone past it,
 //     and attributed by the UID precondition of the DELETE that made them.
+//  5. The right owner (InvRightOwner): every Cluster reference the watcher
+//     sees on a restored add-on ConfigMap names the Cluster its own restore
+//     created or the one it was backed up with, never an unrelated Cluster
+//     of the name or another restore's; once settled, every restored
+//     add-on whose restore's Cluster exists is linked to it.
 //
 // A violation, or a failure of the runner itself, is reported with the
 // seed and the History of the scenario: every action, API result, manager

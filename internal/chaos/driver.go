@@ -146,6 +146,8 @@ func (r *runner) act(ctx context.Context, a Action) {
 		err = r.deleteCluster(ctx, name)
 	case ActRestore:
 		gone, err = r.restore(ctx, crt, a.Restore)
+	case ActPartialRestore:
+		err = r.partialRestore(ctx, crt)
 	}
 	if err != nil {
 		r.fail(fmt.Errorf("%s of cluster %s: %w", a.Kind, name, err))

@@ -42,6 +42,10 @@ type Faults struct {
 	// WatchLag delays every event of the watches opened from now on by this
 	// much, so that an informer cache fed by them lags behind the server.
 	WatchLag time.Duration
+	// RelinkWatchLag, when set, delays instead the events of the relinker's
+	// watches (a User-Agent with relink.UserAgent) by this much: the
+	// relinker's cache lags on its own.
+	RelinkWatchLag time.Duration
 }
 
 // requestFault is a fault class an Injector draws for a request: its
@@ -70,7 +74,7 @@ func (f Faults) Off() bool {
 			return false
 		}
 	}
-	return f.MaxLatency == 0 && f.WatchLag == 0
+	return f.MaxLatency == 0 && f.WatchLag == 0 && f.RelinkWatchLag == 0
 }
 
 func (f Faults) String() string {
@@ -85,7 +89,8 @@ func (f Faults) String() string {
 		}
 		parts = append(parts, p)
 	}
-	parts = append(parts, fmt.Sprintf("%s<=%s", faults.Latency, f.MaxLatency), fmt.Sprintf("watch-lag=%s", f.WatchLag))
+	parts = append(parts, fmt.Sprintf("%s<=%s", faults.Latency, f.MaxLatency), fmt.Sprintf("watch-lag=%s", f.WatchLag),
+		fmt.Sprintf("relink-watch-lag=%s", f.RelinkWatchLag))
 	return strings.Join(parts, " ")
 }
 
@@ -98,8 +103,9 @@ type FaultStats struct {
 	// 2xx), LateRejected it refused.
 	ByClass                   faults.Tally
 	LateApplied, LateRejected int
-	// LaggedWatches were opened with their events delayed.
-	LaggedWatches int
+	// LaggedWatches were opened with their events delayed; of them,
+	// LaggedRelinkWatches were the relinker's, by RelinkWatchLag.
+	LaggedWatches, LaggedRelinkWatches int
 }
 
 // Injected is the number of faults injected into requests (not counting
@@ -116,7 +122,7 @@ func (s FaultStats) Injected() int {
 func (s FaultStats) Add(o FaultStats) FaultStats {
 	return FaultStats{Requests: s.Requests + o.Requests, ByClass: s.ByClass.Add(o.ByClass),
 		LateApplied: s.LateApplied + o.LateApplied, LateRejected: s.LateRejected + o.LateRejected,
-		LaggedWatches: s.LaggedWatches + o.LaggedWatches}
+		LaggedWatches: s.LaggedWatches + o.LaggedWatches, LaggedRelinkWatches: s.LaggedRelinkWatches + o.LaggedRelinkWatches}
 }
 
 // Deletion is a DELETE of a ConfigMap that reached the API server, as an

@@ -5,9 +5,11 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/relink"
 )
 
 // LateWrite is a write an Injector held, answered with an error, and sent
@@ -105,6 +107,10 @@ func (in *Injector) sendLate(req *http.Request, body []byte, delay time.Duration
 func (in *Injector) watch(req *http.Request) (*http.Response, error) {
 	in.mu.Lock()
 	lag := in.faults.WatchLag
+	if in.faults.RelinkWatchLag > 0 && strings.Contains(req.UserAgent(), relink.UserAgent) {
+		lag = in.faults.RelinkWatchLag
+		in.stats.LaggedRelinkWatches++
+	}
 	if lag > 0 {
 		in.stats.LaggedWatches++
 	}

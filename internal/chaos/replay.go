@@ -40,6 +40,11 @@ type Observed struct {
 	// Owners are the Cluster ownerReferences of the lock, as name/uid.
 	Owners []string
 
+	// AddOnOf is the cluster whose add-on ConfigMap this is; OwnerUIDs
+	// are its Cluster ownerReferences' UIDs.
+	AddOnOf   string
+	OwnerUIDs []types.UID
+
 	// Grant is the Cluster's grant register, "" when it is empty.
 	Grant string
 
@@ -103,6 +108,9 @@ func (c *Checker) Observe(o Observed) {
 	if o.Kind == KindConfigMap {
 		if f, ok := c.foreign[o.Name]; ok && (o.Type != watch.Added || string(o.UID) != f.UID) {
 			c.violate(InvForeignUntouched, "configmap %s, which is not a lock, was %s (rv %d)", o.Name, strings.ToLower(string(o.Type)), o.RV)
+		}
+		if o.AddOnOf != "" {
+			c.observeAddOn(o)
 		}
 	}
 	c.latest[o.Kind][o.Name] = max(c.latest[o.Kind][o.Name], o.RV)

@@ -107,6 +107,8 @@ func (t *Totals) String() string {
 	fmt.Fprintf(&b, "  clusters restored from an older backup: %d (copy made at setup %d, older copy %d), holds kept %d, ended %d\n",
 		t.Actions[ActOldBackup], t.Hits["old-backup copy made at setup"], t.Hits["old-backup older copy"], c.HoldsKept, c.HoldsEnded)
 	fmt.Fprintf(&b, "  manager cache lag: %d manager watches lagged, in %d scenarios\n", t.ManagerFaults.LaggedWatches, t.Lagging)
+	fmt.Fprintf(&b, "  relinker: %d references seen on restored add-ons, each to the right owner; %d partial restores next to an unrelated Cluster; %d relinker watches lagged\n",
+		c.AddOnLinks, t.Actions[ActPartialRestore], t.ManagerFaults.LaggedRelinkWatches)
 	keys := make([]string, 0, len(t.Actions))
 	for k := range t.Actions {
 		keys = append(keys, string(k))
@@ -156,6 +158,9 @@ type Counts struct {
 	// DeletesWithdrawn are locks a Lock call deleted that it had written
 	// for its own Machine, which no grant named.
 	DeletesWithdrawn int
+	// AddOnLinks are the Cluster references seen on restored add-ons, each
+	// to the right owner (invariant 5).
+	AddOnLinks int
 }
 
 // Add sums two Counts.
@@ -171,5 +176,6 @@ func (c Counts) Add(o Counts) Counts {
 		Inits:            c.Inits + o.Inits,
 		DeletesByManager: c.DeletesByManager + o.DeletesByManager, DeletesByUnlock: c.DeletesByUnlock + o.DeletesByUnlock,
 		DeletesExternal: c.DeletesExternal + o.DeletesExternal, DeletesWithdrawn: c.DeletesWithdrawn + o.DeletesWithdrawn,
+		AddOnLinks: c.AddOnLinks + o.AddOnLinks,
 	}
 }

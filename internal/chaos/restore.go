@@ -4,13 +4,19 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
+	riav2 "github.com/vmware-tanzu/velero/pkg/plugin/velero/restoreitemaction/v2"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
+	"github.com/initlock/initlock/internal/velero"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
@@ -44,8 +50,12 @@ func (r *runner) restore(ctx context.Context, crt *clusterRT, rp *RestorePlan) (
 	if err := r.deleteLock(ctx, name, "the disaster took the lock too"); err != nil {
 		return false, err
 	}
+	rs, err := r.newRestore(rp.Mode)
+	if err != nil {
+		return false, err
+	}
 	rnd := rand.New(rand.NewPCG(rp.Shuffle, 1))
-	items := b.items // velero order: lock, machines, cluster
+	items := b.items // velero order: add-on, lock, machines, cluster
 	switch rp.Order {
 	case OrderReverse:
 		for i, j := 0, len(items)-1; i < j; i, j = i+1, j-1 {
@@ -64,7 +74,7 @@ func (r *runner) restore(ctx context.Context, crt *clusterRT, rp *RestorePlan) (
 			r.h.Add("driver", "cluster deleted mid-restore", name, "", fmt.Sprintf("after %d of %d objects", i, len(items)))
 			return true, r.deleteCluster(ctx, name)
 		}
-		if err := r.restoreItem(ctx, rp.Mode, it); err != nil {
+		if err := r.restoreItem(ctx, rs, it); err != nil {
 			return false, err
 		}
 		sleep(ctx, time.Duration(rnd.Int64N(int64(rp.Gap)+1)))
@@ -110,8 +120,58 @@ func (r *runner) restoreOld(ctx context.Context, name string, age time.Duration,
 	if err := r.waitClusterGone(ctx, name); err != nil {
 		return err
 	}
-	if err := r.restoreItem(ctx, ModeVelero, snap); err != nil {
+	rs, err := r.newRestore(ModeVelero)
+	if err != nil {
 		return err
+	}
+	if err := r.restoreItem(ctx, rs, snap); err != nil {
+		return err
+	}
+	return r.afterRestore(ctx, name, 0)
+}
+
+// partialRestore backs a Cluster up and loses it (Cluster, Machines, lock
+// and add-on); an unrelated Cluster takes its name; the backup is then
+// restored Velero-style, and the restore skips the Cluster, which exists:
+// the Machines, the lock and the add-on come back without their own
+// Cluster. The relinker must leave the add-on unlinked (invariant 5); the
+// lock controller adopts the lock, which belongs to whatever Cluster has
+// its name.
+func (r *runner) partialRestore(ctx context.Context, crt *clusterRT) error {
+	name := crt.plan.Name
+	b, err := r.backup(ctx, name)
+	if err != nil {
+		return err
+	}
+	r.h.Addf("driver", "backup", name, "%d objects", len(b.items))
+	if err := r.deleteCluster(ctx, name); err != nil {
+		return err
+	}
+	if err := r.deleteLock(ctx, name, "the disaster took the lock too"); err != nil {
+		return err
+	}
+	unrelated := kubeenv.NewCluster(capi.V1Beta2, r.ns, name)
+	unrelated.SetLabels(map[string]string{"chaos.initlock.dev/unrelated": "true"})
+	if crt.plan.Finalizer {
+		unrelated.SetFinalizers([]string{finalizer})
+	}
+	if err := r.admin.Create(ctx, unrelated); err != nil {
+		return fmt.Errorf("creating an unrelated cluster %s: %w", name, err)
+	}
+	r.c.ClusterCreated(name, unrelated.GetUID(), nil)
+	r.h.Add("driver", "unrelated cluster", name, unrelated.GetResourceVersion(), "uid="+shortUID(string(unrelated.GetUID())))
+	rs, err := r.newRestore(ModeVelero)
+	if err != nil {
+		return err
+	}
+	for _, it := range b.items {
+		if it.GetKind() == capi.ClusterKind {
+			r.h.Add("driver", "restore skipped", it.GetKind()+"/"+it.GetName(), "", "a cluster of that name exists")
+			continue
+		}
+		if err := r.restoreItem(ctx, rs, it); err != nil {
+			return err
+		}
 	}
 	return r.afterRestore(ctx, name, 0)
 }
@@ -126,15 +186,43 @@ func (r *runner) afterRestore(ctx context.Context, name string, statusAfter time
 	return r.setStatusInitialised(ctx, name)
 }
 
-// restoreItem creates one backed-up object again through velerosim, as a
-// Velero restore (ModeVelero) or a naive copy (ModeNaive) does, and records
-// the new UIDs of Clusters and Machines. An object that exists already is
-// skipped.
-func (r *runner) restoreItem(ctx context.Context, mode string, backed *unstructured.Unstructured) error {
-	rs, err := r.restorer(mode)
-	if err != nil {
-		return err
+// restore is one restore: a velerosim Restorer that creates objects in the
+// order it is given them, and the restore's name, "" for a naive copy.
+type restore struct {
+	*velerosim.Restorer
+	name string
+}
+
+// newRestore returns a restore of a mode: a Velero restore of its own,
+// with initlock's plugin and a name no other restore of the scenario has,
+// or the naive copier.
+func (r *runner) newRestore(mode string) (restore, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if mode == ModeNaive {
+		if r.naive == nil {
+			var err error
+			if r.naive, err = velerosim.New(r.o.Config, velerosim.Options{Naive: true, AsGiven: true}); err != nil {
+				return restore{}, err
+			}
+		}
+		return restore{Restorer: r.naive}, nil
 	}
+	r.restores++
+	name := fmt.Sprintf("chaos-restore-%d", r.restores)
+	cfg := velero.DefaultConfig()
+	rs, err := velerosim.New(r.o.Config, velerosim.Options{AsGiven: true, BackupName: "chaos-backup", RestoreName: name,
+		Actions: []riav2.RestoreItemAction{velero.NewAction(cfg, false, nil), velero.NewAction(cfg, true, nil)}})
+	if err != nil {
+		return restore{}, err
+	}
+	return restore{Restorer: rs, name: name}, nil
+}
+
+// restoreItem creates one backed-up object again with rs, and records the
+// new UIDs of Clusters and Machines, and which restore created Clusters and
+// add-ons. An object that exists already is skipped.
+func (r *runner) restoreItem(ctx context.Context, rs restore, backed *unstructured.Unstructured) error {
 	what := backed.GetKind() + "/" + backed.GetName()
 	out, err := rs.Restore(ctx, []*unstructured.Unstructured{backed})
 	switch {
@@ -147,37 +235,41 @@ func (r *runner) restoreItem(ctx context.Context, mode string, backed *unstructu
 		return fmt.Errorf("restoring %s: %d objects created", what, len(out))
 	}
 	obj := out[0]
-	switch obj.GetKind() {
-	case capi.ClusterKind:
+	switch {
+	case obj.GetKind() == capi.ClusterKind:
 		r.c.ClusterCreated(obj.GetName(), obj.GetUID(), engine.GrantFrom(obj.GetAnnotations()))
-	case capi.MachineKind:
+		if rs.name != "" {
+			r.c.ClusterRestored(obj.GetUID(), rs.name)
+		}
+	case obj.GetKind() == capi.MachineKind:
 		r.c.MachineCreated(obj.GetName(), obj.GetUID())
+	case strings.HasSuffix(obj.GetName(), addOnSuffix) && rs.name != "":
+		var backedUp types.UID
+		for _, ref := range backed.GetOwnerReferences() {
+			if ref.Kind == capi.ClusterKind {
+				backedUp = ref.UID
+			}
+		}
+		r.c.AddOnRestored(obj.GetUID(), rs.name, backedUp)
 	}
-	r.h.Add("driver", "restored", what, obj.GetResourceVersion(), "uid="+shortUID(string(obj.GetUID())))
+	r.h.Add("driver", "restored", what, obj.GetResourceVersion(), "uid="+shortUID(string(obj.GetUID()))+" "+rs.name)
 	return nil
 }
 
-// restorer returns the velerosim Restorer of a restore mode, which creates
-// objects in the order it is given them.
-func (r *runner) restorer(mode string) (*velerosim.Restorer, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if rs, ok := r.restorers[mode]; ok {
-		return rs, nil
-	}
-	rs, err := velerosim.New(r.o.Config, velerosim.Options{Naive: mode == ModeNaive, AsGiven: true,
-		BackupName: "chaos-backup", RestoreName: "chaos-restore"})
-	if err != nil {
-		return nil, err
-	}
-	r.restorers[mode] = rs
-	return rs, nil
-}
-
-// backup reads a Cluster, its Machines and its lock, one after the other as
-// Velero does, in Velero's restore order.
+// backup reads a Cluster, its add-on, its Machines and its lock, one after
+// the other as Velero does, in Velero's restore order.
 func (r *runner) backup(ctx context.Context, name string) (*backup, error) {
 	b := &backup{}
+	addOn := &corev1.ConfigMap{}
+	if err := r.admin.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: name + addOnSuffix}, addOn); client.IgnoreNotFound(err) != nil {
+		return nil, err
+	} else if err == nil {
+		items, err := velerosim.Unstructured(addOn)
+		if err != nil {
+			return nil, err
+		}
+		b.items = append(b.items, items...)
+	}
 	cm, err := r.lockOf(ctx, name)
 	if err != nil {
 		return nil, err

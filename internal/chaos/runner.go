@@ -106,9 +106,11 @@ type runner struct {
 	// plan's CacheLag through cacheFaults.
 	cache       client.Reader
 	cacheFaults *Injector
-	// restorers restore backed-up objects, by restore mode; snapshots
-	// are the Clusters as setup created them, by name.
-	restorers map[string]*velerosim.Restorer
+	// naive makes naive copies; restores counts the Velero restores, each
+	// of which has a restore of its own (newRestore); snapshots are the
+	// Clusters as setup created them, by name.
+	naive     *velerosim.Restorer
+	restores  int
 	snapshots map[string]*unstructured.Unstructured
 
 	mu      sync.Mutex
@@ -128,8 +130,8 @@ func Run(ctx context.Context, o Options, p Plan) *Result {
 	start := time.Now()
 	h := NewHistory()
 	r := &runner{o: o, p: p, h: h, c: NewChecker(h), running: map[string]bool{}, serial: map[string]*sync.Mutex{},
-		restorers: map[string]*velerosim.Restorer{}, snapshots: map[string]*unstructured.Unstructured{},
-		res: &Result{Plan: p, History: h, Actions: map[ActionKind]int{}, Restores: map[string]int{}, Hits: map[string]int{}}}
+		snapshots: map[string]*unstructured.Unstructured{},
+		res:       &Result{Plan: p, History: h, Actions: map[ActionKind]int{}, Restores: map[string]int{}, Hits: map[string]int{}}}
 	for _, cp := range p.Clusters {
 		r.clusters = append(r.clusters, &clusterRT{plan: cp})
 	}
@@ -243,6 +245,7 @@ func (r *runner) run(ctx context.Context) (retErr error) {
 		return err
 	}
 	r.c.Drain()
+	r.c.CheckRelinks()
 	r.checkForeign(ctx)
 	r.mu.Lock()
 	defer r.mu.Unlock()

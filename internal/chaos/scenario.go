@@ -97,6 +97,13 @@ const (
 	ActRestore ActionKind = "restore"
 	// ActDecommission deletes a Cluster and its Machines for good.
 	ActDecommission ActionKind = "decommission"
+	// ActPartialRestore backs a Cluster up and loses it; an unrelated
+	// Cluster takes its name; the backup is restored, Velero-style with
+	// initlock's plugin, and the restore skips the Cluster (one of that
+	// name exists): its Machines, its lock and its add-on ConfigMap come
+	// back, and the relinker must not link the add-on to the unrelated
+	// Cluster.
+	ActPartialRestore ActionKind = "partial-restore"
 )
 
 // actionClasses are the fault classes of the catalogue
@@ -110,6 +117,7 @@ var actionClasses = map[ActionKind]faults.Class{
 	ActOldBackup:      faults.ClusterRestoredOld,
 	ActRestore:        faults.BackupRestore,
 	ActDecommission:   faults.ClusterDeleted,
+	ActPartialRestore: faults.SameNameOwner,
 }
 
 // Action is one step of the driver.
@@ -291,10 +299,15 @@ func Generate(seed uint64, size Size) Plan {
 	if r.Float64() < 0.6 {
 		p.StaleViews, p.CacheLag = 0.3, dur(50*time.Millisecond, time.Second)
 	}
+	if r.Float64() < 0.5 {
+		p.ManagerFaults.RelinkWatchLag = dur(200*time.Millisecond, 2*time.Second)
+	}
 
 	for range between(size.MinActions, size.MaxActions) {
 		a := Action{At: dur(0, size.Activity*9/10), Cluster: r.IntN(n)}
 		switch x := r.Float64(); {
+		case x < 0.04:
+			a.Kind = ActPartialRestore
 		case x < 0.25:
 			a.Kind = ActRestore
 			rp := &RestorePlan{Mode: ModeVelero, Order: OrderVelero, Shuffle: r.Uint64(), Abort: -1,

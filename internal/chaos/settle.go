@@ -21,7 +21,8 @@ import (
 )
 
 // settle ends the faults, unpauses every Cluster, lets every replica run and
-// waits for invariant 2.
+// waits for invariant 2 and for the restored add-ons to be linked
+// (invariant 5).
 func (r *runner) settle(ctx context.Context) error {
 	r.proxy.SetFaults(Faults{})
 	r.h.Add("driver", "settling", "", "", "faults off, clusters unpaused, every replica running")
@@ -51,7 +52,11 @@ func (r *runner) settle(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if len(problems) == 0 {
+		unlinked, err := r.unlinkedAddOns(ctx)
+		if err != nil {
+			return err
+		}
+		if len(problems)+len(unlinked) == 0 {
 			r.res.Settle = time.Since(start)
 			r.h.Addf("driver", "settled", "", "after %s", r.res.Settle.Round(time.Millisecond))
 			return nil
@@ -59,6 +64,9 @@ func (r *runner) settle(ctx context.Context) error {
 		if time.Now().After(deadline) {
 			for _, p := range problems {
 				r.c.Violate(InvSettled, "%s %s after settling", p, r.o.SettleTimeout)
+			}
+			for _, p := range unlinked {
+				r.c.Violate(InvRightOwner, "%s %s after settling", p, r.o.SettleTimeout)
 			}
 			return nil
 		}

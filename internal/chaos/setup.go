@@ -13,7 +13,7 @@ import (
 )
 
 // setup plants the ConfigMaps that are not locks and creates the Clusters,
-// their Machines and their upstream locks.
+// their add-on ConfigMaps, their Machines and their upstream locks.
 func (r *runner) setup(ctx context.Context) error {
 	foreign := []*corev1.ConfigMap{
 		{ObjectMeta: metav1.ObjectMeta{Name: "app-settings"}, Data: map[string]string{"color": "blue"}},
@@ -54,6 +54,9 @@ func (r *runner) setup(ctx context.Context) error {
 		}
 		r.c.ClusterCreated(cp.Name, u.GetUID(), nil)
 		r.snapshots[cp.Name] = u.DeepCopy()
+		if err := r.admin.Create(ctx, newAddOn(r.ns, u)); err != nil {
+			return fmt.Errorf("creating the add-on of %s: %w", cp.Name, err)
+		}
 		for _, m := range cp.Machines {
 			if err := r.createMachine(ctx, cp.Name, m); err != nil {
 				return err

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	velerov1 "github.com/vmware-tanzu/velero/pkg/apis/velero/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -194,6 +195,19 @@ func (w *Watcher) observe(kind int, typ watch.EventType, u *unstructured.Unstruc
 			return o, fmt.Errorf("configmap %s: %w", u.GetName(), err)
 		}
 		cluster := cm.Labels[engine.ClusterNameLabel]
+		if cluster != "" && cm.Name == cluster+addOnSuffix {
+			o.AddOnOf = cluster
+			var owners []string
+			for _, ref := range cm.OwnerReferences {
+				if ref.Kind == capi.ClusterKind {
+					o.OwnerUIDs = append(o.OwnerUIDs, ref.UID)
+					owners = append(owners, shortUID(string(ref.UID)))
+				}
+			}
+			w.h.Add("watch", "add-on "+ev, o.Name, u.GetResourceVersion(),
+				"owners="+strings.Join(owners, ",")+" uid="+shortUID(string(o.UID))+" restore="+cm.Labels[velerov1.RestoreNameLabel])
+			break
+		}
 		if cluster == "" || cm.Name != cluster+engine.LockSuffix {
 			w.h.Add("watch", "configmap "+ev, o.Name, u.GetResourceVersion(), "")
 			break

@@ -41,6 +41,7 @@ const (
 	Latency            Class = "latency"
 	StaleCallerView    Class = "stale-caller-view"
 	ManagerCacheLag    Class = "manager-cache-lag"
+	RelinkerCacheLag   Class = "relinker-cache-lag"
 	LockDeleted        Class = "lock-deleted"
 	LockCollected      Class = "lock-collected"
 	RegisterReverted   Class = "register-reverted"
@@ -52,6 +53,7 @@ const (
 	ClusterDeleted     Class = "cluster-deleted"
 	BackupRestore      Class = "backup-restore"
 	ClusterRestoredOld Class = "cluster-restored-old"
+	SameNameOwner      Class = "same-name-owner"
 	ManagerKilled      Class = "manager-killed"
 	CallCutOff         Class = "call-cut-off"
 	InitCompletes      Class = "init-completes"
@@ -74,6 +76,10 @@ func (e Entry) Models(s Side) bool {
 	_, no := e.Unmodelled[s]
 	return !no
 }
+
+// relinkerUnexplored is why the explorer models no fault of the relinker.
+const relinkerUnexplored = "the explorer drives the lock's protocol, not the relinker; internal/relink's tests " +
+	"run the relinker on the real API server with each fault"
 
 // catalogue is every fault class, in report order.
 var catalogue = []Entry{
@@ -101,6 +107,9 @@ var catalogue = []Entry{
 		Meaning: "a provider calls Lock or Unlock with the Cluster and the Machine its informer cache shows, behind the server"},
 	{Class: ManagerCacheLag, Group: Cache,
 		Meaning: "the manager's informer cache lags behind the server"},
+	{Class: RelinkerCacheLag, Group: Cache,
+		Meaning:    "the relinker's informer cache lags behind the server: it still shows an owner deleted or replaced since",
+		Unmodelled: map[Side]string{Explorer: relinkerUnexplored}},
 	{Class: LockDeleted, Group: Object,
 		Meaning: "an operator or a tool deletes the lock ConfigMap"},
 	{Class: LockCollected, Group: Object,
@@ -134,6 +143,10 @@ var catalogue = []Entry{
 		Meaning: "the Cluster alone is deleted and restored from an older backup: a new UID, its grant register older or absent",
 		Unmodelled: map[Side]string{Explorer: "backup-restore restores from a backup taken any number of steps " +
 			"before, and register-reverted brings an older register back in place"}},
+	{Class: SameNameOwner, Group: Object,
+		Meaning: "an owner is deleted and an unrelated object takes its name; a restore then skips it (it exists) " +
+			"and brings back its dependents",
+		Unmodelled: map[Side]string{Explorer: relinkerUnexplored}},
 	{Class: ManagerKilled, Group: Process,
 		Meaning: "a manager process is killed (SIGKILL) and started again",
 		Unmodelled: map[Side]string{Explorer: "one reconciler runs, each reconcile to its end; a write of it held back " +
