@@ -60,7 +60,10 @@
 // backup with both, initlock's plugin in each, once as the seed does and
 // once with the infrastructure objects' status, and finds no difference in
 // any field, label, annotation, ownerReference, status or in the order of
-// creation. What the simulator does not do at all, by design:
+// creation; then it changes some of the restored objects (data, labels, a
+// deleted lock) and restores over them with --existing-resource-policy=update,
+// and finds no difference either, managedFields included (the simulator
+// patches under Velero's field manager, velero-server). What the simulator does not do at all, by design:
 //
 //   - Backup lists only the kinds it is given, in the version the caller
 //     names; Velero backs up every resource of the namespace in the API

@@ -61,8 +61,13 @@ func setRestoreLabels(obj *unstructured.Unstructured, restore, backup string) *u
 	return obj
 }
 
+// veleroFieldManager is the field manager the API server records for the
+// Velero server's writes (its User-Agent's program name).
+const veleroFieldManager = "velero-server"
+
 // mergePatch patches target with the JSON merge patch from one to another,
-// as Velero's generatePatch makes it, and returns target as patched.
+// as Velero's generatePatch makes it, under Velero's field manager, and
+// returns target as patched.
 func (r *Restorer) mergePatch(ctx context.Context, target, from, to *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	a, err := json.Marshal(from.Object)
 	if err != nil {
@@ -77,7 +82,7 @@ func (r *Restorer) mergePatch(ctx context.Context, target, from, to *unstructure
 		return nil, fmt.Errorf("patch for %s %s/%s: %w", target.GetKind(), target.GetNamespace(), target.GetName(), err)
 	}
 	out := target.DeepCopy()
-	if err := r.c.Patch(ctx, out, client.RawPatch(types.MergePatchType, body)); err != nil {
+	if err := r.c.Patch(ctx, out, client.RawPatch(types.MergePatchType, body), client.FieldOwner(veleroFieldManager)); err != nil {
 		return nil, fmt.Errorf("updating the existing %s %s/%s: %w", target.GetKind(), target.GetNamespace(), target.GetName(), err)
 	}
 	return out, nil
