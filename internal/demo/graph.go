@@ -48,8 +48,8 @@ var graphKinds = []schema.GroupVersionKind{
 func (d *demo) objectGraph() {
 	tl := d.tl
 	tl.chapter("Object graph", "The whole Cluster API object graph is relinked after a restore",
-		"initlock's Velero plugin records each restored object's owners without UIDs; the relinker, running",
-		"in the manager's process, links them to the owners' new UIDs, so the garbage collector works again.")
+		"initlock's Velero plugin records each restored object's owners with their backed-up UIDs; the relinker, running",
+		"in the manager's process, links them to the owners the same restore brought back, by their new UIDs, so the garbage collector works again.")
 	var (
 		backup []*unstructured.Unstructured
 		owned  map[string]string // object -> owner, as created
