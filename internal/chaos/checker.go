@@ -28,6 +28,11 @@ const (
 	// its Cluster exists, uninitialised and not being deleted, except by the
 	// holder's own Unlock.
 	InvNoUnsafeDelete = 4
+	// InvRightOwner: the relinker links a restored add-on ConfigMap only to
+	// the Cluster the same restore created, or to the Cluster it was backed
+	// up with; once settled, every restored add-on whose restore's Cluster
+	// exists is linked to it (relinks.go).
+	InvRightOwner = 5
 )
 
 // Violation is a broken invariant.

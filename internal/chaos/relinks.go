@@ -16,12 +16,6 @@ import (
 	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
-// InvRightOwner: the relinker links a restored add-on ConfigMap only to the
-// Cluster the same restore created, or to the Cluster it was backed up
-// with; once settled, every restored add-on whose restore's Cluster exists
-// is linked to it.
-const InvRightOwner = 5
-
 // addOnSuffix ends the name of a Cluster's add-on ConfigMap: a user's
 // object owned by the Cluster, which no Cluster API controller adopts.
 const addOnSuffix = "-addons"

@@ -61,7 +61,7 @@ type readRound struct {
 type liveRead struct {
 	sent, answered time.Time
 	done           chan struct{}
-	owner          *metav1.PartialObjectMetadata
+	owner          client.Object
 	err            error
 }
 
@@ -69,9 +69,10 @@ func newLiveReads(r client.Reader) *liveReads {
 	return &liveReads{reader: r, byOwner: map[ownerID]*readRound{}}
 }
 
-// get returns the owner's metadata, nil when it does not exist, as read by
-// a request sent after seen and answered less than ConfirmFor ago.
-func (l *liveReads) get(ctx context.Context, id ownerID, seen time.Time) (*metav1.PartialObjectMetadata, error) {
+// get returns the owner's metadata (a nil interface when it does not
+// exist), as read by a request sent after seen and answered less than
+// ConfirmFor ago, or in flight.
+func (l *liveReads) get(ctx context.Context, id ownerID, seen time.Time) (client.Object, error) {
 	l.mu.Lock()
 	round := l.byOwner[id]
 	if round == nil {
@@ -140,7 +141,7 @@ func (l *liveReads) forget(id ownerID, round *readRound) {
 	}
 }
 
-func (l *liveReads) read(ctx context.Context, id ownerID) (*metav1.PartialObjectMetadata, error) {
+func (l *liveReads) read(ctx context.Context, id ownerID) (client.Object, error) {
 	ctx, cancel := context.WithTimeout(ctx, liveReadTimeout)
 	defer cancel()
 	owner := &metav1.PartialObjectMetadata{}

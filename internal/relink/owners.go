@@ -36,13 +36,13 @@ func (r *Relinker) resolve(ctx context.Context, k *kind, obj client.Object, owne
 		case t.unreadable != "":
 			out[i] = Judgement{Owner: o, Verdict: VerdictNotFound, Why: t.unreadable}
 		case t.watched != nil:
-			var cached client.Object = t.watched.newObject()
+			cached := t.watched.newObject()
 			if err := r.cache.Get(ctx, t.id.key, cached); apierrors.IsNotFound(err) {
 				cached = nil
 			} else if err != nil {
 				return nil, fmt.Errorf("%s %s: reading owner %s from the cache: %w", k.gvk.GroupKind(), klog.KObj(obj), o, err)
 			}
-			if out[i] = judge(obj, o, cached); out[i].Verdict.Links() {
+			if out[i] = Judge(obj, o, cached); out[i].Verdict.Links() {
 				live = append(live, i)
 			}
 		default:
@@ -57,24 +57,12 @@ func (r *Relinker) resolve(ctx context.Context, k *kind, obj client.Object, owne
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: reading owner %s: %w", k.gvk.GroupKind(), klog.KObj(obj), owners[i], err)
 		}
-		if owner == nil {
-			out[i] = judge(obj, owners[i], nil)
-		} else {
-			out[i] = judge(obj, owners[i], owner)
-		}
+		out[i] = Judge(obj, owners[i], owner)
 	}
 	for i := range out {
 		out[i].APIVersion = targets[i].apiVersion
 	}
 	return out, nil
-}
-
-// judge is Judge for an owner that may be a nil client.Object.
-func judge(obj client.Object, o OwnerRef, owner client.Object) Judgement {
-	if owner == nil {
-		return Judge(obj, o, nil)
-	}
-	return Judge(obj, o, owner)
 }
 
 // ownerTarget is what the relinker needs to read a recorded owner: the

@@ -111,5 +111,5 @@ func (l *liveJudge) judge(ctx context.Context, obj client.Object, o OwnerRef) (J
 		}
 		l.owners[t.id] = owner
 	}
-	return judge(obj, o, owner), nil
+	return Judge(obj, o, owner), nil
 }
