@@ -133,10 +133,21 @@ func startAs(t testing.TB, cfg *rest.Config, ns string, opts relink.Options) *ha
 	return h
 }
 
-// gauge returns the value of a metric of the relinker for kind.
+// metric returns the value of a metric of the relinker for kind.
 func (h *harness) metric(t testing.TB, name string, gk schema.GroupKind) float64 {
 	t.Helper()
-	families, err := h.registry.Gather()
+	v, ok := metricValue(t, h.registry, name, map[string]string{"group": gk.Group, "kind": gk.Kind})
+	if !ok {
+		t.Fatalf("no metric %s for %s", name, gk)
+	}
+	return v
+}
+
+// metricValue sums the samples of the counter or gauge name of g whose
+// labels include labels; ok tells whether there was one.
+func metricValue(t testing.TB, g prometheus.Gatherer, name string, labels map[string]string) (sum float64, ok bool) {
+	t.Helper()
+	families, err := g.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,21 +155,22 @@ func (h *harness) metric(t testing.TB, name string, gk schema.GroupKind) float64
 		if f.GetName() != name {
 			continue
 		}
+	next:
 		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
+			have := map[string]string{}
 			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
+				have[l.GetName()] = l.GetValue()
 			}
-			if labels["group"] == gk.Group && labels["kind"] == gk.Kind {
-				if m.GetGauge() != nil {
-					return m.GetGauge().GetValue()
+			for k, v := range labels {
+				if have[k] != v {
+					continue next
 				}
-				return m.GetCounter().GetValue()
 			}
+			ok = true
+			sum += m.GetGauge().GetValue() + m.GetCounter().GetValue()
 		}
 	}
-	t.Fatalf("no metric %s for %s", name, gk)
-	return 0
+	return sum, ok
 }
 
 // events returns the reasons of the Events about the named object.

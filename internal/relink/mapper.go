@@ -97,11 +97,7 @@ func (m *kindMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta
 			return found, nil
 		}
 	}
-	var out *meta.RESTMapping
-	err := m.lookup(func(s meta.RESTMapper) (err error) {
-		out, err = s.RESTMapping(gk, versions...)
-		return err
-	})
+	out, err := mapWith(m, func(s meta.RESTMapper) (*meta.RESTMapping, error) { return s.RESTMapping(gk, versions...) })
 	if err != nil {
 		return nil, err
 	}
@@ -113,49 +109,38 @@ func (m *kindMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta
 	return out, nil
 }
 
-// RESTMappings implements meta.RESTMapper.
-func (m *kindMapper) RESTMappings(gk schema.GroupKind, versions ...string) (out []*meta.RESTMapping, err error) {
+// mapWith is lookup for a function of one result.
+func mapWith[T any](m *kindMapper, f func(meta.RESTMapper) (T, error)) (out T, err error) {
 	err = m.lookup(func(s meta.RESTMapper) (err error) {
-		out, err = s.RESTMappings(gk, versions...)
+		out, err = f(s)
 		return err
 	})
 	return out, err
+}
+
+// RESTMappings implements meta.RESTMapper.
+func (m *kindMapper) RESTMappings(gk schema.GroupKind, versions ...string) ([]*meta.RESTMapping, error) {
+	return mapWith(m, func(s meta.RESTMapper) ([]*meta.RESTMapping, error) { return s.RESTMappings(gk, versions...) })
 }
 
 // KindFor implements meta.RESTMapper.
-func (m *kindMapper) KindFor(resource schema.GroupVersionResource) (out schema.GroupVersionKind, err error) {
-	err = m.lookup(func(s meta.RESTMapper) (err error) {
-		out, err = s.KindFor(resource)
-		return err
-	})
-	return out, err
+func (m *kindMapper) KindFor(resource schema.GroupVersionResource) (schema.GroupVersionKind, error) {
+	return mapWith(m, func(s meta.RESTMapper) (schema.GroupVersionKind, error) { return s.KindFor(resource) })
 }
 
 // KindsFor implements meta.RESTMapper.
-func (m *kindMapper) KindsFor(resource schema.GroupVersionResource) (out []schema.GroupVersionKind, err error) {
-	err = m.lookup(func(s meta.RESTMapper) (err error) {
-		out, err = s.KindsFor(resource)
-		return err
-	})
-	return out, err
+func (m *kindMapper) KindsFor(resource schema.GroupVersionResource) ([]schema.GroupVersionKind, error) {
+	return mapWith(m, func(s meta.RESTMapper) ([]schema.GroupVersionKind, error) { return s.KindsFor(resource) })
 }
 
 // ResourceFor implements meta.RESTMapper.
-func (m *kindMapper) ResourceFor(input schema.GroupVersionResource) (out schema.GroupVersionResource, err error) {
-	err = m.lookup(func(s meta.RESTMapper) (err error) {
-		out, err = s.ResourceFor(input)
-		return err
-	})
-	return out, err
+func (m *kindMapper) ResourceFor(input schema.GroupVersionResource) (schema.GroupVersionResource, error) {
+	return mapWith(m, func(s meta.RESTMapper) (schema.GroupVersionResource, error) { return s.ResourceFor(input) })
 }
 
 // ResourcesFor implements meta.RESTMapper.
-func (m *kindMapper) ResourcesFor(input schema.GroupVersionResource) (out []schema.GroupVersionResource, err error) {
-	err = m.lookup(func(s meta.RESTMapper) (err error) {
-		out, err = s.ResourcesFor(input)
-		return err
-	})
-	return out, err
+func (m *kindMapper) ResourcesFor(input schema.GroupVersionResource) ([]schema.GroupVersionResource, error) {
+	return mapWith(m, func(s meta.RESTMapper) ([]schema.GroupVersionResource, error) { return s.ResourcesFor(input) })
 }
 
 // ResourceSingularizer implements meta.RESTMapper.

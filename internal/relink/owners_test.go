@@ -9,7 +9,6 @@ import (
 
 	velerov1 "github.com/vmware-tanzu/velero/pkg/apis/velero/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -62,34 +61,58 @@ func deleteAndWait(t *testing.T, obj client.Object, dependents ...client.Object)
 	kubeenv.WaitGone(t, env.Client, dependents...)
 }
 
-// objectKey names an object of kind gvk.
-func objectKey(gvk schema.GroupVersionKind, ns, name string) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gvk)
-	u.SetNamespace(ns)
-	u.SetName(name)
-	return u
+// objKey names an object of the test's namespace.
+type objKey struct {
+	gvk  schema.GroupVersionKind
+	name string
 }
 
-// unlinkedAndKept returns nil while every object of keys exists without
-// an ownerReference.
-func unlinkedAndKept(t *testing.T, keys ...*unstructured.Unstructured) func() error {
+// unlinkedAndKept returns nil while every object of keys exists in ns
+// without an ownerReference.
+func unlinkedAndKept(t *testing.T, ns string, keys ...objKey) func() error {
 	return func() error {
 		for _, k := range keys {
-			u := k.DeepCopy()
-			err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(k), u)
-			if apierrors.IsNotFound(err) {
-				return fmt.Errorf("%s %s was deleted", k.GetKind(), k.GetName())
-			}
-			if err != nil {
-				return err
-			}
-			if refs := u.GetOwnerReferences(); len(refs) > 0 {
-				return fmt.Errorf("%s %s linked to %v", k.GetKind(), k.GetName(), refs)
+			if refs := get(t, k.gvk, ns, k.name).GetOwnerReferences(); len(refs) > 0 {
+				return fmt.Errorf("%s %s linked to %v", k.gvk.Kind, k.name, refs)
 			}
 		}
 		return nil
 	}
+}
+
+// clusterWithAddOn creates in ns Cluster c1 and an add-on ConfigMap it
+// owns.
+func clusterWithAddOn(t *testing.T, ns string) (*unstructured.Unstructured, *corev1.ConfigMap) {
+	t.Helper()
+	c1 := create(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1"))
+	cm := addOn(ns, "c1-addons", c1)
+	if err := env.Client.Create(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	return c1, cm
+}
+
+// graphOf creates in ns Cluster c1, a MachineDeployment and an add-on
+// ConfigMap it owns, and returns them.
+func graphOf(t *testing.T, ns string) (c1, md *unstructured.Unstructured, cm *corev1.ConfigMap) {
+	t.Helper()
+	c1, cm = clusterWithAddOn(t, ns)
+	md = newMachineDeployment(ns, "c1", "c1-md-0")
+	md.SetOwnerReferences([]metav1.OwnerReference{refTo(c1, false)})
+	create(t, md)
+	return c1, md, cm
+}
+
+// configMapsOf keeps the ConfigMaps of a backup: what a restore of the
+// ConfigMaps alone brings back.
+func configMapsOf(items []*unstructured.Unstructured) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, u := range items {
+		if u.GetKind() == "ConfigMap" {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // TestPartialRestoreNeverLinksToAnUnrelatedOwner: a backup holds Cluster c1,
@@ -100,14 +123,7 @@ func unlinkedAndKept(t *testing.T, keys ...*unstructured.Unstructured) func() er
 // the garbage collector delete them.
 func TestPartialRestoreNeverLinksToAnUnrelatedOwner(t *testing.T) {
 	ns := env.Namespace(t)
-	c1 := create(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1"))
-	md := newMachineDeployment(ns, "c1", "c1-md-0")
-	md.SetOwnerReferences([]metav1.OwnerReference{refTo(c1, false)})
-	create(t, md)
-	cm := addOn(ns, "c1-addons", c1)
-	if err := env.Client.Create(t.Context(), cm); err != nil {
-		t.Fatal(err)
-	}
+	c1, md, cm := graphOf(t, ns)
 	items := backupOf(t, ns)
 
 	h := start(t, ns, relink.Options{WarnAfter: -1})
@@ -120,7 +136,7 @@ func TestPartialRestoreNeverLinksToAnUnrelatedOwner(t *testing.T) {
 	if len(restored) != 2 {
 		t.Fatalf("restored %d objects, want the MachineDeployment and the ConfigMap", len(restored))
 	}
-	left := unlinkedAndKept(t, objectKey(capiGVK("MachineDeployment"), ns, "c1-md-0"), objectKey(configMapGVK, ns, "c1-addons"))
+	left := unlinkedAndKept(t, ns, objKey{capiGVK("MachineDeployment"), "c1-md-0"}, objKey{configMapGVK, "c1-addons"})
 	kubeenv.Consistently(t, 3*time.Second, left)
 	kubeenv.Eventually(t, 10*time.Second, func() error {
 		if w := h.relinker.Waiting(); len(w) != 2 {
@@ -161,11 +177,7 @@ func isClusterWatch(req *http.Request) bool {
 // the deleted one's UID (the collector would delete it).
 func TestLaggingCacheNeverLinksToADeletedOwner(t *testing.T) {
 	ns := env.Namespace(t)
-	c1 := create(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1"))
-	cm := addOn(ns, "c1-addons", c1)
-	if err := env.Client.Create(t.Context(), cm); err != nil {
-		t.Fatal(err)
-	}
+	c1, cm := clusterWithAddOn(t, ns)
 	items := backupOf(t, ns)
 	deleteAndWait(t, c1, cm)
 
@@ -192,39 +204,15 @@ func TestLaggingCacheNeverLinksToADeletedOwner(t *testing.T) {
 // knows to be gone.
 func TestOwnerIsConfirmedLive(t *testing.T) {
 	ns := env.Namespace(t)
-	c1 := create(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1"))
-	cm := addOn(ns, "c1-addons", c1)
-	if err := env.Client.Create(t.Context(), cm); err != nil {
-		t.Fatal(err)
-	}
-	var lost []*unstructured.Unstructured
-	for _, u := range backupOf(t, ns) {
-		if u.GetKind() == "ConfigMap" {
-			lost = append(lost, u)
-		}
-	}
+	c1, cm := clusterWithAddOn(t, ns)
+	lost := configMapsOf(backupOf(t, ns))
 	kubeenv.DeleteAndWait(t, env.Client, cm)
 
 	const lag = 3 * time.Second
 	startAs(t, kubeenv.LagWatches(env.Config, lag, isClusterWatch), ns, relink.Options{})
 	kubeenv.DeleteAndWait(t, env.Client, c1)
 	restoreAs(t, "restore-1", velerosim.Options{}, lost)
-	kubeenv.Consistently(t, lag+2*time.Second, unlinkedAndKept(t, objectKey(configMapGVK, ns, "c1-addons")))
-}
-
-// graphOf creates in ns Cluster c1, a MachineDeployment and an add-on
-// ConfigMap it owns, and returns them.
-func graphOf(t *testing.T, ns string) (c1, md *unstructured.Unstructured, cm *corev1.ConfigMap) {
-	t.Helper()
-	c1 = create(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1"))
-	md = newMachineDeployment(ns, "c1", "c1-md-0")
-	md.SetOwnerReferences([]metav1.OwnerReference{refTo(c1, false)})
-	create(t, md)
-	cm = addOn(ns, "c1-addons", c1)
-	if err := env.Client.Create(t.Context(), cm); err != nil {
-		t.Fatal(err)
-	}
-	return c1, md, cm
+	kubeenv.Consistently(t, lag+2*time.Second, unlinkedAndKept(t, ns, objKey{configMapGVK, "c1-addons"}))
 }
 
 // TestNamespaceMappings: a backup restored with --namespace-mappings into a
@@ -245,7 +233,7 @@ func TestNamespaceMappings(t *testing.T) {
 	restoredC1 := get(t, capiGVK("Cluster"), to, "c1")
 	kubeenv.Eventually(t, 10*time.Second, linked(t, capiGVK("MachineDeployment"), to, "c1-md-0", refTo(restoredC1, false)))
 	kubeenv.Eventually(t, 10*time.Second, linked(t, configMapGVK, to, "c1-addons", refTo(restoredC1, false)))
-	kubeenv.Consistently(t, 2*time.Second, unlinkedAndKept(t, objectKey(capiGVK("MachineDeployment"), taken, "c1-md-0"), objectKey(configMapGVK, taken, "c1-addons")))
+	kubeenv.Consistently(t, 2*time.Second, unlinkedAndKept(t, taken, objKey{capiGVK("MachineDeployment"), "c1-md-0"}, objKey{configMapGVK, "c1-addons"}))
 	if got := hTaken.metric(t, relink.UnprovenMetric, configMapGK); got != 1 {
 		t.Errorf("%s{ConfigMap} = %v, want 1", relink.UnprovenMetric, got)
 	}
@@ -315,12 +303,7 @@ func TestExistingResourcePolicyUpdate(t *testing.T) {
 func TestPartialRestoreOfLostDependents(t *testing.T) {
 	ns := env.Namespace(t)
 	c1, _, cm := graphOf(t, ns)
-	var lost []*unstructured.Unstructured
-	for _, u := range backupOf(t, ns) {
-		if u.GetKind() == "ConfigMap" {
-			lost = append(lost, u)
-		}
-	}
+	lost := configMapsOf(backupOf(t, ns))
 	kubeenv.DeleteAndWait(t, env.Client, cm)
 	h := start(t, ns, relink.Options{WarnAfter: -1})
 
@@ -340,30 +323,14 @@ func TestPartialRestoreOfLostDependents(t *testing.T) {
 	if got := h.metric(t, relink.UnprovenMetric, configMapGK); got != 1 {
 		t.Errorf("%s{ConfigMap} = %v, want 1", relink.UnprovenMetric, got)
 	}
-	kubeenv.Consistently(t, time.Second, unlinkedAndKept(t, objectKey(configMapGVK, ns, "first-format")))
+	kubeenv.Consistently(t, time.Second, unlinkedAndKept(t, ns, objKey{configMapGVK, "first-format"}))
 }
 
 // reconciles returns how many reconciles the relink controllers of the
 // process have made.
 func reconciles(t *testing.T) float64 {
 	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0.0
-	for _, f := range families {
-		if f.GetName() != "controller_runtime_reconcile_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == relink.ControllerName {
-					n += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
+	n, _ := metricValue(t, ctrlmetrics.Registry, "controller_runtime_reconcile_total", map[string]string{"controller": relink.ControllerName})
 	return n
 }
 
