@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	velerov1 "github.com/vmware-tanzu/velero/pkg/apis/velero/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -71,8 +72,9 @@ func TestBinary(t *testing.T) {
 
 	// The relinker runs by default, and relinks Secrets with
 	// --relink-secrets: a restored Secret gets its owner back.
+	// It was restored with the Cluster, by the same restore.
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1-kubeconfig",
-		Labels:      map[string]string{capi.ClusterNameLabel: "c1"},
+		Labels:      map[string]string{capi.ClusterNameLabel: "c1", velerov1.RestoreNameLabel: cluster.GetLabels()[velerov1.RestoreNameLabel]},
 		Annotations: map[string]string{relink.Annotation: `[{"apiVersion":"` + cluster.GetAPIVersion() + `","kind":"Cluster","name":"c1"}]`}}}
 	managertest.Create(t, c, secret)
 	kubeenv.Eventually(t, 30*time.Second, func() error {

@@ -44,7 +44,7 @@ func testMissingPermission(t *testing.T, resource, verb string) {
 		machine,
 	)
 	rm, reg := startManager(t, cfg, ns)
-	cluster := managertest.CreateCluster(t, env.Client, v, ns, "c1")
+	cluster := restoredCluster(t, ns, "c1")
 
 	kubeenv.Eventually(t, 30*time.Second, linkedTo(t, "MachineDeployment", ns, "md-0", cluster, plainOwner("Cluster", "c1")))
 	kubeenv.Eventually(t, 30*time.Second, linkedTo(t, "MachineSet", ns, "md-0-abc", get(t, "MachineDeployment", ns, "md-0"), controllerOwner("MachineDeployment", "md-0")))

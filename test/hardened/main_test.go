@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	velerov1 "github.com/vmware-tanzu/velero/pkg/apis/velero/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -70,10 +71,31 @@ func capiGVK(kind string) schema.GroupVersionKind {
 	return schema.GroupVersionKind{Group: capi.Group, Version: env.CAPIVersion, Kind: kind}
 }
 
+// restoreName is the restore the objects of the tests come back with.
+const restoreName = "restore-1"
+
 // restored returns u as a restore with initlock's Velero plugin leaves it:
-// no ownerReferences, the owners recorded in the annotation.
+// no ownerReferences, the owners recorded in the annotation, labelled with
+// the restore.
 func restored(u *unstructured.Unstructured, owners ...relink.OwnerRef) *unstructured.Unstructured {
 	u.SetAnnotations(map[string]string{relink.Annotation: relink.Encode(owners)})
+	return withRestore(u)
+}
+
+// restoredCluster creates Cluster name as the same restore brings it back,
+// which the relinker's link rule proves to be the objects' owner.
+func restoredCluster(t *testing.T, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	return managertest.CreateCluster(t, env.Client, env.CAPIVersion, ns, name, func(u *unstructured.Unstructured) { withRestore(u) })
+}
+
+func withRestore(u *unstructured.Unstructured) *unstructured.Unstructured {
+	labels := u.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[velerov1.RestoreNameLabel] = restoreName
+	u.SetLabels(labels)
 	return u
 }
 

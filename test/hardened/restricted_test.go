@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/initlock/initlock/internal/kubeenv"
-	"github.com/initlock/initlock/internal/manager/managertest"
 	"github.com/initlock/initlock/internal/relink"
 )
 
@@ -36,7 +35,7 @@ func TestRestrictedRelinkAndAdoption(t *testing.T) {
 			t.Logf("requests refused to the manager's user: %v", rm.Counter.Denied())
 		}
 	})
-	cluster := managertest.CreateCluster(t, env.Client, v, ns, "c1")
+	cluster := restoredCluster(t, ns, "c1")
 
 	kubeenv.Eventually(t, 30*time.Second, linkedTo(t, "MachineDeployment", ns, "md-0", cluster, plainOwner("Cluster", "c1")))
 	kubeenv.Eventually(t, 30*time.Second, linkedTo(t, "MachineSet", ns, "md-0-abc", get(t, "MachineDeployment", ns, "md-0"), controllerOwner("MachineDeployment", "md-0")))

@@ -192,7 +192,7 @@ func TestReleasePluginImage(t *testing.T) {
 		t.Fatalf("Execute over gRPC: %v", err)
 	}
 	ann := res.UpdatedItem.(*unstructured.Unstructured).GetAnnotations()[relink.Annotation]
-	if want := `[{"apiVersion":"cluster.x-k8s.io/v1beta2","kind":"MachineSet","name":"ms-0","controller":true}]`; ann != want {
+	if want := `{"version":2,"owners":[{"apiVersion":"cluster.x-k8s.io/v1beta2","kind":"MachineSet","name":"ms-0","uid":"2b1e0c1e-0000-4000-8000-000000000001","controller":true}]}`; ann != want {
 		t.Fatalf("annotation = %s, want %s", ann, want)
 	}
 }
