@@ -61,9 +61,9 @@ type queue = workqueue.TypedRateLimitingInterface[Request]
 // handlerFor maps the events of kind k: an object carrying the annotation
 // is reconciled itself, an object appearing or labelled by another restore
 // is looked up as an owner, and a Cluster being unpaused releases the
-// objects that belong to it. An object
-// that loses the annotation or is deleted is only dropped from the
-// bookkeeping: there is nothing to reconcile.
+// objects that belong to it. An object that loses the annotation or is
+// deleted is only dropped from the bookkeeping: there is nothing to
+// reconcile.
 func (r *Relinker) handlerFor(k *kind) handler.TypedEventHandler[client.Object, Request] {
 	self := func(obj client.Object, q queue) {
 		q.Add(Request{GVK: k.gvk, NamespacedName: client.ObjectKeyFromObject(obj)})

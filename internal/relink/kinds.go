@@ -127,7 +127,6 @@ type kind struct {
 // (a management cluster without MachinePools, say) and are then skipped. The
 // Cluster API Cluster kind is always included, for the paused check.
 func resolveKinds(mapper meta.RESTMapper, gvks []schema.GroupVersionKind, defaults bool, selectors map[schema.GroupKind]labels.Selector) ([]kind, []schema.GroupKind, error) {
-	clusterGK := schema.GroupKind{Group: capi.Group, Kind: capi.ClusterKind}
 	hasCluster := false
 	for _, g := range gvks {
 		if g.GroupKind() == clusterGK {
