@@ -136,9 +136,9 @@ func TestUnlock(t *testing.T) {
 		}
 		// GET lock ∥ GET Cluster; GET caller (after them: an object from
 		// before a restore is refused); PATCH register (retired); PATCH
-		// register (withdrawn); DELETE lock, each decided on what the
-		// write before answered.
-		if r, w := f.counter.Reads(), f.counter.Writes(); r != 3 || w != 3 {
+		// register (withdrawn); PATCH lock (the release mark); DELETE lock,
+		// each decided on what the write before answered.
+		if r, w := f.counter.Reads(), f.counter.Writes(); r != 3 || w != 4 {
 			t.Errorf("Unlock made %d reads and %d writes, want 3 and 3", r, w)
 		}
 		if cm := kubeenv.MustGetLock(f.t, env.Client, f.ns, "c1"); cm != nil {
