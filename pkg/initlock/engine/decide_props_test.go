@@ -37,7 +37,7 @@ var (
 	propMachines = []func(string) *engine.Machine{
 		func(string) *engine.Machine { return nil }, machine, recreated,
 	}
-	propIntents    = []engine.Intent{engine.IntentKeep, engine.IntentLock, engine.IntentUnlock, engine.IntentRelease}
+	propIntents = []engine.Intent{engine.IntentKeep, engine.IntentLock, engine.IntentUnlock, engine.IntentRelease}
 )
 
 // propObservation builds an Observation from choice indexes.
