@@ -28,35 +28,15 @@ func TestRepeatedErrorsSayWhatHappened(t *testing.T) {
 		reads, writes int
 	}{{
 		name: "Lock: every create of the lock answered 503",
-		call: func(t *testing.T, f *fixture) error {
-			m := f.machine("m1")
-			f.withFaults(t, func(w write) (outcome, error) {
-				if w.verb == "create" {
-					return refuse, unavailable
-				}
-				return pass, nil
-			})
-			_, err := f.locker.Lock(t.Context(), f.cluster, m)
-			return err
-		},
-		is: apierrors.IsServiceUnavailable,
+		call: lockWithEveryCreateAnswered(unavailable),
+		is:   apierrors.IsServiceUnavailable,
 		// PATCH claim ∥ GET m1; CREATE (503); then 8 rounds of GET lock ∥
 		// GET Cluster ∥ GET m1; CREATE (503). The refused creates never
 		// reach the server.
 		reads: 25, writes: 1,
 	}, {
-		name: "Lock: every create of the lock answered AlreadyExists",
-		call: func(t *testing.T, f *fixture) error {
-			m := f.machine("m1")
-			f.withFaults(t, func(w write) (outcome, error) {
-				if w.verb == "create" {
-					return refuse, alreadyExists
-				}
-				return pass, nil
-			})
-			_, err := f.locker.Lock(t.Context(), f.cluster, m)
-			return err
-		},
+		name:      "Lock: every create of the lock answered AlreadyExists",
+		call:      lockWithEveryCreateAnswered(alreadyExists),
 		is:        apierrors.IsAlreadyExists,
 		contended: true,
 		// As above, every create answered AlreadyExists.
@@ -94,5 +74,21 @@ func TestRepeatedErrorsSayWhatHappened(t *testing.T) {
 			}
 			f.counts(t, tc.name, tc.reads, tc.writes)
 		})
+	}
+}
+
+// lockWithEveryCreateAnswered makes m1's Lock with every create of the
+// lock refused with err, unsent.
+func lockWithEveryCreateAnswered(err error) func(t *testing.T, f *fixture) error {
+	return func(t *testing.T, f *fixture) error {
+		m := f.machine("m1")
+		f.withFaults(t, func(w write) (outcome, error) {
+			if w.verb == "create" {
+				return refuse, err
+			}
+			return pass, nil
+		})
+		_, lockErr := f.locker.Lock(t.Context(), f.cluster, m)
+		return lockErr
 	}
 }
