@@ -39,12 +39,13 @@ var (
 	// restored from a backup or moved since the caller read it. Nothing was
 	// released; call again with the live object.
 	ErrStaleCluster = errors.New("cluster object is stale")
-	// ErrContended means Lock or Unlock gave up after rounds in a row that
-	// each lost a race (a conflict, a failed test of a compare-and-swap, an
-	// object that appeared or went away since it was read); the error also
-	// wraps the last of those. Calling again is safe. A call whose rounds
-	// failed otherwise (a timeout, a server error, a refusal the client
-	// made) returns that last error itself, wrapped, not ErrContended.
+	// ErrContended means Lock or Unlock gave up after 8 rounds in a row that
+	// did not settle, the last of them having lost a race (a conflict, a
+	// failed test of a compare-and-swap, an object that appeared or went
+	// away since it was read); the error also wraps that race's error.
+	// Calling again is safe. A call whose last round failed otherwise (a
+	// timeout, a server error, a refusal the client made) returns that
+	// error itself, wrapped, not ErrContended.
 	ErrContended = errors.New("lock is contended")
 )
 
@@ -76,8 +77,8 @@ func asStatus(err error, target *apierrors.APIStatus) bool {
 
 // unsettled is the error of a Lock or Unlock whose rounds all ended without
 // settling; last is the error of the latest round that failed with one.
-// Only races lost are contention: any other error that kept the call from
-// settling is returned as itself, wrapped.
+// Only a race lost is contention: any other error that kept the call from
+// settling to the end is returned as itself, wrapped.
 func unsettled(namespace, lockName string, last error) error {
 	switch {
 	case last == nil:
