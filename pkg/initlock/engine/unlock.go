@@ -106,6 +106,7 @@ func (r *release) run(ctx context.Context) error {
 	cl, lockName := r.cl, r.lockName
 	var known *Observation // what the last round's writes left, when known
 	var cm *corev1.ConfigMap
+	var last error // the error of the latest round that failed with one
 	for attempt := range maxAttempts {
 		var obs Observation
 		if known != nil {
@@ -161,8 +162,9 @@ func (r *release) run(ctx context.Context) error {
 		case fatal(err):
 			return err
 		}
+		last = err
 	}
-	return lockError(cl.Namespace, lockName, fmt.Errorf("%w: %d rounds in a row did not settle", ErrContended, maxAttempts))
+	return unsettled(cl.Namespace, lockName, last)
 }
 
 // sameCluster refuses a release made with a cluster object of another
