@@ -7,10 +7,13 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
@@ -119,4 +122,85 @@ func (r lockRef) object() client.Object {
 	cm := lockFor(r.ns, "x", "x", nil)
 	cm.Name = r.name
 	return cm
+}
+
+var kubeadmConfigGVK = schema.GroupVersionKind{Group: "bootstrap.cluster.x-k8s.io", Version: "v1beta2", Kind: "KubeadmConfig"}
+
+// TestLeftoverFailureHandsNothingOver: the holder's KubeadmConfig carries a
+// DataSecretGenerationFailed condition left over from an earlier attempt
+// while CABPK has just given it the lock (it has no bootstrap data yet). An
+// operator deletes the lock; a provider using pkg/initlock asks for it for
+// another Machine; the holder then gets its data. No second Machine is
+// granted the lock, and the lock keeps naming its holder throughout: no
+// rule of initlock's hands a lock from one Machine to another, or lets go
+// a lock whose holder lives, on a bootstrap configuration's word.
+func TestLeftoverFailureHandsNothingOver(t *testing.T) {
+	ns := env.Namespace(t)
+	cluster := createCluster(t, v, ns, "c1")
+	m1 := machineWithFailedConfig(t, ns, "c1", "c1-cp-0")
+	m2 := createMachine(t, v, ns, "c1", "c1-cp-1")
+	lock := lockFor(ns, "c1", "c1-cp-0", cluster) // as CABPK writes it
+	create(t, lock)
+	startManager(t, env.Config, testOptions(ns))
+	time.Sleep(time.Second) // the manager has seen the lock
+
+	_ = env.Client.Delete(t.Context(), lock.DeepCopy()) // kubectl delete configmap c1-lock
+	time.Sleep(2 * time.Second)                         // the manager has seen the delete
+	for range 3 {
+		res, err := initlock.New(env.Client).Lock(t.Context(), getCluster(t, cluster), m2)
+		if err == nil && res.Acquired {
+			t.Fatalf("c1-cp-1 was granted the lock while c1-cp-0, which CABPK granted it, exists")
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	patch := []byte(`{"spec":{"bootstrap":{"dataSecretName":"c1-cp-0"}}}`) // c1-cp-0 gets its init data
+	if err := env.Client.Patch(t.Context(), m1, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	kubeenv.Consistently(t, 3*time.Second, func() error {
+		cm, err := getLock(t, ns, "c1")
+		if err != nil {
+			return err
+		}
+		if rec, _ := engine.DecodeRecord(cm.Data[engine.DataKey]); rec.MachineName != "c1-cp-0" {
+			return fmt.Errorf("the lock names %s, want its holder c1-cp-0", rec.MachineName)
+		}
+		return nil
+	})
+}
+
+// machineWithFailedConfig creates control-plane Machine name of cluster with
+// no bootstrap data yet and a KubeadmConfig whose status reports a failed
+// generation of the init data, as CABPK leaves it after a failed attempt.
+func machineWithFailedConfig(t *testing.T, ns, cluster, name string) *unstructured.Unstructured {
+	t.Helper()
+	config := &unstructured.Unstructured{}
+	config.SetGroupVersionKind(kubeadmConfigGVK)
+	config.SetNamespace(ns)
+	config.SetName(name)
+	config.Object["spec"] = map[string]any{"format": "cloud-config"}
+	create(t, config)
+	config.Object["status"] = map[string]any{"deprecated": map[string]any{"v1beta1": map[string]any{"conditions": []any{map[string]any{
+		"type": "DataSecretAvailable", "status": "False", "severity": "Warning", "reason": "DataSecretGenerationFailed",
+		"message": "failed to resolve files: secret not found", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
+	}}}}}
+	if err := env.Client.Status().Update(t.Context(), config); err != nil {
+		t.Fatal(err)
+	}
+	machine := kubeenv.NewMachine(v, ns, cluster, name)
+	machine.Object["spec"].(map[string]any)["bootstrap"] = map[string]any{
+		"configRef": map[string]any{"apiGroup": kubeadmConfigGVK.Group, "kind": kubeadmConfigGVK.Kind, "name": name},
+	}
+	create(t, machine)
+	return machine
+}
+
+// getCluster reads cluster again.
+func getCluster(t *testing.T, cluster *unstructured.Unstructured) *unstructured.Unstructured {
+	t.Helper()
+	out := cluster.DeepCopy()
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(cluster), out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
