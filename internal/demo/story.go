@@ -223,7 +223,7 @@ func (d *demo) seedScenario() {
 		}
 		err = d.c.Delete(d.ctx, cm)
 		if !apierrors.IsForbidden(err) {
-			return fmt.Errorf("deleting lock %s/%s: got %v, want a refusal of the lock guard", seedNamespace, cm.Name, err)
+			return fmt.Errorf("deleting lock %s/%s: got %w, want a refusal of the lock guard", seedNamespace, cm.Name, err)
 		}
 		n("an operator \"unsticks\" the cluster while %s may be running kubeadm init; upstream, the next Machine would be granted the lock", seedMachine)
 		n("the API server refuses: %s", err)

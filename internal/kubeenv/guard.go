@@ -113,7 +113,7 @@ func (e *Env) waitLockGuard(ctx context.Context, enforced bool) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the lock guard's enforcement is not %t 30s on (a dry-run delete answered %v)", enforced, err)
+			return fmt.Errorf("the lock guard's enforcement is not %t 30s on (a dry-run delete answered %w)", enforced, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
