@@ -125,6 +125,12 @@ func (sc *Scenario) upstreamProviders() bool {
 	return slices.ContainsFunc(sc.Providers, func(p Provider) bool { return p.Upstream })
 }
 
+// upstreamActor tells whether actor is a provider running CABPK's own
+// mutex.
+func (sc *Scenario) upstreamActor(actor string) bool {
+	return slices.ContainsFunc(sc.Providers, func(p Provider) bool { return p.Upstream && p.actor() == actor })
+}
+
 // viewDepth is how many versions back actor's cache may be.
 func (sc *Scenario) viewDepth(actor string) int {
 	if actor == "manager" {
