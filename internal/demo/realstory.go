@@ -153,7 +153,7 @@ func (d *realDemo) seedInitlock() {
 		if err := dst.GrantRelinkSecrets(d.ctx); err != nil {
 			return err
 		}
-		if _, err := dst.StartManager(d.ctx, "--relink-kinds="+stack.ProviderRelinkKinds, "--relink-secrets"); err != nil {
+		if _, err := dst.StartManager(d.ctx, stack.ManagerOptions{Args: []string{"--relink-kinds=" + stack.ProviderRelinkKinds, "--relink-secrets"}}); err != nil {
 			return err
 		}
 		n("initlock-manager --relink-kinds=%s --relink-secrets", stack.ProviderRelinkKinds)
