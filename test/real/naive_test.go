@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -84,7 +85,7 @@ func TestNaiveRestore(t *testing.T) {
 		}},
 	}
 	if opts, ok := baseline(); ok {
-		variants = append(variants, naiveVariant{name: "baseline " + opts.Binary + " " + strings.Join(opts.Args, " "), install: func(t *testing.T) {
+		variants = append(variants, naiveVariant{name: strings.TrimSpace("baseline " + filepath.Base(opts.Binary) + " " + strings.Join(opts.Args, " ")), install: func(t *testing.T) {
 			installManager(t, source, opts)
 		}})
 	}
@@ -104,9 +105,13 @@ func TestNaiveRestore(t *testing.T) {
 				}
 				refused += r.gcRefused
 			}
+			wentAt := ""
+			if gone > 0 {
+				wentAt = " (" + strings.Join(goneAt, " ") + " after the copy)"
+			}
 			result(t, "scenario 5, naive copy keeping stale owner UIDs, %s: cp-1 granted while cp-0 existed in %d of %d runs; "+
-				"the copied lock went in %d runs (%s after the copy); the garbage collector's deletes of the lock refused: %d; %d runs in %s",
-				v.name, violations, len(runs), gone, strings.Join(goneAt, " "), refused, len(runs), time.Since(start).Round(time.Second))
+				"the copied lock went in %d runs%s; the garbage collector's deletes of the lock refused: %d; %d runs in %s",
+				v.name, violations, len(runs), gone, wentAt, refused, len(runs), time.Since(start).Round(time.Second))
 			switch i {
 			case 0:
 				if violations != 0 {
