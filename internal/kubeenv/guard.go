@@ -124,19 +124,25 @@ func (e *Env) waitLockGuard(ctx context.Context, enforced bool) error {
 // test's Cleanup.
 func (e *Env) RemoveLockGuard(t testing.TB) {
 	t.Helper()
-	ctx := context.WithoutCancel(t.Context())
+	if err := e.UninstallLockGuard(context.WithoutCancel(t.Context())); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// UninstallLockGuard deletes the lock guard's binding, then its policy, and
+// returns once the API server no longer enforces it. A guard that is not
+// installed is no error.
+func (e *Env) UninstallLockGuard(ctx context.Context) error {
 	g, err := ReadLockGuard()
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	for _, obj := range []client.Object{g.Binding, g.Policy} {
 		if err := client.IgnoreNotFound(e.Client.Delete(ctx, obj)); err != nil {
-			t.Fatalf("removing the lock guard: %v", err)
+			return fmt.Errorf("removing the lock guard: %w", err)
 		}
 	}
-	if err := e.waitLockGuard(ctx, false); err != nil {
-		t.Fatal(err)
-	}
+	return e.waitLockGuard(ctx, false)
 }
 
 // ReleaseLock deletes the lock cm names as a release does, past the lock
