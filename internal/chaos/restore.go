@@ -47,7 +47,8 @@ func (r *runner) restore(ctx context.Context, crt *clusterRT, rp *RestorePlan) (
 	if err := r.deleteCluster(ctx, name); err != nil {
 		return false, err
 	}
-	if err := r.deleteLock(ctx, name, "the disaster took the lock too"); err != nil {
+	r.c.LockLost("driver", name)
+	if err := r.releaseLock(ctx, name, "the disaster took the lock too"); err != nil {
 		return false, err
 	}
 	rs, err := r.newRestore(rp.Mode)
