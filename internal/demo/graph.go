@@ -134,7 +134,7 @@ func (d *demo) objectGraph() {
 		if err != nil {
 			return err
 		}
-		n("the %d owned objects were deleted %s after the Cluster: the lock by initlock-manager, which releases the lock of a deleting Cluster (the lock guard refuses the garbage collector's delete), the rest by the garbage collector", len(owned), duration(time.Since(started)))
+		n("the %d owned objects were deleted %s after the Cluster: the lock by initlock-manager once its holder Machine was gone (the lock guard refuses the garbage collector's delete), the rest by the garbage collector", len(owned), duration(time.Since(started)))
 		return nil
 	})
 }
