@@ -121,6 +121,16 @@ func (d *demo) objectGraph() {
 			return fmt.Errorf("deleting cluster %s/%s: %w", graphNamespace, graphCluster, err)
 		}
 		started := time.Now()
+		// Cluster API deletes a Cluster's control plane, and its Machines,
+		// before the Cluster; nothing here runs its controllers.
+		cp := &unstructured.Unstructured{}
+		cp.SetGroupVersionKind(capi.MachineGVK(capi.V1Beta2))
+		cp.SetNamespace(graphNamespace)
+		cp.SetName(graphCluster + "-cp-0")
+		if err := client.IgnoreNotFound(d.c.Delete(d.ctx, cp)); err != nil {
+			return fmt.Errorf("deleting machine %s/%s: %w", graphNamespace, cp.GetName(), err)
+		}
+		n("Machine %s, the lock's holder, deleted as Cluster API deletes a Cluster's Machines before the Cluster", cp.GetName())
 		err = poll(d.ctx, d.opts.Timeout, func(ctx context.Context) error {
 			left, err := d.remaining(ctx, owned)
 			if err != nil {
