@@ -51,6 +51,14 @@ const (
 	// ReplaceCluster: the Cluster, its Machines and its lock are deleted,
 	// and a new Cluster of the same name is created with new Machines.
 	ReplaceCluster EventKind = "replace-cluster"
+	// RestoreClusterFirst: as Restore, but the Machines are not restored
+	// yet: the Cluster and the lock are back before them (a copy applied
+	// in file order, a restore with another resource order, a partial
+	// restore completed later).
+	RestoreClusterFirst EventKind = "restore-cluster-first"
+	// MachinesRestored: the Machines RestoreClusterFirst left out are
+	// restored.
+	MachinesRestored EventKind = "machines-restored"
 	// InitCompletes: the control plane is initialised (only while a
 	// Machine holds a grant).
 	InitCompletes EventKind = "init-completes"
@@ -66,20 +74,22 @@ const (
 
 // eventClasses are the fault classes of the events (internal/kubeenv/faults).
 var eventClasses = map[EventKind]faults.Class{
-	DeleteLock:      faults.LockDeleted,
-	HoldDeletion:    faults.LockDeletionHeld,
-	FinalizerGone:   faults.LockDeletionHeld,
-	RevertRegister:  faults.RegisterReverted,
-	RemoveRegister:  faults.RegisterRemoved,
-	RecreateMachine: faults.MachineRecreated,
-	DeleteMachine:   faults.MachineDeleted,
-	DeleteCluster:   faults.ClusterDeleted,
-	Pause:           faults.Pause,
-	Unpause:         faults.Pause,
-	ReplaceCluster:  faults.ClusterReplaced,
-	InitCompletes:   faults.InitCompletes,
-	Backup:          faults.BackupRestore,
-	Restore:         faults.BackupRestore,
+	DeleteLock:          faults.LockDeleted,
+	HoldDeletion:        faults.LockDeletionHeld,
+	FinalizerGone:       faults.LockDeletionHeld,
+	RevertRegister:      faults.RegisterReverted,
+	RemoveRegister:      faults.RegisterRemoved,
+	RecreateMachine:     faults.MachineRecreated,
+	DeleteMachine:       faults.MachineDeleted,
+	DeleteCluster:       faults.ClusterDeleted,
+	Pause:               faults.Pause,
+	Unpause:             faults.Pause,
+	ReplaceCluster:      faults.ClusterReplaced,
+	InitCompletes:       faults.InitCompletes,
+	Backup:              faults.BackupRestore,
+	Restore:             faults.BackupRestore,
+	RestoreClusterFirst: faults.BackupRestore,
+	MachinesRestored:    faults.BackupRestore,
 }
 
 type eventCost int
@@ -226,6 +236,17 @@ func (s *System) eventsOf(k EventKind) []*event {
 				s.restored = true
 				s.restoreBackup(s.backup)
 			})}
+		}
+	case RestoreClusterFirst:
+		if s.backup != nil && !s.restored {
+			return []*event{ev("the namespace is deleted and restored from the backup, the Machines left for later", func(s *System) {
+				s.restored = true
+				s.restoreClusterFirst(s.backup)
+			})}
+		}
+	case MachinesRestored:
+		if len(s.pending) > 0 {
+			return []*event{ev("the Machines are restored", func(s *System) { s.restoreMachines() })}
 		}
 	case InitCompletes:
 		if sn.cluster != nil && !sn.cluster.Initialized && (s.checker.anyGrant() || len(s.gate.pending) == 0) {

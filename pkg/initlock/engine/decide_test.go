@@ -32,6 +32,12 @@ func upstreamLock(holder string, owners ...metav1.OwnerReference) *engine.Lock {
 		Record: engine.Record{Ref: engine.Ref{MachineName: holder}}, OwnerReferences: owners}
 }
 
+// created is l created at t.
+func created(l *engine.Lock, t time.Time) *engine.Lock {
+	l.Created = t
+	return l
+}
+
 // beingDeleted is l being deleted (another controller's finalizer holds
 // it), releasable l carrying its release mark.
 func beingDeleted(l *engine.Lock) *engine.Lock { l.Deleting = true; return l }
@@ -411,6 +417,12 @@ var decideRows = []struct {
 		nil, want{verdict: engine.VerdictUnowned, action: engine.ActionNone, holder: "m1"}},
 	{"keeper: a lock naming a gone Machine, no grant: released for the next Machine",
 		engine.Observation{Lock: upstreamLock("m9", owned), Cluster: cluster()},
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionRelease, holder: "m9", reason: engine.ReasonHolderGone}},
+	{"keeper: a gone holder's lock created a minute ago (a restore may bring the holder after it): waits for the rest of the grace period, no write",
+		engine.Observation{Lock: created(upstreamLock("m9", owned), t0.Add(-time.Minute)), Cluster: cluster()},
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionNone, holder: "m9", wait: engine.WaitHolderRestore, requeue: 9 * time.Minute}},
+	{"keeper: a gone holder's lock created the grace period ago: released",
+		engine.Observation{Lock: created(upstreamLock("m9", owned), t0.Add(-10 * time.Minute)), Cluster: cluster()},
 		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionRelease, holder: "m9", reason: engine.ReasonHolderGone}},
 	{"keeper: a gone holder's lock outside the watch filter: released all the same",
 		engine.Observation{Lock: upstreamLock("m9"), Cluster: cluster(), OutOfScope: true},
