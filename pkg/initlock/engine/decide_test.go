@@ -422,7 +422,7 @@ var decideRows = []struct {
 		engine.Observation{Lock: created(upstreamLock("m9", owned), t0.Add(-time.Minute)), Cluster: cluster()},
 		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionNone, holder: "m9", wait: engine.WaitHolderRestore, requeue: 9 * time.Minute}},
 	{"keeper: a gone holder's lock created the grace period ago: released",
-		engine.Observation{Lock: created(upstreamLock("m9", owned), t0.Add(-10 * time.Minute)), Cluster: cluster()},
+		engine.Observation{Lock: created(upstreamLock("m9", owned), t0.Add(-10*time.Minute)), Cluster: cluster()},
 		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionRelease, holder: "m9", reason: engine.ReasonHolderGone}},
 	{"keeper: a gone holder's lock outside the watch filter: released all the same",
 		engine.Observation{Lock: upstreamLock("m9"), Cluster: cluster(), OutOfScope: true},
