@@ -128,7 +128,7 @@ var mutations = []mutation{
 		edits: []edit{{"config/protection/lock-guard.yaml",
 			"      variables.annotations['initlock.dev/releasable'] == oldObject.metadata.uid) ||\n",
 			"      true) ||\n"}}},
-	{name: "keeper-releases-held-lock", scenario: "upstream-failed-init",
+	{name: "keeper-releases-held-lock", scenario: "holder-recreated",
 		rule: "keepers release a lock of an uninitialised Cluster only when the Machine it names is gone",
 		edits: []edit{{"pkg/initlock/engine/decide_keep.go",
 			"\tcase d.Verdict == VerdictStaleHolder && grantOf(o) == grantNone:\n",
