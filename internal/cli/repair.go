@@ -303,9 +303,14 @@ func waitingWhy(r row) string {
 	case engine.WaitPaused:
 		return "cluster is paused (a move or restore may be in progress): unpause it and run repair again"
 	case engine.WaitHolder:
+		if o.Cluster != nil && o.Cluster.Deleting {
+			return fmt.Sprintf("Cluster is being deleted, but holder machine %q, or a machine the grant register names, exists (Cluster API deletes the machines first): released once it is gone", d.Holder)
+		}
 		return fmt.Sprintf("Cluster missing since %s, but holder machine %q exists (a restore may still be bringing the Cluster back): looked at again by later repairs; 'kubectl initlock release' removes it", since, d.Holder)
 	case engine.WaitGrace:
 		return fmt.Sprintf("Cluster missing since %s: a repair from %s on collects it", since, d.WaitUntil.UTC().Format(time.RFC3339))
+	case engine.WaitHolderRestore:
+		return fmt.Sprintf("holder machine %q does not exist, but the lock is younger than the grace period (a restore may bring the Cluster and the lock back before the machines): a repair from %s on releases it if the machine is still gone", d.Holder, d.WaitUntil.UTC().Format(time.RFC3339))
 	case engine.WaitLockRecreated:
 		return fmt.Sprintf("lock deleted while machine %q holds the grant: the bootstrap provider recreates it for that machine at its next lock attempt", d.Holder)
 	case engine.WaitTakeOver:

@@ -402,6 +402,11 @@ func (c *checker) lockRemoved(s *System, before map[string]any, by string) {
 	if m := sn.machines[holder]; m != nil && lk.Record.Names(sn.cluster, m) && c.releasing[holder] == "" {
 		c.violate(InvHeldLock, "%s removed lock %s while machine %s, which it names, exists, has not released it, and the control plane is not initialised", by, lk.UID, holder)
 	}
+	// A Machine a restore is still bringing back exists for the promise:
+	// its lock is held as if the Machine were there.
+	if m := s.pendingMachine(holder); m != nil && sn.machines[holder] == nil && c.releasing[holder] == "" {
+		c.violate(InvHeldLock, "%s removed lock %s while machine %s, which it names, was still being restored, and the control plane is not initialised", by, lk.UID, holder)
+	}
 }
 
 // observe notes the live Cluster and Machine UIDs, and checks the grants'

@@ -41,12 +41,24 @@ const (
 	RecreateMachine EventKind = "recreate-machine"
 	// DeleteMachine: the upstream holder's Machine is deleted for good.
 	DeleteMachine EventKind = "delete-machine"
+	// DeleteCluster: the Cluster is deleted while Cluster API's finalizer
+	// holds it (it deletes the Cluster's Machines first): it stays, being
+	// deleted, to the end of the execution.
+	DeleteCluster EventKind = "delete-cluster"
 	// Pause and Unpause set and clear spec.paused.
 	Pause   EventKind = "pause"
 	Unpause EventKind = "unpause"
 	// ReplaceCluster: the Cluster, its Machines and its lock are deleted,
 	// and a new Cluster of the same name is created with new Machines.
 	ReplaceCluster EventKind = "replace-cluster"
+	// RestoreClusterFirst: as Restore, but the Machines are not restored
+	// yet: the Cluster and the lock are back before them (a copy applied
+	// in file order, a restore with another resource order, a partial
+	// restore completed later).
+	RestoreClusterFirst EventKind = "restore-cluster-first"
+	// MachinesRestored: the Machines RestoreClusterFirst left out are
+	// restored.
+	MachinesRestored EventKind = "machines-restored"
 	// InitCompletes: the control plane is initialised (only while a
 	// Machine holds a grant).
 	InitCompletes EventKind = "init-completes"
@@ -62,19 +74,22 @@ const (
 
 // eventClasses are the fault classes of the events (internal/kubeenv/faults).
 var eventClasses = map[EventKind]faults.Class{
-	DeleteLock:      faults.LockDeleted,
-	HoldDeletion:    faults.LockDeletionHeld,
-	FinalizerGone:   faults.LockDeletionHeld,
-	RevertRegister:  faults.RegisterReverted,
-	RemoveRegister:  faults.RegisterRemoved,
-	RecreateMachine: faults.MachineRecreated,
-	DeleteMachine:   faults.MachineDeleted,
-	Pause:           faults.Pause,
-	Unpause:         faults.Pause,
-	ReplaceCluster:  faults.ClusterReplaced,
-	InitCompletes:   faults.InitCompletes,
-	Backup:          faults.BackupRestore,
-	Restore:         faults.BackupRestore,
+	DeleteLock:          faults.LockDeleted,
+	HoldDeletion:        faults.LockDeletionHeld,
+	FinalizerGone:       faults.LockDeletionHeld,
+	RevertRegister:      faults.RegisterReverted,
+	RemoveRegister:      faults.RegisterRemoved,
+	RecreateMachine:     faults.MachineRecreated,
+	DeleteMachine:       faults.MachineDeleted,
+	DeleteCluster:       faults.ClusterDeleted,
+	Pause:               faults.Pause,
+	Unpause:             faults.Pause,
+	ReplaceCluster:      faults.ClusterReplaced,
+	InitCompletes:       faults.InitCompletes,
+	Backup:              faults.BackupRestore,
+	Restore:             faults.BackupRestore,
+	RestoreClusterFirst: faults.BackupRestore,
+	MachinesRestored:    faults.BackupRestore,
 }
 
 type eventCost int
@@ -179,6 +194,16 @@ func (s *System) eventsOf(k EventKind) []*event {
 			}))
 		}
 		return out
+	case DeleteCluster:
+		if sn.cluster != nil && !sn.cluster.Deleting {
+			return []*event{ev("the cluster is deleted; Cluster API's finalizer holds it", func(s *System) {
+				s.store.Mutate(clusterKey, func(o map[string]any) {
+					meta := o["metadata"].(map[string]any)
+					meta["finalizers"] = []any{clusterFinalizer}
+					meta["deletionTimestamp"] = start.Format(time.RFC3339)
+				})
+			})}
+		}
 	case Pause, Unpause:
 		if sn.cluster != nil && sn.cluster.Paused == (k == Unpause) {
 			return []*event{ev("the cluster is "+map[bool]string{true: "paused", false: "unpaused"}[k == Pause], func(s *System) {
@@ -212,6 +237,17 @@ func (s *System) eventsOf(k EventKind) []*event {
 				s.restoreBackup(s.backup)
 			})}
 		}
+	case RestoreClusterFirst:
+		if s.backup != nil && !s.restored {
+			return []*event{ev("the namespace is deleted and restored from the backup, the Machines left for later", func(s *System) {
+				s.restored = true
+				s.restoreClusterFirst(s.backup)
+			})}
+		}
+	case MachinesRestored:
+		if len(s.pending) > 0 {
+			return []*event{ev("the Machines are restored", func(s *System) { s.restoreMachines() })}
+		}
 	case InitCompletes:
 		if sn.cluster != nil && !sn.cluster.Initialized && (s.checker.anyGrant() || len(s.gate.pending) == 0) {
 			return []*event{ev("the control plane is initialised", func(s *System) {
@@ -227,6 +263,9 @@ func (s *System) eventsOf(k EventKind) []*event {
 
 // otherFinalizer is the finalizer of a controller other than initlock's.
 const otherFinalizer = "example.com/keep"
+
+// clusterFinalizer is Cluster API's finalizer on a Cluster.
+const clusterFinalizer = "cluster.cluster.x-k8s.io"
 
 // deleteLock deletes the lock as a person or the garbage collector does,
 // with no precondition: the lock guard, if installed, refuses it unless

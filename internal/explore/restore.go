@@ -13,6 +13,7 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv/apimodel"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // backup is a backup of the namespace: every object as it stood when it was
@@ -62,22 +63,74 @@ func gvkOf(kind string) schema.GroupVersionKind {
 // one step of the exploration: a request sees the namespace either before
 // or after it.
 func (s *System) restoreBackup(b *backup) {
+	before := s.machineUIDs()
+	s.purge()
+	s.restoreItems(b.items)
+	s.checker.restored(s, before)
+}
+
+// restoreClusterFirst restores the backup but its Machines, which
+// restoreMachines brings back later: a restore that brings the Cluster and
+// the lock back before the Machines (a copy applied in file order, a
+// restore with its own resource order, a partial restore completed later).
+func (s *System) restoreClusterFirst(b *backup) {
+	s.pendingBefore = s.machineUIDs()
+	s.purge()
+	var rest []*unstructured.Unstructured
+	s.pending = nil
+	for _, it := range b.items {
+		if it.GetKind() == "Machine" {
+			s.pending = append(s.pending, it)
+			continue
+		}
+		rest = append(rest, it)
+	}
+	s.restoreItems(rest)
+}
+
+// restoreMachines brings back the Machines restoreClusterFirst left out.
+func (s *System) restoreMachines() {
+	s.restoreItems(s.pending)
+	s.pending = nil
+	s.checker.restored(s, s.pendingBefore)
+}
+
+func (s *System) machineUIDs() map[string]types.UID {
 	before := map[string]types.UID{}
 	for name, m := range s.snapshot().machines {
 		before[name] = m.UID
 	}
+	return before
+}
+
+// purge deletes the namespace: no admission, no finalizer holds.
+func (s *System) purge() {
 	for _, k := range s.store.Keys() {
-		s.store.Purge(k) // the namespace is deleted: no admission, no finalizer holds
+		s.store.Purge(k)
 	}
-	items := make([]*unstructured.Unstructured, len(b.items))
-	for i, it := range b.items {
+}
+
+// restoreItems restores copies of items as Velero does (velerosim).
+func (s *System) restoreItems(its []*unstructured.Unstructured) {
+	items := make([]*unstructured.Unstructured, len(its))
+	for i, it := range its {
 		items[i] = it.DeepCopy()
 	}
 	r := velerosim.NewForClient(&apimodel.Client{Store: s.store, Actor: "velero"}, velerosim.Options{})
 	if _, err := r.Restore(context.Background(), items); err != nil {
 		panic(fmt.Sprintf("explore: restoring the backup: %v", err))
 	}
-	s.checker.restored(s, before)
+}
+
+// pendingMachine is the backup's object of Machine name while a restore
+// has yet to bring it back; nil otherwise.
+func (s *System) pendingMachine(name string) *engine.Machine {
+	for _, it := range s.pending {
+		if it.GetName() == name {
+			return &engine.Machine{Namespace: namespace, Name: name, UID: it.GetUID(), APIVersion: apimodel.MachineGVK.GroupVersion().String()}
+		}
+	}
+	return nil
 }
 
 // restored follows the grants through a restore. A restored Machine is the

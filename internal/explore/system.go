@@ -78,6 +78,11 @@ type System struct {
 	// was restored.
 	backup   *backup
 	restored bool
+	// pending are the backup's Machines a restore that brings the
+	// Cluster first has yet to bring back, and pendingBefore the UIDs the
+	// Machines had before it.
+	pending       []*unstructured.Unstructured
+	pendingBefore map[string]types.UID
 	// auto serves every request at once, in the liveness probe.
 	auto   bool
 	autoMu sync.Mutex
@@ -95,7 +100,7 @@ type System struct {
 func (s *System) adversaryState() []string {
 	var lines []string
 	if s.backup != nil {
-		lines = append(lines, fmt.Sprintf("backup %s restored %v", s.backup.digest, s.restored))
+		lines = append(lines, fmt.Sprintf("backup %s restored %v machines pending %d", s.backup.digest, s.restored, len(s.pending)))
 	}
 	// A delete a Lock call issued must not delete the lock it began with.
 	for _, r := range s.late {
@@ -140,7 +145,11 @@ func newSystem(sc *Scenario, initial *System) *System {
 		return s
 	}
 	s.sym = newSymmetry(sc)
+	// The starting objects were created a grace period before the
+	// execution: what is created during it is young.
+	s.store.SetNow(start.Add(-engine.DefaultPolicy.OrphanGrace))
 	s.setUp()
+	s.store.SetNow(start)
 	return s
 }
 

@@ -144,7 +144,7 @@ func DefaultOptions() Options {
 // defaults, writing the parsed values into o.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "The only namespace to watch; empty watches all namespaces.")
-	fs.DurationVar(&o.OrphanGrace, "orphan-grace", o.OrphanGrace, "How long a lock's Cluster must have been absent before the lock is collected.")
+	fs.DurationVar(&o.OrphanGrace, "orphan-grace", o.OrphanGrace, "How long a lock's Cluster must have been absent before the lock is collected, and how old a lock whose holder Machine is gone must be before it is released (a restore may bring the Cluster and the lock back before the Machines).")
 	fs.DurationVar(&o.OrphanSettle, "orphan-settle", o.OrphanSettle, "How long a lock must be seen without its Cluster before the absence is recorded on it.")
 	fs.BoolVar(&o.ReleaseAfterInit, "release-after-init", o.ReleaseAfterInit, "Release a lock once its Cluster's control plane is initialised.")
 	fs.StringVar(&o.LockGuard, "lock-guard", o.LockGuard, "Name of the lock guard's ValidatingAdmissionPolicy and binding, which the manager checks are installed ("+LockGuardMetric+"); empty checks nothing.")

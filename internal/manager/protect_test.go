@@ -50,7 +50,9 @@ func TestHeldLockCannotBeDeleted(t *testing.T) {
 	})
 
 	// The manager adopts it, and leaves it held while its holder exists.
-	rm := startManager(t, env.Config, testOptions(ns))
+	opts := testOptions(ns)
+	opts.OrphanGrace = 5 * time.Second // the lock is older than that once its holder goes
+	rm := startManager(t, env.Config, opts)
 	kubeenv.Eventually(t, 20*time.Second, func() error {
 		cm, err := getLock(t, ns, "c1")
 		if err != nil {
@@ -203,4 +205,46 @@ func getCluster(t *testing.T, cluster *unstructured.Unstructured) *unstructured.
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestClusterFirstRestoreWaitsForTheHolder: a restore brings a Cluster and
+// its lock back before the Machines (a copy applied in file order, a
+// restore with another resource order). Until the grace period has passed
+// since the lock was created, the manager does not take the holder's
+// absence for its deletion: it releases nothing, and once the Machines are
+// back the lock still names its holder, so that no stock provider grants it
+// to another Machine.
+func TestClusterFirstRestoreWaitsForTheHolder(t *testing.T) {
+	ns := env.Namespace(t)
+	cluster := createCluster(t, v, ns, "c1")
+	create(t, lockFor(ns, "c1", "c1-cp-0", nil))
+	opts := testOptions(ns)
+	opts.OrphanGrace = time.Minute
+	rm := startManager(t, env.Config, opts)
+	kubeenv.Consistently(t, 3*time.Second, func() error {
+		_, err := getLock(t, ns, "c1")
+		return err
+	})
+	createMachine(t, v, ns, "c1", "c1-cp-0")
+	createMachine(t, v, ns, "c1", "c1-cp-1")
+	kubeenv.Eventually(t, 20*time.Second, func() error {
+		cm, err := getLock(t, ns, "c1")
+		if err != nil {
+			return err
+		}
+		return ownedBy(cm, cluster)
+	})
+	kubeenv.Consistently(t, 2*time.Second, func() error {
+		cm, err := getLock(t, ns, "c1")
+		if err != nil {
+			return err
+		}
+		if cm.DeletionTimestamp != nil || !strings.Contains(cm.Data[engine.DataKey], `"c1-cp-0"`) {
+			return fmt.Errorf("the lock changed: deleting %v, record %s", cm.DeletionTimestamp != nil, cm.Data[engine.DataKey])
+		}
+		return ownedBy(cm, cluster)
+	})
+	if n, d := rm.Counter.Of("configmaps", ns).Writes(), rm.Counter.Of("configmaps", ns).Count("delete"); n != 1 || d != 0 {
+		t.Fatalf("configmap writes = %d with %d deletes, want 1 (the adoption) and no delete:\n%s", n, d, rm.Counter)
+	}
 }

@@ -66,6 +66,13 @@ type Store struct {
 	guard *Guard
 }
 
+// SetNow sets the time the store stamps creationTimestamps with.
+func (s *Store) SetNow(t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.now = t
+}
+
 // SetGuard makes the store enforce g on every delete of a ConfigMap, as
 // kube-apiserver enforces an installed ValidatingAdmissionPolicy: after
 // the delete's preconditions, before the object is deleted or marked for

@@ -148,6 +148,12 @@ const (
 	// holder Machine exists (a restore may still be bringing the Cluster
 	// back).
 	WaitHolder Wait = "holder-exists"
+	// WaitHolderRestore: the holder Machine is gone, but the lock was
+	// created less than the grace period ago: a restore that brings a
+	// Cluster back before its Machines may still bring the holder back.
+	// The lock is released at Decision.WaitUntil if the holder is still
+	// gone then.
+	WaitHolderRestore Wait = "holder-restore"
 	// WaitLockRecreated: the lock was lost while granted; the bootstrap
 	// provider recreates it for the granted Machine at its next Lock.
 	WaitLockRecreated Wait = "lock-recreated"

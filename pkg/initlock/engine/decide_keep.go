@@ -57,9 +57,16 @@ func decideKeeper(o Observation, p Policy, now time.Time, d Decision) Decision {
 	switch {
 	case o.Cluster == nil:
 		return decideOrphan(o, p, now, d)
+	case o.Cluster.Deleting && (o.Holder != nil || grantOf(o) != grantNone):
+		// The Cluster is not gone yet, and a stock provider still grants
+		// its lock: the lock stays while the Machine it names, or a grant,
+		// exists (Cluster API deletes the Machines before the Cluster).
+		d.Wait = WaitHolder
+		return d
 	case o.Cluster.Deleting:
 		// The garbage collector may not delete it (the admission policy
-		// refuses its delete): release it with its Cluster.
+		// refuses its delete) and no Machine relies on it: release it
+		// with its Cluster, once Confirm has read the holder live.
 		d.Action, d.Reason = ActionRelease, ReasonClusterDeleting
 		return d
 	case o.Cluster.Initialized && p.ReleaseAfterInit:
@@ -71,7 +78,14 @@ func decideKeeper(o Observation, p Policy, now time.Time, d Decision) Decision {
 	case d.Verdict == VerdictStaleHolder && grantOf(o) == grantNone:
 		// Its holder is gone and no grant protects another Machine: let
 		// the next Machine take it, as a provider releasing a gone
-		// holder's lock would, once Confirm has read the holder live.
+		// holder's lock would, once Confirm has read the holder live. A
+		// lock younger than the grace period may have been restored
+		// ahead of its holder (a restore brings the Cluster and the lock
+		// back before the Machines): it waits for it first.
+		if until := lk.Created.Add(p.OrphanGrace); until.After(now) {
+			d.RequeueAfter, d.Wait, d.WaitUntil = until.Sub(now), WaitHolderRestore, until
+			return d
+		}
 		d.Action, d.Reason = ActionRelease, ReasonHolderGone
 		return d
 	case needsAdoption(lk, d.Owner) && !o.OutOfScope:

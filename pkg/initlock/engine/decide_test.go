@@ -32,6 +32,12 @@ func upstreamLock(holder string, owners ...metav1.OwnerReference) *engine.Lock {
 		Record: engine.Record{Ref: engine.Ref{MachineName: holder}}, OwnerReferences: owners}
 }
 
+// created is l created at t.
+func created(l *engine.Lock, t time.Time) *engine.Lock {
+	l.Created = t
+	return l
+}
+
 // beingDeleted is l being deleted (another controller's finalizer holds
 // it), releasable l carrying its release mark.
 func beingDeleted(l *engine.Lock) *engine.Lock { l.Deleting = true; return l }
@@ -412,6 +418,12 @@ var decideRows = []struct {
 	{"keeper: a lock naming a gone Machine, no grant: released for the next Machine",
 		engine.Observation{Lock: upstreamLock("m9", owned), Cluster: cluster()},
 		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionRelease, holder: "m9", reason: engine.ReasonHolderGone}},
+	{"keeper: a gone holder's lock created a minute ago (a restore may bring the holder after it): waits for the rest of the grace period, no write",
+		engine.Observation{Lock: created(upstreamLock("m9", owned), t0.Add(-time.Minute)), Cluster: cluster()},
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionNone, holder: "m9", wait: engine.WaitHolderRestore, requeue: 9 * time.Minute}},
+	{"keeper: a gone holder's lock created the grace period ago: released",
+		engine.Observation{Lock: created(upstreamLock("m9", owned), t0.Add(-10*time.Minute)), Cluster: cluster()},
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionRelease, holder: "m9", reason: engine.ReasonHolderGone}},
 	{"keeper: a gone holder's lock outside the watch filter: released all the same",
 		engine.Observation{Lock: upstreamLock("m9"), Cluster: cluster(), OutOfScope: true},
 		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionRelease, holder: "m9", reason: engine.ReasonHolderGone}},
@@ -454,12 +466,18 @@ var decideRows = []struct {
 	{"keeper: a damaged register is left to a person",
 		engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(damagedGrant), Holder: machine("m1")},
 		nil, want{verdict: engine.VerdictCorrupt, action: engine.ActionNone, holder: "m1", err: engine.ErrCorruptLock, wait: engine.WaitPerson}},
-	{"keeper: deleting cluster with unowned lock: released",
-		engine.Observation{Lock: upstreamLock("m1"), Cluster: cluster(deleting), Holder: machine("m1")},
-		nil, want{verdict: engine.VerdictUnowned, action: engine.ActionRelease, holder: "m1", reason: engine.ReasonClusterDeleting}},
-	{"keeper: deleting cluster with owned lock: released (the admission policy refuses the garbage collector's delete)",
+	{"keeper: deleting cluster, holder gone, lock without owner: released",
+		engine.Observation{Lock: upstreamLock("m1"), Cluster: cluster(deleting)},
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionRelease, holder: "m1", reason: engine.ReasonClusterDeleting}},
+	{"keeper: deleting cluster, holder gone, owned lock: released (the admission policy refuses the garbage collector's delete)",
+		engine.Observation{Lock: upstreamLock("m1", owned), Cluster: cluster(deleting)},
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionRelease, holder: "m1", reason: engine.ReasonClusterDeleting}},
+	{"keeper: deleting cluster, holder exists: the lock stays (a stock provider would grant it again)",
 		engine.Observation{Lock: upstreamLock("m1", owned), Cluster: cluster(deleting), Holder: machine("m1")},
-		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionRelease, holder: "m1", reason: engine.ReasonClusterDeleting}},
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1", wait: engine.WaitHolder}},
+	{"keeper: deleting cluster, holder gone, a grant names another Machine: the lock stays",
+		engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(deleting, grantTo("m2", "t2")), Granted: machine("m2")},
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionNone, holder: "m1", wait: engine.WaitHolder}},
 	{"keeper: orphan without mark is marked",
 		engine.Observation{Lock: upstreamLock("m1", ownerRef("c1", "old-uid"))},
 		nil, want{verdict: engine.VerdictOrphan, action: engine.ActionMarkOrphan, holder: "m1", requeue: 10 * time.Minute}},
