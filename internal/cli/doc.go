@@ -27,10 +27,17 @@
 //     holder, is released with initlock.AnyHolder.
 //   - The JSON and YAML output of list is a LockList of apiVersion
 //     initlock.dev/v1alpha1, to which fields are only ever added.
-//   - repair decides with the policy of the installed initlock-manager, read
-//     from the arguments of its Deployment (label
-//     app.kubernetes.io/name=initlock-manager), unless flags say otherwise,
-//     and says which policy it used (policy.go).
+//   - list (-o wide, json, yaml) and repair decide with the settings of the
+//     installed initlock-manager, read from the arguments of its Deployment
+//     (label app.kubernetes.io/name=initlock-manager): its policy and its
+//     scope (--namespace, --watch-filter), so that no action is shown or
+//     taken that the manager would not take; flags given on the command
+//     line win, and the command says which policy it used (policy.go).
+//   - repair and release change nothing without a "y" on the input stream,
+//     whatever the output is, unless --yes; release --dry-run=client and
+//     repair --dry-run=client make no write.
+//   - Without any kubeconfig (and outside a Pod) every command fails with
+//     an error naming where it looked; none falls back to localhost:8080.
 //   - list and release of a name with neither a Cluster nor a lock fail
 //     with the API server's NotFound, printed as kubectl prints it.
 //   - Exit codes: 0 success, 1 error or refusal, 2 (repair) locks remain that

@@ -27,53 +27,76 @@ const (
 )
 
 type repairOptions struct {
-	allNamespaces bool
-	dryRun        string
-	yes           bool
-	policy        policyFlags
+	scope  scopeFlags
+	dryRun string
+	yes    bool
+	policy policyFlags
 }
 
 func (a *app) newRepairCommand() *cobra.Command {
 	o := &repairOptions{}
 	cmd := &cobra.Command{
-		Use:   "repair [-n NAMESPACE | -A] [--dry-run=client|none] [--yes]",
+		Use:   "repair [CLUSTER] [-n NAMESPACE | -A] [-l SELECTOR] [--dry-run=client|none] [--yes]",
 		Short: "Repair the init locks that need it",
-		Long: `Repair computes, for every init lock in scope, the action the initlock manager
-would take (the same decision function), prints the plan and applies it: it
-re-adopts locks whose Cluster ownerReference is missing or stale (after a Velero
-restore or a move), releases locks held after the control plane is initialised
-(--release-after-init), and collects locks whose Cluster is gone.
+		Long: `Repair computes, for every init lock in scope (or only CLUSTER's), the action
+the installed initlock-manager takes (the same decision function, with the
+manager's settings read from its Deployment, as list -o wide shows them),
+prints the plan, asks for confirmation and applies it.
 
-Orphans are collected in two steps. A first repair marks the lock with the time
-its Cluster was found missing (annotation initlock.dev/cluster-absent-since); a
-repair run --orphan-grace or more later deletes it, if the Cluster is still
-missing and the holder Machine is gone. A restore that brings the Cluster back
-in between makes the next repair re-adopt the lock instead.
+What it changes:
+  - adopt: points the ownerReference of a lock at its Cluster's current UID
+    (missing, stale or wrong after a Velero restore or a move), and drops a
+    stale cluster-absent mark;
+  - mark-orphan: records on a lock whose Cluster is missing since when
+    (annotation initlock.dev/cluster-absent-since);
+  - protect: puts initlock-manager's finalizer initlock.dev/held on a lock
+    held by an existing Machine of an uninitialised Cluster (adopting it in
+    the same patch), only when an installed initlock-manager protects locks
+    (it runs without --protect=false) and so takes the finalizer off later.
 
-Every write is one request with preconditions (resourceVersion, or UID and
-resourceVersion for deletes). A lock that changed meanwhile is observed and
-decided again, up to 5 times. Repair never deletes a lock whose holder Machine
-exists on a Cluster whose control plane is not initialised, and never touches a
-corrupt lock or a ConfigMap that is not a lock.
+What it lets go, each with UID and resourceVersion preconditions:
+  - release: deletes the lock of a Cluster whose control plane is
+    initialised (unless --release-after-init=false), and the lock of a
+    Cluster being deleted that does not own it (the garbage collector would
+    leave it);
+  - collect: deletes a lock whose Cluster has been missing for
+    --orphan-grace since a first repair marked it, once its holder Machine
+    is gone too;
+  - unprotect: removes initlock-manager's finalizer initlock.dev/held, and
+    only that finalizer, from a lock once it is safe to let it go: its
+    control plane is initialised, its Cluster is being deleted, or, for a
+    lock being deleted, its holder Machine is gone.
 
-On a terminal, repair asks for confirmation unless --yes is given, and shows a
-progress bar for large fleets.
+What it never lets go: a lock whose holder Machine exists while the control
+plane is not initialised (kubeadm init may be running: only 'kubectl
+initlock release --force' releases it), a corrupt lock, a ConfigMap that is
+not a lock, and anything of a paused Cluster; these are listed with the way
+out. A lock that changed since it was read is read and decided again, up to
+5 times.
+
+Repair asks before applying, whether its output is a terminal or not, unless
+--yes is given; with no answer (standard input closed) it changes nothing.
+It shows a progress bar on a terminal for large fleets.
 
 Exit codes: 0 when every lock is healthy or was repaired, 1 on error, 2 when
 locks remain that need a person (corrupt, or a foreign ConfigMap in the way).`,
 		Example: `  kubectl initlock repair -A --dry-run=client
+  kubectl initlock repair my-cluster -n capi-clusters
   kubectl initlock repair -n capi-clusters --yes
-  kubectl initlock repair -A --release-after-init=false`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+  kubectl initlock repair -A -l env=prod --release-after-init=false`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.scope.parse(args); err != nil {
+				return err
+			}
 			return a.runRepair(cmd, o)
 		},
 	}
 	fs := cmd.Flags()
-	fs.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "Repair the locks in all namespaces.")
+	o.scope.add(fs, "Repair")
 	fs.StringVar(&o.dryRun, "dry-run", dryRunNone, `"client" prints the plan and changes nothing; "none" applies it.`)
 	fs.Lookup("dry-run").NoOptDefVal = dryRunClient
-	fs.BoolVarP(&o.yes, "yes", "y", false, "Apply without asking for confirmation on a terminal.")
+	fs.BoolVarP(&o.yes, "yes", "y", false, "Apply without asking for confirmation.")
 	o.policy.add(fs)
 	return cmd
 }
@@ -91,6 +114,8 @@ func plan(rows []row) planned {
 		switch {
 		case d.Wait == engine.WaitPerson:
 			p.human = append(p.human, r)
+		case r.unhandled != "" && d.Action != engine.ActionNone:
+			p.waiting = append(p.waiting, r)
 		case d.Err == nil && d.Action != engine.ActionNone:
 			p.changes = append(p.changes, r)
 		case d.Wait != engine.WaitNone && (d.Verdict != engine.VerdictHealthy || d.Wait == engine.WaitHeld):
@@ -100,16 +125,19 @@ func plan(rows []row) planned {
 	return p
 }
 
-func (a *app) runRepair(cmd *cobra.Command, o *repairOptions) error {
-	switch o.dryRun {
+// validDryRun checks a --dry-run value.
+func validDryRun(v string) error {
+	switch v {
 	case dryRunNone, dryRunClient:
+		return nil
 	case "server":
-		return errors.New(`--dry-run=server is not supported: use --dry-run=client to print the plan`)
-	default:
-		return fmt.Errorf("invalid --dry-run value %q: use client or none", o.dryRun)
+		return errors.New(`--dry-run=server is not supported: use --dry-run=client to see what would change`)
 	}
-	ns, err := a.namespace(o.allNamespaces)
-	if err != nil {
+	return fmt.Errorf("invalid --dry-run value %q: use client or none", v)
+}
+
+func (a *app) runRepair(cmd *cobra.Command, o *repairOptions) error {
+	if err := validDryRun(o.dryRun); err != nil {
 		return err
 	}
 	conn, err := a.connect()
@@ -123,12 +151,18 @@ func (a *app) runRepair(cmd *cobra.Command, o *repairOptions) error {
 	}
 	used.report(a)
 	policy := used.Policy
-	inv, err := inventory.Gather(ctx, conn.client, inventory.Options{Namespace: ns, CAPIVersion: conn.capiVersion})
+	_, inv, err := a.gather(cmd, conn, &o.scope)
 	if err != nil {
 		return err
 	}
 	now := a.clock.Now()
-	p := plan(decideAll(inv, policy, now))
+	rows := decideAll(inv, used, now)
+	if o.scope.cluster != "" {
+		if rows, err = onlyCluster(rows, o.scope.cluster); err != nil {
+			return err
+		}
+	}
+	p := plan(rows)
 	out := cmd.OutOrStdout()
 	if err := printPlan(out, p, policy, now); err != nil {
 		return err
@@ -146,13 +180,13 @@ func (a *app) runRepair(cmd *cobra.Command, o *repairOptions) error {
 		_, _ = fmt.Fprintln(out, "\nDry run: nothing was changed.")
 		return needsHuman()
 	}
-	if !o.yes && a.opts.IsTerminal(a.opts.IOStreams.In) && a.opts.IsTerminal(out) {
-		ok, err := confirm(a.opts.IOStreams.In, out, fmt.Sprintf("\nApply %d %s? [y/N]: ", len(p.changes), plural(len(p.changes), "change", "changes")))
+	if !o.yes {
+		ok, err := a.confirm(fmt.Sprintf("\nApply %d %s? [y/N]: ", len(p.changes), plural(len(p.changes), "change", "changes")))
 		if err != nil {
 			return err
 		}
 		if !ok {
-			return &ExitCodeError{Code: ExitError, Err: errors.New("repair aborted; nothing was changed")}
+			return &ExitCodeError{Code: ExitError, Err: errors.New("repair aborted; nothing was changed (--yes applies without asking)")}
 		}
 	}
 
@@ -299,6 +333,9 @@ func changeWhy(r row, p engine.Policy) string {
 // waitingWhy renders why Decide leaves a lock that is not healthy as it is
 // for now.
 func waitingWhy(r row) string {
+	if r.unhandled != "" {
+		return fmt.Sprintf("%s: %s is left to whoever handles it; --release-after-init and --orphan-grace together make repair act on it", r.unhandled, r.decision.Action)
+	}
 	d, o := r.decision, r.entry.Observation
 	since := "-"
 	if o.Lock != nil && o.Lock.ClusterAbsentSince != nil {
@@ -434,12 +471,18 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-// confirm asks a yes/no question; only "y" or "yes" is yes.
-func confirm(in io.Reader, out io.Writer, question string) (bool, error) {
-	if _, err := fmt.Fprint(out, question); err != nil {
+// confirm asks a yes/no question on the error stream, so that it is seen
+// when the output is piped, and reads the answer from the input stream,
+// terminal or not; only "y" or "yes" is yes, and no answer is no.
+func (a *app) confirm(question string) (bool, error) {
+	if _, err := fmt.Fprint(a.opts.IOStreams.ErrOut, question); err != nil {
 		return false, err
 	}
-	line, err := bufio.NewReader(in).ReadString('\n')
+	line, err := bufio.NewReader(a.opts.IOStreams.In).ReadString('\n')
+	if errors.Is(err, io.EOF) && strings.TrimSpace(line) == "" {
+		_, _ = fmt.Fprintln(a.opts.IOStreams.ErrOut, "(no answer)")
+		return false, nil
+	}
 	if err != nil && !errors.Is(err, io.EOF) {
 		return false, fmt.Errorf("reading the answer: %w", err)
 	}

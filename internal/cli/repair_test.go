@@ -84,7 +84,7 @@ func TestRepairAfterVeleroRestore(t *testing.T) {
 	}
 
 	var c kubeenv.Counter
-	r := invocation{wrap: counting(&c)}.run(t, "repair", "-n", ns)
+	r := invocation{wrap: counting(&c)}.run(t, "repair", "-n", ns, "--yes")
 	r.expectCode(t, cli.ExitOK)
 	if !strings.Contains(r.out, "adopted") || !strings.Contains(r.out, "no ownerReference to its Cluster") {
 		t.Errorf("repair output:\n%s", r.out)
@@ -104,7 +104,7 @@ func TestRepairAfterVeleroRestore(t *testing.T) {
 	}
 	// A second repair has nothing to do.
 	c.Reset()
-	r = invocation{wrap: counting(&c)}.run(t, "repair", "-n", ns)
+	r = invocation{wrap: counting(&c)}.run(t, "repair", "-n", ns, "--yes")
 	r.expectCode(t, cli.ExitOK)
 	if c.Writes() != 0 || !strings.Contains(r.out, "Nothing to change.") {
 		t.Errorf("second repair made %d writes:\n%s", c.Writes(), r.out)
@@ -143,7 +143,7 @@ func TestRepairFleet(t *testing.T) {
 	ns := env.Namespace(t)
 	fleet(t, ns)
 	var c kubeenv.Counter
-	r := invocation{wrap: counting(&c)}.run(t, "repair", "-n", ns)
+	r := invocation{wrap: counting(&c)}.run(t, "repair", "-n", ns, "--yes")
 	r.expectCode(t, cli.ExitNeedsHuman)
 	if got := c.Writes(); got != 4 {
 		t.Errorf("writes = %d, want 4 (2 adopt, 1 release, 1 mark)", got)
@@ -176,7 +176,7 @@ func TestRepairFleet(t *testing.T) {
 	// Run again at once: the orphan waits for its grace period, the rest is
 	// done or needs a person.
 	c.Reset()
-	r = invocation{wrap: counting(&c)}.run(t, "repair", "-n", ns)
+	r = invocation{wrap: counting(&c)}.run(t, "repair", "-n", ns, "--yes")
 	r.expectCode(t, cli.ExitNeedsHuman)
 	if c.Writes() != 0 {
 		t.Errorf("second repair made %d writes:\n%s", c.Writes(), r.out)
@@ -191,7 +191,7 @@ func TestRepairCollectsOrphanAfterGrace(t *testing.T) {
 	clk := testingclock.NewFakePassiveClock(time.Now())
 	inv := invocation{clock: clk}
 
-	r := inv.run(t, "repair", "-n", ns, "--orphan-grace=10m")
+	r := inv.run(t, "repair", "-n", ns, "--orphan-grace=10m", "--yes")
 	r.expectCode(t, cli.ExitOK)
 	if !strings.Contains(r.out, "mark-orphan") || !strings.Contains(r.out, "marked") {
 		t.Fatalf("first repair:\n%s", r.out)
@@ -201,14 +201,14 @@ func TestRepairCollectsOrphanAfterGrace(t *testing.T) {
 	}
 
 	clk.SetTime(clk.Now().Add(5 * time.Minute))
-	r = inv.run(t, "repair", "-n", ns, "--orphan-grace=10m")
+	r = inv.run(t, "repair", "-n", ns, "--orphan-grace=10m", "--yes")
 	r.expectCode(t, cli.ExitOK)
 	if !strings.Contains(r.out, "Left as they are for now (1)") || kubeenv.MustGetLock(t, env.Client, ns, "c1") == nil {
 		t.Fatalf("repair within the grace period:\n%s", r.out)
 	}
 
 	clk.SetTime(clk.Now().Add(6 * time.Minute))
-	r = inv.run(t, "repair", "-n", ns, "--orphan-grace=10m")
+	r = inv.run(t, "repair", "-n", ns, "--orphan-grace=10m", "--yes")
 	r.expectCode(t, cli.ExitOK)
 	if !strings.Contains(r.out, "collected") || kubeenv.MustGetLock(t, env.Client, ns, "c1") != nil {
 		t.Fatalf("repair after the grace period:\n%s", r.out)
@@ -262,7 +262,7 @@ func TestRepairNeverDeletesLockOfRunningInit(t *testing.T) {
 			// Three rounds, each a grace period apart, so that every
 			// two-step action would have had its chance.
 			for range 3 {
-				r := invocation{clock: clk}.run(t, append([]string{"repair", "-n", ns}, tc.args...)...)
+				r := invocation{clock: clk}.run(t, append([]string{"repair", "-n", ns, "--yes"}, tc.args...)...)
 				r.expectCode(t, cli.ExitOK)
 				cm := kubeenv.MustGetLock(t, env.Client, ns, "c1")
 				if cm == nil {
@@ -319,7 +319,7 @@ func TestRepairRetriesAfterConflict(t *testing.T) {
 		newMachine(t, ns, "c1", "m1", nil)
 		newLock(t, ns, "c1", "m1", nil)
 		var c kubeenv.Counter
-		r := invocation{wrap: interfere(t, &c, http.MethodPatch, ns, "c1", 1, touch)}.run(t, "repair", "-n", ns)
+		r := invocation{wrap: interfere(t, &c, http.MethodPatch, ns, "c1", 1, touch)}.run(t, "repair", "-n", ns, "--yes")
 		r.expectCode(t, cli.ExitOK)
 		if got := c.Count("patch"); got != 2 {
 			t.Errorf("patches = %d, want 2 (a conflict, then the adoption)", got)
@@ -334,7 +334,7 @@ func TestRepairRetriesAfterConflict(t *testing.T) {
 		newLock(t, ns, "c1", "m1", cl)
 		var c kubeenv.Counter
 		del := func(ctx context.Context, cm *corev1.ConfigMap) error { return env.Client.Delete(ctx, cm) }
-		r := invocation{wrap: interfere(t, &c, http.MethodDelete, ns, "c1", 1, del)}.run(t, "repair", "-n", ns)
+		r := invocation{wrap: interfere(t, &c, http.MethodDelete, ns, "c1", 1, del)}.run(t, "repair", "-n", ns, "--yes")
 		r.expectCode(t, cli.ExitOK)
 		if !strings.Contains(r.out, "now free, nothing to do") {
 			t.Errorf("output:\n%s", r.out)
@@ -346,7 +346,7 @@ func TestRepairRetriesAfterConflict(t *testing.T) {
 		newMachine(t, ns, "c1", "m1", nil)
 		newLock(t, ns, "c1", "m1", nil)
 		var c kubeenv.Counter
-		r := invocation{wrap: interfere(t, &c, http.MethodPatch, ns, "c1", 100, touch)}.run(t, "repair", "-n", ns)
+		r := invocation{wrap: interfere(t, &c, http.MethodPatch, ns, "c1", 100, touch)}.run(t, "repair", "-n", ns, "--yes")
 		r.expectCode(t, cli.ExitError)
 		if got := c.Count("patch"); got != 5 {
 			t.Errorf("patches = %d, want 5 (bounded)", got)
@@ -370,7 +370,7 @@ func TestRepairConfirmationAndProgressOnTerminal(t *testing.T) {
 		var c kubeenv.Counter
 		r := invocation{terminal: true, stdin: "n\n", wrap: counting(&c)}.run(t, "repair", "-n", ns)
 		r.expectCode(t, cli.ExitError)
-		if !strings.Contains(r.out, "Apply 1 change? [y/N]: ") || !strings.Contains(r.err, "repair aborted; nothing was changed") {
+		if !strings.Contains(r.err, "Apply 1 change? [y/N]: ") || !strings.Contains(r.err, "repair aborted; nothing was changed") {
 			t.Errorf("stdout:\n%s\nstderr:\n%s", r.out, r.err)
 		}
 		if c.Writes() != 0 {
@@ -389,8 +389,8 @@ func TestRepairConfirmationAndProgressOnTerminal(t *testing.T) {
 		ns := setup(t)
 		r := invocation{terminal: true}.run(t, "repair", "-n", ns, "--yes")
 		r.expectCode(t, cli.ExitOK)
-		if strings.Contains(r.out, "[y/N]") {
-			t.Errorf("asked despite --yes:\n%s", r.out)
+		if strings.Contains(r.out+r.err, "[y/N]") {
+			t.Errorf("asked despite --yes:\n%s%s", r.out, r.err)
 		}
 	})
 }
@@ -401,13 +401,13 @@ func TestRepairExitCodes(t *testing.T) {
 		cl := newCluster(t, ns, "c1", false)
 		newMachine(t, ns, "c1", "m1", nil)
 		newLock(t, ns, "c1", "m1", cl)
-		run(t, "repair", "-n", ns).expectCode(t, cli.ExitOK)
+		run(t, "repair", "-n", ns, "--yes").expectCode(t, cli.ExitOK)
 	})
 	t.Run("corrupt", func(t *testing.T) {
 		ns := env.Namespace(t)
 		cl := newCluster(t, ns, "c1", false)
 		newConfigMap(t, ns, "c1-lock", map[string]string{engine.ClusterNameLabel: "c1"}, map[string]string{engine.DataKey: `{"machineName":""}`}, cl)
-		r := run(t, "repair", "-n", ns)
+		r := run(t, "repair", "-n", ns, "--yes")
 		r.expectCode(t, cli.ExitNeedsHuman)
 		if !strings.Contains(r.out, "kubectl initlock release c1 -n "+ns+" --force") {
 			t.Errorf("no way out named:\n%s", r.out)
@@ -417,7 +417,7 @@ func TestRepairExitCodes(t *testing.T) {
 		ns := env.Namespace(t)
 		newCluster(t, ns, "c1", false)
 		newConfigMap(t, ns, "c1-lock", nil, nil, nil)
-		r := run(t, "repair", "-n", ns)
+		r := run(t, "repair", "-n", ns, "--yes")
 		r.expectCode(t, cli.ExitNeedsHuman)
 		if !strings.Contains(r.out, `configmap "c1-lock" is not an init lock (no cluster.x-k8s.io/cluster-name label); refusing to touch it`) {
 			t.Errorf("output:\n%s", r.out)
