@@ -129,7 +129,8 @@ func TestReleaseManagerImage(t *testing.T) {
 // TestReleasePluginImage runs the Velero plugin image as "velero plugin
 // add" does, as an init container with an empty folder mounted at /target,
 // then loads the plugin binary it copied there the way the Velero server
-// does, over go-plugin's gRPC, and runs an action through it.
+// does, over go-plugin's gRPC, and runs an action through it (which reads
+// its settings from the API server).
 func TestReleasePluginImage(t *testing.T) {
 	u := unpack(t, "velero-plugin-initlock")
 	u.check(t, []string{"/copy-plugins", "-from=/plugins", "-to=/target"}, "copy-plugins", "plugins/", "plugins/velero-plugin-initlock")
@@ -159,6 +160,14 @@ func TestReleasePluginImage(t *testing.T) {
 		t.Fatalf("/target holds %d entries, want the plugin only", len(entries))
 	}
 
+	// The plugin reads its settings ConfigMap in Velero's namespace, with
+	// the kubeconfig and namespace Velero gives it.
+	kubeconfig, err := env.WriteKubeconfig("velero", []string{"system:masters"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", kubeconfig)
+	t.Setenv("VELERO_NAMESPACE", env.Namespace(t))
 	log := logrus.New()
 	log.SetOutput(&bytes.Buffer{})
 	registry := process.NewRegistry(target, log, logrus.InfoLevel)
