@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/cli"
 	"github.com/initlock/initlock/internal/kubeenv"
@@ -98,14 +99,19 @@ func TestOutputNameAndNoHeaders(t *testing.T) {
 	// Every name is one that kubectl get takes.
 	for _, n := range want {
 		kind, name, _ := strings.Cut(n, "/")
-		var err error
-		if kind == "configmap" {
-			_, err = kubeenv.GetLock(t.Context(), env.Client, ns, strings.TrimSuffix(name, "-lock"))
-		} else if kind != "cluster."+capi.Group {
+		switch kind {
+		case "configmap":
+			if cm, err := kubeenv.GetLock(t.Context(), env.Client, ns, strings.TrimSuffix(name, "-lock")); cm == nil || err != nil {
+				t.Errorf("%s: no such ConfigMap (%v)", n, err)
+			}
+		case "cluster." + capi.Group:
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(capi.ClusterGVK(capi.V1Beta2))
+			if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, u); err != nil {
+				t.Errorf("%s: %v", n, err)
+			}
+		default:
 			t.Errorf("%s: unexpected type", n)
-		}
-		if err != nil {
-			t.Errorf("%s: %v", n, err)
 		}
 	}
 	for _, o := range []string{"table", "wide"} {
