@@ -113,7 +113,7 @@ func TestChecksums(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"install.yaml", "install-relink-secrets.yaml", "addon-components.yaml", "metadata.yaml", "initlock.yaml", "release-notes.md", "images.txt"} {
+	for _, want := range []string{"install.yaml", "install-relink-secrets.yaml", "addon-components.yaml", "owner-references-enforcement.yaml", "metadata.yaml", "initlock.yaml", "release-notes.md", "images.txt"} {
 		if !listed[want] {
 			t.Errorf("the release has no %s", want)
 		}

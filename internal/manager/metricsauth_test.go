@@ -10,11 +10,7 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
 	"github.com/initlock/initlock/internal/kubeenv"
@@ -27,7 +23,7 @@ import (
 // token 401.
 func scrapeMetrics(t *testing.T, ns, addr string) string {
 	t.Helper()
-	reader, other := serviceAccountToken(t, ns, "metrics-reader"), serviceAccountToken(t, ns, "not-a-reader")
+	reader, other := env.ServiceAccountToken(t, ns, "metrics-reader"), env.ServiceAccountToken(t, ns, "not-a-reader")
 	bindMetricsReader(t, ns, "metrics-reader")
 	url := "https://" + addr + "/metrics"
 	var body string
@@ -74,23 +70,6 @@ func getWithToken(t *testing.T, url, token string) (int, string, error) {
 	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), err
-}
-
-// serviceAccountToken creates a ServiceAccount and returns a token for it.
-func serviceAccountToken(t *testing.T, ns, name string) string {
-	t.Helper()
-	create(t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
-	cs, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(t.Context(), name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: new(int64(600))},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("requesting a token for ServiceAccount %s/%s: %v", ns, name, err)
-	}
-	return tr.Status.Token
 }
 
 // bindMetricsReader creates the metrics-reader ClusterRole of config/rbac

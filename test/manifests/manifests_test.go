@@ -91,9 +91,31 @@ func TestInstallManifestsAreValid(t *testing.T) {
 }
 
 // TestLeastPrivilege checks that only the relink-secrets overlay grants
-// access to Secrets, and that the metrics are served over HTTPS with a
-// metrics-reader ClusterRole to bind to scrapers.
+// access to Secrets, that no install grants delete on a Cluster API kind or
+// update on finalizers (only the owner-references-enforcement overlay
+// does), that every install holds the admission guardrail, and that the
+// metrics are served over HTTPS with a metrics-reader ClusterRole to bind
+// to scrapers.
 func TestLeastPrivilege(t *testing.T) {
+	enforcement := render(t, "KUSTOMIZE_DIR=config/owner-references-enforcement")
+	var granted []string
+	for _, o := range enforcement {
+		if o.GetKind() == "ClusterRole" {
+			var r rbacv1.ClusterRole
+			convert(t, o, &r)
+			for _, rule := range r.Rules {
+				for _, res := range rule.Resources {
+					granted = append(granted, strings.Join(rule.Verbs, ",")+" "+res)
+				}
+			}
+		}
+		validateObject(t, o)
+	}
+	slices.Sort(granted)
+	if want := []string{"delete machinedeployments", "delete machinehealthchecks", "delete machinepools", "delete machines", "delete machinesets",
+		"update machinedeployments/finalizers", "update machinepools/finalizers", "update machinesets/finalizers"}; !slices.Equal(granted, want) {
+		t.Errorf("config/owner-references-enforcement grants %v, want %v", granted, want)
+	}
 	for _, tc := range []struct {
 		name        string
 		objs        []*unstructured.Unstructured
@@ -103,20 +125,31 @@ func TestLeastPrivilege(t *testing.T) {
 		{"relink-secrets", render(t, "KUSTOMIZE_DIR=config/relink-secrets"), true},
 	} {
 		secrets, reader, args := false, false, ""
+		guardrail := map[string]bool{}
 		for _, o := range tc.objs {
 			switch o.GetKind() {
+			case "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
+				guardrail[o.GetKind()+" "+o.GetName()] = true
 			case "ClusterRole", "Role":
 				var r rbacv1.ClusterRole
 				convert(t, o, &r)
 				for _, rule := range r.Rules {
 					secrets = secrets || slices.Contains(rule.Resources, "secrets") || slices.Contains(rule.Resources, "*")
 					reader = reader || slices.Contains(rule.NonResourceURLs, "/metrics")
+					for _, res := range rule.Resources {
+						if strings.HasSuffix(res, "/finalizers") || (slices.Contains(rule.Verbs, "delete") && slices.Contains(rule.APIGroups, "cluster.x-k8s.io")) {
+							t.Errorf("%s: %s %s grants %v on %s", tc.name, o.GetKind(), o.GetName(), rule.Verbs, res)
+						}
+					}
 				}
 			case "Deployment":
 				var d appsv1.Deployment
 				convert(t, o, &d)
 				args = strings.Join(d.Spec.Template.Spec.Containers[0].Args, " ")
 			}
+		}
+		if !guardrail["ValidatingAdmissionPolicy initlock-manager-guardrail"] || !guardrail["ValidatingAdmissionPolicyBinding initlock-manager-guardrail"] {
+			t.Errorf("%s: no admission guardrail: %v", tc.name, guardrail)
 		}
 		if secrets != tc.wantSecrets || strings.Contains(args, "--relink-secrets") != tc.wantSecrets {
 			t.Errorf("%s: a role grants Secrets: %t, manager args %q; want Secrets only with the overlay", tc.name, secrets, args)
@@ -169,15 +202,7 @@ func validateInstall(t *testing.T, objs []*unstructured.Unstructured) {
 	kinds := map[string]int{}
 	for _, o := range objs {
 		kinds[o.GetKind()]++
-		warnings.reset()
-		err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()),
-			client.FieldOwner("initlock-install-test"), client.ForceOwnership, client.DryRunAll)
-		if err != nil {
-			t.Errorf("%s %s: not valid for kube-apiserver %s: %v", o.GetKind(), key(o), kubeenv.KubeVersion, err)
-		}
-		for _, w := range warnings.take() {
-			t.Errorf("%s %s: kube-apiserver %s warns: %s", o.GetKind(), key(o), kubeenv.KubeVersion, w)
-		}
+		validateWith(t, c, warnings, o)
 	}
 	for _, kind := range []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment", "Service"} {
 		if kinds[kind] == 0 {
@@ -193,6 +218,33 @@ func validateInstall(t *testing.T, objs []*unstructured.Unstructured) {
 		if !apierrors.IsNotFound(err) {
 			t.Errorf("Deployment %s exists after a dry run (err %v)", key(o), err)
 		}
+	}
+}
+
+// validateObject applies o with server-side apply and dryRun=All, and fails
+// on an error or a warning.
+func validateObject(t *testing.T, o *unstructured.Unstructured) {
+	t.Helper()
+	warnings := &warningCollector{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WarningHandler = warnings
+	c, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	validateWith(t, c, warnings, o)
+}
+
+func validateWith(t *testing.T, c client.Client, warnings *warningCollector, o *unstructured.Unstructured) {
+	t.Helper()
+	warnings.reset()
+	err := c.Apply(t.Context(), client.ApplyConfigurationFromUnstructured(o.DeepCopy()),
+		client.FieldOwner("initlock-install-test"), client.ForceOwnership, client.DryRunAll)
+	if err != nil {
+		t.Errorf("%s %s: not valid for kube-apiserver %s: %v", o.GetKind(), key(o), kubeenv.KubeVersion, err)
+	}
+	for _, w := range warnings.take() {
+		t.Errorf("%s %s: kube-apiserver %s warns: %s", o.GetKind(), key(o), kubeenv.KubeVersion, w)
 	}
 }
 
