@@ -6,7 +6,7 @@ GO ?= go
 # The Go modules of project code, by folder: vet, lint and unit visit each in
 # turn, and go.work lists the same folders (make lint checks it). The
 # modules that only pin a tool or a peer's version are in hack/pins.
-MODULES := . pkg/initlock hack/contention hack/capi hack/s3 hack/release
+MODULES := . pkg/initlock hack/contention hack/capi hack/s3 hack/release test/alerts
 # Every go command here resolves the module it runs in on its own, from that
 # module's go.mod and go.sum, as a consumer of the library and a release build
 # do; go.work serves editors and go commands typed by hand, and make quick.
@@ -22,6 +22,10 @@ UNIT_pkg/initlock = ./...
 # Contention next to the upstream lock: one round, its request counts
 # asserted; and the races between the two locks.
 UNIT_hack/contention = -bench=. -benchtime=1x ./...
+# The alert rules of config/monitoring, evaluated with Prometheus's own
+# packages against the real manager (a module of its own, so that only
+# this test depends on Prometheus).
+UNIT_test/alerts = ./...
 # The packages whose tests start no control plane (the others fail, rather
 # than skip, without one), across the modules of go.work: make quick.
 QUICK_PKGS ?= ./internal/benchreport/... ./internal/copier ./internal/demo ./internal/explore ./internal/kubeenv/faults ./internal/version \
@@ -149,7 +153,8 @@ verify-generate: ## Check that generated files are up to date and that config/ r
 	done; \
 	$(KUSTOMIZE) build config/default >/dev/null; \
 	$(KUSTOMIZE) build config/relink-secrets >/dev/null; \
-	$(KUSTOMIZE) build config/owner-references-enforcement >/dev/null
+	$(KUSTOMIZE) build config/owner-references-enforcement >/dev/null; \
+	$(KUSTOMIZE) build config/monitoring >/dev/null
 
 # DEMO_FLAGS are passed to the demo, e.g. make demo DEMO_FLAGS=--keep.
 DEMO_FLAGS ?=

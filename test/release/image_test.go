@@ -8,7 +8,6 @@ import (
 	"crypto/tls"
 	"debug/elf"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -107,7 +106,7 @@ func TestReleaseManagerImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := env.Namespace(t)
-	metricsAddr, probeAddr := freeAddress(t), freeAddress(t)
+	metricsAddr, probeAddr := kubeenv.FreeAddress(t), kubeenv.FreeAddress(t)
 	cmd := u.command(t, "--kubeconfig=/kubeconfig", "--namespace="+ns, "--leader-elect", "--leader-election-namespace="+ns,
 		"--metrics-bind-address="+metricsAddr, "--health-probe-bind-address="+probeAddr)
 	if os.Geteuid() != 0 {
@@ -204,16 +203,6 @@ func TestReleasePluginImage(t *testing.T) {
 	if want := `[{"apiVersion":"cluster.x-k8s.io/v1beta2","kind":"MachineSet","name":"ms-0","controller":true}]`; ann != want {
 		t.Fatalf("annotation = %s, want %s", ann, want)
 	}
-}
-
-func freeAddress(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
 }
 
 // status checks that GET url answers with the status code want.
