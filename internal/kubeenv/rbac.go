@@ -140,3 +140,23 @@ func (e *Env) ServiceAccountConfig(t testing.TB, ns, name string) *rest.Config {
 	cfg.BearerToken = e.ServiceAccountToken(t, ns, name)
 	return cfg
 }
+
+// BindMetricsReader creates the metrics-reader ClusterRole of config/rbac,
+// under a name of the namespace's own, and binds it to the ServiceAccount
+// ns/sa, as an operator binds a Prometheus to it.
+func (e *Env) BindMetricsReader(t testing.TB, ns, sa string) {
+	t.Helper()
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "config", "rbac", "metrics_reader_role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.UnmarshalStrict(b, role); err != nil {
+		t.Fatalf("reading metrics_reader_role.yaml: %v", err)
+	}
+	e.BindClusterRole(t, "initlock-metrics-reader-"+ns, role.Rules, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa})
+}

@@ -5,13 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
-
-	rbacv1 "k8s.io/api/rbac/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/initlock/initlock/internal/kubeenv"
 )
@@ -24,7 +19,7 @@ import (
 func scrapeMetrics(t *testing.T, ns, addr string) string {
 	t.Helper()
 	reader, other := env.ServiceAccountToken(t, ns, "metrics-reader"), env.ServiceAccountToken(t, ns, "not-a-reader")
-	bindMetricsReader(t, ns, "metrics-reader")
+	env.BindMetricsReader(t, ns, "metrics-reader")
 	url := "https://" + addr + "/metrics"
 	var body string
 	kubeenv.Eventually(t, 30*time.Second, func() error {
@@ -70,23 +65,4 @@ func getWithToken(t *testing.T, url, token string) (int, string, error) {
 	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), err
-}
-
-// bindMetricsReader creates the metrics-reader ClusterRole of config/rbac
-// under a name of the test's own and binds it to the ServiceAccount.
-func bindMetricsReader(t *testing.T, ns, sa string) {
-	t.Helper()
-	root, err := kubeenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(root, "config", "rbac", "metrics_reader_role.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	role := &rbacv1.ClusterRole{}
-	if err := yaml.UnmarshalStrict(b, role); err != nil {
-		t.Fatalf("reading metrics_reader_role.yaml: %v", err)
-	}
-	env.BindClusterRole(t, "initlock-metrics-reader-"+ns, role.Rules, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa})
 }

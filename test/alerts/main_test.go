@@ -3,15 +3,11 @@ package alerts_test
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/yaml"
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/manager"
@@ -57,19 +53,7 @@ func prometheusToken(t *testing.T, ns string) string {
 	if token, ok := tokens[ns]; ok {
 		return token
 	}
-	root, err := kubeenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(root, "config", "rbac", "metrics_reader_role.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	role := &rbacv1.ClusterRole{}
-	if err := yaml.UnmarshalStrict(b, role); err != nil {
-		t.Fatal(err)
-	}
-	env.BindClusterRole(t, "initlock-metrics-reader-"+ns, role.Rules, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "prometheus"})
+	env.BindMetricsReader(t, ns, "prometheus")
 	tokens[ns] = env.ServiceAccountToken(t, ns, "prometheus")
 	return tokens[ns]
 }

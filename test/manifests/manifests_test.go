@@ -98,6 +98,7 @@ func TestInstallManifestsAreValid(t *testing.T) {
 // to scrapers.
 func TestLeastPrivilege(t *testing.T) {
 	enforcement := render(t, "KUSTOMIZE_DIR=config/owner-references-enforcement")
+	validate := validator(t)
 	var granted []string
 	for _, o := range enforcement {
 		if o.GetKind() == "ClusterRole" {
@@ -109,7 +110,7 @@ func TestLeastPrivilege(t *testing.T) {
 				}
 			}
 		}
-		validateObject(t, o)
+		validate(o)
 	}
 	slices.Sort(granted)
 	if want := []string{"delete machinedeployments", "delete machinehealthchecks", "delete machinepools", "delete machines", "delete machinesets",
@@ -189,20 +190,11 @@ func validateInstall(t *testing.T, objs []*unstructured.Unstructured) {
 			t.Fatalf("applying namespace %s: %v", o.GetName(), err)
 		}
 	}
-	// Warnings count as failures: they are how the API server reports,
-	// among others, a Pod template that breaks the namespace's Pod
-	// Security level.
-	warnings := &warningCollector{}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.WarningHandler = warnings
-	c, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	validate := validator(t)
 	kinds := map[string]int{}
 	for _, o := range objs {
 		kinds[o.GetKind()]++
-		validateWith(t, c, warnings, o)
+		validate(o)
 	}
 	for _, kind := range []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment", "Service"} {
 		if kinds[kind] == 0 {
@@ -221,9 +213,11 @@ func validateInstall(t *testing.T, objs []*unstructured.Unstructured) {
 	}
 }
 
-// validateObject applies o with server-side apply and dryRun=All, and fails
-// on an error or a warning.
-func validateObject(t *testing.T, o *unstructured.Unstructured) {
+// validator returns a function that applies an object with server-side
+// apply and dryRun=All, and fails on an error or a warning. Warnings count
+// as failures: they are how the API server reports, among others, a Pod
+// template that breaks the namespace's Pod Security level.
+func validator(t *testing.T) func(*unstructured.Unstructured) {
 	t.Helper()
 	warnings := &warningCollector{}
 	cfg := rest.CopyConfig(env.Config)
@@ -232,19 +226,17 @@ func validateObject(t *testing.T, o *unstructured.Unstructured) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	validateWith(t, c, warnings, o)
-}
-
-func validateWith(t *testing.T, c client.Client, warnings *warningCollector, o *unstructured.Unstructured) {
-	t.Helper()
-	warnings.reset()
-	err := c.Apply(t.Context(), client.ApplyConfigurationFromUnstructured(o.DeepCopy()),
-		client.FieldOwner("initlock-install-test"), client.ForceOwnership, client.DryRunAll)
-	if err != nil {
-		t.Errorf("%s %s: not valid for kube-apiserver %s: %v", o.GetKind(), key(o), kubeenv.KubeVersion, err)
-	}
-	for _, w := range warnings.take() {
-		t.Errorf("%s %s: kube-apiserver %s warns: %s", o.GetKind(), key(o), kubeenv.KubeVersion, w)
+	return func(o *unstructured.Unstructured) {
+		t.Helper()
+		warnings.reset()
+		err := c.Apply(t.Context(), client.ApplyConfigurationFromUnstructured(o.DeepCopy()),
+			client.FieldOwner("initlock-install-test"), client.ForceOwnership, client.DryRunAll)
+		if err != nil {
+			t.Errorf("%s %s: not valid for kube-apiserver %s: %v", o.GetKind(), key(o), kubeenv.KubeVersion, err)
+		}
+		for _, w := range warnings.take() {
+			t.Errorf("%s %s: kube-apiserver %s warns: %s", o.GetKind(), key(o), kubeenv.KubeVersion, w)
+		}
 	}
 }
 
