@@ -1,13 +1,9 @@
 package alerts_test
 
 import (
-	"crypto/tls"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -20,7 +16,6 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/rulefmt"
-	"github.com/prometheus/prometheus/model/textparse"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -106,13 +101,6 @@ func readMonitoring(t *testing.T) monitoring {
 		t.Fatalf("scrape interval %q (%v), evaluation interval %s", ep.Interval, err, evalInterval)
 	}
 	return m
-}
-
-// target is the manager's metrics endpoint as Prometheus scrapes it.
-type target struct {
-	url, token string
-	// instance is the instance label of its series.
-	instance string
 }
 
 // timeline records scrapes of targets into a TSDB at simulated times and
@@ -349,53 +337,5 @@ func (tl *timeline) expectQuiet() {
 	sort.Strings(names)
 	if len(names) > 0 {
 		tl.t.Fatalf("alerts fired: %v\n%s", names, strings.Join(tl.log, "\n"))
-	}
-}
-
-// get scrapes tg as Prometheus does: its bearer token, the scrape
-// protocols Prometheus accepts, the manager's self-signed certificate.
-func get(t *testing.T, tg target) ([]byte, string, error) {
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, tg.url, nil)
-	if err != nil {
-		return nil, "", err
-	}
-	req.Header.Set("Authorization", "Bearer "+tg.token)
-	req.Header.Set("Accept", "text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
-	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the ServiceMonitor's insecureSkipVerify
-	resp, err := c.Do(req)
-	if err != nil {
-		return nil, "", err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("GET %s: %s: %s", tg.url, resp.Status, b)
-	}
-	return b, resp.Header.Get("Content-Type"), err
-}
-
-// parse reads the float samples of a scrape with Prometheus's own parser.
-func parse(t *testing.T, body []byte, contentType string) []sample {
-	t.Helper()
-	p, err := textparse.New(body, contentType, labels.NewSymbolTable(), textparse.ParserOptions{})
-	if err != nil {
-		t.Fatalf("parsing the scrape (%s): %v", contentType, err)
-	}
-	var out []sample
-	for {
-		e, err := p.Next()
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatalf("parsing the scrape: %v", err)
-		}
-		if e != textparse.EntrySeries {
-			continue
-		}
-		var l labels.Labels
-		p.Labels(&l)
-		_, _, v := p.Series()
-		out = append(out, sample{labels: l, value: v})
 	}
 }
