@@ -17,7 +17,8 @@ root=$(cd "$here/.." && pwd)
 name=cabpk-initlock
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/initlock/cabpk-initlock"
 bin=capi-kubeadm-bootstrap-manager
-log() { printf '%s: %s\n' "$name" "$*" >&2; }
+# shellcheck source=hack/lib.sh
+. "$here/lib.sh"
 
 key=$( (cat "$root/docs/cabpk.patch"; cd "$root/pkg/initlock" && git ls-files -co --exclude-standard -- go.mod go.sum '*.go' ':!:*_test.go' | LC_ALL=C sort | xargs cat) | sha256sum | cut -c1-16)
 out="$cache/$key"
@@ -27,29 +28,10 @@ if [ -x "$out/$bin" ]; then
 fi
 mkdir -p "$cache"
 
-src=$(cd "$here/capi" && GOFLAGS=-mod=mod GOWORK=off go mod download -json "sigs.k8s.io/cluster-api@$CAPI_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-if [ ! -f "$src/go.mod" ]; then
-  log "Cluster API $CAPI_VERSION not found in the module cache"
-  exit 1
-fi
 tmp=$(mktemp -d "$cache/.build.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-cp -r "$src" "$tmp/cluster-api"
-chmod -R u+w "$tmp/cluster-api"
+capi_tree "$tmp/cluster-api" "$root/docs/cabpk.patch"
 cd "$tmp/cluster-api"
-if command -v patch >/dev/null; then
-  apply=(patch -p1 --quiet --no-backup-if-mismatch)
-else
-  apply=(git apply -p1)
-fi
-if ! "${apply[@]}" < "$root/docs/cabpk.patch"; then
-  log "docs/cabpk.patch does not apply to Cluster API $CAPI_VERSION"
-  exit 1
-fi
-# The module's own go.mod points /api at a folder that is not in the module
-# zip; the library is this work tree's.
-go mod edit -replace "sigs.k8s.io/cluster-api/api=sigs.k8s.io/cluster-api/api@$CAPI_VERSION" \
-  -replace "github.com/initlock/initlock/pkg/initlock=$root/pkg/initlock"
 log "building CABPK $CAPI_VERSION with docs/cabpk.patch into $out (about 5 minutes and 1 GB cold, waiting for other heavy builds first)"
 start=$(date +%s)
 timer=()

@@ -1,8 +1,11 @@
 # Shared by the scripts that build third-party binaries from Go modules into
-# the cache (hack/kube.sh, hack/stack.sh). Source it after setting:
+# the cache (hack/kube.sh, hack/stack.sh) and by those that build or test
+# Cluster API's source (hack/cabpk-initlock.sh, hack/cabpk-tests.sh). Source
+# it after setting:
 #   here  the hack/ folder
-#   dir   the cache folder the binaries go to
+#   dir   the cache folder the binaries go to (build)
 #   name  the prefix of progress lines, e.g. "kube"
+#   root  the work tree, and CAPI_VERSION (capi_tree)
 
 log() { printf '%s: %s\n' "$name" "$*" >&2; }
 
@@ -49,4 +52,38 @@ build() {
   mv "$tmp"/* "$dir"/
   rmdir "$tmp"
   log "  done in $(( $(date +%s) - start ))s$peak"
+}
+
+# capi_tree DEST [PATCH]: a writable copy, in DEST, of Cluster API
+# $CAPI_VERSION's module source as hack/capi pins it (from the module cache,
+# downloaded when missing), with PATCH applied when given. The module's
+# go.mod points its /api module at a folder that is not in the module zip:
+# it is required at $CAPI_VERSION instead; the library a patch requires is
+# this work tree's pkg/initlock ($root). Build in DEST with GOFLAGS=-mod=mod
+# and GOWORK=off.
+capi_tree() {
+  local dest=$1 patch=${2:-} src
+  src=$(cd "$here/capi" && GOFLAGS=-mod=mod GOWORK=off go mod download -json "sigs.k8s.io/cluster-api@$CAPI_VERSION" |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  if [ ! -f "$src/go.mod" ]; then
+    log "Cluster API $CAPI_VERSION not found in the module cache"
+    return 1
+  fi
+  rm -rf "$dest"
+  mkdir -p "$(dirname "$dest")"
+  cp -r "$src" "$dest"
+  chmod -R u+w "$dest"
+  local edits=(-replace "sigs.k8s.io/cluster-api/api=sigs.k8s.io/cluster-api/api@$CAPI_VERSION")
+  if [ -n "$patch" ]; then
+    local apply=(git apply -p1)
+    if command -v patch >/dev/null; then
+      apply=(patch -p1 --quiet --no-backup-if-mismatch)
+    fi
+    if ! (cd "$dest" && "${apply[@]}" < "$patch"); then
+      log "$patch does not apply to Cluster API $CAPI_VERSION"
+      return 1
+    fi
+    edits+=(-replace "github.com/initlock/initlock/pkg/initlock=$root/pkg/initlock")
+  fi
+  (cd "$dest" && go mod edit "${edits[@]}")
 }

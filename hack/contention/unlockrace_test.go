@@ -2,16 +2,13 @@ package contention
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/bootstrap/kubeadm/pkg/locking"
@@ -19,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/initlock/initlock/internal/kubeenv"
-	"github.com/initlock/initlock/internal/manager/managertest"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
@@ -30,15 +26,19 @@ import (
 // m0 gone and deletes the lock without preconditions. Between its read of
 // m0 and its delete, initlock's Lock takes the lock over for m1 and is told
 // Acquired. Upstream alone, the delete removes m1's lock and upstream's next
-// Lock grants m2: two Machines run init. With initlock-manager, once it has
-// protected m1's lock, the delete is held back and m2 is refused.
+// Lock grants m2: two Machines run init. With initlock's lock guard
+// installed, the delete is refused from the instant the lock exists (no
+// controller has to get to it first), and m2 is refused.
 func TestUpstreamUnlockRace(t *testing.T) {
-	for _, withManager := range []bool{false, true} {
-		t.Run(fmt.Sprintf("manager=%t", withManager), func(t *testing.T) {
+	for _, guarded := range []bool{false, true} {
+		t.Run(fmt.Sprintf("guard=%t", guarded), func(t *testing.T) {
 			ctx := t.Context()
 			ns := env.Namespace(t)
-			if withManager {
-				managertest.Start(t, env.Config, managertest.Options(ns))
+			if guarded {
+				if err := env.InstallLockGuard(ctx); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { env.RemoveLockGuard(t) })
 			}
 			cl := kubeenv.NewCluster(capi.V1Beta2, ns, "c1")
 			create(t, cl)
@@ -66,9 +66,6 @@ func TestUpstreamUnlockRace(t *testing.T) {
 						if tookOver, lerr = initlock.New(env.Client).Lock(ctx, cl, m1); lerr != nil {
 							t.Errorf("initlock Lock for m1: %v", lerr)
 						}
-						if withManager {
-							kubeenv.Eventually(t, 30*time.Second, func() error { return protected(ctx, ns) })
-						}
 					}
 					return err
 				},
@@ -84,27 +81,23 @@ func TestUpstreamUnlockRace(t *testing.T) {
 			m2Acquired := mutex.Lock(ctx, typed[clusterv1.Cluster](t, cl), typed[clusterv1.Machine](t, m2))
 			cm := &corev1.ConfigMap{}
 			err = env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "c1-lock"}, cm)
-			t.Logf("manager %t: m1 took the lock over; upstream's Unlock for m2 then deleted it; upstream's next Lock for m2: acquired %t; lock: %s",
-				withManager, m2Acquired, describe(cm, err))
-			if !withManager {
+			t.Logf("guard %t: m1 took the lock over; upstream's Unlock for m2 then deleted it, or tried; upstream's next Lock for m2: acquired %t; lock: %s",
+				guarded, m2Acquired, describe(cm, err))
+			if !guarded {
 				if !m2Acquired {
-					t.Fatal("upstream alone: want the race to grant m2 while m1 holds the lock (the defect the finalizer closes); it did not")
+					t.Fatal("upstream alone: want the race to grant m2 while m1 holds the lock (the defect the lock guard closes); it did not")
 				}
 				return
 			}
 			if m2Acquired {
-				t.Fatal("with initlock-manager: m2 acquired the lock while m1 holds it")
+				t.Fatal("with the lock guard: m2 acquired the lock while m1 holds it")
 			}
-			if err != nil || cm.DeletionTimestamp == nil {
-				t.Fatalf("with initlock-manager: want m1's lock held back, being deleted; got %s", describe(cm, err))
+			if rec, _ := engine.DecodeRecord(cm.Data[engine.DataKey]); err != nil || cm.DeletionTimestamp != nil || rec.MachineName != "m1" {
+				t.Fatalf("with the lock guard: want m1's lock as it was; got %s", describe(cm, err))
 			}
 			again, err := initlock.New(env.Client).Lock(ctx, cl, m1)
 			if err != nil || !again.Acquired {
-				t.Fatalf("with initlock-manager: m1's re-Lock: %+v, %v; want acquired", again, err)
-			}
-			// Let the namespace go: the operator's command, without the plugin.
-			if err := env.Client.Patch(ctx, cm, client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`))); err != nil {
-				t.Fatal(err)
+				t.Fatalf("with the lock guard: m1's re-Lock: %+v, %v; want acquired", again, err)
 			}
 		})
 	}
@@ -115,21 +108,6 @@ func create(t *testing.T, obj client.Object) {
 	if err := env.Client.Create(t.Context(), obj); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// protected tells, with an error saying why not, whether the lock of c1
-// carries initlock's finalizer.
-func protected(ctx context.Context, ns string) error {
-	cm := &corev1.ConfigMap{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "c1-lock"}, cm); err != nil {
-		return err
-	}
-	for _, f := range cm.Finalizers {
-		if f == engine.HeldFinalizer {
-			return nil
-		}
-	}
-	return errors.New("lock not protected yet")
 }
 
 func typed[T any](t *testing.T, u *unstructured.Unstructured) *T {
@@ -146,5 +124,5 @@ func describe(cm *corev1.ConfigMap, err error) string {
 		return err.Error()
 	}
 	rec, _ := engine.DecodeRecord(cm.Data[engine.DataKey])
-	return fmt.Sprintf("holder %q, being deleted %t, finalizers %v", rec.MachineName, cm.DeletionTimestamp != nil, cm.Finalizers)
+	return fmt.Sprintf("holder %q, being deleted %t", rec.MachineName, cm.DeletionTimestamp != nil)
 }

@@ -6,7 +6,8 @@
 // clusters, and the manager's heap against the number of unrelated
 // ConfigMaps.
 //
-// Plan lists the go test invocations: the library's FreeLock and ReLock, the
+// Plan lists the go test invocations: the library's FreeLock, ReLock and
+// LockGuard (what the lock guard adds to a ConfigMap's create and delete), the
 // manager's RestoreStorm once per cluster count (the count goes into the
 // benchmark's name, "RestoreStorm/clusters=250", so that benchstat keeps the
 // sizes apart), RestoreWhileRunning, SteadyState and

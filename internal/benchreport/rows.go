@@ -119,6 +119,23 @@ func rowsOf(s Summary) []Row {
 				duration(m["raw-round-ns/op"])+" (raw reads)", m["round-ratio"], "", false)
 		}
 		f.requests("healthy re-Lock: requests per call", 3, 0)
+	case "LockGuard":
+		if f.has("plain-on-ns/op", "plain-off-ns/op", "plain-ratio") {
+			f.add("create and delete of a ConfigMap, with the lock guard vs without", duration(m["plain-on-ns/op"]),
+				duration(m["plain-off-ns/op"])+" (no guard)", m["plain-ratio"], "ratio ≤ 1.1", m["plain-ratio"] <= 1.1)
+		}
+		if f.has("lock-on-ns/op", "lock-off-ns/op", "lock-ratio") {
+			f.add("release of a lock (create, mark, delete), with the lock guard vs without", duration(m["lock-on-ns/op"]),
+				duration(m["lock-off-ns/op"])+" (no guard)", m["lock-ratio"], "ratio ≤ 1.1", m["lock-ratio"] <= 1.1)
+		}
+		if f.has("create-ratio") {
+			f.add("create of a ConfigMap, which the lock guard does not match, with it vs without: the run's noise", fmt.Sprintf("%.3f", m["create-ratio"]),
+				"", m["create-ratio"], "", false)
+		}
+		if f.has("lock-on-ns/op", "bare-off-ns/op", "mark-ratio") {
+			f.add("release of a lock with the guard vs create and delete without the mark or the guard", duration(m["lock-on-ns/op"]),
+				duration(m["bare-off-ns/op"])+" (no mark, no guard)", m["mark-ratio"], "", false)
+		}
 	case "Contention":
 		contentionRows(f)
 	case "FreeLockVsUpstream":

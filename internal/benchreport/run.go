@@ -142,13 +142,14 @@ const (
 	ContentionDir = "hack/contention"
 )
 
-// Plan returns the jobs of a benchmark run: the library's benchmarks, the
+// Plan returns the jobs of a benchmark run: the library's benchmarks (the
+// lock guard's among them), the
 // contention benchmark, the manager's restore storm for each size of
 // o.Scaling and once throttled, its other benchmarks, its memory benchmark
 // for each size of o.Memory, its start-up at scale, the relinker's, and
 // every benchmark of the packages listed in others.
 func Plan(o PlanOptions, others []string) []Job {
-	jobs := []Job{{Pkg: LibraryPkg, Bench: "^Benchmark(FreeLock|ReLock)$", Count: o.LibraryCount,
+	jobs := []Job{{Pkg: LibraryPkg, Bench: "^Benchmark(FreeLock|ReLock|LockGuard)$", Count: o.LibraryCount,
 		Benchtime: o.LibraryBenchtime, Timeout: 30 * time.Minute}}
 	if o.ContentionRounds > 0 {
 		callers := strconv.Itoa(o.ContentionCallers)

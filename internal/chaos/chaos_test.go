@@ -17,7 +17,9 @@ import (
 
 var env *kubeenv.Env
 
-func TestMain(m *testing.M) { kubeenv.Main(m, kubeenv.Options{}, &env) }
+// TestMain starts the control plane with the lock guard the manager ships
+// installed, as on a management cluster.
+func TestMain(m *testing.M) { kubeenv.Main(m, kubeenv.Options{LockGuard: true}, &env) }
 
 // The chaos run is configured from the environment, so that make chaos can
 // pass SEED and RUNS through go test:

@@ -121,10 +121,10 @@ func (r *runner) act(ctx context.Context, a Action) {
 	var err error
 	switch a.Kind {
 	case ActDeleteLock:
-		r.c.LockLost("driver", name)
 		err = r.deleteLock(ctx, name, "operator deleted the lock")
+	case ActHoldDeletion:
+		err = r.holdDeletion(ctx, name, a.Delay)
 	case ActStaleOwner:
-		r.c.LockLost("driver", name)
 		err = r.staleOwner(ctx, name)
 	case ActPause:
 		if err = r.setPaused(ctx, name, true); err == nil {

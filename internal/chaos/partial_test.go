@@ -90,7 +90,7 @@ func TestNoSecondGrantAfterPartialLock(t *testing.T) {
 			if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "c-lock"}, lock); err != nil {
 				t.Fatal(err)
 			}
-			if err := env.Client.Delete(t.Context(), lock); err != nil {
+			if err := kubeenv.ReleaseLock(t.Context(), env.Client, lock); err != nil {
 				t.Fatal(err)
 			}
 			c, armed := breakAt(t, tc.match, tc.fail)

@@ -35,8 +35,11 @@ type Observed struct {
 	// LockOf is the cluster whose valid lock the ConfigMap is; "" for a
 	// ConfigMap that is not a lock.
 	LockOf string
-	// Holder is the Machine the lock names.
-	Holder string
+	// Holder is the Machine the lock names, and HolderRef the record's
+	// reference to it (by UID too, while the Cluster keeps the UID the
+	// record was written under).
+	Holder    string
+	HolderRef engine.Ref
 	// Owners are the Cluster ownerReferences of the lock, as name/uid.
 	Owners []string
 
@@ -55,7 +58,8 @@ type replayState struct {
 	// starting revision): every event of that kind up to it is queued.
 	last     [numKinds]int64
 	clusters map[string]*clusterSeen
-	machines map[string]bool
+	// machines maps the Machines that exist to their UIDs.
+	machines map[string]types.UID
 }
 
 type clusterSeen struct {
@@ -65,10 +69,12 @@ type clusterSeen struct {
 	initialised bool
 	// grantee is the Machine its grant register names, "" for none.
 	grantee string
+	// uid is the Cluster's UID.
+	uid types.UID
 }
 
 func newReplayState() replayState {
-	return replayState{clusters: map[string]*clusterSeen{}, machines: map[string]bool{}}
+	return replayState{clusters: map[string]*clusterSeen{}, machines: map[string]types.UID{}}
 }
 
 // lockDeletion is a lock deletion the watcher saw, with the state of the
@@ -165,19 +171,34 @@ func (c *Checker) process(o Observed) {
 		cs.exists = o.Type != watch.Deleted
 		cs.deleting = cs.exists && o.Deleting
 		cs.initialised = cs.initialised || o.Initialized
+		cs.uid = o.UID
 		cs.grantee = ""
 		if g := engine.GrantFrom(map[string]string{engine.GrantAnnotation: o.Grant}); o.Grant != "" && g.Held() {
 			cs.grantee = g.MachineName
 		}
 	case KindMachine:
-		r.machines[o.Name] = o.Type != watch.Deleted
+		if o.Type == watch.Deleted {
+			delete(r.machines, o.Name)
+		} else {
+			r.machines[o.Name] = o.UID
+		}
 	case KindConfigMap:
 		if o.Type != watch.Deleted || o.LockOf == "" {
 			return
 		}
 		cs := r.clusters[o.LockOf]
-		ld := &lockDeletion{uid: o.UID, name: o.Name, cluster: o.LockOf, holder: o.Holder, rv: o.RV, at: o.Seen,
-			holderExists: r.machines[o.Holder]}
+		ld := &lockDeletion{uid: o.UID, name: o.Name, cluster: o.LockOf, holder: o.Holder, rv: o.RV, at: o.Seen}
+		if uid, ok := r.machines[o.Holder]; ok {
+			// The holder exists as initlock identifies it: by UID while
+			// the Cluster keeps the UID the record was written under (a
+			// Machine created again under the holder's name is another
+			// Machine), by name otherwise.
+			var cl *engine.Cluster
+			if cs != nil {
+				cl = &engine.Cluster{UID: cs.uid}
+			}
+			ld.holderExists = o.HolderRef.Names(cl, &engine.Machine{Name: o.Holder, UID: uid})
+		}
 		if cs != nil {
 			ld.clusterLive = cs.exists && !cs.deleting
 			ld.clusterInitialised = cs.initialised

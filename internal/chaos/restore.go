@@ -41,7 +41,8 @@ func (r *runner) restore(ctx context.Context, crt *clusterRT, rp *RestorePlan) (
 	if err := r.deleteCluster(ctx, name); err != nil {
 		return false, err
 	}
-	if err := r.deleteLock(ctx, name, "the disaster took the lock too"); err != nil {
+	r.c.LockLost("driver", name)
+	if err := r.releaseLock(ctx, name, "the disaster took the lock too"); err != nil {
 		return false, err
 	}
 	rnd := rand.New(rand.NewPCG(rp.Shuffle, 1))

@@ -75,11 +75,16 @@ type ActionKind string
 const (
 	// ActKill sends SIGKILL to a manager replica, restarted after Delay.
 	ActKill ActionKind = "kill-manager"
-	// ActDeleteLock deletes a lock as an operator would with kubectl.
+	// ActDeleteLock deletes a lock as an operator would with kubectl: the
+	// lock guard refuses it unless the lock is marked for release.
 	ActDeleteLock ActionKind = "delete-lock"
+	// ActHoldDeletion puts another controller's finalizer on a lock for
+	// Delay: a release that deletes it meanwhile leaves it being deleted,
+	// held back, until the finalizer goes.
+	ActHoldDeletion ActionKind = "hold-deletion"
 	// ActStaleOwner points the lock's ownerReference at a Cluster UID that
-	// does not exist, as a naive copy does: the garbage collector deletes
-	// the lock.
+	// does not exist, as a naive copy does: the garbage collector tries to
+	// delete the lock, which the lock guard refuses.
 	ActStaleOwner ActionKind = "stale-owner"
 	// ActPause pauses a Cluster for Delay.
 	ActPause ActionKind = "pause"
@@ -104,6 +109,7 @@ const (
 var actionClasses = map[ActionKind]faults.Class{
 	ActKill:           faults.ManagerKilled,
 	ActDeleteLock:     faults.LockDeleted,
+	ActHoldDeletion:   faults.LockDeletionHeld,
 	ActStaleOwner:     faults.LockCollected,
 	ActPause:          faults.Pause,
 	ActReplaceMachine: faults.MachineRecreated,
@@ -315,8 +321,10 @@ func Generate(seed uint64, size Size) Plan {
 			a.Restore = rp
 		case x < 0.37:
 			a.Kind, a.Replica, a.Delay = ActKill, r.IntN(replicas), dur(0, time.Second)
-		case x < 0.48:
+		case x < 0.43:
 			a.Kind, a.Held = ActDeleteLock, r.Float64() < 0.7
+		case x < 0.48:
+			a.Kind, a.Held, a.Delay = ActHoldDeletion, r.Float64() < 0.7, dur(100*time.Millisecond, time.Second)
 		case x < 0.59:
 			a.Kind, a.Held = ActStaleOwner, r.Float64() < 0.7
 		case x < 0.65:

@@ -133,10 +133,58 @@ func (r *runner) deleteLock(ctx context.Context, name, why string) error {
 		return err
 	}
 	err = r.admin.Delete(ctx, cm, client.Preconditions{UID: &cm.UID})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+	switch {
+	case apierrors.IsForbidden(err):
+		r.h.Add("driver", "lock delete refused", cm.Name, cm.ResourceVersion, why+": the lock guard refused it")
+		return nil
+	case err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err):
 		return err
 	}
 	r.h.Add("driver", "lock deleted", cm.Name, cm.ResourceVersion, why)
+	return nil
+}
+
+// releaseLock deletes a lock as a release does, past the lock guard (its
+// release mark, then the delete): a disaster that takes the lock with its
+// Cluster, as a namespace deletion does.
+func (r *runner) releaseLock(ctx context.Context, name, why string) error {
+	cm, err := r.lockOf(ctx, name)
+	if cm == nil || err != nil {
+		return err
+	}
+	if err := kubeenv.ReleaseLock(ctx, r.admin, cm); err != nil && !apierrors.IsConflict(err) {
+		return err
+	}
+	r.h.Add("driver", "lock released", cm.Name, cm.ResourceVersion, why)
+	return nil
+}
+
+// holdFinalizer is the finalizer of a controller other than initlock's.
+const holdFinalizer = "chaos.initlock.dev/hold"
+
+// holdDeletion puts holdFinalizer on a lock for d, then removes it: a
+// release that deletes the lock meanwhile leaves it being deleted, held
+// back, until then.
+func (r *runner) holdDeletion(ctx context.Context, name string, d time.Duration) error {
+	cm, err := r.lockOf(ctx, name)
+	if cm == nil || err != nil {
+		return err
+	}
+	add := fmt.Appendf(nil, `[{"op":"test","path":"/metadata/uid","value":%q},{"op":"add","path":"/metadata/finalizers","value":[%q]}]`, cm.UID, holdFinalizer)
+	if err := r.admin.Patch(ctx, cm, client.RawPatch(types.JSONPatchType, add)); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
+			return nil // gone, or taken by another finalizer meanwhile
+		}
+		return err
+	}
+	r.h.Add("driver", "lock deletion held", cm.Name, cm.ResourceVersion, "another controller's finalizer for "+d.String())
+	sleep(ctx, d)
+	drop := fmt.Appendf(nil, `[{"op":"test","path":"/metadata/uid","value":%q},{"op":"test","path":"/metadata/finalizers","value":[%q]},{"op":"remove","path":"/metadata/finalizers"}]`, cm.UID, holdFinalizer)
+	err = r.admin.Patch(context.WithoutCancel(ctx), cm, client.RawPatch(types.JSONPatchType, drop))
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
+		return err
+	}
+	r.h.Add("driver", "lock deletion let go", cm.Name, "", "the finalizer removed")
 	return nil
 }
 

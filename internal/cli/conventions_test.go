@@ -285,10 +285,11 @@ func TestListShowsOnlyWhatTheManagerDoes(t *testing.T) {
 		t.Errorf("list -o wide stderr: %q", r.err)
 	}
 
+	// A release is two writes: the release mark, then the delete.
 	var c kubeenv.Counter
 	r = invocation{wrap: counting(&c)}.run(t, "repair", "-n", ns, "--yes")
 	r.expectCode(t, cli.ExitOK)
-	if c.Writes() != 1 || !strings.Contains(r.out, "released    "+ns+"/c-watched-lock") ||
+	if c.Writes() != 2 || !strings.Contains(r.out, "released    "+ns+"/c-watched-lock") ||
 		!strings.Contains(r.out, "no initlock-manager handles this cluster ("+deployment+"): release is left to whoever handles it") {
 		t.Errorf("repair made %d writes:\n%s", c.Writes(), r.out)
 	}
@@ -296,7 +297,7 @@ func TestListShowsOnlyWhatTheManagerDoes(t *testing.T) {
 	c.Reset()
 	r = invocation{wrap: counting(&c)}.run(t, "repair", "-n", ns, "--yes", "--release-after-init=true", "--orphan-grace=10m")
 	r.expectCode(t, cli.ExitOK)
-	if c.Writes() != 1 || !strings.Contains(r.out, "released    "+ns+"/c-other-lock") {
+	if c.Writes() != 2 || !strings.Contains(r.out, "released    "+ns+"/c-other-lock") {
 		t.Errorf("repair with both flags made %d writes:\n%s", c.Writes(), r.out)
 	}
 }

@@ -100,14 +100,15 @@ func (a *app) newListCommand() *cobra.Command {
 		Short: "List the init locks with a verdict for each",
 		Long: `List prints one row per init lock: its namespace, cluster and holder machine,
 whether the holder exists, the state of its Cluster ownerReference (ok, missing,
-stale-uid, wrong-cluster), its protection by initlock-manager (none, protected,
-held: being deleted but kept while its holder may run kubeadm init, disarmed:
-its holder's bootstrap failed), whether the control plane is initialised, its
-age and a verdict: healthy, unowned, held-after-init, conflict, stale-holder,
-orphan, corrupt or foreign. It also lists Clusters whose lock name is taken by
-a ConfigMap that is not a lock (foreign), and Clusters whose lock was deleted
-while a Machine holds its grant (lost). Clusters without a lock (free) are
-shown with --show-free. Given a CLUSTER, it lists that cluster's lock only,
+stale-uid, wrong-cluster), how it stands against a delete (PROTECTION: guarded,
+the lock guard initlock-lock-guard refuses every delete but a release's;
+releasable, a release marked it and its delete is under way or was cut off;
+deleting, held back by another controller's finalizer), whether the control
+plane is initialised, its age and a verdict: healthy, unowned,
+held-after-init, conflict, stale-holder, orphan, corrupt or foreign. It also
+lists Clusters whose lock name is taken by a ConfigMap that is not a lock
+(foreign), and Clusters whose lock was deleted while a Machine holds its
+grant (lost). Clusters without a lock (free) are shown with --show-free. Given a CLUSTER, it lists that cluster's lock only,
 even when free, and fails with NotFound when there is neither such a Cluster
 nor a lock of it.
 

@@ -23,7 +23,8 @@ import (
 //	c-foreign      c-foreign-lock has no cluster-name label
 //	c-free         no lock
 //	c-healthy      held by an existing machine, owned
-//	c-held         held by an existing machine, protected, being deleted
+//	c-held         held by an existing machine, marked for release and being
+//	               deleted, held back by another controller's finalizer
 //	c-init         control plane initialised, still held
 //	c-lost         no lock, but m-lost carries the grant
 //	c-orphan       lock without Cluster (and without holder)
@@ -49,11 +50,17 @@ func fleet(t *testing.T, ns string) {
 	held := newCluster(t, ns, "c-held", false)
 	newMachine(t, ns, "c-held", "m-held", nil)
 	heldLock := kubeenv.NewLock(ns, "c-held", "m-held", held)
-	heldLock.Finalizers = []string{engine.HeldFinalizer}
+	heldLock.Finalizers = []string{"example.com/keep"}
 	if err := env.Client.Create(t.Context(), heldLock); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Client.Delete(t.Context(), heldLock); err != nil {
+	// A delete of a lock passes the lock guard only once it is marked.
+	marked := heldLock.DeepCopy()
+	marked.Annotations = map[string]string{engine.ReleaseAnnotation: string(heldLock.UID)}
+	if err := env.Client.Patch(t.Context(), marked, client.MergeFrom(heldLock)); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(t.Context(), marked); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -32,7 +32,7 @@ var (
 	update = flag.Bool("update", false, "rewrite the golden files under testdata")
 )
 
-func TestMain(m *testing.M) { kubeenv.Main(m, kubeenv.Options{}, &env) }
+func TestMain(m *testing.M) { kubeenv.Main(m, kubeenv.Options{LockGuard: true}, &env) }
 
 var adminKubeconfig = sync.OnceValues(func() (string, error) {
 	return env.WriteKubeconfig("initlock-cli-admin", []string{"system:masters"})

@@ -27,20 +27,15 @@ func changeWhy(r row, p engine.Policy) string {
 		}
 		return "stale cluster-absent mark: the Cluster exists again; drop the mark"
 	case engine.ActionRelease:
-		if d.Reason == engine.ReasonClusterDeleting {
-			return "Cluster is being deleted and does not own the lock, so the garbage collector would leave it: delete it"
+		switch d.Reason {
+		case engine.ReasonClusterDeleting:
+			return "Cluster is being deleted: mark the lock for release and delete it (the admission policy refuses the garbage collector's delete)"
+		case engine.ReasonHolderGone:
+			return fmt.Sprintf("holder machine %q does not exist and no grant protects another machine: mark the lock for release and delete it, so that the next machine may take it", d.Holder)
 		}
-		return "control plane initialised: the lock has done its job; delete it (--release-after-init)"
+		return "control plane initialised: the lock has done its job; mark it for release and delete it (--release-after-init)"
 	case engine.ActionMarkOrphan:
 		return fmt.Sprintf("Cluster not found: mark the lock now; a repair run %s or more later (--orphan-grace) collects it if the Cluster is still missing and the holder is gone", p.OrphanGrace)
-	case engine.ActionUnprotect:
-		return fmt.Sprintf("being deleted, kept by finalizer %s, and safe to let go (%s): remove the finalizer", engine.HeldFinalizer, d.Reason)
-	case engine.ActionRearm:
-		return "disarmed after a failed bootstrap, but its holder got its init data since: give it back to the holder"
-	case engine.ActionDisarm:
-		return "being deleted by its provider after its holder's bootstrap failed: disarm it until the settle time"
-	case engine.ActionProtect:
-		return fmt.Sprintf("held by an existing machine: protect it with finalizer %s", engine.HeldFinalizer)
 	case engine.ActionCollect:
 		since := "-"
 		if o.Lock != nil && o.Lock.ClusterAbsentSince != nil {
@@ -72,11 +67,9 @@ func waitingWhy(r row) string {
 	case engine.WaitLockRecreated:
 		return fmt.Sprintf("lock deleted while machine %q holds the grant: the bootstrap provider recreates it for that machine at its next lock attempt", d.Holder)
 	case engine.WaitTakeOver:
-		return fmt.Sprintf("holder machine %q does not exist: the next machine of the cluster to ask for the lock takes it over", d.Holder)
-	case engine.WaitHeld:
-		return fmt.Sprintf("being deleted, but holder machine %q exists and the control plane is not initialised: finalizer %s keeps it until the holder is done; 'kubectl initlock release --force' lets it go", d.Holder, engine.HeldFinalizer)
-	case engine.WaitDisarmed:
-		return fmt.Sprintf("disarmed after its holder's bootstrap failed: initlock-manager lets it go from %s unless the holder gets its init data", d.WaitUntil.UTC().Format(time.RFC3339))
+		return fmt.Sprintf("holder machine %q does not exist, and the Cluster's grant register names another machine: the next lock attempt of a provider using initlock hands the lock to that machine", d.Holder)
+	case engine.WaitDeleting:
+		return "being deleted, held back by another controller's finalizer: it counts as held by its holder until it is gone"
 	}
 	return string(d.Wait)
 }
@@ -177,8 +170,6 @@ func pastTense(a initlock.Action) string {
 		return "marked"
 	case engine.ActionCollect:
 		return "collected"
-	case engine.ActionUnprotect:
-		return "let go"
 	case engine.ActionNone:
 		return "unchanged"
 	}

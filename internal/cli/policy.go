@@ -95,7 +95,7 @@ func (u usedPolicy) unhandled(e inventory.Entry) string {
 
 // managerPolicy returns what list and repair decide with: the settings of
 // the installed initlock-manager, read from the --release-after-init,
-// --protect, --orphan-grace, --namespace and --watch-filter arguments of its
+// --orphan-grace, --namespace and --watch-filter arguments of its
 // Deployment (found by ManagerLabel), so that a command never shows or
 // takes an action the manager would not take. Policy flags given on the
 // command line win; with both given, the Deployments are not read and every
@@ -173,8 +173,8 @@ type managerSettings struct {
 	scope  managerScope
 }
 
-// settingsFromArgs reads --release-after-init, --protect, --orphan-grace,
-// --namespace and --watch-filter from the command and arguments of the manager's
+// settingsFromArgs reads --release-after-init, --orphan-grace, --namespace
+// and --watch-filter from the command and arguments of the manager's
 // container (the one named "manager", else the first), with the manager's
 // defaults for what is not there. Flags are read as Go's flag package
 // parses them: -name or --name, =value, or a separate value for a
@@ -201,24 +201,20 @@ func settingsFromArgs(containers []corev1.Container) (managerSettings, error) {
 		}
 		name, value, hasValue := strings.Cut(strings.TrimLeft(arg, "-"), "=")
 		switch name {
-		case "release-after-init", "protect", "orphan-grace", "namespace", "watch-filter":
+		case "release-after-init", "orphan-grace", "namespace", "watch-filter":
 		default:
 			continue
 		}
 		if strings.Contains(value, "$(") {
 			return s, fmt.Errorf("argument %q refers to an environment variable, which kubectl-initlock cannot read: pass --release-after-init and --orphan-grace", arg)
 		}
-		if name == "release-after-init" || name == "protect" {
-			b := true
+		if name == "release-after-init" {
+			s.policy.ReleaseAfterInit = true
 			if hasValue {
-				var err error
-				if b, err = strconv.ParseBool(value); err != nil {
+				b, err := strconv.ParseBool(value)
+				if err != nil {
 					return s, fmt.Errorf("argument %q: %w", arg, err)
 				}
-			}
-			if name == "protect" {
-				s.policy.Protect = b
-			} else {
 				s.policy.ReleaseAfterInit = b
 			}
 			continue

@@ -75,7 +75,7 @@ func TestRepairUsesTheManagersPolicy(t *testing.T) {
 	r = invocation{wrap: counting(&c)}.run(t, "repair", "-n", ns, "--release-after-init=true", "--yes")
 	r.expectCode(t, cli.ExitOK)
 	want = "Using the policy of Deployment " + ns + "/initlock-controller-manager, with the flags given: --release-after-init=true --orphan-grace=1h0m0s\n"
-	if r.err != want || !strings.Contains(r.out, "released") || c.Writes() != 1 {
+	if r.err != want || !strings.Contains(r.out, "released") || c.Writes() != 2 {
 		t.Fatalf("repair --release-after-init=true made %d writes\nstderr: %q\nwant:   %q\nstdout:\n%s", c.Writes(), r.err, want, r.out)
 	}
 }

@@ -82,8 +82,8 @@ func TestReleaseRefusesWhileInitMayRunThenForce(t *testing.T) {
 	if g := grantOf(t, cluster); g != "" {
 		t.Fatalf("grant not withdrawn: %s", g)
 	}
-	if got := c.Writes(); got != 3 {
-		t.Errorf("writes = %d, want 3 (retire the grant, then withdraw it and delete the lock)", got)
+	if got := c.Writes(); got != 4 {
+		t.Errorf("writes = %d, want 4 (retire the grant, withdraw it, mark the lock for release, delete it)", got)
 	}
 	// Nothing left to release.
 	r = run(t, "release", "c1", "-n", ns, "--yes")
@@ -111,7 +111,7 @@ func TestReleaseAfterInitNeedsNoForce(t *testing.T) {
 func TestReleaseLostLockEmptiesTheGrantRegister(t *testing.T) {
 	ctx := t.Context()
 	ns, cluster := lockedCluster(t)
-	if err := env.Client.Delete(ctx, kubeenv.MustGetLock(t, env.Client, ns, "c1")); err != nil {
+	if err := kubeenv.ReleaseLock(ctx, env.Client, kubeenv.MustGetLock(t, env.Client, ns, "c1")); err != nil {
 		t.Fatal(err)
 	}
 
@@ -215,49 +215,41 @@ func TestReleaseArguments(t *testing.T) {
 	}
 }
 
-// TestReleaseHeldLockWithoutTheManager: a protected lock whose Cluster was
-// deleted stays, being deleted, while its holder exists, and with
-// initlock-manager down nothing lets it go: the namespace cannot finish
-// deleting. The one command that clears it is release --force: it takes
-// the finalizer off and the lock goes.
-func TestReleaseHeldLockWithoutTheManager(t *testing.T) {
+// TestReleaseGuardedLockWithoutTheManager: with initlock-manager down, the
+// lock of a deleted Cluster stays while its holder exists (the lock guard
+// refuses the garbage collector's delete); the namespace is not held up by
+// it. release refuses without --force, since the holder exists; with it,
+// it marks the lock for release and deletes it.
+func TestReleaseGuardedLockWithoutTheManager(t *testing.T) {
 	ns, cluster := lockedCluster(t)
-	cm := kubeenv.MustGetLock(t, env.Client, ns, "c1")
-	cm.Finalizers = append(cm.Finalizers, engine.HeldFinalizer) // as initlock-manager protects it
-	if err := env.Client.Update(t.Context(), cm); err != nil {
-		t.Fatal(err)
-	}
 	if err := env.Client.Delete(t.Context(), cluster); err != nil {
 		t.Fatal(err)
 	}
-	kubeenv.Eventually(t, 20*time.Second, func() error {
-		if got := kubeenv.MustGetLock(t, env.Client, ns, "c1"); got == nil || got.DeletionTimestamp == nil {
-			return fmt.Errorf("lock not being deleted by the garbage collector yet")
-		}
-		return nil
-	})
-	kubeenv.Consistently(t, time.Second, func() error {
-		if kubeenv.MustGetLock(t, env.Client, ns, "c1") == nil {
+	kubeenv.Consistently(t, 3*time.Second, func() error {
+		switch got := kubeenv.MustGetLock(t, env.Client, ns, "c1"); {
+		case got == nil:
 			return fmt.Errorf("the held lock went while its holder exists")
+		case got.DeletionTimestamp != nil:
+			return fmt.Errorf("the held lock is being deleted")
 		}
 		return nil
 	})
 
 	r := run(t, "list", "-n", ns)
 	r.expectCode(t, cli.ExitOK)
-	if !strings.Contains(r.out, "held") {
-		t.Errorf("list does not show the lock as held:\n%s", r.out)
+	if !strings.Contains(r.out, "guarded") {
+		t.Errorf("list does not show the lock as guarded:\n%s", r.out)
 	}
 	run(t, "release", "c1", "-n", ns, "--yes").expectCode(t, cli.ExitError)
 	var c kubeenv.Counter
 	r = invocation{wrap: counting(&c)}.run(t, "release", "c1", "-n", ns, "--force", "--yes")
 	r.expectCode(t, cli.ExitOK)
 	if got := kubeenv.MustGetLock(t, env.Client, ns, "c1"); got != nil {
-		t.Fatalf("lock still exists after release --force: finalizers %v", got.Finalizers)
+		t.Fatalf("lock still exists after release --force: annotations %v", got.Annotations)
 	}
 	// The Cluster is gone, so the register is not read or written: one
-	// patch takes the finalizer off, and the lock being deleted goes.
-	if n := c.Count("patch"); n != 1 {
-		t.Errorf("release --force made %d patches, want 1 (the finalizer off)", n)
+	// patch marks the lock for release, one delete removes it.
+	if p, d := c.Count("patch"), c.Count("delete"); p != 1 || d != 1 {
+		t.Errorf("release --force made %d patches and %d deletes, want 1 (the release mark) and 1", p, d)
 	}
 }

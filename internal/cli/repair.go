@@ -44,24 +44,18 @@ What it changes:
     (missing, stale or wrong after a Velero restore or a move), and drops a
     stale cluster-absent mark;
   - mark-orphan: records on a lock whose Cluster is missing since when
-    (annotation initlock.dev/cluster-absent-since);
-  - protect: puts initlock-manager's finalizer initlock.dev/held on a lock
-    held by an existing Machine of an uninitialised Cluster (adopting it in
-    the same patch), only when an installed initlock-manager protects locks
-    (it runs without --protect=false) and so takes the finalizer off later.
+    (annotation initlock.dev/cluster-absent-since).
 
-What it lets go, each with UID and resourceVersion preconditions:
-  - release: deletes the lock of a Cluster whose control plane is
-    initialised (unless --release-after-init=false), and the lock of a
-    Cluster being deleted that does not own it (the garbage collector would
-    leave it);
-  - collect: deletes a lock whose Cluster has been missing for
-    --orphan-grace since a first repair marked it, once its holder Machine
-    is gone too;
-  - unprotect: removes initlock-manager's finalizer initlock.dev/held, and
-    only that finalizer, from a lock once it is safe to let it go: its
-    control plane is initialised, its Cluster is being deleted, or, for a
-    lock being deleted, its holder Machine is gone.
+What it lets go, each a release past the lock guard: it marks the lock
+(annotation initlock.dev/releasable, the lock's UID, with a resourceVersion
+precondition), then deletes it (UID and resourceVersion preconditions):
+  - release: the lock of a Cluster whose control plane is initialised
+    (unless --release-after-init=false), of a Cluster being deleted (the
+    guard refuses the garbage collector's delete), and of an uninitialised
+    Cluster whose holder Machine is gone while no grant names another
+    Machine, so that the next Machine may take it;
+  - collect: a lock whose Cluster has been missing for --orphan-grace since
+    a first repair marked it, once its holder Machine is gone too.
 
 What it never lets go: a lock whose holder Machine exists while the control
 plane is not initialised (kubeadm init may be running: only 'kubectl
@@ -114,7 +108,7 @@ func plan(rows []row) planned {
 			p.waiting = append(p.waiting, r)
 		case d.Err == nil && d.Action != engine.ActionNone:
 			p.changes = append(p.changes, r)
-		case d.Wait != engine.WaitNone && (d.Verdict != engine.VerdictHealthy || d.Wait == engine.WaitHeld):
+		case d.Wait != engine.WaitNone && (d.Verdict != engine.VerdictHealthy || d.Wait == engine.WaitDeleting):
 			p.waiting = append(p.waiting, r)
 		}
 	}

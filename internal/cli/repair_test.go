@@ -58,8 +58,11 @@ func TestRepairAfterVeleroRestore(t *testing.T) {
 	savedCluster := backup(t, cluster, cluster)
 	oldUID := cluster.GetUID()
 
-	// Disaster: the cluster goes (and the garbage collector takes its
-	// lock), so do the machines.
+	// Disaster: the cluster goes, with its lock (past the lock guard), so
+	// do the machines.
+	if err := kubeenv.ReleaseLock(ctx, env.Client, lockObj); err != nil {
+		t.Fatal(err)
+	}
 	if err := env.Client.Delete(ctx, cluster); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +122,7 @@ func TestRepairDryRunChangesNothing(t *testing.T) {
 		var c kubeenv.Counter
 		r := invocation{wrap: counting(&c)}.run(t, "repair", "-n", ns, flag, "--yes")
 		r.expectCode(t, cli.ExitNeedsHuman)
-		if !strings.Contains(r.out, "Dry run: nothing was changed.") || !strings.Contains(r.out, "Planned changes (4)") {
+		if !strings.Contains(r.out, "Dry run: nothing was changed.") || !strings.Contains(r.out, "Planned changes (5)") {
 			t.Errorf("%s output:\n%s", flag, r.out)
 		}
 		if got := c.Writes(); got != 0 {
@@ -145,11 +148,11 @@ func TestRepairFleet(t *testing.T) {
 	var c kubeenv.Counter
 	r := invocation{wrap: counting(&c)}.run(t, "repair", "-n", ns, "--yes")
 	r.expectCode(t, cli.ExitNeedsHuman)
-	if got := c.Writes(); got != 4 {
-		t.Errorf("writes = %d, want 4 (2 adopt, 1 release, 1 mark)", got)
+	if got := c.Writes(); got != 7 {
+		t.Errorf("writes = %d, want 7 (2 adopt, 2 releases of a release mark and a delete each, 1 orphan's mark)", got)
 	}
 	for _, want := range []string{
-		"Done: 2 adopted, 1 released, 1 marked; 0 failed.",
+		"Done: 2 adopted, 2 released, 1 marked; 0 failed.",
 		"2 locks need a person",
 		"Marked orphan locks are collected by a repair run 10m0s or more from now",
 	} {
@@ -160,15 +163,17 @@ func TestRepairFleet(t *testing.T) {
 	got := byCluster(listJSON(t, ns))
 	want := map[string]string{
 		"c-corrupt": "corrupt", "c-foreign": "foreign", "c-healthy": "healthy", "c-lost": "lost",
-		"c-orphan": "orphan", "c-paused": "unowned", "c-stale": "stale-holder", "c-unowned": "healthy", "c-wrong": "healthy",
+		"c-orphan": "orphan", "c-paused": "unowned", "c-unowned": "healthy", "c-wrong": "healthy",
 	}
 	for cluster, verdict := range want {
 		if got[cluster].Verdict != verdict {
 			t.Errorf("%s: verdict %q, want %q", cluster, got[cluster].Verdict, verdict)
 		}
 	}
-	if _, ok := got["c-init"]; ok {
-		t.Errorf("c-init's lock was not released: %+v", got["c-init"])
+	for _, released := range []string{"c-init", "c-stale"} {
+		if _, ok := got[released]; ok {
+			t.Errorf("%s's lock was not released: %+v", released, got[released])
+		}
 	}
 	if got["c-orphan"].ClusterAbsentSince == "" {
 		t.Errorf("orphan not marked: %+v", got["c-orphan"])

@@ -68,10 +68,11 @@ type LockStatus struct {
 	Created string `json:"created,omitempty"`
 	// ClusterAbsentSince is when the lock was marked as having no Cluster.
 	ClusterAbsentSince string `json:"clusterAbsentSince,omitempty"`
-	// Protection is the lock's protection by initlock-manager's finalizer
-	// (initlock.dev/held): none, protected, held (being deleted, kept while
-	// its holder may run init) or disarmed (its holder's bootstrap failed;
-	// it goes unless the holder gets its data).
+	// Protection is how the lock stands against a delete: guarded (the
+	// admission policy initlock-lock-guard refuses every delete but a
+	// release's), releasable (a release marked it, its delete is under
+	// way or was cut off) or deleting (being deleted, held back by another
+	// controller's finalizer).
 	Protection string `json:"protection,omitempty"`
 	// Verdict: healthy, unowned, held-after-init, stale-holder, orphan,
 	// corrupt, foreign, lost or free.
@@ -147,19 +148,17 @@ func (r row) status() LockStatus {
 	return s
 }
 
-// protection names how the manager's finalizer protects a lock.
+// protection names how a lock stands against a delete.
 func protection(l *engine.Lock) string {
 	switch {
 	case l.Problem != nil:
 		return ""
-	case l.Disarmed != nil && l.Protected:
-		return "disarmed"
-	case l.Deleting && l.Protected:
-		return "held"
-	case l.Protected:
-		return "protected"
+	case l.Deleting:
+		return "deleting"
+	case l.Releasable:
+		return "releasable"
 	}
-	return "none"
+	return "guarded"
 }
 
 // problem renders a decision error without repeating the sentinel's

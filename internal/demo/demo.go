@@ -200,13 +200,13 @@ func (d *demo) binaries(n note) error {
 }
 
 func (d *demo) startControlPlane(n note) error {
-	env, err := kubeenv.Start(kubeenv.Options{CAPI: kubeenv.CAPIV1Beta2})
+	env, err := kubeenv.Start(kubeenv.Options{CAPI: kubeenv.CAPIV1Beta2, LockGuard: true})
 	if err != nil && d.ctx.Err() == nil {
 		// A busy machine can make kube-apiserver miss envtest's start
 		// deadlines; Start has stopped everything it started.
 		n("the control plane did not start: %v", err)
 		n("trying once more")
-		env, err = kubeenv.Start(kubeenv.Options{CAPI: kubeenv.CAPIV1Beta2})
+		env, err = kubeenv.Start(kubeenv.Options{CAPI: kubeenv.CAPIV1Beta2, LockGuard: true})
 	}
 	if err != nil {
 		return err

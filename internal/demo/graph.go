@@ -109,7 +109,7 @@ func (d *demo) objectGraph() {
 		return nil
 	})
 
-	tl.step("Delete Cluster "+graphCluster+": the garbage collector deletes the whole graph", func(n note) error {
+	tl.step("Delete Cluster "+graphCluster+": the whole graph goes with it", func(n note) error {
 		cluster, err := d.getCluster(graphNamespace, graphCluster)
 		if err != nil {
 			return err
@@ -134,7 +134,7 @@ func (d *demo) objectGraph() {
 		if err != nil {
 			return err
 		}
-		n("the %d owned objects, the lock among them, were deleted %s after the Cluster", len(owned), duration(time.Since(started)))
+		n("the %d owned objects were deleted %s after the Cluster: the lock by initlock-manager, which releases the lock of a deleting Cluster (the lock guard refuses the garbage collector's delete), the rest by the garbage collector", len(owned), duration(time.Since(started)))
 		return nil
 	})
 }

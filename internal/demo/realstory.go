@@ -139,10 +139,11 @@ func (d *realDemo) seedInitlock() {
 	tl := d.tl
 	tl.chapter("With initlock", "The same restore, with initlock installed in cluster 2",
 		"initlock-manager runs as a process with its own kubeconfig and config/rbac's role (plus the",
-		"bootstrap and infrastructure kinds for its relinker); Velero loads initlock's plugin.")
+		"bootstrap and infrastructure kinds for its relinker), with its lock guard (config/protection);",
+		"Velero loads initlock's plugin.")
 	dst := d.target
 	var backed []*unstructured.Unstructured
-	tl.step("Start initlock-manager in cluster 2", func(n note) error {
+	tl.step("Start initlock-manager in cluster 2, with its lock guard", func(n note) error {
 		var err error
 		if backed, err = d.source.Graph(d.ctx, realNamespace); err != nil {
 			return err
@@ -153,10 +154,11 @@ func (d *realDemo) seedInitlock() {
 		if err := dst.GrantRelinkSecrets(d.ctx); err != nil {
 			return err
 		}
-		if _, err := dst.StartManager(d.ctx, "--relink-kinds="+stack.ProviderRelinkKinds, "--relink-secrets"); err != nil {
+		if _, err := dst.StartManager(d.ctx, stack.ManagerOptions{Args: []string{"--relink-kinds=" + stack.ProviderRelinkKinds, "--relink-secrets"}}); err != nil {
 			return err
 		}
 		n("initlock-manager --relink-kinds=%s --relink-secrets", stack.ProviderRelinkKinds)
+		n("the lock guard, ValidatingAdmissionPolicy initlock-lock-guard, refuses every delete of a lock not marked for release")
 		return nil
 	})
 	var restored time.Time
@@ -228,7 +230,7 @@ func (d *realDemo) seedInitlock() {
 		n("initlock-manager's writes in the namespace: %d", writes)
 		return nil
 	})
-	tl.step("Delete the Cluster: the garbage collector removes everything", func(n note) error {
+	tl.step("Delete the Cluster: everything goes with it", func(n note) error {
 		command(n, "[cluster-2] ", "kubectl", "-n", realInitlockNS, "delete", "cluster", seedCluster)
 		if err := dst.DeleteCluster(d.ctx, realInitlockNS, seedCluster); err != nil {
 			return err
@@ -246,7 +248,7 @@ func (d *realDemo) seedInitlock() {
 		if err != nil {
 			return err
 		}
-		n("nothing of the Cluster's graph is left in %s", realInitlockNS)
+		n("nothing of the Cluster's graph is left in %s: initlock-manager released the lock of the deleting Cluster (the lock guard refuses the garbage collector's delete), the garbage collector deleted the rest", realInitlockNS)
 		return nil
 	})
 }

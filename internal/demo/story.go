@@ -213,7 +213,7 @@ func (d *demo) seedScenario() {
 		return d.kubectlInitlock(n, engine.VerdictHealthy, "list", "-n", seedNamespace)
 	})
 
-	tl.step("kubectl delete configmap "+seedCluster+engine.LockSuffix+": initlock-manager's finalizer holds the lock", func(n note) error {
+	tl.step("kubectl delete configmap "+seedCluster+engine.LockSuffix+": the lock guard refuses it", func(n note) error {
 		cm, err := kubeenv.GetLock(d.ctx, d.c, seedNamespace, seedCluster)
 		if err != nil {
 			return err
@@ -221,26 +221,23 @@ func (d *demo) seedScenario() {
 		if cm == nil {
 			return errors.New("the lock is gone")
 		}
-		if err := d.c.Delete(d.ctx, cm); err != nil {
-			return fmt.Errorf("deleting lock %s/%s: %w", seedNamespace, cm.Name, err)
+		err = d.c.Delete(d.ctx, cm)
+		if !apierrors.IsForbidden(err) {
+			return fmt.Errorf("deleting lock %s/%s: got %w, want a refusal of the lock guard", seedNamespace, cm.Name, err)
 		}
 		n("an operator \"unsticks\" the cluster while %s may be running kubeadm init; upstream, the next Machine would be granted the lock", seedMachine)
-		ev, err := d.event(seedNamespace, "LockDeleteHeldBack", capi.ClusterKind, seedCluster)
-		if err != nil {
-			return err
-		}
+		n("the API server refuses: %s", err)
 		if cm, err = kubeenv.GetLock(d.ctx, d.c, seedNamespace, seedCluster); err != nil {
 			return err
 		}
-		if cm == nil || cm.DeletionTimestamp == nil {
-			return fmt.Errorf("lock %s: want it there, being deleted", describeLock(cm))
+		if cm == nil || cm.DeletionTimestamp != nil {
+			return fmt.Errorf("lock %s: want it there, not being deleted", describeLock(cm))
 		}
-		n("the lock stays, being deleted (finalizer %s): %s", engine.HeldFinalizer, describeLock(cm))
-		n("event %s: %s", ev.Reason, ev.Note)
+		n("the lock stays as it was, held (and so in every backup): %s", describeLock(cm))
 		return nil
 	})
 
-	tl.step("Delete Cluster "+seedCluster+" and its Machine, as Cluster API does: the lock goes with them", func(n note) error {
+	tl.step("Delete Cluster "+seedCluster+" and its Machine: initlock-manager collects the lock", func(n note) error {
 		d.lockWrites.take()
 		if err := d.c.Delete(d.ctx, cluster); err != nil {
 			return fmt.Errorf("deleting cluster %s/%s: %w", seedNamespace, seedCluster, err)
@@ -257,7 +254,7 @@ func (d *demo) seedScenario() {
 			return err
 		}
 		_, writes := d.lockWrites.take()
-		n("lock %s%s gone %s after its Cluster, once its holder was gone; initlock-manager's writes: %s (the finalizer off)", seedCluster, engine.LockSuffix, duration(time.Since(started)), writes)
+		n("the lock guard refuses the garbage collector's delete; lock %s%s gone %s after its Cluster, once its Cluster was absent for the orphan grace and its holder was gone; initlock-manager's writes: %s (its absence recorded, the release mark, then the delete)", seedCluster, engine.LockSuffix, duration(time.Since(started)), writes)
 		return nil
 	})
 }

@@ -124,7 +124,7 @@ func (s *System) manager(ctx context.Context) {
 		Client:      viewClient{Client: live, sys: s},
 		APIReader:   live,
 		CAPIVersion: "v1beta2",
-		Policy:      s.managerPolicy(),
+		Policy:      engine.DefaultPolicy,
 		Clock:       clocktesting.NewFakePassiveClock(start),
 	}
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: namespace, Name: clusterName}}
@@ -137,17 +137,7 @@ func (s *System) manager(ctx context.Context) {
 		s.touch(hookReconcile)
 		_, _ = r.Reconcile(ctx, req)
 		s.checker.reconcileEnded(s)
-		// It notes the lock the manager saw held (the checker's grants).
-		s.touch(footprint{read: everyKey() | bit(resGrants), write: bit(resGrants)})
 	}
-}
-
-// managerPolicy is the manager's default policy, with its finalizer unless
-// the scenario turns it off.
-func (s *System) managerPolicy() engine.Policy {
-	p := engine.DefaultPolicy
-	p.Protect = !s.sc.NoProtect
-	return p
 }
 
 func uidOf(obj map[string]any) string {

@@ -7,7 +7,9 @@ import (
 	"reflect"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/initlock/initlock/internal/kubeenv/apimodel"
@@ -61,10 +63,10 @@ const (
 	// or the state is one only an operator can resolve (a corrupt lock or
 	// register, a ConfigMap in the lock's way).
 	InvLiveness = "liveness"
-	// InvHeldLock: once the manager has reconciled a lock held by an
-	// existing Machine of an uninitialised Cluster, nothing removes it
-	// while that Machine exists, the Cluster is not initialised and the
-	// holder has not released it: deletes of it are held back.
+	// InvHeldLock: with the lock guard installed (Scenario.Guard), nothing
+	// removes the lock, from the instant it exists, while the Machine it
+	// names exists, the Cluster exists and is not initialised, and that
+	// Machine has not released it.
 	InvHeldLock = "held-lock"
 )
 
@@ -108,11 +110,8 @@ type checker struct {
 	// operatorNeeded tells that the execution ended in a state only an
 	// operator can resolve (the liveness probe's documented exception).
 	operatorNeeded bool
-	// mustHold maps the UID of a lock the manager reconciled while its
-	// holder existed and the Cluster was not initialised to that holder;
 	// releasing maps the Machines whose provider releases the lock to the
 	// UID of the object it releases with.
-	mustHold  map[types.UID]string
 	releasing map[string]types.UID
 	// pausedSeen tells that the newest Cluster the manager read in its
 	// reconcile (from its cache or live) was paused.
@@ -154,9 +153,6 @@ func (c *checker) stateParts() [][]string {
 		}
 	}
 	live := []string{fmt.Sprint("reconciling ", c.reconciling, " paused seen ", c.pausedSeen)}
-	for l, h := range c.mustHold {
-		live = append(live, "must hold "+string(l)+" for "+h)
-	}
 	for m, uid := range c.releasing {
 		live = append(live, "releasing "+m+" "+string(uid))
 	}
@@ -295,19 +291,14 @@ func (c *checker) unlocking(machine string, uid types.UID) {
 		c.releasing = map[string]types.UID{}
 	}
 	c.releasing[machine] = uid
-	for l, h := range c.mustHold {
-		if h == machine {
-			delete(c.mustHold, l) // the holder releases it
-		}
-	}
 }
 
 func (c *checker) machineGone(machine string) {
 	c.drop(func(g grant) bool { return g.machine == machine })
 }
 
-func (c *checker) clusterReplaced() { c.grants, c.mustHold = nil, nil }
-func (c *checker) initialised()     { c.grants, c.mustHold = nil, nil }
+func (c *checker) clusterReplaced() { c.grants = nil }
+func (c *checker) initialised()     { c.grants = nil }
 
 // lockDeleted ends the grant of an upstream holder: nothing else protects
 // it, a limit of upstream locks that pkg/initlock documents. Other grants
@@ -387,39 +378,29 @@ func (c *checker) reconcileEnded(s *System) {
 	defer s.mu.Unlock()
 	c.reconciling, c.pausedSeen = false, false
 	c.liveUIDs = nil
-	if s.sc.NoProtect {
-		return
-	}
-	sn := s.snapshot()
-	if lk, cl := sn.lock, sn.cluster; lk != nil && lk.Problem == nil && cl != nil && !cl.Initialized && !cl.Paused && !cl.Deleting {
-		// The manager must keep what it protected, and what its cache
-		// showed held as it is live: a cache behind the server may not
-		// show the lock held yet (the window the next reconcile closes).
-		fresh := lk.Protected || s.sawLive("manager", clusterKey, lockKey, machineKey(lk.Record.MachineName))
-		if m := sn.machines[lk.Record.MachineName]; fresh && m != nil && lk.Record.Names(cl, m) && c.releasing[m.Name] == "" {
-			if c.mustHold == nil {
-				c.mustHold = map[types.UID]string{}
-			}
-			c.mustHold[lk.UID] = lk.Record.MachineName
-		}
-	}
 }
 
-// held checks that the locks the manager has seen held are still there,
-// but for what their holders' release, init, or the holder's end allow.
-func (c *checker) held(s *System) {
-	if len(c.mustHold) == 0 {
+// lockRemoved judges a delete that removed the lock (before is the lock as
+// it was), whoever made it: with the lock guard installed, the Machine the
+// lock named must be gone, have released it, or the Cluster be gone or
+// initialised. Without the guard an upstream provider's lock is as
+// unprotected as upstream's: the grants it alone protected end.
+func (c *checker) lockRemoved(s *System, before map[string]any, by string) {
+	if !s.sc.Guard {
+		c.drop(func(g grant) bool { return g.upstream })
 		return
 	}
-	sn := s.snapshot()
-	for uid, holder := range c.mustHold {
-		if sn.lock != nil && sn.lock.UID == uid {
-			continue
-		}
-		delete(c.mustHold, uid)
-		if sn.cluster != nil && !sn.cluster.Initialized && sn.machines[holder] != nil {
-			c.violate(InvHeldLock, "lock %s, which the manager saw held by machine %s, is gone while %s exists and the control plane is not initialised", uid, holder, holder)
-		}
+	cm := &corev1.ConfigMap{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(before, cm); err != nil {
+		panic(err)
+	}
+	lk, sn := engine.ObserveLock(cm, clusterName), s.snapshot()
+	if lk.Problem != nil || sn.cluster == nil || sn.cluster.Initialized {
+		return
+	}
+	holder := lk.Record.MachineName
+	if m := sn.machines[holder]; m != nil && lk.Record.Names(sn.cluster, m) && c.releasing[holder] == "" {
+		c.violate(InvHeldLock, "%s removed lock %s while machine %s, which it names, exists, has not released it, and the control plane is not initialised", by, lk.UID, holder)
 	}
 }
 
@@ -427,7 +408,6 @@ func (c *checker) held(s *System) {
 // protections, after every step.
 func (c *checker) observe(s *System) {
 	c.defended(s)
-	c.held(s)
 	for _, cl := range c.calls {
 		c.observeMachines(s, cl.live)
 	}
@@ -442,7 +422,9 @@ func (c *checker) observe(s *System) {
 // applied judges a write the store just applied, against the Cluster and
 // the lock as they were before it.
 func (c *checker) applied(s *System, r *apimodel.Request, before [2]map[string]any) {
-	if machine, ok := strings.CutPrefix(r.Actor, "provider/"); ok && c.releasing[machine] != "" && r.Key.Kind != "Machine" {
+	// An upstream provider releases by name, with no precondition: what its
+	// delete may remove is judged by the held-lock invariant instead.
+	if machine, ok := strings.CutPrefix(r.Actor, "provider/"); ok && c.releasing[machine] != "" && r.Key.Kind != "Machine" && !s.sc.upstreamActor(r.Actor) {
 		if m := s.snapshot().machines[machine]; m != nil && m.UID != c.releasing[machine] {
 			c.violate(InvStaleRelease, "%s released with machine %s's object of uid %s while the live machine has uid %s: %s %s", r.Actor, machine, c.releasing[machine], m.UID, r.Verb, r.Key)
 		}
@@ -462,12 +444,7 @@ func (c *checker) applied(s *System, r *apimodel.Request, before [2]map[string]a
 			c.violate(InvKeepHeld, "%s deleted the lock %s that existed before its Lock call began", r.Actor, start)
 		}
 		if r.Verb == "delete" && before[1] != nil && s.store.Peek(lockKey) == nil {
-			if _, held := c.mustHold[typesUID(before[1]["metadata"].(map[string]any)["uid"])]; !held {
-				// Deleted before the manager saw it held: an upstream
-				// provider's lock is then as unprotected as upstream's
-				// (the window docs/design.md states).
-				c.drop(func(g grant) bool { return g.upstream })
-			}
+			c.lockRemoved(s, before[1], r.Actor)
 		}
 		if r.Actor != "manager" {
 			return

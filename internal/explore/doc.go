@@ -36,17 +36,21 @@
 //     versions back.
 //   - Adversary events (EventKind): what happens to the objects from
 //     outside the code under test, at any step. A backup may capture a
-//     call half done and be restored at any later step as Velero restores
-//     it (velerosim: new UIDs, no ownerReferences or status, Velero's
-//     order), so that a call's requests fall on both sides of it and
-//     callers hold objects of an earlier incarnation.
+//     call half done (but no object being deleted, which Velero skips) and
+//     be restored at any later step as Velero restores it (velerosim: new
+//     UIDs, no ownerReferences or status, Velero's order), so that a
+//     call's requests fall on both sides of it and callers hold objects of
+//     an earlier incarnation.
 //   - The actors' own choices: a provider's init failing (it then calls
 //     Unlock and tries again), its reconcile ending before the data is
 //     written (it calls Lock again), or going on.
 //   - Actors: providers using initlock's Locker; providers running CABPK
 //     v1.14's own mutex (Provider.Upstream: create, read the holder on a
 //     taken name, delete without preconditions); the manager's lock
-//     reconciler, with its finalizer (Scenario.NoProtect turns it off).
+//     reconciler. Scenario.Guard installs the lock guard in the model API
+//     server: the shipped admission policy (config/protection), evaluated
+//     by kube-apiserver's own policy code (apimodel.Guard), refusing every
+//     delete of a lock not marked for release, the adversary's included.
 //
 // # Reductions
 //
@@ -136,9 +140,9 @@
 //   - Stale release: no write of an Unlock lands once its Machine object
 //     is stale (the Machine restored or created again since), so a
 //     restored holder keeps both protections.
-//   - Held lock: once the manager has reconciled a lock held by an
-//     existing Machine of an uninitialised Cluster, nothing removes it
-//     while that Machine exists and has not released it.
+//   - Held lock: with the lock guard installed, nothing removes a lock,
+//     from the instant it exists, while the Machine it names exists and
+//     has not released it and the Cluster is not initialised.
 //   - Liveness: once every actor is done, with no holder and the control
 //     plane not initialised, some Machine asking again (probe, no fault)
 //     is granted the lock, unless only an operator can resolve the state

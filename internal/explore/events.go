@@ -3,6 +3,9 @@ package explore
 import (
 	"encoding/json"
 	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/faults"
@@ -17,8 +20,16 @@ type EventKind string
 // The adversary's events.
 const (
 	// DeleteLock: the lock ConfigMap is deleted (the garbage collector, or
-	// an operator). A loss.
+	// an operator), with no precondition. A loss, when the lock guard
+	// (Scenario.Guard) lets it through.
 	DeleteLock EventKind = "delete-lock"
+	// HoldDeletion: another controller puts its finalizer on the lock and
+	// the lock, marked for release (as the lock guard wants it), is
+	// deleted: it stays, being deleted, until FinalizerGone.
+	HoldDeletion EventKind = "hold-deletion"
+	// FinalizerGone: the other controller removes its finalizer from the
+	// lock being deleted, which goes. A loss.
+	FinalizerGone EventKind = "finalizer-gone"
 	// RevertRegister: the Cluster's grant register goes back to an earlier
 	// value (a Cluster restored from an older backup, a PUT of an old
 	// copy). A loss.
@@ -52,6 +63,8 @@ const (
 // eventClasses are the fault classes of the events (internal/kubeenv/faults).
 var eventClasses = map[EventKind]faults.Class{
 	DeleteLock:      faults.LockDeleted,
+	HoldDeletion:    faults.LockDeletionHeld,
+	FinalizerGone:   faults.LockDeletionHeld,
 	RevertRegister:  faults.RegisterReverted,
 	RemoveRegister:  faults.RegisterRemoved,
 	RecreateMachine: faults.MachineRecreated,
@@ -96,7 +109,7 @@ func (s *System) events() []*event {
 
 func costOf(k EventKind) eventCost {
 	switch k {
-	case DeleteLock, RevertRegister, RemoveRegister:
+	case DeleteLock, FinalizerGone, RevertRegister, RemoveRegister:
 		return costLoss
 	}
 	return costEvent
@@ -113,11 +126,28 @@ func (s *System) eventsOf(k EventKind) []*event {
 	switch k {
 	case DeleteLock:
 		if sn.lock != nil && !sn.lock.Deleting {
-			return []*event{ev("the lock is deleted", func(s *System) {
-				_ = s.store.Delete(lockKey, nil, nil)
-				if s.store.Peek(lockKey) == nil {
-					s.checker.lockDeleted()
-				} // else a finalizer holds it: nothing is lost
+			return []*event{ev("the lock is deleted", func(s *System) { s.deleteLock("the adversary's delete") })}
+		}
+	case HoldDeletion:
+		if sn.lock != nil && !sn.lock.Deleting {
+			return []*event{ev("another controller's finalizer holds the lock, deleted", func(s *System) {
+				s.store.Mutate(lockKey, func(o map[string]any) {
+					meta := o["metadata"].(map[string]any)
+					meta["finalizers"] = []any{otherFinalizer}
+					meta["deletionTimestamp"] = start.Format(time.RFC3339)
+					setAnnotation(o, engine.ReleaseAnnotation, ptrTo(meta["uid"].(string)))
+				})
+			})}
+		}
+	case FinalizerGone:
+		if sn.lock != nil && sn.lock.Deleting {
+			return []*event{ev("the other controller's finalizer is removed: the lock goes", func(s *System) {
+				before := s.store.Peek(lockKey)
+				if _, err := s.store.Patch(lockKey, types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`)); err != nil {
+					panic(err)
+				}
+				s.checker.lockRemoved(s, before, "the end of its deletion")
+				s.checker.lockDeleted()
 			})}
 		}
 	case RemoveRegister:
@@ -158,7 +188,7 @@ func (s *System) eventsOf(k EventKind) []*event {
 	case ReplaceCluster:
 		if sn.cluster != nil {
 			return []*event{ev("the cluster, its machines and its lock are deleted, and created again", func(s *System) {
-				_ = s.store.Delete(lockKey, nil, nil)
+				_ = s.store.Delete(lockKey, nil, nil) // the lock guard refuses it, if installed
 				_ = s.store.Delete(clusterKey, nil, nil)
 				for _, m := range s.sc.machines() {
 					_ = s.store.Delete(machineKey(m), nil, nil)
@@ -193,6 +223,21 @@ func (s *System) eventsOf(k EventKind) []*event {
 		}
 	}
 	return nil
+}
+
+// otherFinalizer is the finalizer of a controller other than initlock's.
+const otherFinalizer = "example.com/keep"
+
+// deleteLock deletes the lock as a person or the garbage collector does,
+// with no precondition: the lock guard, if installed, refuses it unless
+// the lock is marked for release.
+func (s *System) deleteLock(by string) {
+	before := s.store.Peek(lockKey)
+	_ = s.store.Delete(lockKey, nil, nil)
+	if s.store.Peek(lockKey) == nil {
+		s.checker.lockRemoved(s, before, by)
+		s.checker.lockDeleted()
+	} // else refused, or a finalizer holds it: nothing is lost
 }
 
 // revertEvents are the register's earlier values it may go back to.
@@ -241,6 +286,8 @@ func describeRegister(v string) string {
 	}
 	return v
 }
+
+func ptrTo[T any](v T) *T { return &v }
 
 func setAnnotation(o map[string]any, k string, v *string) {
 	meta := o["metadata"].(map[string]any)

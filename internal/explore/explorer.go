@@ -20,8 +20,12 @@ type Scenario struct {
 	// Reconciles is how many reconciles the manager makes (none: 0), and
 	// ManagerViewDepth how many versions back its cache may be.
 	Reconciles, ManagerViewDepth int
-	// NoProtect runs the manager without its finalizer (--protect=false).
-	NoProtect bool
+	// Guard installs the lock guard the manager ships (the admission policy
+	// of config/protection, evaluated by apimodel.Guard): every delete of
+	// the lock, by an actor or the adversary, that is not marked for
+	// release is refused. Without it the library is explored alone, as on
+	// a management cluster without initlock-manager.
+	Guard bool
 	// StaleReads bounds how many cache reads of an execution may show a
 	// version older than the live one (within the actors' view depths).
 	StaleReads int
@@ -114,6 +118,17 @@ func (sc *Scenario) machines() []string {
 	}
 	slices.Sort(ms)
 	return ms
+}
+
+// upstreamProviders tells whether a provider runs CABPK's own mutex.
+func (sc *Scenario) upstreamProviders() bool {
+	return slices.ContainsFunc(sc.Providers, func(p Provider) bool { return p.Upstream })
+}
+
+// upstreamActor tells whether actor is a provider running CABPK's own
+// mutex.
+func (sc *Scenario) upstreamActor(actor string) bool {
+	return slices.ContainsFunc(sc.Providers, func(p Provider) bool { return p.Upstream && p.actor() == actor })
 }
 
 // viewDepth is how many versions back actor's cache may be.

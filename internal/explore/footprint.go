@@ -151,9 +151,11 @@ func (s *System) applyFootprint(r *apimodel.Request) footprint {
 	}
 	if r.Key.Kind == "ConfigMap" {
 		// The checker judges the manager's writes of the lock against
-		// the grants, and a delete ends upstream grants.
+		// the grants, and a delete against the Cluster, the Machines and
+		// the releases under way; it ends upstream grants.
 		f.reads(resGrants)
 		if r.Verb == "delete" {
+			f.read |= everyKey()
 			f.writes(resGrants)
 		}
 	}
@@ -166,7 +168,13 @@ func (s *System) applyFootprint(r *apimodel.Request) footprint {
 // kind of event is dependent with every step until it declares less.
 var eventFootprints = map[EventKind]func(s *System) footprint{
 	DeleteLock: func(s *System) footprint {
-		return footprint{read: bit(resLock), write: bit(resLock) | bit(resGrants) | s.allActors()}
+		// With the lock guard the checker judges the delete against the
+		// Cluster, the Machines and the releases under way.
+		return footprint{read: everyKey() | bit(resGrants), write: bit(resLock) | bit(resGrants) | s.allActors()}
+	},
+	HoldDeletion: func(*System) footprint { return footprint{read: bit(resLock), write: bit(resLock)} },
+	FinalizerGone: func(s *System) footprint {
+		return footprint{read: everyKey() | bit(resGrants), write: bit(resLock) | bit(resGrants) | s.allActors()}
 	},
 	RemoveRegister: func(s *System) footprint {
 		return footprint{read: bit(resCluster), write: bit(resCluster) | bit(resGrants) | s.allActors()}

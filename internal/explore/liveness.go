@@ -23,10 +23,16 @@ const probeRounds = 3
 // ask for the lock again, one at a time, every request served at once, no
 // fault; one of them must be granted it within probeRounds rounds, unless
 // only an operator can resolve the state (a corrupt lock or register, or a
-// ConfigMap in the lock's way, as pkg/initlock documents).
+// ConfigMap in the lock's way, as pkg/initlock documents), or the lock is
+// being deleted, held back by another controller's finalizer.
 func (s *System) liveness(ctx context.Context) {
 	sn := s.snapshot()
 	if s.checker.violation != nil || sn.cluster == nil || sn.cluster.Initialized || sn.cluster.Paused || s.checker.anyGrant() {
+		return
+	}
+	if sn.lock != nil && sn.lock.Deleting {
+		// Another controller's finalizer holds the lock: it counts as held
+		// until that controller lets it go, which no Machine can hasten.
 		return
 	}
 	s.mu.Lock()

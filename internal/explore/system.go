@@ -125,6 +125,9 @@ func newSystem(sc *Scenario, initial *System) *System {
 	}
 	s.gate = &gate{sys: s}
 	s.checker = newChecker()
+	if sc.Guard {
+		s.store.SetGuard(lockGuard())
+	}
 	s.machineNames = sc.machines()
 	for _, p := range sc.Providers {
 		s.actorNames = append(s.actorNames, p.actor())
@@ -171,6 +174,15 @@ func (s *System) setUp() {
 		evs[0].run(s)
 	}
 }
+
+// lockGuard is the project's lock guard, compiled once.
+var lockGuard = sync.OnceValue(func() *apimodel.Guard {
+	g, err := apimodel.LockGuard()
+	if err != nil {
+		panic(fmt.Sprintf("explore: the lock guard: %v", err))
+	}
+	return g
+})
 
 func (s *System) mustCreate(k apimodel.Key, obj map[string]any) {
 	if _, err := s.store.Create(k, obj); err != nil {

@@ -58,17 +58,6 @@ func (s *System) seen(actor string, k apimodel.Key, rv int64) {
 	}
 }
 
-// sawLive tells whether actor has seen the live version of each of keys
-// (by a cache or a live read).
-func (s *System) sawLive(actor string, keys ...apimodel.Key) bool {
-	for _, k := range keys {
-		if h := s.store.History(k); len(h) > 0 && s.floors[actor][k] < h[len(h)-1].RV {
-			return false
-		}
-	}
-	return true
-}
-
 // viewClient reads through an actor's cache and writes live: a manager's
 // client.
 type viewClient struct {

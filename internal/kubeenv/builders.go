@@ -93,15 +93,6 @@ func NewLock(namespace, cluster, machine string, owner *unstructured.Unstructure
 	return cm
 }
 
-// NewHeldLock is NewLock with initlock-manager's HeldFinalizer, as the
-// manager keeps a lock held by an existing Machine of an uninitialised
-// Cluster under its default policy (--protect): a healthy lock at rest.
-func NewHeldLock(namespace, cluster, machine string, owner *unstructured.Unstructured) *corev1.ConfigMap {
-	cm := NewLock(namespace, cluster, machine, owner)
-	cm.Finalizers = []string{engine.HeldFinalizer}
-	return cm
-}
-
 // LockOwnedBy checks that the lock exists (is not nil) and has exactly one
 // Cluster ownerReference, to cluster's UID.
 func LockOwnedBy(cm *corev1.ConfigMap, cluster *unstructured.Unstructured) error {

@@ -1,6 +1,7 @@
 package kubeenv
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -36,6 +37,11 @@ type Options struct {
 	// delete on the object, and setting blockOwnerDeletion needs update on
 	// the owner's finalizers subresource. Off by default.
 	OwnerReferencesPermissionEnforcement bool
+	// LockGuard installs the lock guard the manager ships
+	// (LockGuardFile), an admission policy that refuses every delete of a
+	// lock that is not marked for release, and waits until the API server
+	// enforces it.
+	LockGuard bool
 }
 
 // Env is a running control plane.
@@ -113,6 +119,13 @@ func Start(opts Options) (_ *Env, retErr error) {
 		e.CAPIVersion = string(opts.CAPI)
 		if opts.CAPI == "" {
 			e.CAPIVersion = string(CAPIV1Beta2)
+		}
+	}
+	if opts.LockGuard {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := e.InstallLockGuard(ctx); err != nil {
+			return nil, err
 		}
 	}
 	if !opts.NoControllerManager {

@@ -1,6 +1,7 @@
 package kubeenv_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -243,5 +245,44 @@ func TestRestoreWorkers(t *testing.T) {
 	}
 	if len(names) != len(objs) {
 		t.Errorf("restored %v, want %d objects", names, len(objs))
+	}
+}
+
+// TestBackupSkipsObjectsBeingDeleted: as Velero does, Backup leaves out an
+// object being deleted (held back by a finalizer); List keeps it.
+func TestBackupSkipsObjectsBeingDeleted(t *testing.T) {
+	ns := env.Namespace(t)
+	held := kubeenv.NewLock(ns, "c1", "c1-cp-0", nil)
+	held.Finalizers = []string{"example.com/keep"}
+	kept := kubeenv.NewLock(ns, "c2", "c2-cp-0", nil)
+	for _, cm := range []*corev1.ConfigMap{held, kept} {
+		if err := env.Client.Create(t.Context(), cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		_ = env.Client.Patch(context.Background(), held, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+	})
+	if err := env.Client.Delete(t.Context(), held.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	cms := corev1.SchemeGroupVersion.WithKind("ConfigMap")
+	names := func(objs []*unstructured.Unstructured, err error) []string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, u := range objs {
+			out = append(out, u.GetName())
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got, want := names(velerosim.Backup(t.Context(), env.Client, ns, cms)), []string{"c2-lock"}; !slices.Equal(got, want) {
+		t.Errorf("Backup = %v, want %v: the lock being deleted is skipped", got, want)
+	}
+	if got, want := names(velerosim.List(t.Context(), env.Client, ns, cms)), []string{"c1-lock", "c2-lock"}; !slices.Equal(got, want) {
+		t.Errorf("List = %v, want %v", got, want)
 	}
 }

@@ -84,9 +84,6 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		Policy: engine.Policy{
 			ReleaseAfterInit: opts.ReleaseAfterInit,
 			OrphanGrace:      opts.OrphanGrace,
-			Protect:          opts.Protect,
-			FailedInitSettle: opts.FailedInitSettle,
-			HeldRecheck:      opts.HeldRecheck,
 			OrphanSettle:     opts.OrphanSettle,
 		},
 		Clock:       clk,
@@ -94,6 +91,11 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	}
 	if err := r.SetupWithManager(mgr, opts.Concurrency); err != nil {
 		return nil, fmt.Errorf("setting up the lock controller: %w", err)
+	}
+	if opts.LockGuard != "" {
+		if err := mgr.Add(guardCheck{reader: mgr.GetAPIReader(), name: opts.LockGuard}); err != nil {
+			return nil, err
+		}
 	}
 	if opts.HealthProbeBindAddress != "0" && opts.HealthProbeBindAddress != "" {
 		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

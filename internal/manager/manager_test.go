@@ -2,13 +2,11 @@ package manager_test
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,16 +21,15 @@ import (
 var env *kubeenv.Env
 
 func TestMain(m *testing.M) {
-	kubeenv.Main(m, kubeenv.Options{CAPI: kubeenv.CAPIV1Beta2}, &env)
+	kubeenv.Main(m, kubeenv.Options{CAPI: kubeenv.CAPIV1Beta2, LockGuard: true}, &env)
 }
 
 const v = capi.V1Beta2
 
 // TestSeedScenario: a lock held by a control-plane Machine survives a
 // Velero-style backup, delete and restore (ConfigMaps first, new UIDs, no
-// ownerReferences): it is protected by the finalizer once, re-adopted by
-// the new Cluster with one write (the finalizer comes back with it), and
-// collected by the garbage collector with the Cluster.
+// ownerReferences): at rest it costs no write, and the restored lock is
+// re-adopted by the new Cluster with one write.
 func TestSeedScenario(t *testing.T) {
 	ns := env.Namespace(t)
 	cluster := createCluster(t, v, ns, "c1")
@@ -40,31 +37,25 @@ func TestSeedScenario(t *testing.T) {
 	create(t, lockFor(ns, "c1", "c1-cp-0", cluster))
 	rm := startManager(t, env.Config, testOptions(ns))
 
-	// Held by an existing Machine: protected, with one write, then no more.
-	kubeenv.Eventually(t, 20*time.Second, func() error {
-		cm, err := getLock(t, ns, "c1")
-		if err != nil {
-			return err
-		}
-		if !slices.Contains(cm.Finalizers, engine.HeldFinalizer) {
-			return fmt.Errorf("lock not protected yet")
-		}
-		return nil
-	})
-	eventOn(t, ns, "LockProtected", "Cluster", "c1")
-	kubeenv.Consistently(t, time.Second, func() error {
-		if n := rm.Counter.Of("configmaps", ns).Writes(); n != 1 {
-			return fmt.Errorf("%d writes to a protected healthy lock, want 1 (the finalizer):\n%s", n, rm.Counter)
+	// Held by an existing Machine and owned: nothing to write.
+	kubeenv.Consistently(t, 2*time.Second, func() error {
+		if n := rm.Counter.Of("configmaps", ns).Writes(); n != 0 {
+			return fmt.Errorf("%d writes to a healthy lock, want none:\n%s", n, rm.Counter)
 		}
 		return nil
 	})
 
-	// Backup, then delete everything.
+	// Backup, then lose everything, as a namespace deletion does (the
+	// lock guard lets it go then; TestOrphanCollection shows the manager
+	// collecting a lock whose Cluster and holder went otherwise).
 	backupLock, err := getLock(t, ns, "c1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	backup := []client.Object{backupLock.DeepCopy(), machine.DeepCopy(), cluster.DeepCopy()}
+	if err := kubeenv.ReleaseLock(t.Context(), env.Client, backupLock); err != nil {
+		t.Fatal(err)
+	}
 	deleteAndWait(t, cluster, machine)
 	kubeenv.Eventually(t, 30*time.Second, lockGone(t, ns, "c1"))
 
@@ -90,33 +81,6 @@ func TestSeedScenario(t *testing.T) {
 	kubeenv.Consistently(t, time.Second, func() error { return nil })
 	if n, want := rm.Counter.Of("configmaps", ns).Writes(), 1; n != want {
 		t.Fatalf("configmap writes = %d, want %d:\n%s", n, want, rm.Counter)
-	}
-
-	// The lock is owned again: the garbage collector deletes it with the
-	// Cluster, and the finalizer lets it go once its holder is gone too
-	// (Cluster API deletes a Cluster's Machines with it).
-	if err := env.Client.Delete(t.Context(), restored); err != nil {
-		t.Fatal(err)
-	}
-	kubeenv.Eventually(t, 30*time.Second, func() error {
-		cm, err := getLock(t, ns, "c1")
-		if err != nil {
-			return err
-		}
-		if cm.DeletionTimestamp == nil {
-			return fmt.Errorf("lock not being deleted yet")
-		}
-		return nil
-	})
-	eventOn(t, ns, "LockDeleteHeldBack", "ConfigMap", "c1-lock")
-	restoredMachine := &unstructured.Unstructured{}
-	restoredMachine.SetGroupVersionKind(capi.MachineGVK(v))
-	restoredMachine.SetNamespace(ns)
-	restoredMachine.SetName("c1-cp-0")
-	deleteAndWait(t, restoredMachine)
-	kubeenv.Eventually(t, 30*time.Second, lockGone(t, ns, "c1"))
-	if n, want := rm.Counter.Of("configmaps", ns).Writes(), 2; n != want {
-		t.Fatalf("configmap writes after the Cluster's deletion = %d, want %d (adopt, then the finalizer off):\n%s", n, want, rm.Counter)
 	}
 }
 
@@ -161,8 +125,8 @@ func TestReleaseAfterInit(t *testing.T) {
 			if n := rm.Counter.Of("configmaps", ns).Count("delete"); n != 1 {
 				t.Fatalf("deletes = %d, want 1:\n%s", n, rm.Counter)
 			}
-			if n := rm.Counter.Of("configmaps", ns).Writes(); n != 1 {
-				t.Fatalf("configmap writes = %d, want 1:\n%s", n, rm.Counter)
+			if n := rm.Counter.Of("configmaps", ns).Writes(); n != 2 {
+				t.Fatalf("configmap writes = %d, want 2 (the release mark, the delete):\n%s", n, rm.Counter)
 			}
 			if d := counterValue(t, "initlock_lock_releases_total", "initialized") - releasedBefore; d != 1 {
 				t.Fatalf("releases metric grew by %v, want 1", d)
@@ -259,8 +223,8 @@ func TestOrphanCollection(t *testing.T) {
 	deleteAndWait(t, machine)
 	kubeenv.Eventually(t, 20*time.Second, lockGone(t, ns, "gone"))
 	eventOn(t, ns, "OrphanLockCollected", "ConfigMap", "gone-lock")
-	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 2 {
-		t.Fatalf("configmap writes = %d, want 2 (mark, delete):\n%s", n, rm.Counter)
+	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 3 {
+		t.Fatalf("configmap writes = %d, want 3 (the absence, the release mark, the delete):\n%s", n, rm.Counter)
 	}
 	if d := counterValue(t, "initlock_orphan_locks_collected_total", "") - collectedBefore; d != 1 {
 		t.Fatalf("collected metric grew by %v, want 1", d)
@@ -335,45 +299,37 @@ func TestNotALock(t *testing.T) {
 	}
 }
 
-// TestDeletingClusterReleasesUnownedLock: a Cluster being deleted does not
-// take an unowned lock with it, so the manager deletes it.
-func TestDeletingClusterReleasesUnownedLock(t *testing.T) {
-	ns := env.Namespace(t)
-	cluster := createCluster(t, v, ns, "d", func(u *unstructured.Unstructured) {
-		u.SetFinalizers([]string{"test.initlock.dev/hold"})
-	})
-	createMachine(t, v, ns, "d", "d-cp-0")
-	create(t, lockFor(ns, "d", "d-cp-0", nil))
-	opts := testOptions(ns)
-	rm := startManager(t, env.Config, opts)
-	kubeenv.Eventually(t, 20*time.Second, func() error {
-		cm, err := getLock(t, ns, "d")
-		if err != nil {
-			return err
-		}
-		return ownedBy(cm, cluster)
-	})
-	// Strip the ownerReference again, as a tool might, then delete.
-	cm, err := getLock(t, ns, "d")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Delete(t.Context(), cluster); err != nil {
-		t.Fatal(err)
-	}
-	cm.OwnerReferences = nil
-	if err := env.Client.Update(t.Context(), cm); err != nil && !apierrors.IsNotFound(err) {
-		t.Fatal(err)
-	}
-	kubeenv.Eventually(t, 20*time.Second, lockGone(t, ns, "d"))
-	if n := rm.Counter.Of("configmaps", ns).Count("delete"); n != 1 {
-		t.Fatalf("deletes = %d, want 1:\n%s", n, rm.Counter)
-	}
-	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(cluster), cluster); err == nil {
-		cluster.SetFinalizers(nil)
-		if err := env.Client.Update(t.Context(), cluster); err != nil {
-			t.Fatal(err)
-		}
+// TestDeletingClusterReleasesItsLock: the lock guard refuses the garbage
+// collector's delete of a Cluster's lock, so the manager releases the lock
+// of a Cluster being deleted, owned or not.
+func TestDeletingClusterReleasesItsLock(t *testing.T) {
+	for _, owned := range []bool{true, false} {
+		t.Run(fmt.Sprintf("owned=%t", owned), func(t *testing.T) {
+			ns := env.Namespace(t)
+			cluster := createCluster(t, v, ns, "d", func(u *unstructured.Unstructured) {
+				u.SetFinalizers([]string{"test.initlock.dev/hold"})
+			})
+			createMachine(t, v, ns, "d", "d-cp-0")
+			owner := cluster
+			if !owned {
+				owner = nil
+			}
+			create(t, lockFor(ns, "d", "d-cp-0", owner))
+			if err := env.Client.Delete(t.Context(), cluster); err != nil {
+				t.Fatal(err)
+			}
+			rm := startManager(t, env.Config, testOptions(ns))
+			kubeenv.Eventually(t, 20*time.Second, lockGone(t, ns, "d"))
+			if n, d := rm.Counter.Of("configmaps", ns).Writes(), rm.Counter.Of("configmaps", ns).Count("delete"); n != 2 || d != 1 {
+				t.Fatalf("writes = %d with %d deletes, want 2 with 1 (the release mark, the delete):\n%s", n, d, rm.Counter)
+			}
+			if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(cluster), cluster); err == nil {
+				cluster.SetFinalizers(nil)
+				if err := env.Client.Update(t.Context(), cluster); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
@@ -410,8 +366,7 @@ func TestConflictWarning(t *testing.T) {
 	if got.Data[engine.DataKey] != cm.Data[engine.DataKey] {
 		t.Fatalf("the record of the lock in conflict was written: %s", got.Data[engine.DataKey])
 	}
-	// Its holder exists: the one write protects it.
-	if n := rm.Counter.Of("configmaps", "").Writes(); n != 1 || !slices.Contains(got.Finalizers, engine.HeldFinalizer) {
-		t.Fatalf("configmap writes = %d (finalizers %v), want the one that protects it:\n%s", n, got.Finalizers, rm.Counter)
+	if n := rm.Counter.Of("configmaps", "").Writes(); n != 0 {
+		t.Fatalf("configmap writes = %d, want none:\n%s", n, rm.Counter)
 	}
 }

@@ -39,17 +39,10 @@ type Options struct {
 	// ReleaseAfterInit releases a lock once its control plane is
 	// initialised.
 	ReleaseAfterInit bool
-	// Protect puts the finalizer initlock.dev/held on every lock held by an
-	// existing Machine of an uninitialised Cluster, so that a delete of it
-	// (the garbage collector's, an operator's, a provider's) waits until
-	// its holder is done.
-	Protect bool
-	// FailedInitSettle is how long a held lock that its provider released
-	// after failing to generate the init data stays disarmed before it
-	// goes; zero keeps it until its holder is gone or an operator releases
-	// it. HeldRecheck is how often a held lock being deleted is looked at
-	// again.
-	FailedInitSettle, HeldRecheck time.Duration
+	// LockGuard is the name of the lock guard's ValidatingAdmissionPolicy
+	// and binding, which the manager checks are installed (LockGuardMetric);
+	// empty checks nothing.
+	LockGuard string
 	// Concurrency is the number of Clusters reconciled at the same time.
 	Concurrency int
 	// KubeAPIQPS and KubeAPIBurst set the client rate limits; zero keeps
@@ -134,9 +127,7 @@ func DefaultOptions() Options {
 		OrphanGrace:            engine.DefaultPolicy.OrphanGrace,
 		OrphanSettle:           DefaultOrphanSettle,
 		ReleaseAfterInit:       engine.DefaultPolicy.ReleaseAfterInit,
-		Protect:                engine.DefaultPolicy.Protect,
-		FailedInitSettle:       engine.DefaultPolicy.FailedInitSettle,
-		HeldRecheck:            engine.DefaultPolicy.HeldRecheck,
+		LockGuard:              DefaultLockGuard,
 		Concurrency:            DefaultConcurrency,
 		KubeAPIQPS:             DefaultKubeAPIQPS,
 		KubeAPIBurst:           DefaultKubeAPIBurst,
@@ -156,9 +147,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.OrphanGrace, "orphan-grace", o.OrphanGrace, "How long a lock's Cluster must have been absent before the lock is collected.")
 	fs.DurationVar(&o.OrphanSettle, "orphan-settle", o.OrphanSettle, "How long a lock must be seen without its Cluster before the absence is recorded on it.")
 	fs.BoolVar(&o.ReleaseAfterInit, "release-after-init", o.ReleaseAfterInit, "Release a lock once its Cluster's control plane is initialised.")
-	fs.BoolVar(&o.Protect, "protect", o.Protect, "Put the finalizer "+engine.HeldFinalizer+" on every lock held by an existing Machine of an uninitialised Cluster, so that deleting it waits until its holder is done.")
-	fs.DurationVar(&o.FailedInitSettle, "failed-init-settle", o.FailedInitSettle, "How long a held lock that its bootstrap provider released after failing to generate the init data stays disarmed before it goes; 0 keeps it until its holder Machine is gone or an operator releases it.")
-	fs.DurationVar(&o.HeldRecheck, "held-recheck", o.HeldRecheck, "How often a held lock being deleted is looked at again, for its holder's bootstrap.")
+	fs.StringVar(&o.LockGuard, "lock-guard", o.LockGuard, "Name of the lock guard's ValidatingAdmissionPolicy and binding, which the manager checks are installed ("+LockGuardMetric+"); empty checks nothing.")
 	fs.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "Number of Clusters reconciled at the same time.")
 	fs.Func("kube-api-qps", "Queries per second to the API server (default 20).", func(s string) error {
 		return parseFloat32(s, &o.KubeAPIQPS)
@@ -179,7 +168,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "How long a replica that stops renewing keeps the leader-election Lease; 0 keeps the default of 15s.")
 	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "How long the leader tries to renew the Lease before it gives up leading; 0 keeps the default of 10s.")
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "How often replicas try to acquire or renew the Lease; 0 keeps the default of 2s.")
-	fs.StringVar(&o.WatchFilter, "watch-filter", o.WatchFilter, "Handle only the Clusters labelled "+capi.WatchFilterLabel+" with this value (Cluster API's watch filter); empty handles every Cluster.")
+	fs.StringVar(&o.WatchFilter, "watch-filter", o.WatchFilter, "Adopt only the locks of Clusters labelled "+capi.WatchFilterLabel+" with this value (Cluster API's watch filter); every lock is still released and collected when that is safe. Empty adopts every lock.")
 	fs.DurationVar(&o.SyncPeriod, "sync-period", o.SyncPeriod, "How often every Cluster is reconciled without a change; 0 keeps the default of 10h.")
 }
 
@@ -201,12 +190,6 @@ func (o Options) Validate() error {
 	}
 	if o.OrphanSettle < 0 {
 		errs = append(errs, fmt.Errorf("--orphan-settle must not be negative, got %s", o.OrphanSettle))
-	}
-	if o.FailedInitSettle < 0 {
-		errs = append(errs, fmt.Errorf("--failed-init-settle must not be negative, got %s", o.FailedInitSettle))
-	}
-	if o.Protect && o.HeldRecheck <= 0 {
-		errs = append(errs, fmt.Errorf("--held-recheck must be positive, got %s", o.HeldRecheck))
 	}
 	if o.Concurrency < 0 {
 		errs = append(errs, fmt.Errorf("--concurrency must not be negative, got %d", o.Concurrency))

@@ -2,187 +2,205 @@ package manager_test
 
 import (
 	"fmt"
-	"slices"
+	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
+// TestHeldLockCannotBeDeleted: a lock held by an existing Machine of an
+// uninitialised Cluster is held from the instant it exists, with the
+// manager up or down: the lock guard refuses a person's delete, the
+// garbage collector's (an ownerReference to a Cluster UID that does not
+// exist, as a naive copy leaves it) and a provider's own release (CABPK
+// deletes with no precondition after a failed generation of the init
+// data). The lock stays as it was, never terminating. Once its holder is
+// gone, the manager releases it: the release mark, then the delete.
+func TestHeldLockCannotBeDeleted(t *testing.T) {
+	ns := env.Namespace(t)
+	cluster := createCluster(t, v, ns, "c1")
+	m1 := createMachine(t, v, ns, "c1", "c1-cp-0")
+	lock := lockFor(ns, "c1", "c1-cp-0", cluster)
+	lock.OwnerReferences[0].UID = types.UID("00000000-0000-0000-0000-00000000dead") // a stale owner: the collector's
+	create(t, lock)
+
+	// The manager is down: the guard alone.
+	err := env.Client.Delete(t.Context(), lock.DeepCopy())
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "kubectl initlock release c1 -n "+ns+" --force") {
+		t.Fatalf("delete of a held lock: %v; want a refusal naming kubectl initlock release --force", err)
+	}
+	kubeenv.Consistently(t, 3*time.Second, func() error { // the collector's turn
+		cm, err := getLock(t, ns, "c1")
+		if err != nil {
+			return fmt.Errorf("the held lock went: %w", err)
+		}
+		if cm.DeletionTimestamp != nil || cm.ResourceVersion != lock.ResourceVersion {
+			return fmt.Errorf("the held lock changed: deleting %v, resourceVersion %s", cm.DeletionTimestamp != nil, cm.ResourceVersion)
+		}
+		return nil
+	})
+
+	// The manager adopts it, and leaves it held while its holder exists.
+	rm := startManager(t, env.Config, testOptions(ns))
+	kubeenv.Eventually(t, 20*time.Second, func() error {
+		cm, err := getLock(t, ns, "c1")
+		if err != nil {
+			return err
+		}
+		return ownedBy(cm, cluster)
+	})
+	if err := env.Client.Delete(t.Context(), lock.DeepCopy()); !apierrors.IsForbidden(err) {
+		t.Fatalf("delete of the adopted lock: %v, want forbidden", err)
+	}
+	kubeenv.Consistently(t, time.Second, func() error {
+		_, err := getLock(t, ns, "c1")
+		return err
+	})
+	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 1 {
+		t.Fatalf("configmap writes = %d, want 1 (the adoption):\n%s", n, rm.Counter)
+	}
+
+	// The holder goes: the lock is released for the next Machine.
+	releasedBefore := counterValue(t, "initlock_lock_releases_total", engine.ReasonHolderGone)
+	deleteAndWait(t, m1)
+	kubeenv.Eventually(t, 20*time.Second, lockGone(t, ns, "c1"))
+	eventOn(t, ns, "LockReleased", "Cluster", "c1")
+	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 3 {
+		t.Fatalf("configmap writes = %d, want 3 (adopt, the release mark, the delete):\n%s", n, rm.Counter)
+	}
+	if d := counterValue(t, "initlock_lock_releases_total", engine.ReasonHolderGone) - releasedBefore; d != 1 {
+		t.Fatalf("releases{reason=holder-gone} grew by %v, want 1", d)
+	}
+}
+
+// TestFailedInitKeepsItsHolder: stock CABPK releases the lock when it cannot
+// generate the holder's init data (a delete with no precondition). The
+// guard refuses it: the lock keeps naming its holder, whose next attempt
+// CABPK answers "acquired" (its lock names it), and no other Machine is
+// granted it. The manager writes nothing to it.
+func TestFailedInitKeepsItsHolder(t *testing.T) {
+	ns := env.Namespace(t)
+	cluster := createCluster(t, v, ns, "c1")
+	createMachine(t, v, ns, "c1", "c1-cp-0")
+	createMachine(t, v, ns, "c1", "c1-cp-1")
+	lock := lockFor(ns, "c1", "c1-cp-0", cluster)
+	create(t, lock)
+	rm := startManager(t, env.Config, testOptions(ns))
+
+	unlock := &lockRef{ns: ns, name: lock.Name} // CABPK's Unlock: a delete by name
+	if err := env.Client.Delete(t.Context(), unlock.object()); !apierrors.IsForbidden(err) {
+		t.Fatalf("CABPK's release after a failed generation: %v, want forbidden", err)
+	}
+	kubeenv.Consistently(t, 2*time.Second, func() error {
+		cm, err := getLock(t, ns, "c1")
+		if err != nil {
+			return err
+		}
+		if rec, _ := engine.DecodeRecord(cm.Data[engine.DataKey]); rec.MachineName != "c1-cp-0" {
+			return fmt.Errorf("lock names %s, want its holder c1-cp-0", rec.MachineName)
+		}
+		return nil
+	})
+	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 0 {
+		t.Fatalf("configmap writes = %d, want none:\n%s", n, rm.Counter)
+	}
+}
+
+// lockRef names a lock, as a delete by name makes it.
+type lockRef struct{ ns, name string }
+
+func (r lockRef) object() client.Object {
+	cm := lockFor(r.ns, "x", "x", nil)
+	cm.Name = r.name
+	return cm
+}
+
 var kubeadmConfigGVK = schema.GroupVersionKind{Group: "bootstrap.cluster.x-k8s.io", Version: "v1beta2", Kind: "KubeadmConfig"}
 
-// machineWithoutData creates control-plane Machine name of cluster with a
-// KubeadmConfig of its name and no bootstrap data yet, as CABPK sees it
-// before it generates the init data.
-func machineWithoutData(t *testing.T, ns, cluster, name string) (machine, config *unstructured.Unstructured) {
+// TestLeftoverFailureHandsNothingOver: the holder's KubeadmConfig carries a
+// DataSecretGenerationFailed condition left over from an earlier attempt
+// while CABPK has just given it the lock (it has no bootstrap data yet). An
+// operator deletes the lock; a provider using pkg/initlock asks for it for
+// another Machine; the holder then gets its data. No second Machine is
+// granted the lock, and the lock keeps naming its holder throughout: no
+// rule of initlock's hands a lock from one Machine to another, or lets go
+// a lock whose holder lives, on a bootstrap configuration's word.
+func TestLeftoverFailureHandsNothingOver(t *testing.T) {
+	ns := env.Namespace(t)
+	cluster := createCluster(t, v, ns, "c1")
+	m1 := machineWithFailedConfig(t, ns, "c1", "c1-cp-0")
+	m2 := createMachine(t, v, ns, "c1", "c1-cp-1")
+	lock := lockFor(ns, "c1", "c1-cp-0", cluster) // as CABPK writes it
+	create(t, lock)
+	startManager(t, env.Config, testOptions(ns))
+	time.Sleep(time.Second) // the manager has seen the lock
+
+	_ = env.Client.Delete(t.Context(), lock.DeepCopy()) // kubectl delete configmap c1-lock
+	time.Sleep(2 * time.Second)                         // the manager has seen the delete
+	for range 3 {
+		res, err := initlock.New(env.Client).Lock(t.Context(), getCluster(t, cluster), m2)
+		if err == nil && res.Acquired {
+			t.Fatalf("c1-cp-1 was granted the lock while c1-cp-0, which CABPK granted it, exists")
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	patch := []byte(`{"spec":{"bootstrap":{"dataSecretName":"c1-cp-0"}}}`) // c1-cp-0 gets its init data
+	if err := env.Client.Patch(t.Context(), m1, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	kubeenv.Consistently(t, 3*time.Second, func() error {
+		cm, err := getLock(t, ns, "c1")
+		if err != nil {
+			return err
+		}
+		if rec, _ := engine.DecodeRecord(cm.Data[engine.DataKey]); rec.MachineName != "c1-cp-0" {
+			return fmt.Errorf("the lock names %s, want its holder c1-cp-0", rec.MachineName)
+		}
+		return nil
+	})
+}
+
+// machineWithFailedConfig creates control-plane Machine name of cluster with
+// no bootstrap data yet and a KubeadmConfig whose status reports a failed
+// generation of the init data, as CABPK leaves it after a failed attempt.
+func machineWithFailedConfig(t *testing.T, ns, cluster, name string) *unstructured.Unstructured {
 	t.Helper()
-	config = &unstructured.Unstructured{}
+	config := &unstructured.Unstructured{}
 	config.SetGroupVersionKind(kubeadmConfigGVK)
 	config.SetNamespace(ns)
 	config.SetName(name)
 	config.Object["spec"] = map[string]any{"format": "cloud-config"}
 	create(t, config)
-	machine = kubeenv.NewMachine(v, ns, cluster, name)
+	config.Object["status"] = map[string]any{"deprecated": map[string]any{"v1beta1": map[string]any{"conditions": []any{map[string]any{
+		"type": "DataSecretAvailable", "status": "False", "severity": "Warning", "reason": "DataSecretGenerationFailed",
+		"message": "failed to resolve files: secret not found", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
+	}}}}}
+	if err := env.Client.Status().Update(t.Context(), config); err != nil {
+		t.Fatal(err)
+	}
+	machine := kubeenv.NewMachine(v, ns, cluster, name)
 	machine.Object["spec"].(map[string]any)["bootstrap"] = map[string]any{
 		"configRef": map[string]any{"apiGroup": kubeadmConfigGVK.Group, "kind": kubeadmConfigGVK.Kind, "name": name},
 	}
 	create(t, machine)
-	return machine, config
+	return machine
 }
 
-// failBootstrap makes config report what CABPK reports when it cannot
-// generate the init data (and releases the lock).
-func failBootstrap(t *testing.T, config *unstructured.Unstructured) {
+// getCluster reads cluster again.
+func getCluster(t *testing.T, cluster *unstructured.Unstructured) *unstructured.Unstructured {
 	t.Helper()
-	fresh := config.DeepCopy()
-	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(config), fresh); err != nil {
+	out := cluster.DeepCopy()
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(cluster), out); err != nil {
 		t.Fatal(err)
 	}
-	fresh.Object["status"] = map[string]any{"deprecated": map[string]any{"v1beta1": map[string]any{"conditions": []any{map[string]any{
-		"type": "DataSecretAvailable", "status": "False", "severity": "Warning", "reason": "DataSecretGenerationFailed",
-		"message": "failed to resolve files: secret not found", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
-	}}}}}
-	if err := env.Client.Status().Update(t.Context(), fresh); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// protectedLock waits until the lock of cluster carries the finalizer.
-func protectedLock(t *testing.T, ns, cluster string) *corev1.ConfigMap {
-	t.Helper()
-	var cm *corev1.ConfigMap
-	kubeenv.Eventually(t, 20*time.Second, func() error {
-		var err error
-		if cm, err = getLock(t, ns, cluster); err != nil {
-			return err
-		}
-		if !slices.Contains(cm.Finalizers, engine.HeldFinalizer) {
-			return fmt.Errorf("lock not protected yet")
-		}
-		return nil
-	})
-	return cm
-}
-
-// TestHeldLockSurvivesDelete: a lock held by an existing Machine of an
-// uninitialised Cluster is protected; a delete of it (by the garbage
-// collector, an operator, a provider's release) is held back, said once,
-// and the lock goes only once its holder is gone.
-func TestHeldLockSurvivesDelete(t *testing.T) {
-	ns := env.Namespace(t)
-	cluster := createCluster(t, v, ns, "c1")
-	m1 := createMachine(t, v, ns, "c1", "c1-cp-0")
-	create(t, lockFor(ns, "c1", "c1-cp-0", cluster))
-	opts := testOptions(ns)
-	opts.HeldRecheck = 500 * time.Millisecond
-	rm := startManager(t, env.Config, opts)
-	heldBefore := counterValue(t, "initlock_lock_deletes_held_total", "")
-
-	cm := protectedLock(t, ns, "c1")
-	if err := env.Client.Delete(t.Context(), cm); err != nil { // kubectl delete configmap c1-lock
-		t.Fatal(err)
-	}
-	eventOn(t, ns, "LockDeleteHeldBack", "Cluster", "c1")
-	kubeenv.Consistently(t, 2*time.Second, func() error {
-		cm, err := getLock(t, ns, "c1")
-		if err != nil {
-			return fmt.Errorf("the held lock went while its holder exists: %w", err)
-		}
-		if cm.DeletionTimestamp == nil {
-			return fmt.Errorf("lock not being deleted")
-		}
-		return nil
-	})
-	if n := len(events(t, ns, "LockDeleteHeldBack")); n != 1 {
-		t.Errorf("%d LockDeleteHeldBack events, want 1", n)
-	}
-	if d := counterValue(t, "initlock_lock_deletes_held_total", "") - heldBefore; d != 1 {
-		t.Errorf("initlock_lock_deletes_held_total grew by %v, want 1", d)
-	}
-	// The protect patch is the one write so far.
-	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 1 {
-		t.Fatalf("configmap writes = %d, want 1:\n%s", n, rm.Counter)
-	}
-
-	deleteAndWait(t, m1)
-	kubeenv.Eventually(t, 20*time.Second, lockGone(t, ns, "c1"))
-	eventOn(t, ns, "LockUnprotected", "Cluster", "c1")
-	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 2 {
-		t.Fatalf("configmap writes = %d, want 2 (protect, then the finalizer off):\n%s", n, rm.Counter)
-	}
-}
-
-// TestFailedInitReleased: the holder's bootstrap provider released the
-// lock after failing to generate the init data (the holder has no data,
-// and its KubeadmConfig says why). The lock is disarmed, so that no
-// provider takes it for the holder, and let go after the settle time; a
-// holder that gets its data meanwhile gets the lock back.
-func TestFailedInitReleased(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		// recover gives the holder its data while the lock is disarmed.
-		recover bool
-	}{{"the failure stays: let go", false}, {"the holder gets its data: given back", true}} {
-		t.Run(tc.name, func(t *testing.T) {
-			ns := env.Namespace(t)
-			cluster := createCluster(t, v, ns, "c1")
-			m1, kc := machineWithoutData(t, ns, "c1", "c1-cp-0")
-			create(t, lockFor(ns, "c1", "c1-cp-0", cluster))
-			opts := testOptions(ns)
-			opts.FailedInitSettle, opts.HeldRecheck = 3*time.Second, 300*time.Millisecond
-			startManager(t, env.Config, opts)
-
-			cm := protectedLock(t, ns, "c1")
-			failBootstrap(t, kc)
-			if err := env.Client.Delete(t.Context(), cm); err != nil { // CABPK's Unlock after the failure
-				t.Fatal(err)
-			}
-			kubeenv.Eventually(t, 10*time.Second, func() error {
-				cm, err := getLock(t, ns, "c1")
-				if err != nil {
-					return err
-				}
-				if _, ok := cm.Annotations[engine.DisarmedAnnotation]; !ok {
-					return fmt.Errorf("lock not disarmed yet")
-				}
-				if rec, _ := engine.DecodeRecord(cm.Data[engine.DataKey]); rec.MachineName != engine.DisarmedHolder {
-					return fmt.Errorf("disarmed lock names %s", rec.MachineName)
-				}
-				return nil
-			})
-			eventOn(t, ns, "LockDisarmed", "Cluster", "c1")
-
-			if !tc.recover {
-				kubeenv.Eventually(t, 20*time.Second, lockGone(t, ns, "c1"))
-				eventOn(t, ns, "LockUnprotected", "Cluster", "c1")
-				return
-			}
-			patch := []byte(`{"spec":{"bootstrap":{"dataSecretName":"c1-cp-0"}}}`)
-			if err := env.Client.Patch(t.Context(), m1, client.RawPatch(types.MergePatchType, patch)); err != nil {
-				t.Fatal(err)
-			}
-			kubeenv.Eventually(t, 10*time.Second, func() error {
-				cm, err := getLock(t, ns, "c1")
-				if err != nil {
-					return err
-				}
-				if rec, _ := engine.DecodeRecord(cm.Data[engine.DataKey]); rec.MachineName != "c1-cp-0" {
-					return fmt.Errorf("lock names %s, want it given back to c1-cp-0", rec.MachineName)
-				}
-				return nil
-			})
-			eventOn(t, ns, "LockRearmed", "Cluster", "c1")
-			kubeenv.Consistently(t, 2*opts.FailedInitSettle, func() error {
-				_, err := getLock(t, ns, "c1")
-				return err
-			})
-		})
-	}
+	return out
 }

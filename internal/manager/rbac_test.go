@@ -84,9 +84,10 @@ func TestRestrictedRBAC(t *testing.T) {
 	if h := leaseHolder(t, system, opts.LeaderElectionID); h == "" {
 		t.Fatalf("leader-election lease has no holder")
 	}
-	// adopt: patch; init: delete; orphan: mark and delete.
-	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 4 {
-		t.Fatalf("configmap writes = %d, want 4:\n%s", n, rm.Counter)
+	// adopt: patch; init: the release mark, the delete; orphan: its
+	// absence, the release mark, the delete.
+	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 6 {
+		t.Fatalf("configmap writes = %d, want 6:\n%s", n, rm.Counter)
 	}
 	if d := rm.Counter.Denied(); len(d) > 0 {
 		t.Fatalf("requests refused to the manager's user: %v", d)

@@ -7,7 +7,9 @@
 // Locker (New); call Lock before generating a control-plane Machine's init
 // data, Unlock when init fails, and Unlock with AnyHolder once the control
 // plane is initialised. Package locking wraps a Locker in CABPK's
-// ControlPlaneInitMutex, bool methods and all.
+// ControlPlaneInitMutex, bool methods and all. Package initlocktest makes
+// controller-runtime's fake client answer a Locker as the API server does,
+// for providers' unit tests.
 //
 // Guarantees. At most one Machine is granted the lock while it exists and
 // the control plane is not initialised, whatever happens to the ConfigMap:

@@ -28,8 +28,11 @@ var (
 	// ErrStaleCluster: Unlock was called with a Cluster object that is not
 	// the live Cluster of that name. Nothing was released.
 	ErrStaleCluster = engine.ErrStaleCluster
-	// ErrContended: Lock gave up after too many optimistic-concurrency
-	// conflicts in one call; calling again is safe.
+	// ErrContended: Lock or Unlock gave up after rounds in a row that did
+	// not settle, the last of them having lost an optimistic-concurrency
+	// race, whose error it wraps too. Calling again is safe. Any other
+	// error that kept the call from settling (a timeout, a server error) is
+	// returned as itself, wrapped.
 	ErrContended = engine.ErrContended
 )
 

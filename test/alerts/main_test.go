@@ -16,7 +16,9 @@ import (
 
 var env *kubeenv.Env
 
-func TestMain(m *testing.M) { kubeenv.Main(m, kubeenv.Options{}, &env) }
+// The control plane runs with the lock guard, as config/default installs
+// it with the manager.
+func TestMain(m *testing.M) { kubeenv.Main(m, kubeenv.Options{LockGuard: true}, &env) }
 
 // startManager runs the manager in process on ns as cfg (the
 // administrator's when nil), its metrics served over HTTPS as config/

@@ -149,7 +149,9 @@ func buildMoveProgram(dir string) (string, error) {
 
 // startControlPlanes starts the source and the target, each with the
 // Cluster API v1.14.2 CRDs and clusterctl's inventory CRD from the same
-// module, and prepares them as clusterctl init would have.
+// module and initlock's lock guard (clusterctl move deletes the lock from
+// the source: the guard lets it), and prepares them as clusterctl init
+// would have.
 func startControlPlanes() (stop func() error, err error) {
 	capiDir, err := kubeenv.ModuleDir("hack/capi", "sigs.k8s.io/cluster-api")
 	if err != nil {
@@ -157,8 +159,8 @@ func startControlPlanes() (stop func() error, err error) {
 	}
 	inventory := []string{filepath.Join(capiDir, inventoryManifest)}
 	opts := []kubeenv.Options{
-		{CAPI: kubeenv.CAPIV1Beta2, CRDDirs: inventory},
-		{CAPI: kubeenv.CAPIV1Beta2, CRDDirs: inventory, NoControllerManager: true},
+		{CAPI: kubeenv.CAPIV1Beta2, CRDDirs: inventory, LockGuard: true},
+		{CAPI: kubeenv.CAPIV1Beta2, CRDDirs: inventory, NoControllerManager: true, LockGuard: true},
 	}
 	var envs []*kubeenv.Env
 	stop = func() error {

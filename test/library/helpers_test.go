@@ -35,7 +35,7 @@ func (f *fixture) expectGrant(t *testing.T, machine string) {
 func (f *fixture) expectHeld(t *testing.T, machine string) {
 	t.Helper()
 	g := f.grant()
-	cm := kubeenv.MustGetLock(f.t, env.Client, f.ns, "c1")
+	cm := kubeenv.MustGetLock(f.t, f.admin, f.ns, "c1")
 	if cm == nil {
 		t.Fatalf("no lock, want one held by %s", machine)
 	}
@@ -51,7 +51,7 @@ func (f *fixture) expectHeld(t *testing.T, machine string) {
 func (f *fixture) foreign(data, labels map[string]string) {
 	f.t.Helper()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "c1-lock", Labels: labels}, Data: data}
-	if err := env.Client.Create(f.ctx(), cm); err != nil {
+	if err := f.admin.Create(f.ctx(), cm); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -61,7 +61,7 @@ func (f *fixture) update(mutate func(*unstructured.Unstructured)) *unstructured.
 	f.t.Helper()
 	c := f.get(f.cluster)
 	mutate(c)
-	if err := env.Client.Update(f.ctx(), c); err != nil {
+	if err := f.admin.Update(f.ctx(), c); err != nil {
 		f.t.Fatal(err)
 	}
 	return c

@@ -13,6 +13,7 @@ import (
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/initlocktest"
 )
 
 var env *kubeenv.Env
@@ -28,11 +29,16 @@ type fixture struct {
 	// client counts its requests in counter.
 	client client.Client
 	locker *initlock.Locker
+	// admin sets up and inspects what the test needs, uncounted.
+	admin client.Client
+	// fake tells that the objects are in a fake client (newFakeFixture),
+	// which counts no request.
+	fake bool
 }
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	f := &fixture{t: t, ns: env.Namespace(t), counter: &kubeenv.Counter{}}
+	f := &fixture{t: t, ns: env.Namespace(t), counter: &kubeenv.Counter{}, admin: env.Client}
 	var err error
 	f.client, err = client.New(f.counter.CountingConfig(env.Config), client.Options{Scheme: kubeenv.Scheme()})
 	if err != nil {
@@ -41,6 +47,17 @@ func newFixture(t testing.TB) *fixture {
 	f.locker = initlock.New(f.client)
 	f.cluster = f.create(kubeenv.NewCluster(capi.V1Beta2, f.ns, "c1"))
 	f.counter.Reset()
+	return f
+}
+
+// newFakeFixture is a fixture whose objects are in controller-runtime's
+// fake client, set up by package initlocktest as a provider's unit tests
+// set it up, instead of the API server.
+func newFakeFixture(t testing.TB) *fixture {
+	t.Helper()
+	c := initlocktest.NewClientBuilder().WithScheme(kubeenv.Scheme()).Build()
+	f := &fixture{t: t, ns: "fake", counter: &kubeenv.Counter{}, client: c, locker: initlock.New(c), admin: c, fake: true}
+	f.cluster = f.create(kubeenv.NewCluster(capi.V1Beta2, f.ns, "c1"))
 	return f
 }
 
@@ -53,7 +70,7 @@ func (f *fixture) ctx() context.Context {
 
 func (f *fixture) create(u *unstructured.Unstructured) *unstructured.Unstructured {
 	f.t.Helper()
-	if err := env.Client.Create(f.ctx(), u); err != nil {
+	if err := f.admin.Create(f.ctx(), u); err != nil {
 		f.t.Fatalf("creating %s %s: %v", u.GetKind(), u.GetName(), err)
 	}
 	return u
@@ -69,7 +86,7 @@ func (f *fixture) get(u *unstructured.Unstructured) *unstructured.Unstructured {
 	f.t.Helper()
 	out := &unstructured.Unstructured{}
 	out.SetGroupVersionKind(u.GroupVersionKind())
-	if err := env.Client.Get(f.ctx(), client.ObjectKeyFromObject(u), out); err != nil {
+	if err := f.admin.Get(f.ctx(), client.ObjectKeyFromObject(u), out); err != nil {
 		f.t.Fatalf("reading %s %s: %v", u.GetKind(), u.GetName(), err)
 	}
 	return out
@@ -78,7 +95,7 @@ func (f *fixture) get(u *unstructured.Unstructured) *unstructured.Unstructured {
 func (f *fixture) lockCM() *corev1.ConfigMap {
 	f.t.Helper()
 	cm := &corev1.ConfigMap{}
-	err := env.Client.Get(f.ctx(), client.ObjectKey{Namespace: f.ns, Name: f.cluster.GetName() + "-lock"}, cm)
+	err := f.admin.Get(f.ctx(), client.ObjectKey{Namespace: f.ns, Name: f.cluster.GetName() + "-lock"}, cm)
 	if err != nil {
 		f.t.Fatalf("reading the lock: %v", err)
 	}
@@ -114,7 +131,7 @@ func (f *fixture) upstreamLock(machine string, owners ...metav1.OwnerReference) 
 		},
 		Data: map[string]string{"lock-information": `{"machineName":"` + machine + `"}`},
 	}
-	if err := env.Client.Create(f.ctx(), cm); err != nil {
+	if err := f.admin.Create(f.ctx(), cm); err != nil {
 		f.t.Fatal(err)
 	}
 	return cm

@@ -42,10 +42,10 @@ func TestRegressionLateWithdrawal(t *testing.T) {
 		name: "withdrawal", held: write.withdrawal, unlockWrites: 1, lockReads: 4, lockWrites: 2, late: apierrors.IsInvalid,
 	}, {
 		// GET lock ∥ GET Cluster; GET m1; PATCH retire; PATCH withdraw;
-		// DELETE, held back. The next Lock (free path): PATCH claim ∥ GET
+		// PATCH the release mark; DELETE, held back. The next Lock (free path): PATCH claim ∥ GET
 		// m1; CREATE (409); GET lock ∥ GET Cluster ∥ GET m1; PATCH lock
 		// with the claim's token.
-		name: "delete", held: func(w write) bool { return w.verb == "delete" }, unlockWrites: 2, lockReads: 4, lockWrites: 3, late: apierrors.IsConflict,
+		name: "delete", held: func(w write) bool { return w.verb == "delete" }, unlockWrites: 3, lockReads: 4, lockWrites: 3, late: apierrors.IsConflict,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)

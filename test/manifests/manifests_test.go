@@ -13,9 +13,11 @@ import (
 	"sync"
 	"testing"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -303,6 +305,38 @@ func TestInstallManifestsAreConsistent(t *testing.T) {
 		if len(s.Spec.Selector) == 0 || !matched {
 			t.Errorf("Service %s selects no Pod of the manifests' Deployments (selector %v)", k, s.Spec.Selector)
 		}
+	}
+}
+
+// TestInstallHoldsTheLockGuard checks that the install renders the lock
+// guard (config/protection) as the tests install it (kubeenv.ReadLockGuard):
+// the same policy and binding, with the same names.
+func TestInstallHoldsTheLockGuard(t *testing.T) {
+	want, err := kubeenv.ReadLockGuard()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, o := range render(t) {
+		switch o.GetKind() {
+		case "ValidatingAdmissionPolicy":
+			var got admissionv1.ValidatingAdmissionPolicy
+			convert(t, o, &got)
+			if got.Name != want.Policy.Name || !equality.Semantic.DeepEqual(got.Spec, want.Policy.Spec) {
+				t.Errorf("install renders policy %s, want %s as %s holds it", got.Name, want.Policy.Name, kubeenv.LockGuardFile)
+			}
+			found++
+		case "ValidatingAdmissionPolicyBinding":
+			var got admissionv1.ValidatingAdmissionPolicyBinding
+			convert(t, o, &got)
+			if got.Name != want.Binding.Name || !equality.Semantic.DeepEqual(got.Spec, want.Binding.Spec) {
+				t.Errorf("install renders binding %s (%+v), want %s (%+v)", got.Name, got.Spec, want.Binding.Name, want.Binding.Spec)
+			}
+			found++
+		}
+	}
+	if found != 2 {
+		t.Fatalf("install renders %d lock guard objects, want the policy and its binding", found)
 	}
 }
 

@@ -32,9 +32,15 @@ import (
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
+// deletingName is the ConfigMap of fidelityGraph that is being deleted when
+// the backup is taken.
+const deletingName = "b-deleting"
+
 // fidelityGraph creates, in ns, a paused Cluster's graph with what a
 // restore may treat differently: ownerReferences (controller and not),
-// status, labels, annotations, a finalizer, Secrets and ConfigMaps.
+// status, labels, annotations, a finalizer, Secrets and ConfigMaps; and
+// what a backup may treat differently: a ConfigMap being deleted, held
+// back by a finalizer.
 func fidelityGraph(t *testing.T, ns string) {
 	t.Helper()
 	ctx := t.Context()
@@ -59,8 +65,14 @@ func fidelityGraph(t *testing.T, ns string) {
 	} {
 		must(t, c.Create(ctx, o))
 	}
+	// An object being deleted when the backup is taken: Velero skips it.
+	deleting := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: deletingName,
+		Finalizers: []string{"initlock.dev/fidelity"}}, Data: map[string]string{"k": "v"}}
+	must(t, c.Create(ctx, deleting))
+	must(t, c.Delete(ctx, deleting))
 	t.Cleanup(func() {
 		ctx := context.WithoutCancel(t.Context())
+		removeFinalizers(ctx, source, ns, deletingName)
 		removeFinalizers(ctx, source, ns, "a-plain")
 		removeFinalizers(ctx, source, ns+"-real", "a-plain")
 		removeFinalizers(ctx, source, ns+"-sim", "a-plain")
@@ -92,6 +104,16 @@ func setOwners(t *testing.T, gvk schema.GroupVersionKind, ns, name string, refs 
 func removeFinalizers(ctx context.Context, m *stack.Mgmt, ns, name string) {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	_ = m.Client.Patch(ctx, cm, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+}
+
+// keys names objects as Kind/name, sorted.
+func keys(objs []*unstructured.Unstructured) []string {
+	out := make([]string, 0, len(objs))
+	for _, u := range objs {
+		out = append(out, key(u))
+	}
+	slices.Sort(out)
+	return out
 }
 
 // comparable is an object with what always differs between two restores
@@ -229,8 +251,9 @@ func compareRestores(t *testing.T, backed []*unstructured.Unstructured, realNS, 
 // TestSimulatorFidelity backs up and restores the same objects with the real
 // Velero server (and initlock's plugin) and with velerosim, and compares the
 // two restores object by object: every field, the labels and annotations
-// added, ownerReferences, status, and the order of creation. The
-// differences velerosim's doc lists are allowed; any other fails the test.
+// added, ownerReferences, status, and the order of creation; and what each
+// backed up (neither holds an object being deleted). The differences
+// velerosim's doc lists are allowed; any other fails the test.
 func TestSimulatorFidelity(t *testing.T) {
 	ctx := t.Context()
 	ns := source.Env.Namespace(t)
@@ -238,8 +261,19 @@ func TestSimulatorFidelity(t *testing.T) {
 	v, err := source.StartVelero(ctx, true)
 	must(t, err)
 	backup := backupNamespace(t, v, ns)
-	// The simulator restores exactly what Velero backed up.
+	// The simulator backs up what Velero backed up: not the object being
+	// deleted.
 	backed := downloadBackup(t, v, backup, ns)
+	simBacked, err := velerosim.Backup(ctx, source.Client, ns, stack.GraphKinds...)
+	must(t, err)
+	realKeys, simKeys := keys(backed), keys(simBacked)
+	if !slices.Equal(realKeys, simKeys) {
+		t.Errorf("backed up: velero %v, simulator %v", realKeys, simKeys)
+	}
+	if slices.Contains(realKeys, "ConfigMap/"+deletingName) {
+		t.Errorf("velero backed up %s, which is being deleted", deletingName)
+	}
+	// The simulator restores exactly what Velero backed up.
 	simCfg, err := source.Env.AddUser("velerosim", []string{"system:masters"})
 	must(t, err)
 
@@ -293,7 +327,8 @@ func TestSimulatorFidelity(t *testing.T) {
 		}
 		total += len(diffs)
 		if i == 0 {
-			lines = append(lines, fmt.Sprintf("%d objects restored by both in the order %s: %d differences", len(backed), strings.Join(realOrder, " "), len(diffs)))
+			lines = append(lines, fmt.Sprintf("%d objects backed up by both (not %s, being deleted), restored by both in the order %s: %d differences",
+				len(backed), deletingName, strings.Join(realOrder, " "), len(diffs)))
 		} else {
 			lines = append(lines, fmt.Sprintf("with --status-include-resources %s (%d statuses restored): %d differences", strings.Join(status, ","), statuses, len(diffs)))
 		}

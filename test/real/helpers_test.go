@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -26,6 +27,8 @@ const (
 	userCABPK   = "capi-kubeadm-bootstrap-manager"
 	userCore    = "capi-manager"
 	userManager = stack.ManagerUser
+	// userGC runs kubeenv's garbage collector and namespace controller.
+	userGC = "kube-controller-manager"
 )
 
 // suffix returns a short random suffix for names shared through the bucket.
@@ -159,15 +162,61 @@ func describeWrites(ws []stack.Write) string {
 }
 
 // startManager starts initlock-manager in m as installed for a management
-// cluster with CABPK: config/rbac's role, and the bootstrap and
-// infrastructure kinds added to the relinker's (stack.ProviderRelinkKinds)
-// with the permissions they need. args are added to its flags.
+// cluster with CABPK (installManager): the lock guard, config/rbac's role,
+// and the bootstrap and infrastructure kinds added to the relinker's
+// (stack.ProviderRelinkKinds) with the permissions they need. args are
+// added to its flags.
 func startManager(t *testing.T, m *stack.Mgmt, args ...string) {
 	t.Helper()
 	must(t, m.GrantProviderKinds(t.Context()))
 	must(t, m.GrantRelinkSecrets(t.Context()))
-	_, err := m.StartManager(t.Context(), append([]string{"--relink-kinds=" + stack.ProviderRelinkKinds, "--relink-secrets"}, args...)...)
+	installManager(t, m, stack.ManagerOptions{Args: append([]string{"--relink-kinds=" + stack.ProviderRelinkKinds, "--relink-secrets"}, args...)})
+}
+
+// installManager starts initlock-manager in m with opts: with its lock
+// guard unless opts.NoLockGuard. When t ends, the manager is stopped and
+// the guard removed, so that the next test starts with neither.
+func installManager(t *testing.T, m *stack.Mgmt, opts stack.ManagerOptions) {
+	t.Helper()
+	t.Cleanup(func() {
+		m.StopManager()
+		if err := m.RemoveLockGuard(context.WithoutCancel(t.Context())); err != nil {
+			t.Error(err)
+		}
+	})
+	_, err := m.StartManager(t.Context(), opts)
 	must(t, err)
+}
+
+// baseline returns the options of an earlier build of initlock-manager
+// to compare with, when $INITLOCK_BASELINE_MANAGER names its binary:
+// $INITLOCK_BASELINE_ROLE its ClusterRole (config/rbac/role.yaml of its
+// release) and $INITLOCK_BASELINE_ARGS its flags, separated by spaces. It
+// runs without this tree's lock guard. The scenarios that take it report
+// its figures next to the current build's and assert nothing about it.
+func baseline() (stack.ManagerOptions, bool) {
+	bin := os.Getenv("INITLOCK_BASELINE_MANAGER")
+	if bin == "" {
+		return stack.ManagerOptions{}, false
+	}
+	return stack.ManagerOptions{Binary: bin, RoleFile: os.Getenv("INITLOCK_BASELINE_ROLE"), NoLockGuard: true,
+		Args: strings.Fields(os.Getenv("INITLOCK_BASELINE_ARGS"))}, true
+}
+
+// guardRefusals counts the deletes of configmap name in ns that the API
+// server refused (403: the lock guard), by user ("" for anyone), from the
+// audit log.
+func guardRefusals(t *testing.T, m *stack.Mgmt, user, ns, name string) int {
+	t.Helper()
+	all, err := m.Writes()
+	must(t, err)
+	n := 0
+	for _, w := range all {
+		if (user == "" || w.User == user) && w.Namespace == ns && w.Verb == "delete" && w.Resource == "configmaps" && w.Name == name && w.Code == 403 {
+			n++
+		}
+	}
+	return n
 }
 
 // lockOwned tells, with an error saying why not, whether cluster's lock in

@@ -5,14 +5,13 @@ package real_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,9 +25,11 @@ import (
 // heldOutcome is what a delete of a held lock came to.
 type heldOutcome struct {
 	mode string
-	// window is the time from CABPK's create of the lock to the manager's
-	// patch that put the finalizer on it, from the audit log.
-	window time.Duration
+	// answer is what the API server answered the delete (operator) or the
+	// patch that made the owner stale.
+	answer string
+	// refused counts the deletes of the lock the API server refused.
+	refused int
 	// afterDelete tells what became of the lock 2 s after the delete.
 	afterDelete string
 	// secondInit tells whether the second control-plane Machine got init
@@ -36,34 +37,26 @@ type heldOutcome struct {
 	secondInit, firstExisted bool
 	initAfter                time.Duration
 	lockHolder               string
-	heldBack                 int
 }
 
 func (o heldOutcome) String() string {
-	s := o.mode + ": "
-	if o.window > 0 {
-		s += fmt.Sprintf("lock protected %s after CABPK created it; ", o.window.Round(time.Millisecond))
-	}
-	s += "after the delete the lock " + o.afterDelete + "; "
+	s := fmt.Sprintf("%s: the delete was answered %s; deletes refused: %d; after it the lock %s; ", o.mode, o.answer, o.refused, o.afterDelete)
 	if o.secondInit {
 		s += fmt.Sprintf("cp-1 got init data %s after it was created, while cp-0 existed: %t", o.initAfter.Round(time.Millisecond), o.firstExisted)
 	} else {
-		s += fmt.Sprintf("cp-1 got no init data within %s", secondInitWait)
+		s += "cp-1 was refused the lock"
 	}
-	s += fmt.Sprintf("; lock holder at the end: %q", o.lockHolder)
-	if o.mode != "upstream" {
-		s += fmt.Sprintf("; LockDeleteHeldBack events: %d", o.heldBack)
-	}
-	return s
+	return s + fmt.Sprintf("; lock holder at the end: %q", o.lockHolder)
 }
 
-// deleteHow deletes cluster's held lock in namespace ns, one way.
+// deleteHow deletes cluster's held lock in namespace ns, one way, and
+// returns the API server's answer to its request.
 type deleteHow func(t *testing.T, ns, cluster string) error
 
 // operatorDelete is `kubectl delete configmap <cluster>-lock`.
 func operatorDelete(t *testing.T, ns, cluster string) error {
 	cm := &corev1.ConfigMap{}
-	cm.Namespace, cm.Name = ns, cluster+"-lock"
+	cm.Namespace, cm.Name = ns, cluster+engine.LockSuffix
 	return source.Client.Delete(t.Context(), cm)
 }
 
@@ -85,98 +78,104 @@ func staleOwner(t *testing.T, ns, cluster string) error {
 }
 
 // staleOwnerManagerDown is staleOwner while initlock-manager is down (it
-// would re-adopt the lock before the garbage collector acts): the
-// collector deletes the lock, and only the finalizer holds it. The manager
-// is started again 2 s later.
+// would re-adopt the lock before the garbage collector acts): the lock
+// guard alone stands between the collector and the lock. The manager is
+// started again 2 s later.
 func staleOwnerManagerDown(t *testing.T, ns, cluster string) error {
 	if !source.ManagerRuns() {
 		return staleOwner(t, ns, cluster)
 	}
 	source.StopManager()
-	if err := staleOwner(t, ns, cluster); err != nil {
-		return err
-	}
+	err := staleOwner(t, ns, cluster)
 	time.Sleep(2 * time.Second)
 	startManager(t, source)
-	return nil
+	return err
+}
+
+// startHeld creates, in a new namespace, a Cluster whose lock CABPK has
+// given to <cluster>-cp-0, which has its init data and the name of its
+// data Secret in its spec; with initlock installed first (startManager)
+// when withInitlock. It returns the namespace and the run's name.
+func startHeld(t *testing.T, withInitlock bool, cluster string) (ns, mode string) {
+	t.Helper()
+	ctx := t.Context()
+	ns, mode = source.Env.Namespace(t), "upstream"
+	if withInitlock {
+		mode = "with initlock-manager and its lock guard"
+		startManager(t, source)
+	}
+	cp0 := cluster + "-cp-0"
+	must(t, source.CreateCluster(ctx, ns, cluster, stack.ClusterOptions{}))
+	must(t, source.CreateMachine(ctx, ns, cluster, cp0, true))
+	waitLockHeld(t, source, ns, cluster, cp0)
+	waitInitData(t, source, ns, cp0)
+	eventually(t, time.Minute, machineHasData(source, ns, cp0))
+	return ns, mode
+}
+
+// lockState tells what became of cluster's lock in ns: gone, terminating,
+// or there.
+func lockState(t *testing.T, ns, cluster string) string {
+	t.Helper()
+	cm, err := kubeenv.GetLock(t.Context(), source.Client, ns, cluster)
+	must(t, err)
+	switch {
+	case cm == nil:
+		return "was gone"
+	case cm.DeletionTimestamp != nil:
+		return "was terminating"
+	}
+	return "was there, not terminating"
 }
 
 // runHeldDelete: CABPK takes the lock for cp-0 and generates its init data
 // (cp-0 is initialising: nothing marks the control plane initialised); the
 // lock is deleted by del; then a second control-plane Machine cp-1 is
 // added.
-func runHeldDelete(t *testing.T, withManager bool, del deleteHow) heldOutcome {
+func runHeldDelete(t *testing.T, withInitlock bool, del deleteHow) heldOutcome {
 	ctx := t.Context()
-	o := heldOutcome{mode: "upstream"}
-	ns := source.Env.Namespace(t)
-	start := time.Now()
-	if withManager {
-		o.mode = "with initlock-manager"
-		startManager(t, source)
-		defer source.StopManager()
-	}
 	const cluster, cp0, cp1 = "held", "held-cp-0", "held-cp-1"
-	must(t, source.CreateCluster(ctx, ns, cluster, stack.ClusterOptions{}))
-	must(t, source.CreateMachine(ctx, ns, cluster, cp0, true))
-	waitLockHeld(t, source, ns, cluster, cp0)
-	waitInitData(t, source, ns, cp0)
-	if withManager {
-		eventually(t, 10*time.Second, func(ctx context.Context) error {
-			cm, err := kubeenv.GetLock(ctx, source.Client, ns, cluster)
-			if err != nil || cm == nil || !hasHeldFinalizer(cm) {
-				return fmt.Errorf("lock not protected yet (%w)", err)
-			}
-			return nil
-		})
-		o.window = protectionWindow(t, ns, cluster+"-lock", start)
-	}
-
-	must(t, del(t, ns, cluster))
+	ns, mode := startHeld(t, withInitlock, cluster)
+	o := heldOutcome{mode: mode}
+	o.answer = answer(t, del(t, ns, cluster))
 	time.Sleep(2 * time.Second)
-	cm, err := kubeenv.GetLock(ctx, source.Client, ns, cluster)
-	must(t, err)
-	switch {
-	case cm == nil:
-		o.afterDelete = "was gone"
-	case cm.DeletionTimestamp != nil:
-		o.afterDelete = "was held back, terminating"
-	default:
-		o.afterDelete = "was there, not terminating"
-	}
+	o.afterDelete = lockState(t, ns, cluster)
 
-	created := time.Now()
-	must(t, source.CreateMachine(ctx, ns, cluster, cp1, true))
-	if err := stack.Poll(ctx, secondInitWait, hasInitData(source, ns, cp1)); err == nil {
-		o.secondInit, o.initAfter = true, time.Since(created)
+	o.secondInit, o.initAfter = addSecondMachine(t, source, ns, cluster, cp1)
+	if o.secondInit {
 		m, err := source.Get(ctx, stack.MachineGVK, ns, cp0)
 		must(t, err)
 		o.firstExisted = m != nil
 	}
-	cm, err = kubeenv.GetLock(ctx, source.Client, ns, cluster)
+	cm, err := kubeenv.GetLock(ctx, source.Client, ns, cluster)
 	must(t, err)
 	if cm != nil {
 		rec, _ := engine.DecodeRecord(cm.Data[engine.DataKey])
 		o.lockHolder = rec.MachineName
 	}
-	o.heldBack = countEvents(t, ns, "LockDeleteHeldBack")
-	if withManager {
+	o.refused = guardRefusals(t, source, "", ns, cluster+engine.LockSuffix)
+	if withInitlock {
 		managerDown(t, ns, cluster)
 	}
 	return o
 }
 
-// managerDown: with the manager stopped, the Cluster (and with it its
-// Machines) is deleted; the protected lock stays terminating, and the
-// command docs/install.md gives clears it.
+// managerDown: with the manager stopped (its lock guard still installed),
+// the Cluster is deleted, and with it its Machines: nothing holds the
+// Cluster back. The lock stays, not terminating (the garbage collector's
+// delete is refused), until the command the guard's refusal names lets it
+// go.
 func managerDown(t *testing.T, ns, cluster string) {
 	ctx := t.Context()
 	source.StopManager()
+	start := time.Now()
 	deleteCluster(t, source, ns, cluster)
+	deleted := time.Since(start)
 	time.Sleep(2 * time.Second)
 	cm, err := kubeenv.GetLock(ctx, source.Client, ns, cluster)
 	must(t, err)
-	if cm == nil || !hasHeldFinalizer(cm) {
-		t.Fatalf("with the manager down, the protected lock of the deleted Cluster %s/%s: want it terminating with %s, got %v", ns, cluster, engine.HeldFinalizer, cm)
+	if cm == nil || cm.DeletionTimestamp != nil {
+		t.Fatalf("with the manager down, the lock of the deleted Cluster %s/%s: want it there, not terminating; got %v", ns, cluster, cm)
 	}
 	kubeconfig, err := source.Env.WriteKubeconfig("operator", []string{"system:masters"})
 	must(t, err)
@@ -191,165 +190,58 @@ func managerDown(t *testing.T, ns, cluster string) {
 	eventually(t, 10*time.Second, func(ctx context.Context) error {
 		return kubeenv.LockGone(ctx, source.Client, ns, cluster)()
 	})
-	result(t, "manager down: the protected lock of a deleted Cluster stayed terminating; 'kubectl initlock release %s -n <ns> --force' cleared it", cluster)
+	result(t, "manager down, guard installed: the Cluster was deleted in %s; its lock stayed, not terminating, the garbage collector's deletes refused (%d); "+
+		"'kubectl initlock release %s -n <ns> --force' released it", deleted.Round(time.Millisecond), guardRefusals(t, source, userGC, ns, cluster+engine.LockSuffix), cluster)
 }
 
-func hasHeldFinalizer(cm *corev1.ConfigMap) bool {
-	for _, f := range cm.Finalizers {
-		if f == engine.HeldFinalizer {
-			return true
-		}
-	}
-	return false
-}
-
-// protectionWindow is the time from the first create of lock name to the
-// manager's first patch of it, from the audit log.
-func protectionWindow(t *testing.T, ns, name string, since time.Time) time.Duration {
+// answer names the API server's answer to a delete of a lock: "OK", or
+// "Forbidden" and what the refusal tells an operator to run. Any other
+// error fails t.
+func answer(t *testing.T, err error) string {
 	t.Helper()
-	all, err := source.Writes()
-	must(t, err)
-	var created time.Time
-	for _, w := range all {
-		if w.Namespace != ns || w.Resource != "configmaps" || w.Name != name || w.At.Before(since) {
-			continue
-		}
-		if w.Verb == "create" && w.User == userCABPK && w.Code == 201 && created.IsZero() {
-			created = w.At
-		}
-		if w.Verb == "patch" && w.User == userManager && w.Code == 200 && !created.IsZero() {
-			return w.At.Sub(created)
-		}
+	switch {
+	case err == nil:
+		return "OK"
+	case !apierrors.IsForbidden(err):
+		t.Fatal(err)
+	case strings.Contains(err.Error(), "kubectl initlock release") && strings.Contains(err.Error(), "--force"):
+		return "Forbidden, naming kubectl initlock release --force"
 	}
-	t.Fatalf("no create by CABPK followed by a patch by the manager of configmap %s/%s in the audit log", ns, name)
-	return 0
-}
-
-// countEvents counts the events of reason in namespace ns (the manager
-// reports a lock's events on its Cluster, or on the lock without one).
-func countEvents(t *testing.T, ns, reason string) int {
-	t.Helper()
-	var l corev1.EventList
-	must(t, source.Client.List(t.Context(), &l, client.InNamespace(ns)))
-	n := 0
-	for _, e := range l.Items {
-		if e.Reason == reason {
-			n += max(int(e.Count), 1)
-		}
-	}
-	return n
+	return "Forbidden: " + err.Error()
 }
 
 // TestHeldLockDeleted: a held lock deleted while its holder cp-0 is still
 // initialising, by an operator and by the garbage collector (a stale owner
-// UID), with CABPK unmodified: upstream alone lets cp-1 run init as well;
-// with initlock-manager the delete is held back until cp-0 is done.
+// UID, with the manager up and down), with CABPK unmodified: upstream alone
+// lets cp-1 run init as well; with initlock's lock guard the delete is
+// refused from the lock's first instant, the lock stays as it was (never
+// terminating), and cp-1 is refused.
 func TestHeldLockDeleted(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		del  deleteHow
+		name     string
+		del      deleteHow
+		operator bool
 	}{
-		{"operator deletes the lock", operatorDelete},
-		{"lock owned by a stale Cluster UID, collected", staleOwner},
-		{"lock owned by a stale Cluster UID while the manager is down", staleOwnerManagerDown},
+		{"operator deletes the lock", operatorDelete, true},
+		{"lock owned by a stale Cluster UID, collected", staleOwner, false},
+		{"lock owned by a stale Cluster UID while the manager is down", staleOwnerManagerDown, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := runHeldDelete(t, false, tc.del)
 			with := runHeldDelete(t, true, tc.del)
 			result(t, "held lock deleted (%s): %s; %s", tc.name, up, with)
-			if with.secondInit {
-				t.Errorf("with initlock-manager, cp-1 got init data while cp-0 existed: %s", with)
+			if !up.secondInit || !up.firstExisted {
+				t.Errorf("upstream: want cp-1 granted while cp-0 exists (the defect the guard closes): %s", up)
 			}
-			if with.lockHolder != "held-cp-0" || with.heldBack == 0 && with.afterDelete != "was there, not terminating" {
-				t.Errorf("with initlock-manager, want the lock kept for held-cp-0: %s", with)
+			if with.secondInit {
+				t.Errorf("with initlock, cp-1 got init data while cp-0 existed: %s", with)
+			}
+			if with.lockHolder != "held-cp-0" || with.afterDelete != "was there, not terminating" {
+				t.Errorf("with initlock, want the lock kept for held-cp-0, not terminating: %s", with)
+			}
+			if tc.operator && with.answer != "Forbidden, naming kubectl initlock release --force" {
+				t.Errorf("with initlock, the operator's delete was answered %q; want a refusal naming kubectl initlock release", with.answer)
 			}
 		})
-	}
-}
-
-// failedOutcome is what a failed generation of the init data came to.
-type failedOutcome struct {
-	mode string
-	// dataAfter is the time from the missing Secret's creation to cp-0's
-	// init data; 0 when it got none.
-	dataAfter time.Duration
-	events    map[string]int
-}
-
-func (o failedOutcome) String() string {
-	s := o.mode + ": "
-	if o.dataAfter > 0 {
-		s += fmt.Sprintf("cp-0 got its init data %s after the Secret was created", o.dataAfter.Round(time.Millisecond))
-	} else {
-		s += fmt.Sprintf("cp-0 got no init data within %s of the Secret's creation", failedInitWait)
-	}
-	if o.mode != "upstream" {
-		s += fmt.Sprintf("; events %v", o.events)
-	}
-	return s
-}
-
-// failedInitWait bounds the wait for cp-0's init data once the Secret its
-// KubeadmConfig needs exists: the failed-init settle (10 s here), CABPK's
-// 30 s requeue of a lock not acquired, and its error backoff.
-const failedInitWait = 3 * time.Minute
-
-// runFailedInit: cp-0's KubeadmConfig names a file from a Secret that does
-// not exist, so CABPK takes the lock, fails to generate the init data and
-// releases it (its Unlock deletes the lock), again and again; after 30 s
-// the Secret is created. With the manager protecting the lock, CABPK's
-// Unlock is held back while cp-0 exists: the manager must tell the failure
-// apart and let the lock go, or cp-0 would never get its init data.
-func runFailedInit(t *testing.T, withManager bool) failedOutcome {
-	ctx := t.Context()
-	o := failedOutcome{mode: "upstream"}
-	ns := source.Env.Namespace(t)
-	if withManager {
-		o.mode = "with initlock-manager --failed-init-settle=10s"
-		startManager(t, source, "--failed-init-settle=10s")
-		defer source.StopManager()
-	}
-	const cluster, cp0, secret = "failed", "failed-cp-0", "failed-files"
-	must(t, source.CreateCluster(ctx, ns, cluster, stack.ClusterOptions{}))
-	must(t, source.CreateMachineWithConfig(ctx, ns, cluster, cp0, true, map[string]any{
-		"files": []any{map[string]any{
-			"path":        "/etc/initlock-test",
-			"contentFrom": map[string]any{"secret": map[string]any{"name": secret, "key": "value"}},
-		}},
-	}))
-	eventually(t, 60*time.Second, func(ctx context.Context) error {
-		kc, err := source.Get(ctx, stack.KubeadmConfigGVK, ns, cp0)
-		if err != nil || kc == nil {
-			return fmt.Errorf("no KubeadmConfig (%w)", err)
-		}
-		if !strings.Contains(fmt.Sprint(kc.Object["status"]), "DataSecretGenerationFailed") {
-			return errors.New("CABPK has not reported the failure yet")
-		}
-		return nil
-	})
-	time.Sleep(30 * time.Second)
-	must(t, source.Client.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secret},
-		Data:       map[string][]byte{"value": []byte("initlock")},
-	}))
-	created := time.Now()
-	if err := stack.Poll(ctx, failedInitWait, hasInitData(source, ns, cp0)); err == nil {
-		o.dataAfter = time.Since(created)
-	}
-	o.events = map[string]int{}
-	for _, r := range []string{"LockProtected", "LockDeleteHeldBack", "LockDisarmed", "LockUnprotected", "LockRearmed"} {
-		o.events[r] = countEvents(t, ns, r)
-	}
-	return o
-}
-
-// TestFailedInitReleased: CABPK's own release of the lock after a failed
-// generation of the init data does not leave a protected lock stuck.
-func TestFailedInitReleased(t *testing.T) {
-	up := runFailedInit(t, false)
-	with := runFailedInit(t, true)
-	result(t, "failed init data, then fixed: %s; %s", up, with)
-	if with.dataAfter == 0 {
-		t.Errorf("with initlock-manager, cp-0 is stuck: %s", with)
 	}
 }

@@ -54,7 +54,8 @@ func cleanupNode(t *testing.T, m *stack.Mgmt, ns, machine string) {
 // whole init path on the real components (its Node registers in the
 // workload cluster, which is the management cluster's own API server; core
 // sets the nodeRef and reports the control plane initialised). Upstream
-// keeps the lock; once initlock-manager runs, it releases it.
+// keeps the lock; once initlock-manager runs (with its lock guard), it
+// releases it: the release mark, then the delete.
 func TestSingleControlPlane(t *testing.T) {
 	ctx := t.Context()
 	ns := source.Env.Namespace(t)
@@ -83,9 +84,7 @@ func TestSingleControlPlane(t *testing.T) {
 	})
 
 	started := time.Now()
-	_, err := source.StartManager(ctx)
-	must(t, err)
-	defer source.StopManager()
+	installManager(t, source, stack.ManagerOptions{})
 	eventually(t, 60*time.Second, func(ctx context.Context) error {
 		cm, err := kubeenv.GetLock(ctx, source.Client, ns, cluster)
 		if err != nil {

@@ -32,7 +32,7 @@ import (
 var env *kubeenv.Env
 
 func TestMain(m *testing.M) {
-	kubeenv.Main(m, kubeenv.Options{CAPI: kubeenv.CAPIV1Beta2}, &env)
+	kubeenv.Main(m, kubeenv.Options{CAPI: kubeenv.CAPIV1Beta2, LockGuard: true}, &env)
 }
 
 const (
@@ -199,7 +199,7 @@ func TestReconcileOnAPIServer(t *testing.T) {
 			wantEvents: []emitted{{corev1.EventTypeNormal, ReasonLockAdopted}},
 		},
 		{
-			name: "initialised: released with one write",
+			name: "initialised: released with two writes",
 			setUp: func(f *fixture) {
 				c := f.cluster("c1")
 				f.machine("c1", "m1")
@@ -208,7 +208,7 @@ func TestReconcileOnAPIServer(t *testing.T) {
 					f.t.Fatal(err)
 				}
 			},
-			steps: []step{{wantWrites: 1}, {}},
+			steps: []step{{wantWrites: 2}, {}}, // the release mark, the delete
 			check: func(f *fixture) error {
 				cm, err := kubeenv.GetLock(f.t.Context(), f.c, f.ns, "c1")
 				if cm != nil {
@@ -331,7 +331,7 @@ func TestReconcileOnAPIServer(t *testing.T) {
 
 // TestOrphanCollectedAfterHolderGone follows an orphan lock to its end: the
 // holder Machine is deleted after the grace period, and the lock is deleted
-// with one write and one event.
+// with two writes (the release mark, the delete) and one event.
 func TestOrphanCollectedAfterHolderGone(t *testing.T) {
 	f := newFixture(t)
 	m := f.machine("c1", "m1")
@@ -345,8 +345,8 @@ func TestOrphanCollectedAfterHolderGone(t *testing.T) {
 	}
 	kubeenv.DeleteAndWait(t, f.c, m)
 
-	if _, writes := f.reconcile("c1"); writes != 1 {
-		t.Errorf("collecting: %d writes, want 1", writes)
+	if _, writes := f.reconcile("c1"); writes != 2 {
+		t.Errorf("collecting: %d writes, want 2 (the release mark, the delete)", writes)
 	}
 	if cm, err := kubeenv.GetLock(t.Context(), f.c, f.ns, "c1"); cm != nil || err != nil {
 		t.Errorf("lock after collection: %v, %v, want none", cm, err)

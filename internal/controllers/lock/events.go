@@ -98,41 +98,30 @@ func (r *Reconciler) record(clusterObj *unstructured.Unstructured, cm *corev1.Co
 	case engine.ActionRelease:
 		releasesTotal.WithLabelValues(d.Reason).Inc()
 		held()
-		r.event(clusterObj, cm, corev1.EventTypeNormal, ReasonLockReleased, "Release",
-			"Init lock %s, held by Machine %s, was released (%s)", cm.Name, d.Holder, d.Reason)
+		regarding, related := about(clusterObj, cm)
+		r.event(regarding, related, corev1.EventTypeNormal, ReasonLockReleased, "Release",
+			"Init lock %s, held by Machine %s, was released (%s): %s", cm.Name, d.Holder, d.Reason, releaseWhy(d.Reason))
 	case engine.ActionMarkOrphan:
 		absenceMarksTotal.Inc()
-	case engine.ActionProtect:
-		protectionsTotal.WithLabelValues("protect").Inc()
-		if d.Owner != engine.OwnerOK || obs.Lock.ClusterAbsentSince != nil || obs.Lock.StaleMark {
-			// The same patch adopted it.
-			adoptionsTotal.Inc()
-			r.event(clusterObj, cm, corev1.EventTypeNormal, ReasonLockAdopted, "Adopt",
-				"Init lock %s, held by Machine %s, is owned by this Cluster (UID %s) again, and protected by finalizer %s", cm.Name, d.Holder, obs.Cluster.UID, engine.HeldFinalizer)
-			return
-		}
-		r.event(clusterObj, cm, corev1.EventTypeNormal, ReasonLockProtected, "Protect",
-			"Init lock %s, held by Machine %s, is protected by finalizer %s until the control plane is initialised or its holder is gone", cm.Name, d.Holder, engine.HeldFinalizer)
-	case engine.ActionUnprotect:
-		protectionsTotal.WithLabelValues("unprotect").Inc()
-		regarding, related := about(clusterObj, cm)
-		r.event(regarding, related, corev1.EventTypeNormal, ReasonLockUnprotected, "Protect",
-			"Finalizer %s removed from init lock %s (%s)", engine.HeldFinalizer, cm.Name, d.Reason)
-	case engine.ActionDisarm:
-		protectionsTotal.WithLabelValues("disarm").Inc()
-		r.event(clusterObj, cm, corev1.EventTypeWarning, ReasonLockDisarmed, "Protect",
-			"Init lock %s was released by its provider after Machine %s failed to get its init data (%s); no Machine takes it for now, and it goes in %s unless %s gets its data",
-			cm.Name, obs.Lock.Record.MachineName, obs.HolderBootstrap.Reason, r.Policy.FailedInitSettle, obs.Lock.Record.MachineName)
-	case engine.ActionRearm:
-		protectionsTotal.WithLabelValues("rearm").Inc()
-		r.event(clusterObj, cm, corev1.EventTypeWarning, ReasonLockRearmed, "Protect",
-			"Init lock %s is given back to Machine %s, which got its init data after its provider released the lock", cm.Name, obs.Lock.Disarmed.Holder)
 	case engine.ActionCollect:
 		orphansCollectedTotal.Inc()
 		held()
 		r.event(cm, nil, corev1.EventTypeNormal, ReasonOrphanLockCollected, "Collect",
 			"Orphan init lock %s was deleted: its Cluster was absent for the grace period of %s and its holder Machine %s does not exist", cm.Name, r.Policy.OrphanGrace, d.Holder)
 	}
+}
+
+// releaseWhy says, for an event, why a release was safe.
+func releaseWhy(reason string) string {
+	switch reason {
+	case engine.ReasonInitialized:
+		return "the control plane is initialised"
+	case engine.ReasonClusterDeleting:
+		return "the Cluster is being deleted"
+	case engine.ReasonHolderGone:
+		return "the Machine it names does not exist, and no grant protects another Machine; the next Machine may take it"
+	}
+	return reason
 }
 
 // about is what an event about lock cm regards: its Cluster, with the lock

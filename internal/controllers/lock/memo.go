@@ -14,7 +14,8 @@ import (
 // restart) costs at most one read, one repeated warning or a longer orphan
 // grace, never a wrong write.
 type memo struct {
-	// writtenFrom is the lock (UID and resourceVersion) the last write was
+	// writtenFrom is the lock (UID and resourceVersion; any version of
+	// that UID once it was deleted) the last write was
 	// made from; while the cache still shows it, the write is not visible
 	// yet and deciding again would repeat it.
 	writtenFrom objectVersion
@@ -27,15 +28,23 @@ type memo struct {
 	// checked is the Cluster UID and generation for which a live read
 	// found no ConfigMap with the lock's name.
 	checked string
-	// heldBack is the UID of the lock whose held-back delete was reported,
-	// conflict the pair of Machines whose conflict was.
-	heldBack types.UID
+	// conflict is the pair of Machines whose conflict was reported.
 	conflict string
 }
 
 type objectVersion struct {
 	uid             types.UID
 	resourceVersion string
+}
+
+// anyVersion, as a resourceVersion, stands for every version of a lock the
+// reconciler deleted: a release writes the release mark, then deletes, and
+// the cache may show the marked version before the deletion.
+const anyVersion = "*"
+
+// shows tells whether the cache's lock cm is the version v stands for.
+func (v objectVersion) shows(uid types.UID, resourceVersion string) bool {
+	return v.uid == uid && (v.resourceVersion == resourceVersion || v.resourceVersion == anyVersion)
 }
 
 // memoFor returns the memo of a Cluster, creating it.

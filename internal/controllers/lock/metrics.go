@@ -24,7 +24,7 @@ var (
 	})
 	releasesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "initlock_lock_releases_total",
-		Help: "Locks released, by reason (initialized, cluster-deleting).",
+		Help: "Locks released, by reason (initialized, cluster-deleting, holder-gone).",
 	}, []string{"reason"})
 	absenceMarksTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "initlock_lock_absence_marks_total",
@@ -33,14 +33,6 @@ var (
 	orphansCollectedTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "initlock_orphan_locks_collected_total",
 		Help: "Orphan locks deleted after their grace period.",
-	})
-	protectionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "initlock_lock_protections_total",
-		Help: "Writes of the finalizer initlock.dev/held, by what they did (protect, unprotect, disarm, rearm).",
-	}, []string{"action"})
-	deletesHeldTotal = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "initlock_lock_deletes_held_total",
-		Help: "Locks whose delete the finalizer held back while their holder existed and the control plane was not initialised.",
 	})
 	warningsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "initlock_lock_warnings_total",
@@ -76,20 +68,17 @@ var registerOnce sync.Once
 // per process, however many managers it runs.
 func registerMetrics() {
 	registerOnce.Do(func() {
-		metrics.Registry.MustRegister(locksGauge, adoptionsTotal, releasesTotal, absenceMarksTotal, orphansCollectedTotal, warningsTotal, eventsDroppedTotal, holdDuration, protectionsTotal, deletesHeldTotal, stateSince{})
+		metrics.Registry.MustRegister(locksGauge, adoptionsTotal, releasesTotal, absenceMarksTotal, orphansCollectedTotal, warningsTotal, eventsDroppedTotal, holdDuration, stateSince{})
 		for _, v := range gaugeStates {
 			locksGauge.WithLabelValues(string(v))
 		}
-		for _, r := range []string{engine.ReasonInitialized, engine.ReasonClusterDeleting} {
+		for _, r := range []string{engine.ReasonInitialized, engine.ReasonClusterDeleting, engine.ReasonHolderGone} {
 			releasesTotal.WithLabelValues(r)
 		}
 		for _, r := range []string{ReasonCorruptLock, ReasonForeignConfigMap, ReasonLockConflict} {
 			warningsTotal.WithLabelValues(r)
 		}
-		for _, a := range []string{"protect", "unprotect", "disarm", "rearm"} {
-			protectionsTotal.WithLabelValues(a)
-		}
-		for _, r := range []string{ReasonLockAdopted, ReasonLockReleased, ReasonOrphanLockCollected, ReasonLockProtected, ReasonLockUnprotected} {
+		for _, r := range []string{ReasonLockAdopted, ReasonLockReleased, ReasonOrphanLockCollected} {
 			eventsDroppedTotal.WithLabelValues(r)
 		}
 	})

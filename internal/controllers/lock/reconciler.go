@@ -35,11 +35,6 @@ const (
 	ReasonCorruptLock         = "CorruptLock"
 	ReasonForeignConfigMap    = "ForeignConfigMap"
 	ReasonLockConflict        = "LockConflict"
-	ReasonLockProtected       = "LockProtected"
-	ReasonLockUnprotected     = "LockUnprotected"
-	ReasonLockDeleteHeldBack  = "LockDeleteHeldBack"
-	ReasonLockDisarmed        = "LockDisarmed"
-	ReasonLockRearmed         = "LockRearmed"
 )
 
 const (
@@ -78,8 +73,9 @@ type Reconciler struct {
 	Policy engine.Policy
 	// Clock gives the time of decisions; nil is the real clock.
 	Clock clock.PassiveClock
-	// WatchFilter, when set, limits the reconciler to the locks of Clusters
-	// labelled capi.WatchFilterLabel with this value (see inScope).
+	// WatchFilter, when set, limits the adoption of locks to those of
+	// Clusters labelled capi.WatchFilterLabel with this value (see inScope);
+	// every lock is released and collected when that is safe.
 	WatchFilter string
 
 	mu     sync.Mutex
@@ -96,15 +92,12 @@ func (r *Reconciler) now() time.Time {
 	return r.Clock.Now()
 }
 
-// The manager reads and patches locks, deletes them with preconditions, and
-// never creates one.
+// The manager reads and patches locks (adoption, the orphan's mark, the
+// release mark), deletes them with preconditions, and never creates one.
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// A held lock being deleted is disarmed when its holder's bootstrap
-// configuration reports a failed generation of the init data.
-// +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=kubeadmconfigs,verbs=get
 
 // Reconcile looks at the lock of the Cluster req names and makes at most one
 // write to it. It decides from the cache; a decision that writes is
@@ -130,7 +123,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("lock", klog.KObj(t.cm), "verdict", d.Verdict, "action", d.Action)
 	ctx = ctrl.LoggerInto(ctx, log)
-	if !t.live && t.m.writtenFrom == (objectVersion{t.cm.UID, t.cm.ResourceVersion}) {
+	if !t.live && t.m.writtenFrom.shows(t.cm.UID, t.cm.ResourceVersion) {
 		log.V(4).Info("Waiting for the cache to show the last write")
 		return ctrl.Result{RequeueAfter: cacheLagRetry}, nil
 	}
@@ -170,19 +163,18 @@ func (r *Reconciler) observe(ctx context.Context, req ctrl.Request) (t target, d
 	}
 	t = target{req: req, lockKey: types.NamespacedName{Namespace: req.Namespace, Name: lockName},
 		query: engine.Query{Namespace: req.Namespace, ClusterName: req.Name, APIVersion: capi.Group + "/" + r.CAPIVersion}}
-	src := engine.From(r.Client)
-	src.Bootstrap = r.APIReader
-	if t.obs, t.cm, err = engine.Read(ctx, src, t.query); err != nil {
+	if t.obs, t.cm, err = engine.Read(ctx, engine.From(r.Client), t.query); err != nil {
 		return t, true, ctrl.Result{}, err
+	}
+	if t.obs.Cluster == nil && t.cm == nil {
+		r.forget(req.NamespacedName)
+		return t, true, ctrl.Result{}, nil
 	}
 	inScope, err := r.inScope(ctx, req.NamespacedName, t.obs.Cluster != nil, t.cm)
 	if err != nil {
 		return t, true, ctrl.Result{}, err
 	}
-	if (t.obs.Cluster == nil && t.cm == nil) || !inScope {
-		r.forget(req.NamespacedName)
-		return t, true, ctrl.Result{}, nil
-	}
+	t.obs.OutOfScope = !inScope
 	t.m = r.memoFor(req.NamespacedName)
 	t.clusterObj = clusterObject(req.NamespacedName, r.CAPIVersion, t.obs.Cluster)
 	r.noteAbsence(t.m, &t.obs)
@@ -192,10 +184,10 @@ func (r *Reconciler) observe(ctx context.Context, req ctrl.Request) (t target, d
 // lookLive looks for a ConfigMap with the lock's name that the cache does
 // not show (unlabelled, or just created), once per Cluster UID and
 // generation; a lock found is observed whole, live, so that it is
-// protected now, not at the next reconcile. done is true when there is
+// adopted now, not at the next reconcile. done is true when there is
 // none.
 func (r *Reconciler) lookLive(ctx context.Context, t *target) (done bool, res ctrl.Result, err error) {
-	if !r.needsLiveCheck(t.m, t.obs.Cluster) {
+	if t.obs.OutOfScope || !r.needsLiveCheck(t.m, t.obs.Cluster) {
 		r.states.set(t.req.NamespacedName, "")
 		return true, ctrl.Result{}, nil
 	}
@@ -210,11 +202,11 @@ func (r *Reconciler) lookLive(ctx context.Context, t *target) (done bool, res ct
 	}
 	t.cm, t.live = cm, true
 	if t.obs.Lock = engine.ObserveLock(cm, t.req.Name); t.obs.Lock.Problem == nil {
-		liveSrc := engine.From(r.APIReader)
-		liveSrc.Bootstrap = r.APIReader
-		if t.obs, t.cm, err = engine.Read(ctx, liveSrc, t.query); err != nil {
+		outOfScope := t.obs.OutOfScope
+		if t.obs, t.cm, err = engine.Read(ctx, engine.From(r.APIReader), t.query); err != nil {
 			return true, ctrl.Result{}, err
 		}
+		t.obs.OutOfScope = outOfScope
 		if t.cm == nil {
 			return true, ctrl.Result{RequeueAfter: conflictRetry}, nil // gone meanwhile
 		}
@@ -224,7 +216,7 @@ func (r *Reconciler) lookLive(ctx context.Context, t *target) (done bool, res ct
 }
 
 // report tells people what only they can resolve (a ConfigMap in the
-// lock's way, a corrupt lock, a conflict, a delete held back), once each.
+// lock's way, a corrupt lock, a conflict), once each.
 // stop is true when the reconcile ends there.
 func (r *Reconciler) report(ctx context.Context, t target, d engine.Decision) (res ctrl.Result, stop bool, err error) {
 	log, m, cm := ctrl.LoggerFrom(ctx), t.m, t.cm
@@ -255,16 +247,6 @@ func (r *Reconciler) report(ctx context.Context, t target, d engine.Decision) (r
 	} else {
 		m.conflict = ""
 		m.warned = ""
-	}
-	if d.Wait == engine.WaitHeld && m.heldBack != cm.UID {
-		// Once per lock: its delete is held back by the finalizer.
-		m.heldBack = cm.UID
-		deletesHeldTotal.Inc()
-		regarding, related := about(t.clusterObj, cm)
-		r.event(regarding, related, corev1.EventTypeWarning, ReasonLockDeleteHeldBack, "Protect",
-			"Init lock %s is being deleted, but its holder Machine %s exists and the control plane is not initialised: finalizer %s keeps it until the holder is done "+
-				"(initialised, gone, or its bootstrap failed); to let it go now, once no Machine runs kubeadm init: kubectl initlock release %s -n %s --force",
-			cm.Name, d.Holder, engine.HeldFinalizer, t.req.Name, t.req.Namespace)
 	}
 	return ctrl.Result{}, false, nil
 }
@@ -301,6 +283,9 @@ func (r *Reconciler) write(ctx context.Context, t target, d engine.Decision) (ct
 		return ctrl.Result{}, fmt.Errorf("%s lock %s: %w", d.Action, t.lockKey, err)
 	}
 	t.m.writtenFrom = objectVersion{t.cm.UID, t.cm.ResourceVersion}
+	if d.Action == engine.ActionRelease || d.Action == engine.ActionCollect {
+		t.m.writtenFrom.resourceVersion = anyVersion
+	}
 	log.Info("Lock written", "holder", d.Holder)
 	r.record(t.clusterObj, t.cm, obs, d, now)
 	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil

@@ -192,7 +192,7 @@ func TestReconcileInjected(t *testing.T) {
 			setUp: func(f *fixture) {
 				f.markAbsent(f.lockCM("c1", "m1", nil, ""), f.clock.Now().Add(-time.Hour))
 			},
-			reconciles: 2, wantWrites: 1, wantRequeue: cacheLagRetry,
+			reconciles: 2, wantWrites: 2, wantRequeue: cacheLagRetry,
 			wantEvents: []emitted{{corev1.EventTypeNormal, ReasonOrphanLockCollected}},
 		},
 	} {

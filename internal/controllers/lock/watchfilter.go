@@ -12,11 +12,13 @@ import (
 	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
-// inScope tells whether the lock of a Cluster is the reconciler's to handle
-// under its watch filter: the Cluster must carry the filter label; a lock
-// whose Cluster does not exist (an orphan) must carry it itself, since
-// nothing else tells which manager it belongs to. Without a filter every
-// lock is in scope, and nothing is read.
+// inScope tells whether the lock of a Cluster is the reconciler's to adopt
+// under its watch filter (engine.Observation.OutOfScope): the Cluster must
+// carry the filter label; a lock whose Cluster does not exist (an orphan)
+// must carry it itself, since nothing else tells which manager it belongs
+// to. The filter decides what the reconciler takes care of, never what it
+// lets go: a lock out of scope is still released and collected when that
+// is safe. Without a filter every lock is in scope, and nothing is read.
 func (r *Reconciler) inScope(ctx context.Context, key types.NamespacedName, clusterExists bool, lock *corev1.ConfigMap) (bool, error) {
 	if r.WatchFilter == "" {
 		return true, nil

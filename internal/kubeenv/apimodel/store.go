@@ -61,6 +61,19 @@ type Store struct {
 	resource map[string]schema.GroupResource
 	// now stamps creationTimestamps.
 	now time.Time
+	// guard, when set, is the admission policy enforced on deletes of
+	// ConfigMaps (SetGuard).
+	guard *Guard
+}
+
+// SetGuard makes the store enforce g on every delete of a ConfigMap, as
+// kube-apiserver enforces an installed ValidatingAdmissionPolicy: after
+// the delete's preconditions, before the object is deleted or marked for
+// deletion. nil enforces nothing.
+func (s *Store) SetGuard(g *Guard) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.guard = g
 }
 
 // NewStore returns an empty store.
@@ -83,7 +96,7 @@ func (s *Store) Clone() *Store {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := NewStore()
-	c.rev, c.now = s.rev, s.now
+	c.rev, c.now, c.guard = s.rev, s.now, s.guard
 	for k, n := range s.created {
 		c.created[k] = n
 	}
@@ -256,7 +269,8 @@ func (s *Store) update(k Key, cur, next map[string]any) (map[string]any, error) 
 }
 
 // Delete deletes the object, honouring UID and resourceVersion
-// preconditions (Conflict when they do not hold).
+// preconditions (Conflict when they do not hold) and, for a ConfigMap, the
+// guard set with SetGuard (403 Forbidden when it refuses).
 func (s *Store) Delete(k Key, uid *types.UID, rv *string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -273,6 +287,11 @@ func (s *Store) Delete(k Key, uid *types.UID, rv *string) error {
 		return apierrors.NewConflict(s.gr(k.Kind), k.Name,
 			fmt.Errorf("precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *rv, meta["resourceVersion"]))
 	}
+	if s.guard != nil && k.Kind == "ConfigMap" {
+		if err := s.guard.admitDelete(cur); err != nil {
+			return err
+		}
+	}
 	if len(finalizersOf(meta)) > 0 {
 		// Finalizers hold the object: it is marked for deletion once, and
 		// goes when the last of them is removed.
@@ -287,6 +306,17 @@ func (s *Store) Delete(k Key, uid *types.UID, rv *string) error {
 	}
 	s.remove(k)
 	return nil
+}
+
+// Purge removes the object whatever holds it, as the deletion of its
+// namespace ends in the end (its finalizers done, admission passed): the
+// explorer's restore deletes the namespace in one step.
+func (s *Store) Purge(k Key) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.objects[k]; ok {
+		s.remove(k)
+	}
 }
 
 // remove deletes k, as a new revision.

@@ -43,6 +43,7 @@ const (
 	ManagerCacheLag    Class = "manager-cache-lag"
 	LockDeleted        Class = "lock-deleted"
 	LockCollected      Class = "lock-collected"
+	LockDeletionHeld   Class = "lock-deletion-held"
 	RegisterReverted   Class = "register-reverted"
 	RegisterRemoved    Class = "register-removed"
 	MachineRecreated   Class = "machine-recreated"
@@ -106,6 +107,8 @@ var catalogue = []Entry{
 	{Class: LockCollected, Group: Object,
 		Meaning:    "the garbage collector deletes the lock: its owner's UID is gone (a naive copy points it at a Cluster UID that does not exist)",
 		Unmodelled: map[Side]string{Explorer: "the model has no garbage collector: its deletion is lock-deleted"}},
+	{Class: LockDeletionHeld, Group: Object,
+		Meaning: "another controller's finalizer holds the lock being deleted, which stays, terminating, until it is removed"},
 	{Class: RegisterReverted, Group: Object,
 		Meaning:    "the Cluster's grant register goes back to an earlier value in place (a PUT of an old copy)",
 		Unmodelled: map[Side]string{Chaos: "an older register comes back only with its Cluster, under a new UID (cluster-restored-old)"}},

@@ -70,7 +70,8 @@ func (m *Mgmt) WaitCondition(ctx context.Context, ns, cluster, condType string) 
 	})
 }
 
-// Graph reads the objects of the graph kinds in namespace ns.
+// Graph reads the objects of the graph kinds in namespace ns, as a backup
+// of it holds them (velerosim.Backup: less those being deleted).
 func (m *Mgmt) Graph(ctx context.Context, ns string) ([]*unstructured.Unstructured, error) {
 	return velerosim.Backup(ctx, m.Client, ns, GraphKinds...)
 }
@@ -116,9 +117,10 @@ func (m *Mgmt) Unlinked(ctx context.Context, ns string, backed []*unstructured.U
 // Key names an object as Kind/name.
 func Key(u *unstructured.Unstructured) string { return u.GetKind() + "/" + u.GetName() }
 
-// Leftovers lists, as Kind/name, the objects of the graph kinds in ns.
+// Leftovers lists, as Kind/name, the objects of the graph kinds in ns,
+// those being deleted included.
 func (m *Mgmt) Leftovers(ctx context.Context, ns string) ([]string, error) {
-	objs, err := m.Graph(ctx, ns)
+	objs, err := velerosim.List(ctx, m.Client, ns, GraphKinds...)
 	if err != nil {
 		return nil, err
 	}

@@ -4,8 +4,10 @@
 // plugin, an S3 server over gofakes3 holding the bucket, and Cluster API's
 // core manager and kubeadm bootstrap provider (CABPK) v1.14.2; plus
 // initlock-manager, built from this work tree, as a process with its own
-// kubeconfig and the RBAC of config/rbac. make test-real (test/real) and
-// make demo-real use it.
+// kubeconfig and the RBAC of config/rbac, installed with its lock guard
+// (config/protection) as config/default installs it, or without it on
+// demand (ManagerOptions). make test-real (test/real) and make demo-real
+// use it.
 //
 // A Mgmt is one management cluster: a kubeenv.Env with Cluster API's core
 // and kubeadm bootstrap CRDs (the latter with the contract label kustomize

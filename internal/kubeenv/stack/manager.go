@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -10,8 +11,10 @@ import (
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/initlock/initlock/internal/kubeenv"
@@ -77,16 +80,40 @@ type Manager struct {
 	MetricsURL string
 }
 
+// ManagerOptions shape an initlock-manager process.
+type ManagerOptions struct {
+	// Args are added to its flags (e.g. --orphan-grace=5s).
+	Args []string
+	// NoLockGuard runs it without the lock guard, removing the guard if
+	// it is installed: an installation that skipped config/protection.
+	NoLockGuard bool
+	// Binary runs another build of initlock-manager, e.g. an earlier
+	// release to compare with; Binaries.Manager when empty.
+	Binary string
+	// RoleFile is the ClusterRole it is granted (Binary's own, from its
+	// release); this tree's config/rbac/role.yaml when empty.
+	RoleFile string
+}
+
 // StartManager runs initlock-manager, built from cmd/initlock-manager, as a
 // process with its own kubeconfig and the RBAC that config/rbac grants it,
 // with leader election off and its metrics and probes on free local ports.
-// args are added to its flags (e.g. --orphan-grace=5s). It returns once
-// the manager is ready.
-func (m *Mgmt) StartManager(ctx context.Context, args ...string) (*Manager, error) {
+// As config/default installs the manager with its lock guard, it installs
+// the guard first (InstallLockGuard), unless opts.NoLockGuard. It returns
+// once the manager is ready. StopManager leaves the guard installed, as a
+// manager that is down leaves its policy in the API server.
+func (m *Mgmt) StartManager(ctx context.Context, opts ManagerOptions) (*Manager, error) {
 	if m.manager != nil && !m.manager.Exited() {
 		return nil, fmt.Errorf("initlock-manager already runs in %s", m.Name)
 	}
-	if err := m.grantManagerRole(ctx); err != nil {
+	if err := m.grantManagerRole(ctx, opts.RoleFile); err != nil {
+		return nil, err
+	}
+	guard := m.InstallLockGuard
+	if opts.NoLockGuard {
+		guard = m.RemoveLockGuard
+	}
+	if err := guard(ctx); err != nil {
 		return nil, err
 	}
 	kubeconfig, err := m.Env.WriteKubeconfig(ManagerUser, nil)
@@ -97,7 +124,8 @@ func (m *Mgmt) StartManager(ctx context.Context, args ...string) (*Manager, erro
 	if err != nil {
 		return nil, err
 	}
-	p, err := startProc(m.Dir, fmt.Sprintf("initlock-manager-%d", m.managerStarts), m.bins.Manager, append([]string{
+	bin := cmp.Or(opts.Binary, m.bins.Manager)
+	p, err := startProc(m.Dir, fmt.Sprintf("initlock-manager-%d", m.managerStarts), bin, append([]string{
 		"--kubeconfig=" + kubeconfig,
 		"--leader-elect=false",
 		"--metrics-bind-address=" + addrs[0],
@@ -105,7 +133,7 @@ func (m *Mgmt) StartManager(ctx context.Context, args ...string) (*Manager, erro
 		// tested with the released image (test/release).
 		"--metrics-secure=false",
 		"--health-probe-bind-address=" + addrs[1],
-	}, args...), nil)
+	}, opts.Args...), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -152,12 +180,20 @@ func httpGet(ctx context.Context, url string) (string, error) {
 	return string(b), err
 }
 
-// grantManagerRole installs config/rbac/role.yaml's ClusterRole and binds
-// it to ManagerUser; under OwnerReferencesPermissionEnforcement, the opt-in
-// ClusterRole of config/owner-references-enforcement too, as
-// docs/install.md tells an operator of such a cluster to apply it.
-func (m *Mgmt) grantManagerRole(ctx context.Context) error {
-	if err := m.bindGeneratedRole(ctx, "rbac"); err != nil {
+// grantManagerRole installs the ClusterRole of file, config/rbac/role.yaml
+// when empty, and binds it to ManagerUser; under
+// OwnerReferencesPermissionEnforcement, the opt-in ClusterRole of
+// config/owner-references-enforcement too, as docs/install.md tells an
+// operator of such a cluster to apply it.
+func (m *Mgmt) grantManagerRole(ctx context.Context, file string) error {
+	if file == "" {
+		root, err := kubeenv.RepoRoot()
+		if err != nil {
+			return err
+		}
+		file = filepath.Join(root, "config", "rbac", "role.yaml")
+	}
+	if err := m.bindRoleFile(ctx, file); err != nil {
 		return err
 	}
 	if m.enforceRefs {
@@ -173,26 +209,40 @@ func (m *Mgmt) bindGeneratedRole(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(root, "config", dir, "role.yaml")
-	b, err := os.ReadFile(path)
+	return m.bindRoleFile(ctx, filepath.Join(root, "config", dir, "role.yaml"))
+}
+
+// bindRoleFile installs the ClusterRole of file and binds it to
+// ManagerUser.
+func (m *Mgmt) bindRoleFile(ctx context.Context, file string) error {
+	b, err := os.ReadFile(file)
 	if err != nil {
 		return fmt.Errorf("reading a ClusterRole of the manager: %w", err)
 	}
 	role := &rbacv1.ClusterRole{}
 	if err := yaml.Unmarshal(b, role); err != nil {
-		return fmt.Errorf("reading %s: %w", path, err)
+		return fmt.Errorf("reading %s: %w", file, err)
 	}
 	return m.bindToManager(ctx, role)
 }
 
-// bindToManager installs role and binds it to ManagerUser.
+// bindToManager installs role, or sets the rules of the ClusterRole of
+// that name to role's, and binds it to ManagerUser.
 func (m *Mgmt) bindToManager(ctx context.Context, role *rbacv1.ClusterRole) error {
 	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: role.Name + "-" + ManagerUser},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: ManagerUser}},
 	}
-	if err := m.Client.Create(ctx, role); err != nil && !apierrors.IsAlreadyExists(err) {
+	err := m.Client.Create(ctx, role.DeepCopy())
+	if apierrors.IsAlreadyExists(err) {
+		cur := &rbacv1.ClusterRole{}
+		if err = m.Client.Get(ctx, client.ObjectKeyFromObject(role), cur); err == nil && !equality.Semantic.DeepEqual(cur.Rules, role.Rules) {
+			cur.Rules = role.Rules
+			err = m.Client.Update(ctx, cur)
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("installing ClusterRole %s: %w", role.Name, err)
 	}
 	if err := m.Client.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {

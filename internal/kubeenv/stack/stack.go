@@ -56,6 +56,7 @@ type Mgmt struct {
 	veleroStarts  int
 	manager       *Manager
 	managerStarts int
+	guarded       bool
 }
 
 // Scheme returns kubeenv's scheme with Velero's types.

@@ -5,6 +5,15 @@
 // server (test/real, TestSimulatorFidelity): the same objects backed up and
 // restored by both must come back alike.
 //
+// # What it backs up, as Velero's backup does
+//
+// Backup reads the objects of the kinds it is given in one namespace, less
+// every object being deleted (a deletionTimestamp set, held back by a
+// finalizer): Velero v1.18.3 skips those items (pkg/backup/item_backupper.go,
+// "Skipping item because it's being deleted"), so a backup taken while an
+// object waits on its finalizers does not hold it, and a restore does not
+// bring it back. List reads the same objects, those being deleted included.
+//
 // # What it does, as Velero's restore does (pkg/restore/restore.go)
 //
 //   - Order: items are created by resource in Velero's default restore
@@ -54,7 +63,9 @@
 // backup with both, initlock's plugin in each, once as the seed does and
 // once with the infrastructure objects' status, and finds no difference in
 // any field, label, annotation, ownerReference, status or in the order of
-// creation. What the simulator does not do at all, by design:
+// creation; an object being deleted at the time of the backup (a ConfigMap
+// held back by a finalizer) is in neither Velero's backup nor Backup's.
+// What the simulator does not do at all, by design:
 //
 //   - Backup lists only the kinds it is given, in the version the caller
 //     names; Velero backs up every resource of the namespace in the API

@@ -50,16 +50,27 @@ func (r *Restorer) Sort(items []*unstructured.Unstructured) ([]*unstructured.Uns
 }
 
 // Backup reads every object of the given kinds in namespace ns, as the API
-// server serves them, as a Velero backup of the namespace holds them (less
-// the ConfigMap kube-root-ca.crt that the API server publishes in every
-// namespace).
+// server serves them, as a Velero backup of the namespace holds them: less
+// the objects being deleted, which Velero skips (pkg/backup/item_backupper.go,
+// "Skipping item because it's being deleted"), and less the ConfigMap
+// kube-root-ca.crt that the API server publishes in every namespace.
 func Backup(ctx context.Context, c client.Reader, ns string, kinds ...schema.GroupVersionKind) ([]*unstructured.Unstructured, error) {
+	all, err := List(ctx, c, ns, kinds...)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(u *unstructured.Unstructured) bool { return u.GetDeletionTimestamp() != nil }), nil
+}
+
+// List reads every object of the given kinds in namespace ns, those being
+// deleted included (less kube-root-ca.crt): what is left in it.
+func List(ctx context.Context, c client.Reader, ns string, kinds ...schema.GroupVersionKind) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	for _, gvk := range kinds {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
-			return nil, fmt.Errorf("backing up %ss of namespace %s: %w", gvk.Kind, ns, err)
+			return nil, fmt.Errorf("listing %ss of namespace %s: %w", gvk.Kind, ns, err)
 		}
 		for i := range list.Items {
 			if gvk.Kind == "ConfigMap" && gvk.Group == "" && list.Items[i].GetName() == "kube-root-ca.crt" {

@@ -280,7 +280,7 @@ func restore(b *testing.B, objs ...client.Object) {
 }
 
 // createHealthy creates n Clusters with a Machine and a lock it holds,
-// owned by the Cluster and protected, as the manager keeps it.
+// owned by the Cluster, as the manager keeps it.
 func createHealthy(b *testing.B, ns string, n int) {
 	clusters := make([]*unstructured.Unstructured, n)
 	createAll(b, n, func(i int) client.Object {
@@ -288,7 +288,7 @@ func createHealthy(b *testing.B, ns string, n int) {
 		return clusters[i]
 	})
 	createAll(b, n, func(i int) client.Object { return kubeenv.NewMachine(v, ns, name(i), name(i)+"-cp-0") })
-	createAll(b, n, func(i int) client.Object { return kubeenv.NewHeldLock(ns, name(i), name(i)+"-cp-0", clusters[i]) })
+	createAll(b, n, func(i int) client.Object { return kubeenv.NewLock(ns, name(i), name(i)+"-cp-0", clusters[i]) })
 }
 
 // createAll creates n objects with the admin client, 32 at a time.

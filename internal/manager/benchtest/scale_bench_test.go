@@ -71,7 +71,7 @@ func BenchmarkStartupAtScale(b *testing.B) {
 	createAll(b, n*m, func(i int) client.Object {
 		return kubeenv.NewMachine(v, ns, name(i/m), name(i/m)+"-cp-"+strconv.Itoa(i%m))
 	})
-	createAll(b, n, func(i int) client.Object { return kubeenv.NewHeldLock(ns, name(i), name(i)+"-cp-0", clusters[i]) })
+	createAll(b, n, func(i int) client.Object { return kubeenv.NewLock(ns, name(i), name(i)+"-cp-0", clusters[i]) })
 	b.Logf("start-up at scale: created %d Clusters, %d Machines and %d locks in %s", n, n*m, n, time.Since(created).Round(time.Second))
 
 	runBare(b, ns, n) // warm-up

@@ -104,8 +104,8 @@ func TestV1Beta1OrphanCollected(t *testing.T) {
 	kubeenv.DeleteAndWait(t, c, machine)
 	kubeenv.Eventually(t, 20*time.Second, kubeenv.LockGone(t.Context(), c, ns, "gone"))
 	managertest.EventOn(t, c, ns, "OrphanLockCollected", "ConfigMap", "gone-lock")
-	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 2 {
-		t.Fatalf("configmap writes = %d, want 2 (the mark, the delete):\n%s", n, rm.Counter)
+	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 3 {
+		t.Fatalf("configmap writes = %d, want 3 (the absence, the release mark, the delete):\n%s", n, rm.Counter)
 	}
 	// Every read of Cluster API objects was in v1beta1: none was refused
 	// as a kind the server does not serve.

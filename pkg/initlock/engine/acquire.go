@@ -97,7 +97,7 @@ func (a *acquisition) isCaller(live *Machine) bool {
 // again. It never waits: a caller that is not granted the lock is told so
 // at once.
 func (a *acquisition) settle(ctx context.Context) (Outcome, error) {
-	var last error
+	var last error // the error of the latest round that failed with one
 	for range maxAttempts {
 		obs, cm, err := Read(ctx, From(a.l.Reader), Query{Namespace: a.cl.Namespace, ClusterName: a.cl.Name,
 			APIVersion: a.cl.APIVersion, Intent: IntentLock, Caller: &a.m})
@@ -138,7 +138,7 @@ func (a *acquisition) settle(ctx context.Context) (Outcome, error) {
 			last = err
 		}
 	}
-	return Outcome{}, lockError(a.cl.Namespace, a.lockName, fmt.Errorf("%w: %d rounds in a row did not settle (last: %w)", ErrContended, maxAttempts, last))
+	return Outcome{}, unsettled(a.cl.Namespace, a.lockName, last)
 }
 
 // noteFirstRead remembers, at the call's first live read, whether the lock

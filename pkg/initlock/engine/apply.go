@@ -15,10 +15,11 @@ import (
 var clusterResource = schema.GroupResource{Group: capi.Group, Resource: "clusters"}
 
 // Apply carries out a keeper's decision (the manager's or the CLI's) on the
-// lock cm that o was observed from: ActionAdopt, ActionRelease,
-// ActionMarkOrphan or ActionCollect, each one write made with optimistic
-// concurrency (resourceVersion) or delete preconditions (UID and
-// resourceVersion). ActionNone writes nothing. A conflict comes back as the
+// lock cm that o was observed from: ActionAdopt or ActionMarkOrphan, one
+// patch conditional on the resourceVersion read, or ActionRelease or
+// ActionCollect, the release mark conditional on the resourceVersion read
+// and then the delete conditional on the UID and the resourceVersion the
+// mark left. ActionNone writes nothing. A conflict comes back as the
 // API's Conflict error: the lock changed, observe it again.
 //
 // Apply refuses to write to a ConfigMap that is not a usable lock, whatever
@@ -42,11 +43,8 @@ func Apply(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, o Observa
 		}
 		_, err := adoptLock(ctx, c, cm, *o.Cluster)
 		return err
-	case ActionProtect, ActionUnprotect, ActionDisarm, ActionRearm:
-		_, err := protectLock(ctx, c, cm, o, d.Action, now)
-		return err
 	case ActionRelease, ActionCollect:
-		return deleteLock(ctx, c, cm)
+		return releaseLock(ctx, c, cm)
 	case ActionMarkOrphan:
 		next := cm.DeepCopy()
 		if next.Annotations == nil {
@@ -61,9 +59,10 @@ func Apply(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, o Observa
 // Confirm checks a keeper's decision against the API server before it is
 // applied: a decision taken from a cache may rest on a Cluster that has
 // been deleted, created again under its name, paused or unpaused since.
-// For a decision that writes, it reads the Cluster live and, before
-// collecting an orphan, the holder Machine, and decides again on what it
-// read, with the lock as observed (its write's preconditions cover it). It
+// For a decision that writes, it reads the Cluster live and, before a
+// release or a collection, then the Machines the lock and the grant
+// register name, and decides again on what it read, with the lock as
+// observed (its write's preconditions cover it). It
 // returns the observation and decision to apply; a decision that writes
 // nothing is returned as it is, without reading.
 func Confirm(ctx context.Context, live client.Reader, o Observation, d Decision, p Policy, now time.Time) (Observation, Decision, error) {
@@ -84,17 +83,18 @@ func Confirm(ctx context.Context, live client.Reader, o Observation, d Decision,
 	if cl != nil && cl.Initialized {
 		o.Granted = nil
 	}
-	if d.Action == ActionCollect || d.Action == ActionUnprotect || d.Action == ActionDisarm || d.Action == ActionRearm {
-		// Letting a lock go, or disarming it, rests on its holder being
-		// gone, or on its bootstrap: read live.
-		if o.Holder, err = getMachine(ctx, live, gv, o.Lock.Namespace, holderName(o.Lock)); err != nil {
+	if d.Action == ActionRelease || d.Action == ActionCollect {
+		// Letting a lock go rests on who its holder and the register's
+		// grantee are: read them live, after the Cluster.
+		granted := ""
+		if cl != nil && cl.Grant.Held() && !cl.Initialized {
+			granted = cl.Grant.MachineName
+		}
+		found, err := getMachines(ctx, live, gv, o.Lock.Namespace, nil, nil, o.Lock.Record.MachineName, granted)
+		if err != nil {
 			return o, d, err
 		}
-		if o.Lock.Deleting && o.Holder != nil {
-			if o.HolderBootstrap, err = readBootstrap(ctx, live, gv, o.Lock.Namespace, o.Holder.Name); err != nil {
-				return o, d, err
-			}
-		}
+		o.Holder, o.Granted = found[o.Lock.Record.MachineName], found[granted]
 	}
 	return o, Decide(o, p, now), nil
 }

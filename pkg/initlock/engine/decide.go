@@ -68,25 +68,14 @@ const (
 	ActionTakeOver Action = "take-over"
 	// ActionYield: write the lock for the Machine the grant register names.
 	ActionYield Action = "yield"
-	// ActionRelease: delete the lock.
+	// ActionRelease: delete the lock: the release mark (ReleaseAnnotation),
+	// then the delete.
 	ActionRelease Action = "release"
 	// ActionMarkOrphan: record on the lock since when its Cluster has been
 	// missing.
 	ActionMarkOrphan Action = "mark-orphan"
-	// ActionCollect: delete an orphan lock.
+	// ActionCollect: delete an orphan lock, as ActionRelease does.
 	ActionCollect Action = "collect"
-	// ActionProtect: put HeldFinalizer on the lock (and adopt it, when it
-	// needs it, in the same patch).
-	ActionProtect Action = "protect"
-	// ActionUnprotect: remove HeldFinalizer; a lock being deleted goes.
-	ActionUnprotect Action = "unprotect"
-	// ActionDisarm: on a held lock being deleted whose holder's bootstrap
-	// failed, record the holder in DisarmedAnnotation and name
-	// DisarmedHolder in the record.
-	ActionDisarm Action = "disarm"
-	// ActionRearm: give a disarmed lock back to its holder, which got its
-	// bootstrap data meanwhile.
-	ActionRearm Action = "rearm"
 )
 
 // RegisterOp is what should be done to the Cluster's grant register, in
@@ -133,12 +122,11 @@ const (
 	ReasonClusterDeleting = "cluster-deleting"
 	ReasonOrphan          = "orphan"
 	ReasonUnlock          = "unlock"
-	// ReasonHolderGone: a held lock being deleted lets go once its holder
-	// Machine is gone.
+	// ReasonHolderGone: the lock of an uninitialised Cluster names a
+	// Machine that is gone (read live): a keeper releases it, so that the
+	// next Machine may take it, as a bootstrap provider's own release of a
+	// gone holder's lock would (which the admission policy refuses).
 	ReasonHolderGone = "holder-gone"
-	// ReasonInitFailed: a held lock being deleted lets go once its
-	// holder's bootstrap failed and stayed failed for the settle time.
-	ReasonInitFailed = "init-failed"
 )
 
 // Wait says why a lock that is not healthy is left as it is for now.
@@ -169,14 +157,9 @@ const (
 	// WaitPerson: only a person can resolve it (a corrupt lock or register,
 	// a ConfigMap in the lock's way, two Machines in conflict).
 	WaitPerson Wait = "person"
-	// WaitHeld: the lock is being deleted, but its holder exists and the
-	// control plane is not initialised: HeldFinalizer keeps it until the
-	// holder is done.
-	WaitHeld Wait = "held"
-	// WaitDisarmed: the lock was disarmed after its holder's bootstrap
-	// failed; it goes at Decision.WaitUntil if the holder still has no
-	// bootstrap data.
-	WaitDisarmed Wait = "disarmed"
+	// WaitDeleting: the lock is being deleted, held back by a finalizer of
+	// another controller's: it counts as held until it is gone.
+	WaitDeleting Wait = "deleting"
 )
 
 // Observation is everything Decide looks at. Read gathers it, from a cache
@@ -197,9 +180,6 @@ type Observation struct {
 	// Holder is the Machine of the name the lock's record gives, or nil
 	// when none exists. Only meaningful when Lock holds a valid record.
 	Holder *Machine
-	// HolderBootstrap is what the holder's bootstrap says, read only for
-	// the keeper's decision on a held lock being deleted; nil otherwise.
-	HolderBootstrap *Bootstrap
 	// Granted is the Machine of the name the grant register gives, or nil
 	// when none exists, the register names none, or the control plane is
 	// initialised.
@@ -226,6 +206,11 @@ type Observation struct {
 	// manager keeps it in memory, so a restart starts it again: that only
 	// delays the orphan's mark (Policy.OrphanSettle).
 	AbsentSince *time.Time
+	// OutOfScope tells that the lock's Cluster is outside the keeper's
+	// watch filter (IntentKeep): the keeper does not adopt it, but still
+	// releases and collects it when that is safe. A filter decides what a
+	// keeper takes care of, never what it lets go.
+	OutOfScope bool
 	// HeldBefore tells that the lock named the caller when this call first
 	// read it, before the call wrote it (an upstream lock of the caller's,
 	// or its own from an earlier call): a lock this call wrote since is
@@ -241,9 +226,6 @@ type Policy struct {
 	// OrphanGrace is how long a Cluster must have been missing before its
 	// lock is collected.
 	OrphanGrace time.Duration
-	// Protect puts HeldFinalizer on every lock held by an existing Machine
-	// of an uninitialised Cluster, and lets it go only when safe.
-	Protect bool
 	// OrphanSettle is how long a keeper must have seen a lock without its
 	// Cluster (Observation.AbsentSince) before it records the absence on
 	// the lock (ActionMarkOrphan): a restore that brings the Cluster back
@@ -251,20 +233,12 @@ type Policy struct {
 	// the first sight, so the settle time does not lengthen the grace
 	// period; a settle time longer than OrphanGrace counts as OrphanGrace.
 	OrphanSettle time.Duration
-	// FailedInitSettle is how long a held lock being deleted stays
-	// disarmed, its holder's bootstrap failed, before it goes (zero: it
-	// stays until the holder is gone or an operator releases it).
-	FailedInitSettle time.Duration
-	// HeldRecheck is how often a held lock being deleted is looked at
-	// again, for its holder's bootstrap.
-	HeldRecheck time.Duration
 }
 
 // DefaultPolicy is the manager's default policy, less OrphanSettle, which
 // the manager sets (--orphan-settle): a one-shot repair has no watch to
 // settle.
-var DefaultPolicy = Policy{ReleaseAfterInit: true, OrphanGrace: 10 * time.Minute, Protect: true,
-	FailedInitSettle: 2 * time.Minute, HeldRecheck: 30 * time.Second}
+var DefaultPolicy = Policy{ReleaseAfterInit: true, OrphanGrace: 10 * time.Minute}
 
 // Decision is the verdict on a lock and what to do about it.
 type Decision struct {

@@ -23,9 +23,11 @@ const (
 	OwnerWrongCluster OwnerState = "wrong-cluster"
 )
 
-// decideKeeper decides for the manager and the CLI, which keep locks owned
-// and protected, release them after init and collect orphans. They never
-// write the grant register and never create a lock.
+// decideKeeper decides for the manager and the CLI, which keep locks owned,
+// release them once that is safe and collect orphans. They never write the
+// grant register, never create a lock and never hand one to another
+// Machine: every write is an adoption, an orphan's mark, or a release (the
+// release mark, then the delete).
 func decideKeeper(o Observation, p Policy, now time.Time, d Decision) Decision {
 	if o.Cluster != nil && o.Cluster.Paused {
 		// Restores and moves bring objects back in any order: nothing is
@@ -47,51 +49,18 @@ func decideKeeper(o Observation, p Policy, now time.Time, d Decision) Decision {
 		return d
 	}
 	if o.Lock.Deleting {
-		return decideDeleting(o, p, now, d)
+		// Another controller's finalizer holds it; it goes by itself.
+		d.Wait = WaitDeleting
+		return d
 	}
 	lk := o.Lock
 	switch {
 	case o.Cluster == nil:
-		d.Reason = ReasonOrphan
-		since := lk.ClusterAbsentSince
-		if since == nil {
-			if until, wait := settled(o, p, now); wait {
-				d.RequeueAfter, d.Wait, d.WaitUntil = until.Sub(now), WaitSettle, until
-				return d
-			}
-			// The mark records the first sight, so that the settle time
-			// does not lengthen the grace period.
-			d.Action, d.RequeueAfter = ActionMarkOrphan, max(absentFrom(o, now).Add(p.OrphanGrace).Sub(now), time.Second)
-			return d
-		}
-		until := since.Add(p.OrphanGrace)
-		if left := until.Sub(now); left > 0 {
-			d.RequeueAfter, d.Wait, d.WaitUntil = left, WaitGrace, until
-			return d
-		}
-		if o.Holder == nil {
-			// A protected lock is deleted, then let go once its holder is
-			// confirmed gone (decideDeleting).
-			d.Action = ActionCollect
-			return d
-		}
-		// The holder exists: a restore may still be bringing the Cluster
-		// back. Look again after another grace period.
-		d.RequeueAfter, d.Wait = p.OrphanGrace, WaitHolder
-		return d
+		return decideOrphan(o, p, now, d)
 	case o.Cluster.Deleting:
-		switch {
-		case lk.Protected:
-			d.Action, d.Reason = ActionUnprotect, ReasonClusterDeleting
-		case d.Owner != OwnerOK:
-			// The garbage collector will not take an unowned lock.
-			d.Action, d.Reason = ActionRelease, ReasonClusterDeleting
-		}
-		return d
-	case o.Cluster.Initialized && lk.Protected:
-		// No init to protect any more: the finalizer goes first, the lock
-		// (after init, as upstream) next.
-		d.Action, d.Reason = ActionUnprotect, ReasonInitialized
+		// The garbage collector may not delete it (the admission policy
+		// refuses its delete): release it with its Cluster.
+		d.Action, d.Reason = ActionRelease, ReasonClusterDeleting
 		return d
 	case o.Cluster.Initialized && p.ReleaseAfterInit:
 		d.Action, d.Reason = ActionRelease, ReasonInitialized
@@ -99,18 +68,55 @@ func decideKeeper(o Observation, p Policy, now time.Time, d Decision) Decision {
 	case d.Verdict == VerdictCorrupt:
 		d.Err, d.Wait = errDamagedGrant, WaitPerson
 		return d
-	case p.Protect && !lk.Protected && !o.Cluster.Initialized && heldByHolder(o):
-		// One patch protects it, and adopts it when it needs it.
-		d.Action = ActionProtect
-	case needsAdoption(lk, d.Owner):
+	case d.Verdict == VerdictStaleHolder && grantOf(o) == grantNone:
+		// Its holder is gone and no grant protects another Machine: let
+		// the next Machine take it, as a provider releasing a gone
+		// holder's lock would, once Confirm has read the holder live.
+		d.Action, d.Reason = ActionRelease, ReasonHolderGone
+		return d
+	case needsAdoption(lk, d.Owner) && !o.OutOfScope:
 		d.Action = ActionAdopt
 	}
 	switch d.Verdict {
 	case VerdictConflict:
 		d.Wait = WaitPerson
 	case VerdictStaleHolder:
+		// The grant register names another Machine: the next Lock of a
+		// provider using initlock hands the lock to it.
 		d.Wait = WaitTakeOver
 	}
+	return d
+}
+
+// decideOrphan decides on a lock whose Cluster does not exist: its
+// absence is recorded on it once it has lasted the settle time, and it is
+// collected once the grace period has passed since and its holder Machine
+// is gone (read live, by Confirm).
+func decideOrphan(o Observation, p Policy, now time.Time, d Decision) Decision {
+	d.Reason = ReasonOrphan
+	since := o.Lock.ClusterAbsentSince
+	if since == nil {
+		if until, wait := settled(o, p, now); wait {
+			d.RequeueAfter, d.Wait, d.WaitUntil = until.Sub(now), WaitSettle, until
+			return d
+		}
+		// The mark records the first sight, so that the settle time
+		// does not lengthen the grace period.
+		d.Action, d.RequeueAfter = ActionMarkOrphan, max(absentFrom(o, now).Add(p.OrphanGrace).Sub(now), time.Second)
+		return d
+	}
+	until := since.Add(p.OrphanGrace)
+	if left := until.Sub(now); left > 0 {
+		d.RequeueAfter, d.Wait, d.WaitUntil = left, WaitGrace, until
+		return d
+	}
+	if o.Holder == nil {
+		d.Action = ActionCollect
+		return d
+	}
+	// The holder exists: a restore may still be bringing the Cluster
+	// back. Look again after another grace period.
+	d.RequeueAfter, d.Wait = p.OrphanGrace, WaitHolder
 	return d
 }
 
@@ -133,63 +139,6 @@ func absentFrom(o Observation, now time.Time) time.Time {
 		return *o.AbsentSince
 	}
 	return now
-}
-
-// heldByHolder tells whether the lock names an existing Machine.
-func heldByHolder(o Observation) bool {
-	return o.Holder != nil && o.Lock.Record.Names(o.Cluster, o.Holder)
-}
-
-// holderName is the Machine a lock stands for: the one its record names,
-// or, once disarmed, the one it named.
-func holderName(l *Lock) string {
-	if l.Disarmed != nil {
-		return l.Disarmed.Holder
-	}
-	return l.Record.MachineName
-}
-
-// decideDeleting decides on a lock that is being deleted (by the garbage
-// collector, an operator, or a bootstrap provider's release). HeldFinalizer
-// keeps it while its holder exists and the control plane is not
-// initialised; it is let go when the holder is gone, the Cluster is
-// deleted or initialised, or the holder's bootstrap failed and stayed
-// failed, disarmed, for the settle time.
-func decideDeleting(o Observation, p Policy, now time.Time, d Decision) Decision {
-	lk, cl := o.Lock, o.Cluster
-	if !lk.Protected {
-		return d // it goes by itself, or another finalizer holds it
-	}
-	holder := o.Holder != nil && o.Holder.Name == holderName(lk) && (lk.Disarmed != nil || lk.Record.Names(cl, o.Holder))
-	switch {
-	case !holder:
-		d.Action, d.Reason = ActionUnprotect, ReasonHolderGone
-	case cl == nil:
-		// The Cluster is gone but the holder is not (yet): keep it.
-		d.Wait, d.RequeueAfter = WaitHeld, p.HeldRecheck
-	case cl.Deleting:
-		d.Action, d.Reason = ActionUnprotect, ReasonClusterDeleting
-	case cl.Initialized:
-		d.Action, d.Reason = ActionUnprotect, ReasonInitialized
-	case lk.Disarmed != nil && o.HolderBootstrap.HasData():
-		// The holder got its bootstrap data after all: it may run init.
-		d.Action = ActionRearm
-	case lk.Disarmed != nil:
-		until := lk.Disarmed.Since.Add(p.FailedInitSettle)
-		if left := until.Sub(now); left > 0 || p.FailedInitSettle == 0 {
-			d.Wait, d.WaitUntil, d.RequeueAfter = WaitDisarmed, until, p.HeldRecheck
-			if left > 0 {
-				d.RequeueAfter = left
-			}
-			return d
-		}
-		d.Action, d.Reason = ActionUnprotect, ReasonInitFailed
-	case p.FailedInitSettle > 0 && o.HolderBootstrap != nil && !o.HolderBootstrap.HasData() && o.HolderBootstrap.Failed:
-		d.Action, d.Reason = ActionDisarm, ReasonInitFailed
-	default:
-		d.Wait, d.RequeueAfter = WaitHeld, p.HeldRecheck
-	}
-	return d
 }
 
 func needsAdoption(l *Lock, owner OwnerState) bool {

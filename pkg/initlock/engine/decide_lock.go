@@ -30,6 +30,18 @@ func decideLock(o Observation, d Decision) Decision {
 		d.Err, d.Wait = o.Lock.Problem, WaitPerson
 		d.Register = withdrawOwn(o)
 		return d
+	case o.Lock != nil && o.Lock.Deleting:
+		// A lock being deleted (another controller's finalizer holds it)
+		// counts as held by the Machine its record names until it is gone:
+		// it is never taken over, adopted or handed on. Its holder relies
+		// on it as on any lock.
+		d.Wait, d.Holder = WaitDeleting, o.Lock.Record.MachineName
+		if grantOf(o) == grantCaller && lockOf(o) == lockCaller && relied(o) {
+			d.Acquired = true
+			return d
+		}
+		d.Register = withdrawOwn(o)
+		return d
 	}
 	g, lk, caller := grantOf(o), lockOf(o), o.CallerLive
 	if g == grantDamaged {
@@ -85,8 +97,10 @@ func decideLock(o Observation, d Decision) Decision {
 		}
 		return d
 	case g == grantCaller && lk == lockCaller && relied(o):
+		// A release mark is taken off with the adoption: the lock is held
+		// again, and the admission policy keeps it.
 		d.Acquired, d.Holder = true, caller.Name
-		if needsAdoption(o.Lock, d.Owner) {
+		if needsAdoption(o.Lock, d.Owner) || o.Lock.Releasable {
 			d.Action = ActionAdopt
 		}
 		return d
@@ -170,7 +184,8 @@ func withdrawOwn(o Observation) RegisterOp {
 // register's value (a new token for the same Machine, so that no earlier
 // acquisition is relied on any more while the release is under way), and
 // once that is written it withdraws the grant and deletes the lock, in
-// parallel. A ConfigMap that is not a lock is never touched; once the
+// parallel; the lock's delete is its release mark, then the delete. A
+// ConfigMap that is not a lock is never touched; once the
 // control plane is initialised the register no longer counts and is left
 // as it is.
 func decideRelease(o Observation, d Decision) Decision {
@@ -217,13 +232,7 @@ func decideRelease(o Observation, d Decision) Decision {
 	default:
 		d.Action = ActionRelease
 	}
-	switch {
-	case d.Action != ActionRelease || o.Lock == nil:
-	case o.Lock.Protected:
-		// The holder releases its own lock: initlock-manager's finalizer
-		// goes first (a lock being deleted then goes with it).
-		d.Action = ActionUnprotect
-	case o.Lock.Deleting:
+	if d.Action == ActionRelease && o.Lock != nil && o.Lock.Deleting {
 		d.Action = ActionNone // it is going already
 	}
 	return d

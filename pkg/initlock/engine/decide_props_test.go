@@ -20,12 +20,10 @@ var (
 		func() *engine.Lock { return lockOf("m2", "t2", owned) },
 		func() *engine.Lock { return lockOf("m2", "") },
 		func() *engine.Lock { return handedOver("m2") },
-		func() *engine.Lock { return protected(upstreamLock("m1", owned)) },
-		func() *engine.Lock { return beingDeleted(protected(lockOf("m1", "t1", owned))) },
+		func() *engine.Lock { return releasable(upstreamLock("m1", owned)) },
+		func() *engine.Lock { return releasable(lockOf("m1", "t1", owned)) },
 		func() *engine.Lock { return beingDeleted(lockOf("m1", "t1", owned)) },
-		func() *engine.Lock {
-			return disarmed(beingDeleted(protected(upstreamLock("m1", owned))), "m1", t0.Add(-time.Hour))
-		},
+		func() *engine.Lock { return beingDeleted(upstreamLock("m2")) },
 		func() *engine.Lock { return restoredLock("m1", "t1") },
 		func() *engine.Lock { return withMark(lockOf("m2", "t2"), t0.Add(-time.Hour)) },
 		func() *engine.Lock { return &engine.Lock{Name: "c1-lock", Problem: engine.ErrNotALock} },
@@ -39,8 +37,7 @@ var (
 	propMachines = []func(string) *engine.Machine{
 		func(string) *engine.Machine { return nil }, machine, recreated,
 	}
-	propBootstraps = []*engine.Bootstrap{nil, {}, {Failed: true}, {Failed: true, DataSecretName: "m1"}}
-	propIntents    = []engine.Intent{engine.IntentKeep, engine.IntentLock, engine.IntentUnlock, engine.IntentRelease}
+	propIntents = []engine.Intent{engine.IntentKeep, engine.IntentLock, engine.IntentUnlock, engine.IntentRelease}
 )
 
 // propObservation builds an Observation from choice indexes.
@@ -52,16 +49,7 @@ func propObservation(c []int) engine.Observation {
 		o.Cluster = cluster(propRegisters[pick(3, len(propRegisters))], propStates[pick(4, len(propStates))])
 	}
 	if o.Lock != nil && o.Lock.Problem == nil {
-		name := o.Lock.Record.MachineName
-		if o.Lock.Disarmed != nil {
-			name = o.Lock.Disarmed.Holder
-		}
-		o.Holder = propMachines[pick(5, len(propMachines))](name)
-		if o.Holder != nil && o.Lock.Deleting && o.Lock.Protected {
-			// The Uncertain and ClaimUncertain choices, which keepers do not
-			// read, pick the holder's bootstrap.
-			o.HolderBootstrap = propBootstraps[pick(10, 2)*2+pick(11, 2)]
-		}
+		o.Holder = propMachines[pick(5, len(propMachines))](o.Lock.Record.MachineName)
 	}
 	if o.Cluster != nil && o.Cluster.Grant.Held() && !o.Cluster.Initialized {
 		o.Granted = propMachines[pick(6, len(propMachines))](o.Cluster.Grant.MachineName)
@@ -89,6 +77,11 @@ func propObservation(c []int) engine.Observation {
 	}
 	o.Uncertain = pick(10, 2) == 1
 	o.ClaimUncertain = pick(11, 2) == 1
+	if o.Intent == engine.IntentKeep {
+		// Keepers do not read Uncertain: the same choice puts the lock out
+		// of the watch filter.
+		o.OutOfScope, o.Uncertain = o.Uncertain, false
+	}
 	return o
 }
 
@@ -120,28 +113,28 @@ func checkProperties(t *testing.T, o engine.Observation, d engine.Decision) {
 			fail("keepers never write the register nor acquire")
 		}
 		switch d.Action {
-		case engine.ActionNone, engine.ActionAdopt, engine.ActionRelease, engine.ActionMarkOrphan, engine.ActionCollect,
-			engine.ActionProtect, engine.ActionUnprotect, engine.ActionDisarm, engine.ActionRearm:
+		case engine.ActionNone, engine.ActionAdopt, engine.ActionRelease, engine.ActionMarkOrphan, engine.ActionCollect:
 		default:
 			fail("keepers never create or rewrite a lock")
 		}
-		holderLive := o.Lock != nil && o.Lock.Problem == nil && o.Holder != nil &&
-			(o.Lock.Record.Names(cl, o.Holder) || o.Lock.Disarmed != nil && o.Lock.Disarmed.Holder == o.Holder.Name)
-		if d.Action == engine.ActionUnprotect && holderLive && cl != nil && !cl.Initialized && !cl.Deleting &&
-			(o.Lock.Disarmed == nil || o.HolderBootstrap.HasData()) {
-			fail("keepers never take the finalizer off a lock whose holder exists in a live, uninitialised Cluster, but once disarmed for a failed bootstrap without data")
-		}
-		if (d.Action == engine.ActionRelease || d.Action == engine.ActionCollect) && o.Lock.Protected && cl != nil {
-			fail("keepers delete a protected lock only when its Cluster is gone (the finalizer then holds it until its holder is gone)")
-		}
-		if d.Action == engine.ActionDisarm && (o.HolderBootstrap.HasData() || !o.HolderBootstrap.Failed || !o.Lock.Deleting) {
-			fail("keepers disarm only a lock being deleted whose holder's bootstrap failed and has no data")
-		}
-		if (d.Action == engine.ActionRelease || d.Action == engine.ActionCollect) && cl != nil && !cl.Initialized && !cl.Deleting &&
+		deletes := d.Action == engine.ActionRelease || d.Action == engine.ActionCollect
+		if deletes && cl != nil && !cl.Initialized && !cl.Deleting &&
 			o.Lock.Problem == nil && heldBy(o.Holder, o.Lock.Record.Ref) {
 			fail("keepers never delete a lock held by an existing Machine of a live, uninitialised Cluster")
 		}
+		if deletes && cl != nil && !cl.Initialized && !cl.Deleting && cl.Grant.Held() && heldBy(o.Granted, cl.Grant.Ref) {
+			fail("keepers never delete a lock while the grant register names an existing Machine of a live, uninitialised Cluster")
+		}
+		if o.Lock != nil && o.Lock.Deleting && d.Action != engine.ActionNone {
+			fail("keepers never write a lock being deleted")
+		}
+		if o.OutOfScope && d.Action == engine.ActionAdopt {
+			fail("keepers never adopt a lock outside their watch filter")
+		}
 	case engine.IntentLock:
+		if o.Lock != nil && o.Lock.Deleting && d.Action != engine.ActionNone {
+			fail("a lock being deleted is never written by a Lock call")
+		}
 		if !d.Acquired {
 			if d.Register == engine.RegisterClaim || d.Action == engine.ActionCreate || d.Action == engine.ActionTakeOver || d.Action == engine.ActionAdopt {
 				fail("a refused caller writes nothing for itself")
@@ -180,6 +173,9 @@ func checkProperties(t *testing.T, o engine.Observation, d engine.Decision) {
 		}
 		if cl.Initialized && d.Register != engine.RegisterNone {
 			fail("the register is not written once the control plane is initialised")
+		}
+		if o.Lock != nil && o.Lock.Releasable && !o.Lock.Deleting && !cl.Initialized && d.Action == engine.ActionNone {
+			fail("a caller relies on a lock marked for release only by taking the mark off")
 		}
 	case engine.IntentUnlock, engine.IntentRelease:
 		if d.Acquired || d.Register == engine.RegisterClaim {

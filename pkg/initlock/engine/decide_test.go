@@ -32,15 +32,10 @@ func upstreamLock(holder string, owners ...metav1.OwnerReference) *engine.Lock {
 		Record: engine.Record{Ref: engine.Ref{MachineName: holder}}, OwnerReferences: owners}
 }
 
-// protected is l carrying HeldFinalizer, beingDeleted l being deleted, and
-// disarmed l disarmed for holder since then.
-func protected(l *engine.Lock) *engine.Lock    { l.Protected = true; return l }
+// beingDeleted is l being deleted (another controller's finalizer holds
+// it), releasable l carrying its release mark.
 func beingDeleted(l *engine.Lock) *engine.Lock { l.Deleting = true; return l }
-func disarmed(l *engine.Lock, holder string, since time.Time) *engine.Lock {
-	l.Disarmed = &engine.Disarm{Holder: holder, Since: since}
-	l.Record.MachineName = engine.DisarmedHolder
-	return l
-}
+func releasable(l *engine.Lock) *engine.Lock   { l.Releasable = true; return l }
 
 // handedOver is the lock a refused caller wrote for holder, the Machine the
 // register named: no token.
@@ -164,6 +159,8 @@ type want struct {
 	wait     engine.Wait
 	force    bool
 	requeue  time.Duration
+	// reason, when set, is the release's Reason.
+	reason string
 }
 
 // decideRows is the decision table: one row per rule. Every row is also
@@ -319,6 +316,25 @@ var decideRows = []struct {
 		lockCall(engine.Observation{Lock: &engine.Lock{Name: "c1-lock", Problem: engine.ErrCorruptLock}, Cluster: cluster(grantTo("m1", "mine")), Tokens: []string{"mine"}}),
 		nil, want{verdict: engine.VerdictCorrupt, action: engine.ActionNone, register: engine.RegisterWithdraw, err: engine.ErrCorruptLock, wait: engine.WaitPerson}},
 
+	{"being deleted (another finalizer holds it), naming another existing Machine: refused",
+		lockCall(engine.Observation{Lock: beingDeleted(upstreamLock("m2", owned)), Cluster: cluster(), Holder: machine("m2")}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m2", wait: engine.WaitDeleting}},
+	{"being deleted, naming a gone Machine: counts as held, never taken over",
+		lockCall(engine.Observation{Lock: beingDeleted(upstreamLock("m9", owned)), Cluster: cluster()}),
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionNone, holder: "m9", wait: engine.WaitDeleting}},
+	{"being deleted, this call's own claim in the register: withdrawn, nothing else",
+		lockCall(engine.Observation{Lock: beingDeleted(upstreamLock("m9", owned)), Cluster: cluster(grantTo("m1", "mine")), Tokens: []string{"mine"}}),
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionNone, register: engine.RegisterWithdraw, holder: "m9", wait: engine.WaitDeleting}},
+	{"being deleted, both protections naming the caller with one token: it holds it, nothing written",
+		lockCall(engine.Observation{Lock: beingDeleted(lockOf("m1", "t1", owned)), Cluster: cluster(grantTo("m1", "t1"))}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1", acquired: true, wait: engine.WaitDeleting}},
+	{"marked for release, the holder relies on it: adopted again, which drops the mark",
+		lockCall(engine.Observation{Lock: releasable(lockOf("m1", "t1", owned)), Cluster: cluster(grantTo("m1", "t1"))}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionAdopt, holder: "m1", acquired: true}},
+	{"marked for release, its holder gone: taken over (the rewrite drops the mark)",
+		lockCall(engine.Observation{Lock: releasable(upstreamLock("m9", owned)), Cluster: cluster()}),
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionTakeOver, register: engine.RegisterClaim, holder: "m1", acquired: true}},
+
 	// Unlock.
 	{"unlock: the grant is retired first",
 		unlockCall(machine("m1"), engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1"))}),
@@ -356,6 +372,9 @@ var decideRows = []struct {
 	{"unlock by an object whose Machine is gone: refused as stale, nothing written",
 		callerGone(unlockCall(machine("m1"), engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1"))})),
 		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionNone, holder: "m1", err: engine.ErrStaleMachine}},
+	{"unlock of a lock being deleted: it is going already",
+		unlockCall(machine("m1"), engine.Observation{Lock: beingDeleted(upstreamLock("m1", owned)), Cluster: cluster()}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1"}},
 	{"unlock with nothing held: nothing",
 		unlockCall(machine("m1"), engine.Observation{Cluster: cluster(released)}),
 		nil, want{verdict: engine.VerdictFree, action: engine.ActionNone}},
@@ -382,86 +401,65 @@ var decideRows = []struct {
 
 	// Keepers (the manager and kubectl initlock repair).
 	{"keeper: healthy lock, nothing to do",
-		engine.Observation{Lock: protected(lockOf("m1", "t1", owned)), Cluster: cluster(grantTo("m1", "t1")), Holder: machine("m1"), Granted: machine("m1")},
-		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1"}},
-	{"keeper: a held lock is protected with the finalizer",
 		engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1")), Holder: machine("m1"), Granted: machine("m1")},
-		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionProtect, holder: "m1"}},
-	{"keeper: a restored held lock without owner is protected and adopted, in one patch",
-		engine.Observation{Lock: upstreamLock("m1"), Cluster: cluster(), Holder: machine("m1")},
-		nil, want{verdict: engine.VerdictUnowned, action: engine.ActionProtect, holder: "m1"}},
-	{"keeper: protection off: adopted only",
-		engine.Observation{Lock: upstreamLock("m1"), Cluster: cluster(), Holder: machine("m1")},
-		&engine.Policy{ReleaseAfterInit: true, OrphanGrace: time.Minute}, want{verdict: engine.VerdictUnowned, action: engine.ActionAdopt, holder: "m1"}},
-	{"keeper: a lock naming a gone Machine is not protected",
-		engine.Observation{Lock: upstreamLock("m9", owned), Cluster: cluster()},
-		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionNone, holder: "m9", wait: engine.WaitTakeOver}},
-	{"keeper: a protected lock after init: the finalizer goes first",
-		engine.Observation{Lock: protected(lockOf("m1", "t1", owned)), Cluster: cluster(initialized), Holder: machine("m1")},
-		nil, want{verdict: engine.VerdictHeldAfterInit, action: engine.ActionUnprotect, holder: "m1"}},
-	{"keeper: deleted while its holder may run init: held",
-		engine.Observation{Lock: beingDeleted(protected(upstreamLock("m1", owned))), Cluster: cluster(), Holder: machine("m1"), HolderBootstrap: &engine.Bootstrap{}},
-		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1", wait: engine.WaitHeld, requeue: 30 * time.Second}},
-	{"keeper: deleted, its holder gone: let go",
-		engine.Observation{Lock: beingDeleted(protected(upstreamLock("m1", owned))), Cluster: cluster()},
-		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionUnprotect, holder: "m1"}},
-	{"keeper: deleted with its Cluster: let go",
-		engine.Observation{Lock: beingDeleted(protected(upstreamLock("m1", owned))), Cluster: cluster(deleting), Holder: machine("m1")},
-		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionUnprotect, holder: "m1"}},
-	{"keeper: deleted after init: let go",
-		engine.Observation{Lock: beingDeleted(protected(upstreamLock("m1", owned))), Cluster: cluster(initialized), Holder: machine("m1")},
-		nil, want{verdict: engine.VerdictHeldAfterInit, action: engine.ActionUnprotect, holder: "m1"}},
-	{"keeper: deleted, not protected: nothing",
-		engine.Observation{Lock: beingDeleted(upstreamLock("m1", owned)), Cluster: cluster(), Holder: machine("m1")},
 		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1"}},
-	{"keeper: deleted by its provider after its bootstrap failed, no data: disarmed",
-		engine.Observation{Lock: beingDeleted(protected(upstreamLock("m1", owned))), Cluster: cluster(), Holder: machine("m1"), HolderBootstrap: &engine.Bootstrap{Failed: true}},
-		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionDisarm, holder: "m1"}},
-	{"keeper: deleted, its bootstrap failed but it has data: held",
-		engine.Observation{Lock: beingDeleted(protected(upstreamLock("m1", owned))), Cluster: cluster(), Holder: machine("m1"), HolderBootstrap: &engine.Bootstrap{Failed: true, DataSecretName: "m1"}},
-		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1", wait: engine.WaitHeld, requeue: 30 * time.Second}},
-	{"keeper: disarmed, within the settle time: waits",
-		engine.Observation{Lock: disarmed(beingDeleted(protected(upstreamLock("m1", owned))), "m1", t0.Add(-time.Minute)), Cluster: cluster(), Holder: machine("m1"), HolderBootstrap: &engine.Bootstrap{Failed: true}},
-		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionNone, holder: engine.DisarmedHolder, wait: engine.WaitDisarmed, requeue: time.Minute}},
-	{"keeper: disarmed past the settle time, still no data: let go",
-		engine.Observation{Lock: disarmed(beingDeleted(protected(upstreamLock("m1", owned))), "m1", t0.Add(-3*time.Minute)), Cluster: cluster(), Holder: machine("m1"), HolderBootstrap: &engine.Bootstrap{Failed: true}},
-		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionUnprotect, holder: engine.DisarmedHolder}},
-	{"keeper: disarmed, the holder got its data meanwhile: given back",
-		engine.Observation{Lock: disarmed(beingDeleted(protected(upstreamLock("m1", owned))), "m1", t0.Add(-3*time.Minute)), Cluster: cluster(), Holder: machine("m1"), HolderBootstrap: &engine.Bootstrap{DataSecretName: "m1"}},
-		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionRearm, holder: engine.DisarmedHolder}},
+	{"keeper: a restored held lock without owner is adopted",
+		engine.Observation{Lock: upstreamLock("m1"), Cluster: cluster(), Holder: machine("m1")},
+		nil, want{verdict: engine.VerdictUnowned, action: engine.ActionAdopt, holder: "m1"}},
+	{"keeper: outside the watch filter: not adopted",
+		engine.Observation{Lock: upstreamLock("m1"), Cluster: cluster(), Holder: machine("m1"), OutOfScope: true},
+		nil, want{verdict: engine.VerdictUnowned, action: engine.ActionNone, holder: "m1"}},
+	{"keeper: a lock naming a gone Machine, no grant: released for the next Machine",
+		engine.Observation{Lock: upstreamLock("m9", owned), Cluster: cluster()},
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionRelease, holder: "m9", reason: engine.ReasonHolderGone}},
+	{"keeper: a gone holder's lock outside the watch filter: released all the same",
+		engine.Observation{Lock: upstreamLock("m9"), Cluster: cluster(), OutOfScope: true},
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionRelease, holder: "m9", reason: engine.ReasonHolderGone}},
+	{"keeper: a gone holder's lock while the register grants another existing Machine: left for the hand-over",
+		engine.Observation{Lock: lockOf("m9", "t9", owned), Cluster: cluster(grantTo("m2", "t2")), Granted: machine("m2")},
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionNone, holder: "m9", wait: engine.WaitTakeOver}},
+	{"keeper: a lock of a Machine created again under its name (the record's UID gone): released",
+		engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1")), Holder: recreated("m1"), Granted: recreated("m1")},
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionRelease, holder: "m1", reason: engine.ReasonHolderGone}},
+	{"keeper: being deleted, held back by another finalizer: nothing, it is going",
+		engine.Observation{Lock: beingDeleted(upstreamLock("m9", owned)), Cluster: cluster()},
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionNone, holder: "m9", wait: engine.WaitDeleting}},
+	{"keeper: marked for release while its holder exists: the mark is left (no unmark races the release under way)",
+		engine.Observation{Lock: releasable(upstreamLock("m1", owned)), Cluster: cluster(), Holder: machine("m1")},
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1"}},
+	{"keeper: marked for release, its holder gone: released (the delete only)",
+		engine.Observation{Lock: releasable(upstreamLock("m9", owned)), Cluster: cluster()},
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionRelease, holder: "m9", reason: engine.ReasonHolderGone}},
 	{"keeper: restored lock without owner is adopted",
-		engine.Observation{Lock: protected(upstreamLock("m1")), Cluster: cluster(), Holder: machine("m1")},
+		engine.Observation{Lock: upstreamLock("m1"), Cluster: cluster(), Holder: machine("m1")},
 		nil, want{verdict: engine.VerdictUnowned, action: engine.ActionAdopt, holder: "m1"}},
 	{"keeper: owner pointing at another cluster is replaced",
-		engine.Observation{Lock: protected(upstreamLock("m1", ownerRef("c9", "c9-uid"))), Cluster: cluster(), Holder: machine("m1")},
+		engine.Observation{Lock: upstreamLock("m1", ownerRef("c9", "c9-uid")), Cluster: cluster(), Holder: machine("m1")},
 		nil, want{verdict: engine.VerdictUnowned, action: engine.ActionAdopt, holder: "m1"}},
 	{"keeper: two owner refs to the cluster are reduced to one",
-		engine.Observation{Lock: protected(upstreamLock("m1", owned, owned)), Cluster: cluster(), Holder: machine("m1")},
+		engine.Observation{Lock: upstreamLock("m1", owned, owned), Cluster: cluster(), Holder: machine("m1")},
 		nil, want{verdict: engine.VerdictUnowned, action: engine.ActionAdopt, holder: "m1"}},
 	{"keeper: paused cluster is left alone",
 		engine.Observation{Lock: upstreamLock("m1"), Cluster: cluster(paused), Holder: machine("m1")},
 		nil, want{verdict: engine.VerdictUnowned, action: engine.ActionNone, holder: "m1", err: engine.ErrClusterPaused, wait: engine.WaitPaused}},
 	{"keeper: initialised cluster, lock released",
 		engine.Observation{Lock: upstreamLock("m1", owned), Cluster: cluster(initialized), Holder: machine("m1")},
-		nil, want{verdict: engine.VerdictHeldAfterInit, action: engine.ActionRelease, holder: "m1"}},
+		nil, want{verdict: engine.VerdictHeldAfterInit, action: engine.ActionRelease, holder: "m1", reason: engine.ReasonInitialized}},
 	{"keeper: initialised cluster, release disabled, unowned lock adopted",
 		engine.Observation{Lock: upstreamLock("m1"), Cluster: cluster(initialized), Holder: machine("m1")},
 		&engine.Policy{OrphanGrace: time.Minute}, want{verdict: engine.VerdictHeldAfterInit, action: engine.ActionAdopt, holder: "m1"}},
-	{"keeper: stale holder is left for the next Lock to take over",
-		engine.Observation{Lock: upstreamLock("m1", owned), Cluster: cluster()},
-		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionNone, holder: "m1", wait: engine.WaitTakeOver}},
 	{"keeper: a conflict is left to a person",
-		engine.Observation{Lock: protected(lockOf("m1", "t1", owned)), Cluster: cluster(grantTo("m2", "t2")), Holder: machine("m1"), Granted: machine("m2")},
+		engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m2", "t2")), Holder: machine("m1"), Granted: machine("m2")},
 		nil, want{verdict: engine.VerdictConflict, action: engine.ActionNone, holder: "m2", wait: engine.WaitPerson}},
 	{"keeper: a damaged register is left to a person",
 		engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(damagedGrant), Holder: machine("m1")},
 		nil, want{verdict: engine.VerdictCorrupt, action: engine.ActionNone, holder: "m1", err: engine.ErrCorruptLock, wait: engine.WaitPerson}},
 	{"keeper: deleting cluster with unowned lock: released",
 		engine.Observation{Lock: upstreamLock("m1"), Cluster: cluster(deleting), Holder: machine("m1")},
-		nil, want{verdict: engine.VerdictUnowned, action: engine.ActionRelease, holder: "m1"}},
-	{"keeper: deleting cluster with owned lock: left to the garbage collector",
+		nil, want{verdict: engine.VerdictUnowned, action: engine.ActionRelease, holder: "m1", reason: engine.ReasonClusterDeleting}},
+	{"keeper: deleting cluster with owned lock: released (the admission policy refuses the garbage collector's delete)",
 		engine.Observation{Lock: upstreamLock("m1", owned), Cluster: cluster(deleting), Holder: machine("m1")},
-		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1"}},
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionRelease, holder: "m1", reason: engine.ReasonClusterDeleting}},
 	{"keeper: orphan without mark is marked",
 		engine.Observation{Lock: upstreamLock("m1", ownerRef("c1", "old-uid"))},
 		nil, want{verdict: engine.VerdictOrphan, action: engine.ActionMarkOrphan, holder: "m1", requeue: 10 * time.Minute}},
@@ -496,7 +494,7 @@ var decideRows = []struct {
 		engine.Observation{Lock: withMark(upstreamLock("m1"), t0.Add(-time.Hour)), Holder: machine("m1")},
 		nil, want{verdict: engine.VerdictOrphan, action: engine.ActionNone, holder: "m1", requeue: 10 * time.Minute, wait: engine.WaitHolder}},
 	{"keeper: cluster back after a mark: adopted, which drops the mark",
-		engine.Observation{Lock: withMark(protected(upstreamLock("m1", owned)), t0), Cluster: cluster(), Holder: machine("m1")},
+		engine.Observation{Lock: withMark(upstreamLock("m1", owned), t0), Cluster: cluster(), Holder: machine("m1")},
 		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionAdopt, holder: "m1"}},
 	{"keeper: foreign ConfigMap is never touched",
 		engine.Observation{Lock: &engine.Lock{Name: "c1-lock", Problem: engine.ErrNotALock}, Cluster: cluster(initialized)},
@@ -526,7 +524,8 @@ func TestDecide(t *testing.T) {
 			d := engine.Decide(tt.obs, p, t0)
 			w := tt.want
 			if d.Verdict != w.verdict || d.Action != w.action || d.Register != w.register || d.Holder != w.holder ||
-				d.Acquired != w.acquired || d.Wait != w.wait || d.NeedsForce != w.force || d.RequeueAfter != w.requeue {
+				d.Acquired != w.acquired || d.Wait != w.wait || d.NeedsForce != w.force || d.RequeueAfter != w.requeue ||
+				(w.reason != "" && d.Reason != w.reason) {
 				t.Errorf("Decide() = %+v\nwant %+v", d, w)
 			}
 			if (w.err == nil) != (d.Err == nil) || (w.err != nil && !errors.Is(d.Err, w.err)) {

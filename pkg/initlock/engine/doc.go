@@ -72,7 +72,20 @@
 //	                              the register's exact value read (its token)
 //	create the lock               create-if-absent (409 when it exists)
 //	rewrite or adopt the lock     resourceVersion read (409 on any change)
-//	delete the lock               UID and resourceVersion read
+//	delete the lock               the release mark, with the resourceVersion read;
+//	                              then the delete, with the UID and the
+//	                              resourceVersion the mark left
+//
+// Every delete of a lock is two writes: the release mark (ReleaseAnnotation,
+// the lock's own UID), then the delete. initlock's admission policy
+// (config/protection, initlock-lock-guard) refuses every other delete of a
+// lock, whoever makes it: the garbage collector, a person, a bootstrap
+// provider's own release; so a lock is held from the instant it exists,
+// whoever wrote it, and is in every backup. A rewrite of the lock for
+// another holder and an adoption take the mark off. A lock being deleted
+// nonetheless (another controller's finalizer holds it, or the policy is
+// not installed) counts as held by the Machine its record names until it
+// is gone: it is never taken over, adopted or handed on.
 //
 // No write races the pause test: the lock is written only once the claim
 // that tests the pause is written, never in parallel with it, and Lock
@@ -122,7 +135,7 @@
 //	lost the race for a free lock (claim refused)     1      1
 //	held by an upstream lock, caller refused          5      3 (claim withdrawn)
 //	take-over from a Machine that is gone             5      3
-//	Unlock                                            3      3 (retire, withdraw, delete)
+//	Unlock                                            3      4 (retire, withdraw, mark, delete)
 //
 // # What it does not guarantee
 //

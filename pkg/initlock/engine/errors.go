@@ -39,8 +39,13 @@ var (
 	// restored from a backup or moved since the caller read it. Nothing was
 	// released; call again with the live object.
 	ErrStaleCluster = errors.New("cluster object is stale")
-	// ErrContended means Lock gave up after too many optimistic-concurrency
-	// conflicts in one call; calling again is safe.
+	// ErrContended means Lock or Unlock gave up after 8 rounds in a row that
+	// did not settle, the last of them having lost a race (a conflict, a
+	// failed test of a compare-and-swap, an object that appeared or went
+	// away since it was read); the error also wraps that race's error.
+	// Calling again is safe. A call whose last round failed otherwise (a
+	// timeout, a server error, a refusal the client made) returns that
+	// error itself, wrapped, not ErrContended.
 	ErrContended = errors.New("lock is contended")
 )
 
@@ -68,4 +73,18 @@ func (e *Error) Unwrap() error { return e.Err }
 // asStatus finds the API status in err's chain.
 func asStatus(err error, target *apierrors.APIStatus) bool {
 	return errors.As(err, target)
+}
+
+// unsettled is the error of a Lock or Unlock whose rounds all ended without
+// settling; last is the error of the latest round that failed with one.
+// Only a race lost is contention: any other error that kept the call from
+// settling to the end is returned as itself, wrapped.
+func unsettled(namespace, lockName string, last error) error {
+	switch {
+	case last == nil:
+		return lockError(namespace, lockName, fmt.Errorf("%w: %d rounds in a row did not settle", ErrContended, maxAttempts))
+	case lostRace(last):
+		return lockError(namespace, lockName, fmt.Errorf("%w: %d rounds in a row did not settle (last: %w)", ErrContended, maxAttempts, last))
+	}
+	return lockError(namespace, lockName, fmt.Errorf("%d rounds in a row did not settle, the last failing with: %w", maxAttempts, last))
 }

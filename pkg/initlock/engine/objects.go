@@ -165,11 +165,13 @@ type Lock struct {
 	// StaleMark tells that the lock carries a cluster-absent mark that is
 	// not valid for it (made before a restore or move, or unreadable).
 	StaleMark bool
-	// Protected tells that the lock carries HeldFinalizer, Deleting that
-	// it is being deleted (held by a finalizer), and Disarmed what its
-	// DisarmedAnnotation says (nil when it has none).
-	Protected, Deleting bool
-	Disarmed            *Disarm
+	// Releasable tells that the lock carries its own release mark
+	// (ReleaseAnnotation): a release was decided and its delete is on its
+	// way, or was cut off.
+	Releasable bool
+	// Deleting tells that the lock is being deleted, held back by a
+	// finalizer of another controller's (initlock puts none on it).
+	Deleting bool
 }
 
 // ObserveLock reads cm as the lock of cluster clusterName.
@@ -183,7 +185,7 @@ func ObserveLock(cm *corev1.ConfigMap, clusterName string) *Lock {
 		OwnerReferences: cm.OwnerReferences,
 	}
 	l.Record, l.Problem = classify(cm, clusterName)
-	l.protection(cm)
+	l.Releasable, l.Deleting = marked(cm), cm.DeletionTimestamp != nil
 	if v, ok := cm.Annotations[ClusterAbsentAnnotation]; ok {
 		since, uid, ok := parseAbsentMark(v)
 		if ok && uid == cm.UID {

@@ -24,10 +24,6 @@ type Source struct {
 	Locks    client.Reader
 	Clusters client.Reader
 	Machines client.Reader
-	// Bootstrap, when set, reads a Machine in full and its bootstrap
-	// configuration, for the keeper's decision on a held lock being
-	// deleted (Observation.HolderBootstrap). It must read the API server.
-	Bootstrap client.Reader
 }
 
 // From reads every kind through r.
@@ -100,7 +96,7 @@ func Read(ctx context.Context, src Source, q Query) (Observation, *corev1.Config
 	}
 	var holder, granted string
 	if o.Lock != nil && o.Lock.Problem == nil {
-		holder = holderName(o.Lock)
+		holder = o.Lock.Record.MachineName
 	}
 	if cl != nil && cl.Grant.Held() && !cl.Initialized {
 		granted = cl.Grant.MachineName
@@ -110,11 +106,6 @@ func Read(ctx context.Context, src Source, q Query) (Observation, *corev1.Config
 		return o, nil, err
 	}
 	o.Holder, o.Granted = found[holder], found[granted]
-	if (q.Intent == IntentKeep || q.Intent == "") && src.Bootstrap != nil && o.Holder != nil && o.Lock.Deleting && o.Lock.Protected {
-		if o.HolderBootstrap, err = readBootstrap(ctx, src.Bootstrap, gv, q.Namespace, holder); err != nil {
-			return o, nil, err
-		}
-	}
 	return o, cm, nil
 }
 

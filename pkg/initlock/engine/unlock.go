@@ -106,6 +106,7 @@ func (r *release) run(ctx context.Context) error {
 	cl, lockName := r.cl, r.lockName
 	var known *Observation // what the last round's writes left, when known
 	var cm *corev1.ConfigMap
+	var last error // the error of the latest round that failed with one
 	for attempt := range maxAttempts {
 		var obs Observation
 		if known != nil {
@@ -145,18 +146,13 @@ func (r *release) run(ctx context.Context) error {
 		case !d.Writes():
 			return nil
 		}
-		after, unprotected, err := r.write(ctx, cm, obs, d)
+		after, err := r.write(ctx, cm, obs, d)
 		switch {
 		case err == nil && d.Register != RegisterNone:
 			// The register is written: go on from the Cluster the API
 			// server answered and the lock as read (withdraw the retired
 			// grant, then delete the lock).
 			obs.Cluster, known = after, &obs
-			continue
-		case err == nil && unprotected != nil:
-			// The finalizer is off: delete the lock as the API server
-			// answered it (a lock being deleted is gone already).
-			cm, obs.Lock, known = unprotected, ObserveLock(unprotected, cl.Name), &obs
 			continue
 		case err == nil:
 			if cm != nil && d.Action == ActionRelease {
@@ -166,8 +162,9 @@ func (r *release) run(ctx context.Context) error {
 		case fatal(err):
 			return err
 		}
+		last = err
 	}
-	return lockError(cl.Namespace, lockName, fmt.Errorf("%w: %d rounds in a row did not settle", ErrContended, maxAttempts))
+	return unsettled(cl.Namespace, lockName, last)
 }
 
 // sameCluster refuses a release made with a cluster object of another
@@ -213,25 +210,17 @@ func (r *release) unchanged(cm *corev1.ConfigMap, cl *Cluster) error {
 }
 
 // write makes one step of a release: the register's write when the
-// decision has one, or else the lock's delete. It returns the Cluster as
-// the register's write left it; the next step decides on it, with the lock
-// as read.
-func (r *release) write(ctx context.Context, cm *corev1.ConfigMap, obs Observation, d Decision) (*Cluster, *corev1.ConfigMap, error) {
+// decision has one, or else the lock's release (its release mark, then its
+// delete). It returns the Cluster as the register's write left it; the
+// next step decides on it, with the lock as read.
+func (r *release) write(ctx context.Context, cm *corev1.ConfigMap, obs Observation, d Decision) (*Cluster, error) {
 	if d.Register == RegisterNone {
-		switch {
-		case cm == nil:
-		case d.Action == ActionUnprotect:
-			next, err := protectLock(ctx, r.l.Client, cm, obs, ActionUnprotect, r.l.Clock.Now())
-			if err != nil {
-				return nil, nil, fmt.Errorf("releasing lock %s/%s: removing finalizer %s: %w", r.cl.Namespace, r.lockName, HeldFinalizer, err)
-			}
-			return nil, next, nil
-		case d.Action == ActionRelease:
-			if err := deleteLock(ctx, r.l.Client, cm); err != nil {
-				return nil, nil, fmt.Errorf("releasing lock %s/%s: %w", r.cl.Namespace, r.lockName, err)
+		if cm != nil && d.Action == ActionRelease {
+			if err := releaseLock(ctx, r.l.Client, cm); err != nil {
+				return nil, fmt.Errorf("releasing lock %s/%s: %w", r.cl.Namespace, r.lockName, err)
 			}
 		}
-		return nil, nil, nil
+		return nil, nil
 	}
 	token := r.l.Tokens()
 	r.tokens = append(r.tokens, token)
@@ -245,12 +234,12 @@ func (r *release) write(ctx context.Context, cm *corev1.ConfigMap, obs Observati
 		if apierrors.IsForbidden(err) {
 			err = fmt.Errorf("%w; releasing needs \"get\" and \"patch\" on \"clusters.cluster.x-k8s.io\"", err)
 		}
-		return nil, nil, err
+		return nil, err
 	}
 	syncCaller(r.clusterObj, u)
 	after, err := ClusterFrom(u, nil)
 	if err != nil {
-		return nil, nil, fmt.Errorf("releasing the init-lock grant on cluster %s/%s: the API server's answer is not a Cluster: %w", r.cl.Namespace, r.cl.Name, err)
+		return nil, fmt.Errorf("releasing the init-lock grant on cluster %s/%s: the API server's answer is not a Cluster: %w", r.cl.Namespace, r.cl.Name, err)
 	}
-	return &after, nil, nil
+	return &after, nil
 }

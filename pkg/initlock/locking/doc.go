@@ -65,6 +65,14 @@
 // plane is initialised. A provider that wants the errors themselves calls
 // initlock.Locker directly.
 //
+// # Unit tests
+//
+// A provider's tests that run its reconciler on controller-runtime's fake
+// client pass the real mutex a client built with package initlocktest
+// (initlocktest.NewClientBuilder in place of fake.NewClientBuilder), which
+// gives objects UIDs and answers the lock's compare-and-swap as the API
+// server does.
+//
 // # Permissions
 //
 // The markers a provider adds (the verbs are those the Locker uses; events

@@ -1,0 +1,129 @@
+package apimodel
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/admission/plugin/cel"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/cel/environment"
+
+	"github.com/initlock/initlock/internal/kubeenv"
+)
+
+// Guard is a ValidatingAdmissionPolicy the model enforces on deletes of
+// ConfigMaps, evaluated by kube-apiserver's own policy machinery
+// (k8s.io/apiserver's validating admission policy validator and its CEL
+// environment): the model refuses what the API server refuses, with 403
+// Forbidden. It handles the policies the project ships: matched on DELETE
+// of configmaps, with match conditions, variables and validations, no
+// parameters and no authorizer checks.
+type Guard struct {
+	name      string
+	binding   string
+	validator validating.Validator
+	scheme    *runtime.Scheme
+}
+
+// NewGuard compiles policy, bound by binding with the Deny action.
+func NewGuard(policy *admissionv1.ValidatingAdmissionPolicy, binding *admissionv1.ValidatingAdmissionPolicyBinding) (*Guard, error) {
+	if policy.Spec.ParamKind != nil {
+		return nil, fmt.Errorf("policy %s: parameters are not modelled", policy.Name)
+	}
+	if binding.Spec.PolicyName != policy.Name || len(binding.Spec.ValidationActions) != 1 || binding.Spec.ValidationActions[0] != admissionv1.Deny {
+		return nil, fmt.Errorf("binding %s: want policy %s with the Deny action alone", binding.Name, policy.Name)
+	}
+	env := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())
+	compiler, err := cel.NewCompositedCompiler(env)
+	if err != nil {
+		return nil, err
+	}
+	vars := cel.OptionalVariableDeclarations{HasParams: false, HasAuthorizer: true}
+	named := make([]cel.NamedExpressionAccessor, len(policy.Spec.Variables))
+	for i, v := range policy.Spec.Variables {
+		named[i] = &validating.Variable{Name: v.Name, Expression: v.Expression}
+	}
+	compiler.CompileAndStoreVariables(named, vars, environment.StoredExpressions)
+	var matcher matchconditions.Matcher
+	if n := len(policy.Spec.MatchConditions); n > 0 {
+		conds := make([]cel.ExpressionAccessor, n)
+		for i := range policy.Spec.MatchConditions {
+			conds[i] = (*matchconditions.MatchCondition)(&policy.Spec.MatchConditions[i])
+		}
+		matcher = matchconditions.NewMatcher(compiler.CompileCondition(conds, vars, environment.StoredExpressions),
+			policy.Spec.FailurePolicy, "policy", "validate", policy.Name)
+	}
+	checks := make([]cel.ExpressionAccessor, len(policy.Spec.Validations))
+	messages := make([]cel.ExpressionAccessor, len(policy.Spec.Validations))
+	for i, v := range policy.Spec.Validations {
+		checks[i] = &validating.ValidationCondition{Expression: v.Expression, Message: v.Message, Reason: v.Reason}
+		messages[i] = &validating.MessageExpressionCondition{MessageExpression: v.MessageExpression}
+	}
+	exprVars := cel.OptionalVariableDeclarations{HasParams: false, HasAuthorizer: false}
+	validator := validating.NewValidator(
+		compiler.CompileCondition(checks, vars, environment.StoredExpressions),
+		matcher,
+		compiler.CompileCondition(nil, vars, environment.StoredExpressions),
+		compiler.CompileCondition(messages, exprVars, environment.StoredExpressions),
+		policy.Spec.FailurePolicy, nil)
+	if err := validator.CompileError(); err != nil {
+		return nil, fmt.Errorf("policy %s: %w", policy.Name, err)
+	}
+	return &Guard{name: policy.Name, binding: binding.Name, validator: validator, scheme: kubeenv.Scheme()}, nil
+}
+
+// LockGuard is the project's lock guard (kubeenv.LockGuardFile), compiled.
+func LockGuard() (*Guard, error) {
+	g, err := kubeenv.ReadLockGuard()
+	if err != nil {
+		return nil, err
+	}
+	return NewGuard(g.Policy, g.Binding)
+}
+
+var configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+
+// admitDelete judges the delete of stored ConfigMap old, in a namespace
+// that is not being deleted (the model has no namespaces), by the admin
+// user: nil when allowed, the API server's 403 when refused.
+func (g *Guard) admitDelete(old map[string]any) error {
+	cm := &corev1.ConfigMap{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(deepCopy(old), cm); err != nil {
+		return err
+	}
+	cm.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	attr := admission.NewAttributesRecord(nil, cm, cm.GroupVersionKind(), cm.Namespace, cm.Name, configMaps, "",
+		admission.Delete, &metav1.DeleteOptions{}, false, &user.DefaultInfo{Name: "admin", Groups: []string{user.SystemPrivilegedGroup}})
+	versioned, err := admission.NewVersionedAttributes(attr, cm.GroupVersionKind(), admission.NewObjectInterfacesFromScheme(g.scheme))
+	if err != nil {
+		return err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cm.Namespace}}
+	res := g.validator.Validate(context.Background(), configMaps, versioned, nil, ns, celconfig.RuntimeCELCostBudget, nil)
+	for _, d := range res.Decisions {
+		if d.Action != validating.ActionDeny {
+			continue
+		}
+		reason := d.Reason
+		if reason == "" {
+			reason = metav1.StatusReasonInvalid
+		}
+		msg := fmt.Sprintf("ValidatingAdmissionPolicy '%s' with binding '%s' denied request: %s", g.name, g.binding, strings.TrimSpace(d.Message))
+		return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusForbidden,
+			Reason: reason, Message: fmt.Sprintf("configmaps %q is forbidden: %s", cm.Name, msg),
+			Details: &metav1.StatusDetails{Name: cm.Name, Kind: "configmaps"}}}
+	}
+	return nil
+}

@@ -1,0 +1,166 @@
+package kubeenv
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/initlock/initlock/pkg/initlock/engine"
+)
+
+// LockGuardFile is the admission policy that keeps a held init lock from
+// being deleted (config/protection), relative to the repository root.
+const LockGuardFile = "config/protection/lock-guard.yaml"
+
+// LockGuardPrefix is the namePrefix config/default gives every object it
+// installs, the lock guard's policy and binding among them
+// (test/manifests checks that the install renders what ReadLockGuard
+// returns).
+const LockGuardPrefix = "initlock-"
+
+// LockGuard is the admission policy of LockGuardFile and its binding, as
+// installed: named with config/default's prefix (LockGuardPrefix).
+type LockGuard struct {
+	Policy  *admissionv1.ValidatingAdmissionPolicy
+	Binding *admissionv1.ValidatingAdmissionPolicyBinding
+}
+
+// ReadLockGuard reads LockGuardFile.
+func ReadLockGuard() (LockGuard, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return LockGuard{}, err
+	}
+	path := filepath.Join(root, LockGuardFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return LockGuard{}, err
+	}
+	var g LockGuard
+	for _, doc := range bytes.Split(b, []byte("\n---\n")) {
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal(doc, &meta); err != nil {
+			return LockGuard{}, fmt.Errorf("reading %s: %w", path, err)
+		}
+		switch meta.Kind {
+		case "ValidatingAdmissionPolicy":
+			g.Policy = &admissionv1.ValidatingAdmissionPolicy{}
+			err = yaml.UnmarshalStrict(doc, g.Policy)
+		case "ValidatingAdmissionPolicyBinding":
+			g.Binding = &admissionv1.ValidatingAdmissionPolicyBinding{}
+			err = yaml.UnmarshalStrict(doc, g.Binding)
+		}
+		if err != nil {
+			return LockGuard{}, fmt.Errorf("reading %s: %w", path, err)
+		}
+	}
+	if g.Policy == nil || g.Binding == nil {
+		return LockGuard{}, fmt.Errorf("%s: want a ValidatingAdmissionPolicy and its binding", path)
+	}
+	g.Policy.Name = LockGuardPrefix + g.Policy.Name
+	g.Binding.Name = LockGuardPrefix + g.Binding.Name
+	g.Binding.Spec.PolicyName = LockGuardPrefix + g.Binding.Spec.PolicyName
+	return g, nil
+}
+
+// InstallLockGuard installs the shipped lock guard (LockGuardFile) and
+// returns once the API server enforces it: a delete of an unmarked lock in
+// a scratch namespace is refused. The policy is cluster-wide: install it
+// once per Env (TestMain), before tests that rely on it.
+func (e *Env) InstallLockGuard(ctx context.Context) error {
+	g, err := ReadLockGuard()
+	if err != nil {
+		return err
+	}
+	for _, obj := range []client.Object{g.Policy, g.Binding} {
+		if err := e.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("installing the lock guard: %w", err)
+		}
+	}
+	// The API server loads policies from its informer: wait until it
+	// refuses the delete of a lock.
+	return e.waitLockGuard(ctx, true)
+}
+
+// waitLockGuard waits, 30 s at most, until the API server enforces the
+// lock guard (or, with enforced false, no longer does): a dry-run delete
+// of an unmarked lock in a scratch namespace is refused (or allowed).
+func (e *Env) waitLockGuard(ctx context.Context, enforced bool) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "lock-guard-probe-"}}
+	if err := e.Client.Create(ctx, ns); err != nil {
+		return err
+	}
+	defer func() { _ = e.Client.Delete(context.WithoutCancel(ctx), ns) }()
+	probe := NewLock(ns.Name, "probe", "m0", nil)
+	if err := e.Client.Create(ctx, probe); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := e.Client.Delete(ctx, probe.DeepCopy(), client.DryRunAll)
+		if apierrors.IsForbidden(err) == enforced && (enforced || err == nil) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the lock guard's enforcement is not %t 30s on (a dry-run delete answered %w)", enforced, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// RemoveLockGuard deletes the lock guard installed by InstallLockGuard and
+// returns once the API server no longer enforces it. It may run in a
+// test's Cleanup.
+func (e *Env) RemoveLockGuard(t testing.TB) {
+	t.Helper()
+	if err := e.UninstallLockGuard(context.WithoutCancel(t.Context())); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// UninstallLockGuard deletes the lock guard's binding, then its policy, and
+// returns once the API server no longer enforces it. A guard that is not
+// installed is no error.
+func (e *Env) UninstallLockGuard(ctx context.Context) error {
+	g, err := ReadLockGuard()
+	if err != nil {
+		return err
+	}
+	for _, obj := range []client.Object{g.Binding, g.Policy} {
+		if err := client.IgnoreNotFound(e.Client.Delete(ctx, obj)); err != nil {
+			return fmt.Errorf("removing the lock guard: %w", err)
+		}
+	}
+	return e.waitLockGuard(ctx, false)
+}
+
+// ReleaseLock deletes the lock cm names as a release does, past the lock
+// guard: it marks the lock for release (engine.ReleaseAnnotation, its own
+// UID), then deletes it. Tests use it to lose a lock on purpose. A lock
+// that is gone already is no error.
+func ReleaseLock(ctx context.Context, c client.Client, cm *corev1.ConfigMap) error {
+	cur := &corev1.ConfigMap{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(cm), cur); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	marked := cur.DeepCopy()
+	if marked.Annotations == nil {
+		marked.Annotations = map[string]string{}
+	}
+	marked.Annotations[engine.ReleaseAnnotation] = string(cur.UID)
+	if err := c.Patch(ctx, marked, client.MergeFrom(cur)); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("marking lock %s/%s for release: %w", cur.Namespace, cur.Name, err))
+	}
+	return client.IgnoreNotFound(c.Delete(ctx, marked))
+}

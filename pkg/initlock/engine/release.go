@@ -1,0 +1,49 @@
+package engine
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// ReleaseAnnotation on a lock is its release mark: its value is the lock's
+// own UID. initlock's admission policy, initlock-lock-guard
+// (config/protection), refuses every delete of a lock that does not carry
+// it (but in a namespace being deleted, or by clusterctl move), whoever
+// makes it: the garbage collector, a person, a bootstrap provider's own
+// release. So every release of initlock (the holder's Unlock, the
+// keepers' release after init, of a gone holder's lock, of a deleting
+// Cluster's, an orphan's collection) is two writes: the mark, a patch
+// conditional on the resourceVersion read, then the delete, conditional
+// on the UID and the resourceVersion the mark left. The mark binds to the
+// lock's UID: a copy restored from a backup, which has a new UID, is not
+// marked.
+const ReleaseAnnotation = AnnotationPrefix + "releasable"
+
+// marked tells whether cm carries its own release mark.
+func marked(cm *corev1.ConfigMap) bool {
+	v, ok := cm.Annotations[ReleaseAnnotation]
+	return ok && types.UID(v) == cm.UID
+}
+
+// releaseLock deletes lock cm as read: it writes the release mark,
+// conditional on the resourceVersion read (unless cm carries it already),
+// then deletes the lock, conditional on the UID and the resourceVersion
+// the mark left. A lock that changed since it was read is neither marked
+// nor deleted (Conflict).
+func releaseLock(ctx context.Context, c client.Writer, cm *corev1.ConfigMap) error {
+	if !marked(cm) {
+		next := cm.DeepCopy()
+		if next.Annotations == nil {
+			next.Annotations = map[string]string{}
+		}
+		next.Annotations[ReleaseAnnotation] = string(cm.UID)
+		if err := c.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{})); err != nil {
+			return err
+		}
+		cm = next
+	}
+	return c.Delete(ctx, cm, client.Preconditions{UID: &cm.UID, ResourceVersion: &cm.ResourceVersion})
+}
