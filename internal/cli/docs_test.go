@@ -30,14 +30,18 @@ func TestHelpGolden(t *testing.T) {
 	}
 }
 
-// readme returns README.md and its path.
-func readme(t *testing.T) (string, string) {
+// referencePage is the page that documents kubectl initlock for operators,
+// relative to the repository root.
+var referencePage = filepath.Join("docs", "reference.md")
+
+// reference returns referencePage's text and its path.
+func reference(t *testing.T) (string, string) {
 	t.Helper()
 	root, err := kubeenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(root, "README.md")
+	path := filepath.Join(root, referencePage)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -45,9 +49,9 @@ func readme(t *testing.T) (string, string) {
 	return path, string(b)
 }
 
-// writeReadme writes the README when the test runs with -update, else
+// writeReference writes referencePage when the test runs with -update, else
 // reports what differs.
-func writeReadme(t *testing.T, path, old, updated, what string) {
+func writeReference(t *testing.T, path, old, updated, what string) {
 	t.Helper()
 	if updated == old {
 		return
@@ -58,16 +62,16 @@ func writeReadme(t *testing.T, path, old, updated, what string) {
 		}
 		return
 	}
-	t.Errorf("README.md: %s differ from the plugin's (run go test ./internal/cli -run %s -update to rewrite them)", what, t.Name())
+	t.Errorf("%s: %s differ from the plugin's (run go test ./internal/cli -run %s -update to rewrite them)", referencePage, what, t.Name())
 }
 
-// commandRow is a row of the README's table of kubectl initlock commands.
+// commandRow is a row of referencePage's table of kubectl initlock commands.
 var commandRow = regexp.MustCompile("(?m)^\\| `kubectl initlock ([a-z]+)[^`]*` \\|")
 
-// The README's table of commands shows each command's usage as its help
+// referencePage's table of commands shows each command's usage as its help
 // does.
-func TestReadmeCommandTable(t *testing.T) {
-	path, text := readme(t)
+func TestReferenceCommandTable(t *testing.T) {
+	path, text := reference(t)
 	root := cli.NewRootCommand(cli.Options{})
 	seen := 0
 	updated := commandRow.ReplaceAllStringFunc(text, func(row string) string {
@@ -78,7 +82,7 @@ func TestReadmeCommandTable(t *testing.T) {
 				return "| `kubectl initlock " + strings.ReplaceAll(c.Use, "|", `\|`) + "` |"
 			}
 		}
-		t.Errorf("README.md names command %q, which kubectl initlock does not have", name)
+		t.Errorf("%s names command %q, which kubectl initlock does not have", referencePage, name)
 		return row
 	})
 	want := 0
@@ -88,19 +92,20 @@ func TestReadmeCommandTable(t *testing.T) {
 		}
 	}
 	if seen != want {
-		t.Errorf("README.md's table has %d commands, want %d", seen, want)
+		t.Errorf("%s's table has %d commands, want %d", referencePage, seen, want)
 	}
-	writeReadme(t, path, text, updated, "usages in the table of commands")
+	writeReference(t, path, text, updated, "usages in the table of commands")
 }
 
-// sampleBlock is a console block of the README that shows a kubectl
+// sampleBlock is a console block of referencePage that shows a kubectl
 // initlock command and its output.
 var sampleBlock = regexp.MustCompile("(?s)```console\n\\$ (kubectl initlock [^\n]*)\n(.*?)```")
 
-// readmeFleet makes, in namespace capi, the clusters the README's samples
-// show: a foreign ConfigMap, a healthy lock, a lock held after init, an
-// orphan and a lock that lost its ownerReference in a restore.
-func readmeFleet(t *testing.T) {
+// referenceFleet makes, in namespace capi, the clusters that the samples
+// of referencePage show: a foreign ConfigMap, a healthy lock, a lock held
+// after init, an orphan and a lock that lost its ownerReference in a
+// restore.
+func referenceFleet(t *testing.T) {
 	ns := fixedNamespace(t, "capi")
 	newCluster(t, ns, "c-foreign", false)
 	newConfigMap(t, ns, "c-foreign-lock", nil, map[string]string{"settings": "mine"}, nil)
@@ -116,12 +121,12 @@ func readmeFleet(t *testing.T) {
 	newLock(t, ns, "c-unowned", "m-unowned", nil)
 }
 
-// Every sample of kubectl initlock in the README is its real output on
-// readmeFleet, two days after the locks were made: stderr first, then
+// Every sample of kubectl initlock in referencePage is its real output on
+// referenceFleet, two days after the locks were made: stderr first, then
 // stdout, as a terminal shows them.
-func TestReadmeSamples(t *testing.T) {
-	path, text := readme(t)
-	readmeFleet(t)
+func TestReferenceSamples(t *testing.T) {
+	path, text := reference(t)
+	referenceFleet(t)
 	inv := invocation{clock: testingclock.NewFakePassiveClock(time.Now().Add(2*24*time.Hour + 30*time.Second))}
 	samples := 0
 	updated := sampleBlock.ReplaceAllStringFunc(text, func(block string) string {
@@ -135,7 +140,7 @@ func TestReadmeSamples(t *testing.T) {
 		return "```console\n$ " + m[1] + "\n" + r.err + r.out + "```"
 	})
 	if samples == 0 {
-		t.Fatal("README.md shows no sample of kubectl initlock")
+		t.Fatalf("%s shows no sample of kubectl initlock", referencePage)
 	}
-	writeReadme(t, path, text, updated, "samples of kubectl initlock")
+	writeReference(t, path, text, updated, "samples of kubectl initlock")
 }

@@ -19,7 +19,7 @@ import (
 )
 
 // installDocs are the pages that tell how to install the plugin.
-var installDocs = []string{"README.md", filepath.Join("docs", "install.md")}
+var installDocs = []string{"README.md", filepath.Join("docs", "install.md"), filepath.Join("docs", "reference.md")}
 
 var (
 	// pluginCommand finds the image references of "velero plugin add" and
@@ -113,7 +113,7 @@ func TestPluginInstallAsDocumented(t *testing.T) {
 	}
 }
 
-// The settings ConfigMap of the README is one the plugin reads, and it
+// The settings ConfigMap of the install pages is one the plugin reads, and it
 // holds the defaults.
 func TestSettingsConfigMapAsDocumented(t *testing.T) {
 	ns := env.Namespace(t)

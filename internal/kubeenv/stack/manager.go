@@ -28,7 +28,7 @@ const ManagerUser = "initlock-manager"
 
 // ProviderRelinkKinds is the --relink-kinds of an installation that also
 // relinks the kubeadm bootstrap provider's and the stack's infrastructure
-// kinds, as the README tells an operator to configure it: the default kinds
+// kinds, as docs/reference.md tells an operator to configure it: the default kinds
 // and KubeadmConfig, LocalCluster and LocalMachine. CABPK's Secrets (the
 // CA, etcd, proxy and service-account keys and the bootstrap data) are
 // owned by a KubeadmConfig, which the default kinds do not cover.
