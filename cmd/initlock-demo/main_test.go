@@ -51,7 +51,7 @@ func TestDemo(t *testing.T) {
 		"deleted", "after its Cluster",
 		"event LockReleased on Cluster solo",
 		"MachineSet/graph-md-0-7f9c               -> MachineDeployment/graph-md-0",
-		"the 5 owned objects, the lock among them, were deleted",
+		"the 5 owned objects were deleted", "the lock by initlock-manager once its holder Machine was gone",
 		// The seed lock is adopted once; the graph's lock may be linked by
 		// the relinker or adopted by the lock controller, whichever acts first.
 		"initlock_lock_adoptions_total ",

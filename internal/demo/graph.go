@@ -121,6 +121,16 @@ func (d *demo) objectGraph() {
 			return fmt.Errorf("deleting cluster %s/%s: %w", graphNamespace, graphCluster, err)
 		}
 		started := time.Now()
+		// Cluster API deletes a Cluster's control plane, and its Machines,
+		// before the Cluster; nothing here runs its controllers.
+		cp := &unstructured.Unstructured{}
+		cp.SetGroupVersionKind(capi.MachineGVK(capi.V1Beta2))
+		cp.SetNamespace(graphNamespace)
+		cp.SetName(graphCluster + "-cp-0")
+		if err := client.IgnoreNotFound(d.c.Delete(d.ctx, cp)); err != nil {
+			return fmt.Errorf("deleting machine %s/%s: %w", graphNamespace, cp.GetName(), err)
+		}
+		n("Machine %s, the lock's holder, deleted as Cluster API deletes a Cluster's Machines before the Cluster", cp.GetName())
 		err = poll(d.ctx, d.opts.Timeout, func(ctx context.Context) error {
 			left, err := d.remaining(ctx, owned)
 			if err != nil {
@@ -134,7 +144,7 @@ func (d *demo) objectGraph() {
 		if err != nil {
 			return err
 		}
-		n("the %d owned objects were deleted %s after the Cluster: the lock by initlock-manager, which releases the lock of a deleting Cluster (the lock guard refuses the garbage collector's delete), the rest by the garbage collector", len(owned), duration(time.Since(started)))
+		n("the %d owned objects were deleted %s after the Cluster: the lock by initlock-manager once its holder Machine was gone (the lock guard refuses the garbage collector's delete), the rest by the garbage collector", len(owned), duration(time.Since(started)))
 		return nil
 	})
 }

@@ -41,6 +41,10 @@ const (
 	RecreateMachine EventKind = "recreate-machine"
 	// DeleteMachine: the upstream holder's Machine is deleted for good.
 	DeleteMachine EventKind = "delete-machine"
+	// DeleteCluster: the Cluster is deleted while Cluster API's finalizer
+	// holds it (it deletes the Cluster's Machines first): it stays, being
+	// deleted, to the end of the execution.
+	DeleteCluster EventKind = "delete-cluster"
 	// Pause and Unpause set and clear spec.paused.
 	Pause   EventKind = "pause"
 	Unpause EventKind = "unpause"
@@ -69,6 +73,7 @@ var eventClasses = map[EventKind]faults.Class{
 	RemoveRegister:  faults.RegisterRemoved,
 	RecreateMachine: faults.MachineRecreated,
 	DeleteMachine:   faults.MachineDeleted,
+	DeleteCluster:   faults.ClusterDeleted,
 	Pause:           faults.Pause,
 	Unpause:         faults.Pause,
 	ReplaceCluster:  faults.ClusterReplaced,
@@ -179,6 +184,16 @@ func (s *System) eventsOf(k EventKind) []*event {
 			}))
 		}
 		return out
+	case DeleteCluster:
+		if sn.cluster != nil && !sn.cluster.Deleting {
+			return []*event{ev("the cluster is deleted; Cluster API's finalizer holds it", func(s *System) {
+				s.store.Mutate(clusterKey, func(o map[string]any) {
+					meta := o["metadata"].(map[string]any)
+					meta["finalizers"] = []any{clusterFinalizer}
+					meta["deletionTimestamp"] = start.Format(time.RFC3339)
+				})
+			})}
+		}
 	case Pause, Unpause:
 		if sn.cluster != nil && sn.cluster.Paused == (k == Unpause) {
 			return []*event{ev("the cluster is "+map[bool]string{true: "paused", false: "unpaused"}[k == Pause], func(s *System) {
@@ -227,6 +242,9 @@ func (s *System) eventsOf(k EventKind) []*event {
 
 // otherFinalizer is the finalizer of a controller other than initlock's.
 const otherFinalizer = "example.com/keep"
+
+// clusterFinalizer is Cluster API's finalizer on a Cluster.
+const clusterFinalizer = "cluster.cluster.x-k8s.io"
 
 // deleteLock deletes the lock as a person or the garbage collector does,
 // with no precondition: the lock guard, if installed, refuses it unless

@@ -61,6 +61,8 @@ func Scenarios() []Scenario {
 		{Name: "deleting-takeover", UpstreamHolder: "m0", Before: []EventKind{DeleteMachine, HoldDeletion},
 			Providers: []Provider{{Machine: "m1", Attempts: 1}, {Machine: "m2", Upstream: true, Attempts: 2}}, Guard: true,
 			Adversary: []EventKind{FinalizerGone}, Events: 1, Losses: 1, MaxSteps: 120},
+		{Name: "cluster-deleting", UpstreamHolder: "m1", Providers: []Provider{{Machine: "m2", Upstream: true, Attempts: 1}},
+			Reconciles: 2, Guard: true, Adversary: []EventKind{DeleteCluster, DeleteMachine}, Events: 2, MaxSteps: 120},
 		{Name: "manager-paused", UpstreamHolder: "m1", Before: []EventKind{InitCompletes}, Providers: []Provider{p("m2", 1)}, Reconciles: 1, ManagerViewDepth: 1, StaleReads: 1, Guard: true,
 			Adversary: []EventKind{Pause, Unpause}, Events: 2, MaxSteps: 100},
 		{Name: "pause-upstream-holder", UpstreamHolder: "m1", Providers: []Provider{p("m1", 1), p("m2", 1)},

@@ -261,7 +261,7 @@ func TestBackupSkipsObjectsBeingDeleted(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() {
-		_ = env.Client.Patch(context.Background(), held, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+		_ = env.Client.Patch(context.WithoutCancel(t.Context()), held, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
 	})
 	if err := env.Client.Delete(t.Context(), held.DeepCopy()); err != nil {
 		t.Fatal(err)

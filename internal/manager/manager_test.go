@@ -301,7 +301,9 @@ func TestNotALock(t *testing.T) {
 
 // TestDeletingClusterReleasesItsLock: the lock guard refuses the garbage
 // collector's delete of a Cluster's lock, so the manager releases the lock
-// of a Cluster being deleted, owned or not.
+// of a Cluster being deleted, owned or not, once the Machine it names is
+// gone (Cluster API deletes the Machines first): while that Machine
+// exists, a stock provider would grant a released lock to another.
 func TestDeletingClusterReleasesItsLock(t *testing.T) {
 	for _, owned := range []bool{true, false} {
 		t.Run(fmt.Sprintf("owned=%t", owned), func(t *testing.T) {
@@ -309,7 +311,7 @@ func TestDeletingClusterReleasesItsLock(t *testing.T) {
 			cluster := createCluster(t, v, ns, "d", func(u *unstructured.Unstructured) {
 				u.SetFinalizers([]string{"test.initlock.dev/hold"})
 			})
-			createMachine(t, v, ns, "d", "d-cp-0")
+			holder := createMachine(t, v, ns, "d", "d-cp-0")
 			owner := cluster
 			if !owned {
 				owner = nil
@@ -319,6 +321,16 @@ func TestDeletingClusterReleasesItsLock(t *testing.T) {
 				t.Fatal(err)
 			}
 			rm := startManager(t, env.Config, testOptions(ns))
+			kubeenv.Consistently(t, 3*time.Second, func() error {
+				if _, err := getLock(t, ns, "d"); err != nil {
+					return fmt.Errorf("the lock went while the Machine it names exists: %w", err)
+				}
+				return nil
+			})
+			if n := rm.Counter.Of("configmaps", ns).Writes(); n != 0 {
+				t.Fatalf("writes = %d while the holder exists, want 0:\n%s", n, rm.Counter)
+			}
+			deleteAndWait(t, holder)
 			kubeenv.Eventually(t, 20*time.Second, lockGone(t, ns, "d"))
 			if n, d := rm.Counter.Of("configmaps", ns).Writes(), rm.Counter.Of("configmaps", ns).Count("delete"); n != 2 || d != 1 {
 				t.Fatalf("writes = %d with %d deletes, want 2 with 1 (the release mark, the delete):\n%s", n, d, rm.Counter)

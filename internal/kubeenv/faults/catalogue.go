@@ -127,9 +127,8 @@ var catalogue = []Entry{
 		Meaning:    "the Cluster, its Machines and its lock are deleted, and a new Cluster is created under the same name",
 		Unmodelled: map[Side]string{Chaos: "a Cluster comes back only restored (backup-restore, cluster-restored-old)"}},
 	{Class: ClusterDeleted, Group: Object,
-		Meaning: "a Cluster and its Machines are deleted for good",
-		Unmodelled: map[Side]string{Explorer: "what follows, the lock collected after the orphan grace, needs time to pass, " +
-			"which it does not here; cluster-replaced deletes the Cluster with everything on it"}},
+		Meaning: "a Cluster and its Machines are deleted for good: the Cluster held by Cluster API's finalizer while its Machines go " +
+			"(the explorer keeps it there; chaos lets it go, and the lock is collected after the orphan grace)"},
 	{Class: BackupRestore, Group: Object,
 		Meaning: "a Cluster, its Machines and its lock are backed up and restored later as Velero restores them " +
 			"(new UIDs, no ownerReferences, no status), a call's requests falling on both sides"},

@@ -57,9 +57,16 @@ func decideKeeper(o Observation, p Policy, now time.Time, d Decision) Decision {
 	switch {
 	case o.Cluster == nil:
 		return decideOrphan(o, p, now, d)
+	case o.Cluster.Deleting && (o.Holder != nil || grantOf(o) != grantNone):
+		// The Cluster is not gone yet, and a stock provider still grants
+		// its lock: the lock stays while the Machine it names, or a grant,
+		// exists (Cluster API deletes the Machines before the Cluster).
+		d.Wait = WaitHolder
+		return d
 	case o.Cluster.Deleting:
 		// The garbage collector may not delete it (the admission policy
-		// refuses its delete): release it with its Cluster.
+		// refuses its delete) and no Machine relies on it: release it
+		// with its Cluster, once Confirm has read the holder live.
 		d.Action, d.Reason = ActionRelease, ReasonClusterDeleting
 		return d
 	case o.Cluster.Initialized && p.ReleaseAfterInit:
