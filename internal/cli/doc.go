@@ -11,13 +11,14 @@
 // # What it guarantees
 //
 //   - Every verdict and action comes from engine.Decide, and every repair
-//     write is made by engine.Apply (one request per lock, with
-//     resourceVersion or UID and resourceVersion preconditions); a lock that
-//     changed meanwhile is observed and decided again, at most 5 times.
+//     write is made by engine.Apply (a patch with a resourceVersion
+//     precondition; a release is the release mark, then a delete with UID
+//     and resourceVersion preconditions); a lock that changed meanwhile is
+//     observed and decided again, at most 5 times.
 //   - repair never deletes a lock whose holder Machine exists on a Cluster
-//     whose control plane is not initialised (Decide never asks it to,
-//     except for a Cluster being deleted), and never writes to a corrupt
-//     lock or to a ConfigMap that is not a lock.
+//     whose control plane is not initialised (Decide never asks it to, not
+//     even for a Cluster being deleted), and never writes to a corrupt lock
+//     or to a ConfigMap that is not a lock.
 //   - release refuses while the holder exists and the control plane is not
 //     initialised unless --force, and never touches a ConfigMap that is not
 //     a lock. It releases through initlock.Locker.Unlock given the holder it

@@ -29,7 +29,7 @@ func changeWhy(r row, p engine.Policy) string {
 	case engine.ActionRelease:
 		switch d.Reason {
 		case engine.ReasonClusterDeleting:
-			return "Cluster is being deleted: mark the lock for release and delete it (the admission policy refuses the garbage collector's delete)"
+			return "Cluster is being deleted and no Machine the lock or its grant names exists: mark the lock for release and delete it (the admission policy refuses the garbage collector's delete)"
 		case engine.ReasonHolderGone:
 			return fmt.Sprintf("holder machine %q does not exist and no grant protects another machine: mark the lock for release and delete it, so that the next machine may take it", d.Holder)
 		}
@@ -61,6 +61,9 @@ func waitingWhy(r row) string {
 	case engine.WaitPaused:
 		return "cluster is paused (a move or restore may be in progress): unpause it and run repair again"
 	case engine.WaitHolder:
+		if o.Cluster != nil {
+			return fmt.Sprintf("Cluster is being deleted, but machine %q, which the lock or its grant names, exists: released once Cluster API has deleted it", d.Holder)
+		}
 		return fmt.Sprintf("Cluster missing since %s, but holder machine %q exists (a restore may still be bringing the Cluster back): looked at again by later repairs; 'kubectl initlock release' removes it", since, d.Holder)
 	case engine.WaitGrace:
 		return fmt.Sprintf("Cluster missing since %s: a repair from %s on collects it", since, d.WaitUntil.UTC().Format(time.RFC3339))

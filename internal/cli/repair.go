@@ -50,10 +50,11 @@ What it lets go, each a release past the lock guard: it marks the lock
 (annotation initlock.dev/releasable, the lock's UID, with a resourceVersion
 precondition), then deletes it (UID and resourceVersion preconditions):
   - release: the lock of a Cluster whose control plane is initialised
-    (unless --release-after-init=false), of a Cluster being deleted (the
-    guard refuses the garbage collector's delete), and of an uninitialised
-    Cluster whose holder Machine is gone while no grant names another
-    Machine, so that the next Machine may take it;
+    (unless --release-after-init=false), of a Cluster being deleted once
+    no Machine it names exists (the guard refuses the garbage collector's
+    delete), and of an uninitialised Cluster whose holder Machine is gone
+    while no grant names another Machine, so that the next Machine may
+    take it;
   - collect: a lock whose Cluster has been missing for --orphan-grace since
     a first repair marked it, once its holder Machine is gone too.
 
