@@ -6,7 +6,7 @@ GO ?= go
 # The Go modules of project code, by folder: vet, lint and unit visit each in
 # turn, and go.work lists the same folders (make lint checks it). The
 # modules that only pin a tool or a peer's version are in hack/pins.
-MODULES := . pkg/initlock hack/contention hack/capi hack/s3 hack/release
+MODULES := . pkg/initlock hack/contention hack/capi hack/s3 hack/release test/alerts
 # Every go command here resolves the module it runs in on its own, from that
 # module's go.mod and go.sum, as a consumer of the library and a release build
 # do; go.work serves editors and go commands typed by hand, and make quick.
@@ -22,6 +22,10 @@ UNIT_pkg/initlock = ./...
 # Contention next to the upstream lock: one round, its request counts
 # asserted; and the races between the two locks.
 UNIT_hack/contention = -bench=. -benchtime=1x ./...
+# The alert rules of config/monitoring, evaluated with Prometheus's own
+# packages against the real manager (a module of its own, so that only
+# this test depends on Prometheus).
+UNIT_test/alerts = ./...
 # The packages whose tests start no control plane (the others fail, rather
 # than skip, without one), across the modules of go.work: make quick.
 QUICK_PKGS ?= ./internal/benchreport/... ./internal/copier ./internal/demo ./internal/explore ./internal/kubeenv/faults ./internal/version \
@@ -124,26 +128,33 @@ chaos: kube ## Run randomised chaos scenarios: make chaos [SEED=...] [RUNS=200] 
 		$(GO) test -run='^TestChaos$$' -count=1 -timeout=0 -v ./internal/chaos | tee $(CHAOS_DIR)/chaos.log
 
 # RBAC for the initlock manager, generated from kubebuilder markers: the
-# default role, and the opt-in role for relinking Secrets
-# (internal/relink/secrets), bound by the config/relink-secrets overlay.
+# default role, the opt-in role for relinking Secrets
+# (internal/relink/secrets), bound by the config/relink-secrets overlay, and
+# the opt-in role for clusters with OwnerReferencesPermissionEnforcement
+# (internal/relink/enforcement), bound by config/owner-references-enforcement.
 RBAC_GEN := rbac:roleName=manager-role paths=./internal/manager/... paths=./internal/controllers/... paths=./internal/relink
 RBAC_GEN_SECRETS := rbac:roleName=initlock-relink-secrets paths=./internal/relink/secrets
+RBAC_GEN_ENFORCEMENT := rbac:roleName=initlock-owner-references-enforcement paths=./internal/relink/enforcement
 
 .PHONY: generate
-generate: ## Generate config/rbac/role.yaml and config/relink-secrets/role.yaml from the kubebuilder markers.
+generate: ## Generate the role.yaml of config/rbac, config/relink-secrets and config/owner-references-enforcement from the kubebuilder markers.
 	$(CONTROLLER_GEN) $(RBAC_GEN) output:rbac:dir=config/rbac
 	$(CONTROLLER_GEN) $(RBAC_GEN_SECRETS) output:rbac:dir=config/relink-secrets
+	$(CONTROLLER_GEN) $(RBAC_GEN_ENFORCEMENT) output:rbac:dir=config/owner-references-enforcement
 
 .PHONY: verify-generate
 verify-generate: ## Check that generated files are up to date and that config/ renders.
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	$(CONTROLLER_GEN) $(RBAC_GEN) output:rbac:dir="$$tmp/rbac"; \
 	$(CONTROLLER_GEN) $(RBAC_GEN_SECRETS) output:rbac:dir="$$tmp/relink-secrets"; \
-	for d in rbac relink-secrets; do \
+	$(CONTROLLER_GEN) $(RBAC_GEN_ENFORCEMENT) output:rbac:dir="$$tmp/owner-references-enforcement"; \
+	for d in rbac relink-secrets owner-references-enforcement; do \
 		if ! diff -u config/$$d/role.yaml "$$tmp/$$d/role.yaml"; then echo "config/$$d/role.yaml is out of date: run 'make generate'"; exit 1; fi; \
 	done; \
 	$(KUSTOMIZE) build config/default >/dev/null; \
-	$(KUSTOMIZE) build config/relink-secrets >/dev/null
+	$(KUSTOMIZE) build config/relink-secrets >/dev/null; \
+	$(KUSTOMIZE) build config/owner-references-enforcement >/dev/null; \
+	$(KUSTOMIZE) build config/monitoring >/dev/null
 
 # DEMO_FLAGS are passed to the demo, e.g. make demo DEMO_FLAGS=--keep.
 DEMO_FLAGS ?=

@@ -94,6 +94,10 @@ func (r *release) notes(refs map[string]string) error {
 	if err != nil {
 		return err
 	}
+	compatibility, err := notes.Compatibility(r.o.root)
+	if err != nil {
+		return err
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# initlock %s\n\n## Images\n\n", r.o.version)
 	for _, s := range specs() {
@@ -103,11 +107,22 @@ func (r *release) notes(refs map[string]string) error {
 	fmt.Fprintf(&b, "\n## Install\n\n```sh\n"+
 		"clusterctl init --addon initlock   # with the provider in clusterctl.yaml, see docs/install.md\n"+
 		"kubectl apply --server-side -f %s/install.yaml\n"+
-		"velero plugin add %s\n"+
-		"kubectl krew install --manifest-url=%s/initlock.yaml\n```\n\n",
-		url, refs[PluginImage], url)
+		"velero plugin add %s   # restarts Velero: run it when no backup or restore is in progress\n"+
+		"kubectl krew install --manifest-url=%s/initlock.yaml\n```\n\n"+
+		"The Velero plugin is named by digest alone: Velero derives its init container's name from the reference.\n\n",
+		url, byDigest(refs[PluginImage]), url)
+	fmt.Fprintf(&b, "## Compatibility\n\n%s\n", compatibility)
 	b.WriteString(changes)
 	return os.WriteFile(filepath.Join(r.o.out, "release-notes.md"), []byte(b.String()), 0o644)
+}
+
+// byDigest returns REPOSITORY@DIGEST of a REPOSITORY:TAG@DIGEST reference.
+func byDigest(ref string) string {
+	name, digest, ok := strings.Cut(ref, "@")
+	if i := strings.LastIndex(name, ":"); ok && i > strings.LastIndex(name, "/") {
+		name = name[:i]
+	}
+	return name + "@" + digest
 }
 
 // checksums writes checksums.txt: the sha256 of every other file under

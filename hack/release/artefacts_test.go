@@ -113,7 +113,7 @@ func TestChecksums(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"install.yaml", "install-relink-secrets.yaml", "addon-components.yaml", "metadata.yaml", "initlock.yaml", "release-notes.md", "images.txt"} {
+	for _, want := range []string{"install.yaml", "install-relink-secrets.yaml", "addon-components.yaml", "owner-references-enforcement.yaml", "metadata.yaml", "initlock.yaml", "release-notes.md", "images.txt"} {
 		if !listed[want] {
 			t.Errorf("the release has no %s", want)
 		}
@@ -146,7 +146,11 @@ func TestReleaseNotes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"# initlock " + version(t), refs(t)[ManagerImage], refs(t)[PluginImage], "## Changes since "} {
+	plugin := refs(t)[PluginImage]
+	name, digest, _ := strings.Cut(plugin, "@")
+	byDigest := name[:strings.LastIndex(name, ":")] + "@" + digest
+	for _, want := range []string{"# initlock " + version(t), refs(t)[ManagerImage], plugin, "velero plugin add " + byDigest + " ",
+		"## Compatibility\n\n| initlock | Cluster API | Kubernetes (management cluster) | Velero |\n", "## Changes since "} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("release-notes.md has no %q:\n%s", want, b)
 		}

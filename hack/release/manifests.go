@@ -15,14 +15,17 @@ const ProviderLabel = "cluster.x-k8s.io/provider=addon-initlock"
 
 // manifests renders the install manifests with "make manifests", the
 // manager image pinned by digest: install.yaml (config/default),
-// install-relink-secrets.yaml (config/relink-secrets) and the clusterctl
-// components addon-components.yaml (config/clusterctl), and copies
+// install-relink-secrets.yaml (config/relink-secrets), the clusterctl
+// components addon-components.yaml (config/clusterctl) and the opt-in RBAC
+// owner-references-enforcement.yaml (config/owner-references-enforcement),
+// and copies
 // metadata.yaml once it maps this version's release series to a contract.
 func (r *release) manifests(refs map[string]string) error {
 	for file, dir := range map[string]string{
-		"install.yaml":                "config/default",
-		"install-relink-secrets.yaml": "config/relink-secrets",
-		"addon-components.yaml":       "config/clusterctl",
+		"install.yaml":                      "config/default",
+		"install-relink-secrets.yaml":       "config/relink-secrets",
+		"addon-components.yaml":             "config/clusterctl",
+		"owner-references-enforcement.yaml": "config/owner-references-enforcement",
 	} {
 		cmd := exec.Command("make", "-s", "manifests", "IMG="+refs[ManagerImage], "KUSTOMIZE_DIR="+dir, "MANIFESTS="+filepath.Join(r.o.out, file))
 		cmd.Dir = r.o.root

@@ -14,13 +14,14 @@
 // # What it guarantees
 //
 //   - Every verdict and action comes from engine.Decide, and every repair
-//     write is made by engine.Apply (one request per lock, with
-//     resourceVersion or UID and resourceVersion preconditions); a lock that
-//     changed meanwhile is observed and decided again, at most 5 times.
+//     write is made by engine.Apply (a patch with a resourceVersion
+//     precondition; a release is the release mark, then a delete with UID
+//     and resourceVersion preconditions); a lock that changed meanwhile is
+//     observed and decided again, at most 5 times.
 //   - repair never deletes a lock whose holder Machine exists on a Cluster
-//     whose control plane is not initialised (Decide never asks it to,
-//     except for a Cluster being deleted), and never writes to a corrupt
-//     lock or to a ConfigMap that is not a lock.
+//     whose control plane is not initialised (Decide never asks it to, not
+//     even for a Cluster being deleted), and never writes to a corrupt lock
+//     or to a ConfigMap that is not a lock.
 //   - release refuses while the holder exists and the control plane is not
 //     initialised unless --force, and never touches a ConfigMap that is not
 //     a lock. It releases through initlock.Locker.Unlock given the holder it
@@ -30,10 +31,17 @@
 //     holder, is released with initlock.AnyHolder.
 //   - The JSON and YAML output of list is a LockList of apiVersion
 //     initlock.dev/v1alpha1, to which fields are only ever added.
-//   - repair decides with the policy of the installed initlock-manager, read
-//     from the arguments of its Deployment (label
-//     app.kubernetes.io/name=initlock-manager), unless flags say otherwise,
-//     and says which policy it used (policy.go).
+//   - list (-o wide, json, yaml) and repair decide with the settings of the
+//     installed initlock-manager, read from the arguments of its Deployment
+//     (label app.kubernetes.io/name=initlock-manager): its policy and its
+//     scope (--namespace, --watch-filter), so that no action is shown or
+//     taken that the manager would not take; flags given on the command
+//     line win, and the command says which policy it used (policy.go).
+//   - repair and release change nothing without a "y" on the input stream,
+//     whatever the output is, unless --yes; release --dry-run=client and
+//     repair --dry-run=client make no write.
+//   - Without any kubeconfig (and outside a Pod) every command fails with
+//     an error naming where it looked; none falls back to localhost:8080.
 //   - list and release of a name with neither a Cluster nor a lock fail
 //     with the API server's NotFound, printed as kubectl prints it.
 //   - Exit codes: 0 success, 1 error or refusal, 2 (repair) locks remain that

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/initlock/initlock/internal/cli/inventory"
 	"github.com/initlock/initlock/pkg/initlock/engine"
@@ -21,9 +22,9 @@ type policyFlags struct {
 
 func (p *policyFlags) add(fs *pflag.FlagSet) {
 	fs.BoolVar(&p.releaseAfterInit, "release-after-init", engine.DefaultPolicy.ReleaseAfterInit,
-		"Release a lock once its cluster's control plane is initialised.")
+		"Release a lock once its cluster's control plane is initialised. By default, the installed initlock-manager's setting.")
 	fs.DurationVar(&p.orphanGrace, "orphan-grace", engine.DefaultPolicy.OrphanGrace,
-		"How long a lock's Cluster must have been missing before the lock is collected. The time counts from the cluster-absent mark that a first repair writes on the lock.")
+		"How long a lock's Cluster must have been missing before the lock is collected; the time counts from the cluster-absent mark that a first repair writes on the lock. By default, the installed initlock-manager's setting.")
 }
 
 func (p *policyFlags) policy() (engine.Policy, error) {
@@ -37,49 +38,108 @@ func policyStatus(p engine.Policy) PolicyStatus {
 	return PolicyStatus{ReleaseAfterInit: p.ReleaseAfterInit, OrphanGrace: p.OrphanGrace.String()}
 }
 
-type listOptions struct {
+// scopeFlags say which locks a command looks at: -A, -l and an optional
+// CLUSTER argument (the namespace comes from -n or the kubeconfig).
+type scopeFlags struct {
 	allNamespaces bool
-	output        string
-	showFree      bool
-	policy        policyFlags
-	// cluster, when set, is the only cluster listed.
+	selector      string
+	// cluster, when set, is the only cluster looked at.
 	cluster string
+}
+
+func (s *scopeFlags) add(fs *pflag.FlagSet, verb string) {
+	fs.BoolVarP(&s.allNamespaces, "all-namespaces", "A", false, verb+" the locks in all namespaces.")
+	fs.StringVarP(&s.selector, "selector", "l", "", verb+" only the locks of the Clusters this label selector selects (e.g. -l env=prod,tier!=dev); a lock whose Cluster does not exist (an orphan) is then left out.")
+}
+
+// parse takes the CLUSTER argument, if any, and checks the flags go
+// together.
+func (s *scopeFlags) parse(args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	switch {
+	case s.allNamespaces:
+		return errors.New("a CLUSTER names a cluster of one namespace: drop -A or the cluster name")
+	case s.selector != "":
+		return errors.New("a CLUSTER cannot be given with a selector (-l): drop one of them")
+	}
+	s.cluster = args[0]
+	return nil
+}
+
+// gather reads the inventory of the scope: the namespace it is in ("" for
+// all) and the entries.
+func (a *app) gather(cmd *cobra.Command, conn *connection, s *scopeFlags) (string, *inventory.Inventory, error) {
+	ns, err := a.namespace(s.allNamespaces)
+	if err != nil {
+		return "", nil, err
+	}
+	opts := inventory.Options{Namespace: ns, CAPIVersion: conn.capiVersion}
+	if s.selector != "" {
+		if opts.ClusterSelector, err = labels.Parse(s.selector); err != nil {
+			return "", nil, fmt.Errorf("invalid selector %q: %w", s.selector, err)
+		}
+	}
+	inv, err := inventory.Gather(cmd.Context(), conn.client, opts)
+	return ns, inv, err
+}
+
+type listOptions struct {
+	scope     scopeFlags
+	output    string
+	noHeaders bool
+	showFree  bool
+	policy    policyFlags
 }
 
 func (a *app) newListCommand() *cobra.Command {
 	o := &listOptions{}
 	cmd := &cobra.Command{
-		Use:   "list [CLUSTER] [-n NAMESPACE | -A] [-o table|wide|json|yaml]",
+		Use:   "list [CLUSTER] [-n NAMESPACE | -A] [-l SELECTOR] [-o table|wide|name|json|yaml]",
 		Short: "List the init locks with a verdict for each",
 		Long: `List prints one row per init lock: its namespace, cluster and holder machine,
 whether the holder exists, the state of its Cluster ownerReference (ok, missing,
-stale-uid, wrong-cluster), whether the control plane is initialised, its age and
-a verdict: healthy, unowned, held-after-init, stale-holder, orphan, corrupt or
-foreign. It also lists Clusters whose lock name is taken by a ConfigMap that is
-not a lock (foreign), and Clusters whose lock was deleted while a Machine holds
-its grant (lost). Clusters without a lock (free) are shown with --show-free.
-Given a CLUSTER, it lists that cluster's lock only, even when free, and fails
-with NotFound when there is neither such a Cluster nor a lock of it.
+stale-uid, wrong-cluster), how it stands against a delete (PROTECTION: guarded,
+the lock guard initlock-lock-guard refuses every delete but a release's;
+releasable, a release marked it and its delete is under way or was cut off;
+deleting, held back by another controller's finalizer), whether the control
+plane is initialised, its age and a verdict: healthy, unowned,
+held-after-init, conflict, stale-holder, orphan, corrupt or foreign. It also
+lists Clusters whose lock name is taken by a ConfigMap that is not a lock
+(foreign), and Clusters whose lock was deleted while a Machine holds its
+grant (lost). Clusters without a lock (free) are shown with --show-free. Given a CLUSTER, it lists that cluster's lock only,
+even when free, and fails with NotFound when there is neither such a Cluster
+nor a lock of it.
 
+-o wide adds the lock's name, whether the Cluster is paused, the action the
+installed initlock-manager takes (the one repair would take) and the problem.
+The action is judged with the manager's settings, read from the arguments of
+its Deployment (label app.kubernetes.io/name=initlock-manager):
+--release-after-init, --orphan-grace, and --namespace and --watch-filter, so
+that a lock the manager does not handle shows the action none. Without such a
+Deployment, the defaults are used, and a line on stderr says so.
+
+-o name prints TYPE/NAME of each row: configmap/<cluster>-lock, or
+cluster.cluster.x-k8s.io/<cluster> for a row without a lock (free, lost).
 -o json and -o yaml print a LockList (apiVersion initlock.dev/v1alpha1).`,
 		Example: `  kubectl initlock list -A
   kubectl initlock list -n capi-clusters -o wide
   kubectl initlock list my-cluster -n capi-clusters
+  kubectl initlock list -A -l env=prod --no-headers
   kubectl initlock list -A -o json | jq '.items[] | select(.verdict != "healthy")'`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				if o.allNamespaces {
-					return errors.New("a CLUSTER names a cluster of one namespace: drop -A or the cluster name")
-				}
-				o.cluster = args[0]
+			if err := o.scope.parse(args); err != nil {
+				return err
 			}
 			return a.runList(cmd, o)
 		},
 	}
 	fs := cmd.Flags()
-	fs.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "List the locks in all namespaces.")
-	fs.StringVarP(&o.output, "output", "o", "", "Output format: table (default), wide, json or yaml.")
+	o.scope.add(fs, "List")
+	fs.StringVarP(&o.output, "output", "o", "", "Output format: table (default), wide, name, json or yaml.")
+	fs.BoolVar(&o.noHeaders, "no-headers", false, "Do not print the header of the table (-o table and -o wide).")
 	fs.BoolVar(&o.showFree, "show-free", false, "Also list Clusters that have no lock (verdict free).")
 	o.policy.add(fs)
 	return cmd
@@ -89,32 +149,41 @@ func (a *app) runList(cmd *cobra.Command, o *listOptions) error {
 	if err := validOutput(o.output); err != nil {
 		return err
 	}
-	policy, err := o.policy.policy()
-	if err != nil {
-		return err
-	}
-	ns, err := a.namespace(o.allNamespaces)
-	if err != nil {
+	if _, err := o.policy.policy(); err != nil {
 		return err
 	}
 	conn, err := a.connect()
 	if err != nil {
 		return err
 	}
-	inv, err := inventory.Gather(cmd.Context(), conn.client, inventory.Options{Namespace: ns, CAPIVersion: conn.capiVersion})
+	ctx := cmd.Context()
+	// Actions are shown by -o wide, json and yaml only: the other formats
+	// do not need the manager's settings, nor the request that reads them.
+	var used usedPolicy
+	if o.output == outputWide || o.output == outputJSON || o.output == outputYAML {
+		if used, err = a.managerPolicy(ctx, cmd, conn, &o.policy); err != nil {
+			return err
+		}
+		if o.output == outputWide {
+			used.report(a)
+		}
+	} else {
+		used.Policy, _ = o.policy.policy()
+	}
+	ns, inv, err := a.gather(cmd, conn, &o.scope)
 	if err != nil {
 		return err
 	}
 	now := a.clock.Now()
-	list := LockList{APIVersion: ListAPIVersion, Kind: ListKind, Policy: policyStatus(policy), Items: []LockStatus{}}
-	rows := decideAll(inv, policy, now)
-	if o.cluster != "" {
-		if rows, err = onlyCluster(rows, o.cluster); err != nil {
+	list := LockList{APIVersion: ListAPIVersion, Kind: ListKind, Policy: policyStatus(used.Policy), PolicySource: used.source, Items: []LockStatus{}}
+	rows := decideAll(inv, used, now)
+	if o.scope.cluster != "" {
+		if rows, err = onlyCluster(rows, o.scope.cluster); err != nil {
 			return err
 		}
 	}
 	for _, r := range rows {
-		if r.decision.Verdict == engine.VerdictFree && !o.showFree && o.cluster == "" {
+		if r.decision.Verdict == engine.VerdictFree && !o.showFree && o.scope.cluster == "" {
 			continue
 		}
 		list.Items = append(list.Items, r.status())
@@ -134,5 +203,8 @@ func (a *app) runList(cmd *cobra.Command, o *listOptions) error {
 		_, err := fmt.Fprintf(cmd.ErrOrStderr(), "No init locks found %s.\n", where)
 		return err
 	}
-	return printTable(out, list.Items, o.output == outputWide, a.useColour(out), now)
+	if o.output == outputName {
+		return printNames(out, list.Items)
+	}
+	return printTable(out, list.Items, tableOptions{wide: o.output == outputWide, noHeaders: o.noHeaders, colour: a.useColour(out)}, now)
 }

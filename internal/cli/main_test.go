@@ -44,6 +44,8 @@ type invocation struct {
 	clock clock.PassiveClock
 	// kubeconfig; the admin's when empty.
 	kubeconfig string
+	// noKubeconfig passes no --kubeconfig at all.
+	noKubeconfig bool
 	// wrap wraps the rest.Config (counting, injecting).
 	wrap func(*rest.Config) *rest.Config
 	// stdin is what the user types.
@@ -62,7 +64,7 @@ type result struct {
 func (inv invocation) run(t *testing.T, args ...string) result {
 	t.Helper()
 	kc := inv.kubeconfig
-	if kc == "" {
+	if kc == "" && !inv.noKubeconfig {
 		var err error
 		if kc, err = adminKubeconfig(); err != nil {
 			t.Fatalf("writing admin kubeconfig: %v", err)
@@ -81,7 +83,10 @@ func (inv invocation) run(t *testing.T, args ...string) result {
 	} else {
 		opts.IsTerminal = func(any) bool { return false }
 	}
-	code := cli.Execute(t.Context(), opts, append(args, "--kubeconfig", kc))
+	if !inv.noKubeconfig {
+		args = append(args, "--kubeconfig", kc)
+	}
+	code := cli.Execute(t.Context(), opts, args)
 	return result{out: out.String(), err: errOut.String(), code: code}
 }
 

@@ -64,7 +64,7 @@ func TestRepairUsesTheManagersPolicy(t *testing.T) {
 	managerDeployment(t, ns, "--leader-elect", "--release-after-init=false", "--orphan-grace", "1h")
 
 	var c kubeenv.Counter
-	r := invocation{wrap: counting(&c)}.run(t, "repair", "-n", ns)
+	r := invocation{wrap: counting(&c)}.run(t, "repair", "-n", ns, "--yes")
 	r.expectCode(t, cli.ExitOK)
 	want := "Using the policy of Deployment " + ns + "/initlock-controller-manager: --release-after-init=false --orphan-grace=1h0m0s\n"
 	if r.err != want || !strings.Contains(r.out, "Nothing to change.") || c.Writes() != 0 {
@@ -72,7 +72,7 @@ func TestRepairUsesTheManagersPolicy(t *testing.T) {
 	}
 
 	c.Reset()
-	r = invocation{wrap: counting(&c)}.run(t, "repair", "-n", ns, "--release-after-init=true")
+	r = invocation{wrap: counting(&c)}.run(t, "repair", "-n", ns, "--release-after-init=true", "--yes")
 	r.expectCode(t, cli.ExitOK)
 	want = "Using the policy of Deployment " + ns + "/initlock-controller-manager, with the flags given: --release-after-init=true --orphan-grace=1h0m0s\n"
 	if r.err != want || !strings.Contains(r.out, "released") || c.Writes() != 2 {
@@ -83,7 +83,7 @@ func TestRepairUsesTheManagersPolicy(t *testing.T) {
 // Without a manager Deployment, repair says it uses the defaults.
 func TestRepairWithoutManagerSaysSo(t *testing.T) {
 	ns := env.Namespace(t)
-	r := run(t, "repair", "-n", ns)
+	r := run(t, "repair", "-n", ns, "--yes")
 	r.expectCode(t, cli.ExitOK)
 	if want := "Using the policy of defaults and flags: no initlock-manager Deployment found: --release-after-init=true --orphan-grace=10m0s\n"; r.err != want {
 		t.Fatalf("stderr = %q, want %q", r.err, want)

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/initlock/initlock/pkg/initlock"
-
+	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
@@ -21,15 +21,16 @@ import (
 const (
 	outputTable = ""
 	outputWide  = "wide"
+	outputName  = "name"
 	outputJSON  = "json"
 	outputYAML  = "yaml"
 )
 
-var outputFormats = []string{outputWide, outputJSON, outputYAML}
+var outputFormats = []string{outputWide, outputName, outputJSON, outputYAML}
 
 func validOutput(o string) error {
 	switch o {
-	case outputTable, "table", outputWide, outputJSON, outputYAML:
+	case outputTable, "table", outputWide, outputName, outputJSON, outputYAML:
 		return nil
 	}
 	return fmt.Errorf("unknown output format %q: use one of table, %s", o, strings.Join(outputFormats, ", "))
@@ -101,15 +102,27 @@ func orNone(s string) string {
 	return s
 }
 
-// printTable prints the list as a table; wide adds the lock name, the paused
-// flag, the action repair would take and the problem.
-func printTable(w io.Writer, items []LockStatus, wide, colour bool, now time.Time) error {
-	t := newTable(w, colour)
+// tableOptions say how printTable prints.
+type tableOptions struct {
+	// wide adds the lock name, the paused flag, the action and the problem.
+	wide bool
+	// noHeaders leaves the header row out.
+	noHeaders bool
+	// colour colours the verdicts.
+	colour bool
+}
+
+// printTable prints the list as a table.
+func printTable(w io.Writer, items []LockStatus, o tableOptions, now time.Time) error {
+	t := newTable(w, o.colour)
+	wide := o.wide
 	header := []string{"NAMESPACE", "CLUSTER", "HOLDER", "HOLDER-EXISTS", "OWNER", "PROTECTION", "INITIALIZED", "AGE", t.verdict("VERDICT")}
 	if wide {
 		header = append(header, "LOCK", "PAUSED", "ACTION", "PROBLEM")
 	}
-	t.row(header...)
+	if !o.noHeaders {
+		t.row(header...)
+	}
 	for _, s := range items {
 		holderExists, initialised, age, lock := "-", "-", "-", s.Lock
 		if s.Holder != "" {
@@ -141,6 +154,21 @@ func printTable(w io.Writer, items []LockStatus, wide, colour bool, now time.Tim
 		t.row(cells...)
 	}
 	return t.flush()
+}
+
+// printNames prints TYPE/NAME of each row, as kubectl's -o name does: the
+// lock ConfigMap, or the Cluster for a row without a lock.
+func printNames(w io.Writer, items []LockStatus) error {
+	for _, s := range items {
+		name := "configmap/" + s.Lock
+		if !s.LockExists {
+			name = "cluster." + capi.Group + "/" + s.Cluster
+		}
+		if _, err := fmt.Fprintln(w, name); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func printJSON(w io.Writer, list LockList) error {

@@ -97,7 +97,7 @@ func TestRepairAndReleaseWithoutWritePermission(t *testing.T) {
 	}
 	inv := invocation{kubeconfig: kubeconfig}
 	inv.run(t, "list", "-n", ns).expectCode(t, cli.ExitOK)
-	r := inv.run(t, "repair", "-n", ns)
+	r := inv.run(t, "repair", "-n", ns, "--yes")
 	r.expectCode(t, cli.ExitError)
 	for _, want := range []string{
 		`configmap "c1-lock": adopt: permission denied: kubectl-initlock needs "patch" on "configmaps" in namespace "` + ns + `"`,
@@ -107,7 +107,7 @@ func TestRepairAndReleaseWithoutWritePermission(t *testing.T) {
 			t.Errorf("repair stderr lacks %q:\n%s", want, r.err)
 		}
 	}
-	r = inv.run(t, "release", "c2", "-n", ns)
+	r = inv.run(t, "release", "c2", "-n", ns, "--yes")
 	r.expectCode(t, cli.ExitError)
 	if !strings.Contains(r.err, `kubectl-initlock needs "get" and "patch" on "clusters.cluster.x-k8s.io" (to empty the grant register) and "delete" on "configmaps"`) {
 		t.Errorf("release stderr:\n%s", r.err)

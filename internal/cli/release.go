@@ -15,13 +15,15 @@ import (
 )
 
 type releaseOptions struct {
-	force bool
+	force  bool
+	dryRun string
+	yes    bool
 }
 
 func (a *app) newReleaseCommand() *cobra.Command {
 	o := &releaseOptions{}
 	cmd := &cobra.Command{
-		Use:   "release CLUSTER [-n NAMESPACE] [--force]",
+		Use:   "release CLUSTER [-n NAMESPACE] [--force] [--dry-run=client|none] [--yes]",
 		Short: "Release one cluster's init lock",
 		Long: `Release deletes the init lock of one cluster, with its UID and resourceVersion as
 preconditions, after emptying the Cluster's grant register of the holder's
@@ -36,15 +38,26 @@ holder, so it is released without --force only once the control plane is
 initialised. When the lock is missing but the grant register still names a
 machine (the next Lock would recreate the lock for it), release empties the
 register, under the same rule. A ConfigMap that takes the lock's name without
-being a lock is never touched.`,
-		Example: `  kubectl initlock release my-cluster -n capi-clusters
+being a lock is never touched.
+
+Try 'kubectl initlock repair CLUSTER' first: it lets go only what is safe.
+Release says what it is about to release and asks before it does, whether its
+output is a terminal or not, unless --yes is given; with no answer (standard
+input closed) it changes nothing. --dry-run=client says what it would release
+and changes nothing.`,
+		Example: `  kubectl initlock release my-cluster -n capi-clusters --dry-run=client
+  kubectl initlock release my-cluster -n capi-clusters
   kubectl initlock release my-cluster -n capi-clusters --force`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.runRelease(cmd, o, args[0])
 		},
 	}
-	cmd.Flags().BoolVar(&o.force, "force", false, "Release even though the holder Machine exists and the control plane is not initialised.")
+	fs := cmd.Flags()
+	fs.BoolVar(&o.force, "force", false, "Release even though the holder Machine exists and the control plane is not initialised (asks first, unless --yes).")
+	fs.StringVar(&o.dryRun, "dry-run", dryRunNone, `"client" says what would be released and changes nothing; "none" releases.`)
+	fs.Lookup("dry-run").NoOptDefVal = dryRunClient
+	fs.BoolVarP(&o.yes, "yes", "y", false, "Release without asking for confirmation.")
 	return cmd
 }
 
@@ -65,6 +78,9 @@ func clusterIdentity(conn *connection, ns, cluster string, observed *engine.Clus
 var errRefused = errors.New("refusing to release")
 
 func (a *app) runRelease(cmd *cobra.Command, o *releaseOptions, cluster string) error {
+	if err := validDryRun(o.dryRun); err != nil {
+		return err
+	}
 	if _, err := initlock.LockName(cluster); err != nil {
 		return fmt.Errorf("cluster %q: %w", cluster, err)
 	}
@@ -95,8 +111,32 @@ func (a *app) runRelease(cmd *cobra.Command, o *releaseOptions, cluster string) 
 		_, err := fmt.Fprintf(out, "namespace %q: cluster %q has no init lock (no configmap %q); nothing to release.\n", ns, cluster, e.LockName)
 		return err
 	}
+	what := releasedWhat(obs, e)
+	switch {
+	case obs.Lock == nil:
+		what += fmt.Sprintf(", which names %s", grantName(obs))
+	case obs.Lock.Problem == nil:
+		what += fmt.Sprintf(" of cluster %q (holder %q)", cluster, obs.Lock.Record.MachineName)
+	default:
+		what += fmt.Sprintf(" of cluster %q", cluster)
+	}
+	if o.dryRun == dryRunClient {
+		_, err := fmt.Fprintf(out, "namespace %q: would release %s%s.\nDry run: nothing was changed.\n", ns, what, forced(d, obs, cluster))
+		return err
+	}
+	question := fmt.Sprintf("Release %s in namespace %q? [y/N]: ", what, ns)
 	if d.NeedsForce {
-		_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "warning: releasing %s although %s (--force)\n", releasedWhat(obs, e), heldBecause(d, obs, cluster))
+		_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "warning: releasing %s although %s (--force): if kubeadm init is running there, a second machine may run it too\n", what, heldBecause(d, obs, cluster))
+		question = "Release it anyway? [y/N]: "
+	}
+	if !o.yes {
+		ok, err := a.confirm(question)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return &ExitCodeError{Code: ExitError, Err: errors.New("release aborted; nothing was changed (--yes releases without asking)")}
+		}
 	}
 	// Release exactly what was decided on above.
 	raw := grantRaw(obs)
@@ -152,6 +192,14 @@ func releaseRefusal(d engine.Decision, obs engine.Observation, e inventory.Entry
 	}
 	return fmt.Errorf("namespace %q: configmap %q: %w: %s, so kubeadm init may be running on it and releasing would let a second machine run it. Wait for the control plane to initialise, delete machine %q if its init failed, or pass --force if you are sure no init is running",
 		ns, e.LockName, errRefused, heldBecause(d, obs, cluster), d.ForceReason)
+}
+
+// forced says, for a release that needs --force, why.
+func forced(d engine.Decision, obs engine.Observation, cluster string) string {
+	if !d.NeedsForce {
+		return ""
+	}
+	return fmt.Sprintf(", although %s (--force)", heldBecause(d, obs, cluster))
 }
 
 // heldBecause says why a release needs --force.

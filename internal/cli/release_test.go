@@ -71,7 +71,7 @@ func TestReleaseRefusesWhileInitMayRunThenForce(t *testing.T) {
 	}
 
 	c.Reset()
-	r = invocation{wrap: counting(&c)}.run(t, "release", "c1", "-n", ns, "--force")
+	r = invocation{wrap: counting(&c)}.run(t, "release", "c1", "-n", ns, "--force", "--yes")
 	r.expectCode(t, cli.ExitOK)
 	if !strings.Contains(r.err, "warning: releasing lock") || !strings.Contains(r.out, `released init lock "c1-lock" of cluster "c1" (holder "m1")`) {
 		t.Errorf("stdout:\n%s\nstderr:\n%s", r.out, r.err)
@@ -86,7 +86,7 @@ func TestReleaseRefusesWhileInitMayRunThenForce(t *testing.T) {
 		t.Errorf("writes = %d, want 4 (retire the grant, withdraw it, mark the lock for release, delete it)", got)
 	}
 	// Nothing left to release.
-	r = run(t, "release", "c1", "-n", ns)
+	r = run(t, "release", "c1", "-n", ns, "--yes")
 	r.expectCode(t, cli.ExitOK)
 	if !strings.Contains(r.out, "nothing to release") {
 		t.Errorf("stdout: %s", r.out)
@@ -98,7 +98,7 @@ func TestReleaseAfterInitNeedsNoForce(t *testing.T) {
 	cl := newCluster(t, ns, "c1", true)
 	newMachine(t, ns, "c1", "m1", nil)
 	newLock(t, ns, "c1", "m1", cl)
-	r := run(t, "release", "c1", "-n", ns)
+	r := run(t, "release", "c1", "-n", ns, "--yes")
 	r.expectCode(t, cli.ExitOK)
 	if kubeenv.MustGetLock(t, env.Client, ns, "c1") != nil {
 		t.Fatal("lock still exists")
@@ -116,7 +116,7 @@ func TestReleaseLostLockEmptiesTheGrantRegister(t *testing.T) {
 	}
 
 	var c kubeenv.Counter
-	r := invocation{wrap: counting(&c)}.run(t, "release", "c1", "-n", ns)
+	r := invocation{wrap: counting(&c)}.run(t, "release", "c1", "-n", ns, "--yes")
 	r.expectCode(t, cli.ExitError)
 	if want := `cluster "c1": refusing to release: its init lock is missing, but its grant register (annotation ` + engine.GrantAnnotation + `) names m1`; !strings.Contains(r.err, want) {
 		t.Errorf("stderr lacks %q:\n%s", want, r.err)
@@ -126,7 +126,7 @@ func TestReleaseLostLockEmptiesTheGrantRegister(t *testing.T) {
 	}
 
 	c.Reset()
-	r = invocation{wrap: counting(&c)}.run(t, "release", "c1", "-n", ns, "--force")
+	r = invocation{wrap: counting(&c)}.run(t, "release", "c1", "-n", ns, "--force", "--yes")
 	r.expectCode(t, cli.ExitOK)
 	if !strings.Contains(r.out, `cluster "c1" has no init lock; emptied its grant register, which named m1`) {
 		t.Errorf("stdout: %s", r.out)
@@ -148,7 +148,7 @@ func TestReleaseOrphanAndStaleHolder(t *testing.T) {
 		ns := env.Namespace(t)
 		newMachine(t, ns, "c1", "m1", nil)
 		newLock(t, ns, "c1", "m1", nil)
-		r := run(t, "release", "c1", "-n", ns)
+		r := run(t, "release", "c1", "-n", ns, "--yes")
 		r.expectCode(t, cli.ExitError)
 		if !strings.Contains(r.err, `cluster "c1" does not exist (a restore may still be bringing it back)`) {
 			t.Errorf("stderr: %s", r.err)
@@ -158,7 +158,7 @@ func TestReleaseOrphanAndStaleHolder(t *testing.T) {
 		ns := env.Namespace(t)
 		cl := newCluster(t, ns, "c1", false)
 		newLock(t, ns, "c1", "m-gone", cl)
-		run(t, "release", "c1", "-n", ns).expectCode(t, cli.ExitOK)
+		run(t, "release", "c1", "-n", ns, "--yes").expectCode(t, cli.ExitOK)
 		if kubeenv.MustGetLock(t, env.Client, ns, "c1") != nil {
 			t.Fatal("lock still exists")
 		}
@@ -169,12 +169,12 @@ func TestReleaseCorrupt(t *testing.T) {
 	ns := env.Namespace(t)
 	cl := newCluster(t, ns, "c1", false)
 	newConfigMap(t, ns, "c1-lock", map[string]string{engine.ClusterNameLabel: "c1"}, map[string]string{engine.DataKey: "{"}, cl)
-	r := run(t, "release", "c1", "-n", ns)
+	r := run(t, "release", "c1", "-n", ns, "--yes")
 	r.expectCode(t, cli.ExitError)
 	if !strings.Contains(r.err, "so its holder is unknown") {
 		t.Errorf("stderr: %s", r.err)
 	}
-	r = run(t, "release", "c1", "-n", ns, "--force")
+	r = run(t, "release", "c1", "-n", ns, "--force", "--yes")
 	r.expectCode(t, cli.ExitOK)
 	if kubeenv.MustGetLock(t, env.Client, ns, "c1") != nil {
 		t.Fatal("corrupt lock still exists")
@@ -240,9 +240,9 @@ func TestReleaseGuardedLockWithoutTheManager(t *testing.T) {
 	if !strings.Contains(r.out, "guarded") {
 		t.Errorf("list does not show the lock as guarded:\n%s", r.out)
 	}
-	run(t, "release", "c1", "-n", ns).expectCode(t, cli.ExitError)
+	run(t, "release", "c1", "-n", ns, "--yes").expectCode(t, cli.ExitError)
 	var c kubeenv.Counter
-	r = invocation{wrap: counting(&c)}.run(t, "release", "c1", "-n", ns, "--force")
+	r = invocation{wrap: counting(&c)}.run(t, "release", "c1", "-n", ns, "--force", "--yes")
 	r.expectCode(t, cli.ExitOK)
 	if got := kubeenv.MustGetLock(t, env.Client, ns, "c1"); got != nil {
 		t.Fatalf("lock still exists after release --force: annotations %v", got.Annotations)

@@ -1,13 +1,9 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,53 +23,71 @@ const (
 )
 
 type repairOptions struct {
-	allNamespaces bool
-	dryRun        string
-	yes           bool
-	policy        policyFlags
+	scope  scopeFlags
+	dryRun string
+	yes    bool
+	policy policyFlags
 }
 
 func (a *app) newRepairCommand() *cobra.Command {
 	o := &repairOptions{}
 	cmd := &cobra.Command{
-		Use:   "repair [-n NAMESPACE | -A] [--dry-run=client|none] [--yes]",
+		Use:   "repair [CLUSTER] [-n NAMESPACE | -A] [-l SELECTOR] [--dry-run=client|none] [--yes]",
 		Short: "Repair the init locks that need it",
-		Long: `Repair computes, for every init lock in scope, the action the initlock manager
-would take (the same decision function), prints the plan and applies it: it
-re-adopts locks whose Cluster ownerReference is missing or stale (after a Velero
-restore or a move), releases locks held after the control plane is initialised
-(--release-after-init), and collects locks whose Cluster is gone.
+		Long: `Repair computes, for every init lock in scope (or only CLUSTER's), the action
+the installed initlock-manager takes (the same decision function, with the
+manager's settings read from its Deployment, as list -o wide shows them),
+prints the plan, asks for confirmation and applies it.
 
-Orphans are collected in two steps. A first repair marks the lock with the time
-its Cluster was found missing (annotation initlock.dev/cluster-absent-since); a
-repair run --orphan-grace or more later deletes it, if the Cluster is still
-missing and the holder Machine is gone. A restore that brings the Cluster back
-in between makes the next repair re-adopt the lock instead.
+What it changes:
+  - adopt: points the ownerReference of a lock at its Cluster's current UID
+    (missing, stale or wrong after a Velero restore or a move), and drops a
+    stale cluster-absent mark;
+  - mark-orphan: records on a lock whose Cluster is missing since when
+    (annotation initlock.dev/cluster-absent-since).
 
-Every write is one request with preconditions (resourceVersion, or UID and
-resourceVersion for deletes). A lock that changed meanwhile is observed and
-decided again, up to 5 times. Repair never deletes a lock whose holder Machine
-exists on a Cluster whose control plane is not initialised, and never touches a
-corrupt lock or a ConfigMap that is not a lock.
+What it lets go, each a release past the lock guard: it marks the lock
+(annotation initlock.dev/releasable, the lock's UID, with a resourceVersion
+precondition), then deletes it (UID and resourceVersion preconditions):
+  - release: the lock of a Cluster whose control plane is initialised
+    (unless --release-after-init=false), of a Cluster being deleted once
+    no Machine it names exists (the guard refuses the garbage collector's
+    delete), and of an uninitialised Cluster whose holder Machine is gone
+    while no grant names another Machine, so that the next Machine may
+    take it;
+  - collect: a lock whose Cluster has been missing for --orphan-grace since
+    a first repair marked it, once its holder Machine is gone too.
 
-On a terminal, repair asks for confirmation unless --yes is given, and shows a
-progress bar for large fleets.
+What it never lets go: a lock whose holder Machine exists while the control
+plane is not initialised (kubeadm init may be running: only 'kubectl
+initlock release --force' releases it), a corrupt lock, a ConfigMap that is
+not a lock, and anything of a paused Cluster; these are listed with the way
+out. A lock that changed since it was read is read and decided again, up to
+5 times.
+
+Repair asks before applying, whether its output is a terminal or not, unless
+--yes is given; with no answer (standard input closed) it changes nothing.
+It shows a progress bar on a terminal for large fleets.
 
 Exit codes: 0 when every lock is healthy or was repaired, 1 on error, 2 when
 locks remain that need a person (corrupt, or a foreign ConfigMap in the way).`,
 		Example: `  kubectl initlock repair -A --dry-run=client
+  kubectl initlock repair my-cluster -n capi-clusters
   kubectl initlock repair -n capi-clusters --yes
-  kubectl initlock repair -A --release-after-init=false`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+  kubectl initlock repair -A -l env=prod --release-after-init=false`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.scope.parse(args); err != nil {
+				return err
+			}
 			return a.runRepair(cmd, o)
 		},
 	}
 	fs := cmd.Flags()
-	fs.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "Repair the locks in all namespaces.")
+	o.scope.add(fs, "Repair")
 	fs.StringVar(&o.dryRun, "dry-run", dryRunNone, `"client" prints the plan and changes nothing; "none" applies it.`)
 	fs.Lookup("dry-run").NoOptDefVal = dryRunClient
-	fs.BoolVarP(&o.yes, "yes", "y", false, "Apply without asking for confirmation on a terminal.")
+	fs.BoolVarP(&o.yes, "yes", "y", false, "Apply without asking for confirmation.")
 	o.policy.add(fs)
 	return cmd
 }
@@ -91,6 +105,8 @@ func plan(rows []row) planned {
 		switch {
 		case d.Wait == engine.WaitPerson:
 			p.human = append(p.human, r)
+		case r.unhandled != "" && d.Action != engine.ActionNone:
+			p.waiting = append(p.waiting, r)
 		case d.Err == nil && d.Action != engine.ActionNone:
 			p.changes = append(p.changes, r)
 		case d.Wait != engine.WaitNone && (d.Verdict != engine.VerdictHealthy || d.Wait == engine.WaitDeleting):
@@ -100,16 +116,19 @@ func plan(rows []row) planned {
 	return p
 }
 
-func (a *app) runRepair(cmd *cobra.Command, o *repairOptions) error {
-	switch o.dryRun {
+// validDryRun checks a --dry-run value.
+func validDryRun(v string) error {
+	switch v {
 	case dryRunNone, dryRunClient:
+		return nil
 	case "server":
-		return errors.New(`--dry-run=server is not supported: use --dry-run=client to print the plan`)
-	default:
-		return fmt.Errorf("invalid --dry-run value %q: use client or none", o.dryRun)
+		return errors.New(`--dry-run=server is not supported: use --dry-run=client to see what would change`)
 	}
-	ns, err := a.namespace(o.allNamespaces)
-	if err != nil {
+	return fmt.Errorf("invalid --dry-run value %q: use client or none", v)
+}
+
+func (a *app) runRepair(cmd *cobra.Command, o *repairOptions) error {
+	if err := validDryRun(o.dryRun); err != nil {
 		return err
 	}
 	conn, err := a.connect()
@@ -123,12 +142,18 @@ func (a *app) runRepair(cmd *cobra.Command, o *repairOptions) error {
 	}
 	used.report(a)
 	policy := used.Policy
-	inv, err := inventory.Gather(ctx, conn.client, inventory.Options{Namespace: ns, CAPIVersion: conn.capiVersion})
+	_, inv, err := a.gather(cmd, conn, &o.scope)
 	if err != nil {
 		return err
 	}
 	now := a.clock.Now()
-	p := plan(decideAll(inv, policy, now))
+	rows := decideAll(inv, used, now)
+	if o.scope.cluster != "" {
+		if rows, err = onlyCluster(rows, o.scope.cluster); err != nil {
+			return err
+		}
+	}
+	p := plan(rows)
 	out := cmd.OutOrStdout()
 	if err := printPlan(out, p, policy, now); err != nil {
 		return err
@@ -146,13 +171,13 @@ func (a *app) runRepair(cmd *cobra.Command, o *repairOptions) error {
 		_, _ = fmt.Fprintln(out, "\nDry run: nothing was changed.")
 		return needsHuman()
 	}
-	if !o.yes && a.opts.IsTerminal(a.opts.IOStreams.In) && a.opts.IsTerminal(out) {
-		ok, err := confirm(a.opts.IOStreams.In, out, fmt.Sprintf("\nApply %d %s? [y/N]: ", len(p.changes), plural(len(p.changes), "change", "changes")))
+	if !o.yes {
+		ok, err := a.confirm(fmt.Sprintf("\nApply %d %s? [y/N]: ", len(p.changes), plural(len(p.changes), "change", "changes")))
 		if err != nil {
 			return err
 		}
 		if !ok {
-			return &ExitCodeError{Code: ExitError, Err: errors.New("repair aborted; nothing was changed")}
+			return &ExitCodeError{Code: ExitError, Err: errors.New("repair aborted; nothing was changed (--yes applies without asking)")}
 		}
 	}
 
@@ -253,195 +278,4 @@ func (a *app) repairOne(ctx context.Context, conn *connection, r row, policy eng
 		}
 		r = row{entry: e, decision: d}
 	}
-}
-
-// Texts of the plan. They name no UIDs or times of day except where they are
-// the point, so that the same fleet gives the same plan.
-
-func changeWhy(r row, p engine.Policy) string {
-	d, o := r.decision, r.entry.Observation
-	switch d.Action {
-	case engine.ActionAdopt:
-		switch d.Owner {
-		case engine.OwnerMissing:
-			return "no ownerReference to its Cluster (as after a restore): point it at the Cluster"
-		case engine.OwnerStaleUID:
-			return "ownerReference to an old UID of its Cluster (as after a restore or move): point it at the current one"
-		case engine.OwnerWrongCluster:
-			return "ownerReference to another Cluster: point it at its own"
-		}
-		return "stale cluster-absent mark: the Cluster exists again; drop the mark"
-	case engine.ActionRelease:
-		switch d.Reason {
-		case engine.ReasonClusterDeleting:
-			return "Cluster is being deleted: mark the lock for release and delete it (the admission policy refuses the garbage collector's delete)"
-		case engine.ReasonHolderGone:
-			return fmt.Sprintf("holder machine %q does not exist and no grant protects another machine: mark the lock for release and delete it, so that the next machine may take it", d.Holder)
-		}
-		return "control plane initialised: the lock has done its job; mark it for release and delete it (--release-after-init)"
-	case engine.ActionMarkOrphan:
-		return fmt.Sprintf("Cluster not found: mark the lock now; a repair run %s or more later (--orphan-grace) collects it if the Cluster is still missing and the holder is gone", p.OrphanGrace)
-	case engine.ActionCollect:
-		since := "-"
-		if o.Lock != nil && o.Lock.ClusterAbsentSince != nil {
-			since = o.Lock.ClusterAbsentSince.UTC().Format(time.RFC3339)
-		}
-		return fmt.Sprintf("Cluster missing since %s, longer than %s, and holder gone: delete the lock", since, p.OrphanGrace)
-	}
-	return string(d.Action)
-}
-
-// waitingWhy renders why Decide leaves a lock that is not healthy as it is
-// for now.
-func waitingWhy(r row) string {
-	d, o := r.decision, r.entry.Observation
-	since := "-"
-	if o.Lock != nil && o.Lock.ClusterAbsentSince != nil {
-		since = o.Lock.ClusterAbsentSince.UTC().Format(time.RFC3339)
-	}
-	switch d.Wait {
-	case engine.WaitPaused:
-		return "cluster is paused (a move or restore may be in progress): unpause it and run repair again"
-	case engine.WaitHolder:
-		if o.Cluster != nil && o.Cluster.Deleting {
-			return fmt.Sprintf("Cluster is being deleted, but holder machine %q, or a machine the grant register names, exists (Cluster API deletes the machines first): released once it is gone", d.Holder)
-		}
-		return fmt.Sprintf("Cluster missing since %s, but holder machine %q exists (a restore may still be bringing the Cluster back): looked at again by later repairs; 'kubectl initlock release' removes it", since, d.Holder)
-	case engine.WaitGrace:
-		return fmt.Sprintf("Cluster missing since %s: a repair from %s on collects it", since, d.WaitUntil.UTC().Format(time.RFC3339))
-	case engine.WaitHolderRestore:
-		return fmt.Sprintf("holder machine %q does not exist, but the lock is younger than the grace period (a restore may bring the Cluster and the lock back before the machines): a repair from %s on releases it if the machine is still gone", d.Holder, d.WaitUntil.UTC().Format(time.RFC3339))
-	case engine.WaitLockRecreated:
-		return fmt.Sprintf("lock deleted while machine %q holds the grant: the bootstrap provider recreates it for that machine at its next lock attempt", d.Holder)
-	case engine.WaitTakeOver:
-		return fmt.Sprintf("holder machine %q does not exist, and the Cluster's grant register names another machine: the next lock attempt of a provider using initlock hands the lock to that machine", d.Holder)
-	case engine.WaitDeleting:
-		return "being deleted, held back by another controller's finalizer: it counts as held by its holder until it is gone"
-	}
-	return string(d.Wait)
-}
-
-// humanWhy renders what a person has to do about a lock Decide leaves to
-// one, with the release command and, when Decide says the release needs
-// it, --force.
-func humanWhy(r row) string {
-	d := r.decision
-	ns, cluster, lock := r.entry.Namespace, r.entry.ClusterName, r.entry.LockName
-	if d.Verdict == engine.VerdictForeign {
-		return fmt.Sprintf("configmap %q is %v; refusing to touch it. Rename or delete it if nothing uses it, or rename the cluster", lock, d.Err)
-	}
-	rel := r.entry.Observation
-	rel.Intent = engine.IntentRelease
-	force := ""
-	if engine.Decide(rel, engine.Policy{}, time.Time{}).NeedsForce {
-		force = " --force"
-	}
-	problem := "the lock and the Cluster's grant register name two different existing machines"
-	if d.Err != nil {
-		problem = d.Err.Error()
-	}
-	return fmt.Sprintf("%s; it is never taken over silently. Once no machine of the cluster is running kubeadm init: kubectl initlock release %s -n %s%s",
-		problem, cluster, ns, force)
-}
-
-func printPlan(w io.Writer, p planned, policy engine.Policy, now time.Time) error {
-	after := "kept"
-	if policy.ReleaseAfterInit {
-		after = "released"
-	}
-	_, _ = fmt.Fprintf(w, "Policy: locks are %s once the control plane is initialised; orphan locks are collected %s after a repair marks them.\n", after, policy.OrphanGrace)
-	if len(p.changes) == 0 {
-		_, _ = fmt.Fprintln(w, "\nNothing to change.")
-	} else {
-		_, _ = fmt.Fprintf(w, "\nPlanned changes (%d):\n", len(p.changes))
-		t := newTable(w, false)
-		t.row("NAMESPACE", "CLUSTER", "LOCK", "VERDICT", "ACTION", "WHY")
-		for _, r := range p.changes {
-			t.row(r.entry.Namespace, r.entry.ClusterName, r.entry.LockName, string(r.decision.Verdict), string(r.decision.Action), changeWhy(r, policy))
-		}
-		if err := t.flush(); err != nil {
-			return err
-		}
-	}
-	if len(p.waiting) > 0 {
-		_, _ = fmt.Fprintf(w, "\nLeft as they are for now (%d):\n", len(p.waiting))
-		t := newTable(w, false)
-		t.row("NAMESPACE", "CLUSTER", "LOCK", "VERDICT", "WHY")
-		for _, r := range p.waiting {
-			t.row(r.entry.Namespace, r.entry.ClusterName, r.entry.LockName, string(r.decision.Verdict), waitingWhy(r))
-		}
-		if err := t.flush(); err != nil {
-			return err
-		}
-	}
-	if len(p.human) > 0 {
-		_, _ = fmt.Fprintf(w, "\nNeed a person (%d):\n", len(p.human))
-		t := newTable(w, false)
-		t.row("NAMESPACE", "CLUSTER", "LOCK", "VERDICT", "WHAT TO DO")
-		for _, r := range p.human {
-			t.row(r.entry.Namespace, r.entry.ClusterName, r.entry.LockName, string(r.decision.Verdict), humanWhy(r))
-		}
-		if err := t.flush(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func printSummary(w io.Writer, done map[initlock.Action]int, failed, human int, policy engine.Policy) {
-	var parts []string
-	for _, a := range []initlock.Action{engine.ActionAdopt, engine.ActionRelease, engine.ActionMarkOrphan, engine.ActionCollect, engine.ActionNone} {
-		if n := done[a]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", n, pastTense(a)))
-		}
-	}
-	if len(parts) == 0 {
-		parts = append(parts, "nothing changed")
-	}
-	_, _ = fmt.Fprintf(w, "\nDone: %s; %d failed.\n", strings.Join(parts, ", "), failed)
-	if done[engine.ActionMarkOrphan] > 0 {
-		_, _ = fmt.Fprintf(w, "Marked orphan locks are collected by a repair run %s or more from now, if their Cluster is still missing.\n", policy.OrphanGrace)
-	}
-	if human > 0 {
-		_, _ = fmt.Fprintf(w, "%d %s a person: see above.\n", human, plural(human, "lock needs", "locks need"))
-	}
-}
-
-func pastTense(a initlock.Action) string {
-	switch a {
-	case engine.ActionAdopt:
-		return "adopted"
-	case engine.ActionRelease:
-		return "released"
-	case engine.ActionMarkOrphan:
-		return "marked"
-	case engine.ActionCollect:
-		return "collected"
-	case engine.ActionNone:
-		return "unchanged"
-	}
-	return string(a)
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
-
-// confirm asks a yes/no question; only "y" or "yes" is yes.
-func confirm(in io.Reader, out io.Writer, question string) (bool, error) {
-	if _, err := fmt.Fprint(out, question); err != nil {
-		return false, err
-	}
-	line, err := bufio.NewReader(in).ReadString('\n')
-	if err != nil && !errors.Is(err, io.EOF) {
-		return false, fmt.Errorf("reading the answer: %w", err)
-	}
-	switch strings.ToLower(strings.TrimSpace(line)) {
-	case "y", "yes":
-		return true, nil
-	}
-	return false, nil
 }

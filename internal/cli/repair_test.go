@@ -88,7 +88,7 @@ func TestRepairAfterVeleroRestore(t *testing.T) {
 	}
 
 	var c kubeenv.Counter
-	r := invocation{wrap: counting(&c)}.run(t, "repair", "-n", ns)
+	r := invocation{wrap: counting(&c)}.run(t, "repair", "-n", ns, "--yes")
 	r.expectCode(t, cli.ExitOK)
 	if !strings.Contains(r.out, "adopted") || !strings.Contains(r.out, "no ownerReference to its Cluster") {
 		t.Errorf("repair output:\n%s", r.out)
@@ -108,7 +108,7 @@ func TestRepairAfterVeleroRestore(t *testing.T) {
 	}
 	// A second repair has nothing to do.
 	c.Reset()
-	r = invocation{wrap: counting(&c)}.run(t, "repair", "-n", ns)
+	r = invocation{wrap: counting(&c)}.run(t, "repair", "-n", ns, "--yes")
 	r.expectCode(t, cli.ExitOK)
 	if c.Writes() != 0 || !strings.Contains(r.out, "Nothing to change.") {
 		t.Errorf("second repair made %d writes:\n%s", c.Writes(), r.out)
@@ -147,7 +147,7 @@ func TestRepairFleet(t *testing.T) {
 	ns := env.Namespace(t)
 	fleet(t, ns)
 	var c kubeenv.Counter
-	r := invocation{clock: pastGrace(), wrap: counting(&c)}.run(t, "repair", "-n", ns)
+	r := invocation{clock: pastGrace(), wrap: counting(&c)}.run(t, "repair", "-n", ns, "--yes")
 	r.expectCode(t, cli.ExitNeedsHuman)
 	if got := c.Writes(); got != 7 {
 		t.Errorf("writes = %d, want 7 (2 adopt, 2 releases of a release mark and a delete each, 1 orphan's mark)", got)
@@ -182,7 +182,7 @@ func TestRepairFleet(t *testing.T) {
 	// Run again at once: the orphan waits for its grace period, the rest is
 	// done or needs a person.
 	c.Reset()
-	r = invocation{wrap: counting(&c)}.run(t, "repair", "-n", ns)
+	r = invocation{wrap: counting(&c)}.run(t, "repair", "-n", ns, "--yes")
 	r.expectCode(t, cli.ExitNeedsHuman)
 	if c.Writes() != 0 {
 		t.Errorf("second repair made %d writes:\n%s", c.Writes(), r.out)
@@ -197,7 +197,7 @@ func TestRepairCollectsOrphanAfterGrace(t *testing.T) {
 	clk := testingclock.NewFakePassiveClock(time.Now())
 	inv := invocation{clock: clk}
 
-	r := inv.run(t, "repair", "-n", ns, "--orphan-grace=10m")
+	r := inv.run(t, "repair", "-n", ns, "--orphan-grace=10m", "--yes")
 	r.expectCode(t, cli.ExitOK)
 	if !strings.Contains(r.out, "mark-orphan") || !strings.Contains(r.out, "marked") {
 		t.Fatalf("first repair:\n%s", r.out)
@@ -207,14 +207,14 @@ func TestRepairCollectsOrphanAfterGrace(t *testing.T) {
 	}
 
 	clk.SetTime(clk.Now().Add(5 * time.Minute))
-	r = inv.run(t, "repair", "-n", ns, "--orphan-grace=10m")
+	r = inv.run(t, "repair", "-n", ns, "--orphan-grace=10m", "--yes")
 	r.expectCode(t, cli.ExitOK)
 	if !strings.Contains(r.out, "Left as they are for now (1)") || kubeenv.MustGetLock(t, env.Client, ns, "c1") == nil {
 		t.Fatalf("repair within the grace period:\n%s", r.out)
 	}
 
 	clk.SetTime(clk.Now().Add(6 * time.Minute))
-	r = inv.run(t, "repair", "-n", ns, "--orphan-grace=10m")
+	r = inv.run(t, "repair", "-n", ns, "--orphan-grace=10m", "--yes")
 	r.expectCode(t, cli.ExitOK)
 	if !strings.Contains(r.out, "collected") || kubeenv.MustGetLock(t, env.Client, ns, "c1") != nil {
 		t.Fatalf("repair after the grace period:\n%s", r.out)
@@ -268,7 +268,7 @@ func TestRepairNeverDeletesLockOfRunningInit(t *testing.T) {
 			// Three rounds, each a grace period apart, so that every
 			// two-step action would have had its chance.
 			for range 3 {
-				r := invocation{clock: clk}.run(t, append([]string{"repair", "-n", ns}, tc.args...)...)
+				r := invocation{clock: clk}.run(t, append([]string{"repair", "-n", ns, "--yes"}, tc.args...)...)
 				r.expectCode(t, cli.ExitOK)
 				cm := kubeenv.MustGetLock(t, env.Client, ns, "c1")
 				if cm == nil {
@@ -325,7 +325,7 @@ func TestRepairRetriesAfterConflict(t *testing.T) {
 		newMachine(t, ns, "c1", "m1", nil)
 		newLock(t, ns, "c1", "m1", nil)
 		var c kubeenv.Counter
-		r := invocation{wrap: interfere(t, &c, http.MethodPatch, ns, "c1", 1, touch)}.run(t, "repair", "-n", ns)
+		r := invocation{wrap: interfere(t, &c, http.MethodPatch, ns, "c1", 1, touch)}.run(t, "repair", "-n", ns, "--yes")
 		r.expectCode(t, cli.ExitOK)
 		if got := c.Count("patch"); got != 2 {
 			t.Errorf("patches = %d, want 2 (a conflict, then the adoption)", got)
@@ -340,7 +340,7 @@ func TestRepairRetriesAfterConflict(t *testing.T) {
 		newLock(t, ns, "c1", "m1", cl)
 		var c kubeenv.Counter
 		del := func(ctx context.Context, cm *corev1.ConfigMap) error { return env.Client.Delete(ctx, cm) }
-		r := invocation{wrap: interfere(t, &c, http.MethodDelete, ns, "c1", 1, del)}.run(t, "repair", "-n", ns)
+		r := invocation{wrap: interfere(t, &c, http.MethodDelete, ns, "c1", 1, del)}.run(t, "repair", "-n", ns, "--yes")
 		r.expectCode(t, cli.ExitOK)
 		if !strings.Contains(r.out, "now free, nothing to do") {
 			t.Errorf("output:\n%s", r.out)
@@ -352,7 +352,7 @@ func TestRepairRetriesAfterConflict(t *testing.T) {
 		newMachine(t, ns, "c1", "m1", nil)
 		newLock(t, ns, "c1", "m1", nil)
 		var c kubeenv.Counter
-		r := invocation{wrap: interfere(t, &c, http.MethodPatch, ns, "c1", 100, touch)}.run(t, "repair", "-n", ns)
+		r := invocation{wrap: interfere(t, &c, http.MethodPatch, ns, "c1", 100, touch)}.run(t, "repair", "-n", ns, "--yes")
 		r.expectCode(t, cli.ExitError)
 		if got := c.Count("patch"); got != 5 {
 			t.Errorf("patches = %d, want 5 (bounded)", got)
@@ -376,7 +376,7 @@ func TestRepairConfirmationAndProgressOnTerminal(t *testing.T) {
 		var c kubeenv.Counter
 		r := invocation{terminal: true, stdin: "n\n", wrap: counting(&c)}.run(t, "repair", "-n", ns)
 		r.expectCode(t, cli.ExitError)
-		if !strings.Contains(r.out, "Apply 1 change? [y/N]: ") || !strings.Contains(r.err, "repair aborted; nothing was changed") {
+		if !strings.Contains(r.err, "Apply 1 change? [y/N]: ") || !strings.Contains(r.err, "repair aborted; nothing was changed") {
 			t.Errorf("stdout:\n%s\nstderr:\n%s", r.out, r.err)
 		}
 		if c.Writes() != 0 {
@@ -395,8 +395,8 @@ func TestRepairConfirmationAndProgressOnTerminal(t *testing.T) {
 		ns := setup(t)
 		r := invocation{terminal: true}.run(t, "repair", "-n", ns, "--yes")
 		r.expectCode(t, cli.ExitOK)
-		if strings.Contains(r.out, "[y/N]") {
-			t.Errorf("asked despite --yes:\n%s", r.out)
+		if strings.Contains(r.out+r.err, "[y/N]") {
+			t.Errorf("asked despite --yes:\n%s%s", r.out, r.err)
 		}
 	})
 }
@@ -407,13 +407,13 @@ func TestRepairExitCodes(t *testing.T) {
 		cl := newCluster(t, ns, "c1", false)
 		newMachine(t, ns, "c1", "m1", nil)
 		newLock(t, ns, "c1", "m1", cl)
-		run(t, "repair", "-n", ns).expectCode(t, cli.ExitOK)
+		run(t, "repair", "-n", ns, "--yes").expectCode(t, cli.ExitOK)
 	})
 	t.Run("corrupt", func(t *testing.T) {
 		ns := env.Namespace(t)
 		cl := newCluster(t, ns, "c1", false)
 		newConfigMap(t, ns, "c1-lock", map[string]string{engine.ClusterNameLabel: "c1"}, map[string]string{engine.DataKey: `{"machineName":""}`}, cl)
-		r := run(t, "repair", "-n", ns)
+		r := run(t, "repair", "-n", ns, "--yes")
 		r.expectCode(t, cli.ExitNeedsHuman)
 		if !strings.Contains(r.out, "kubectl initlock release c1 -n "+ns+" --force") {
 			t.Errorf("no way out named:\n%s", r.out)
@@ -423,7 +423,7 @@ func TestRepairExitCodes(t *testing.T) {
 		ns := env.Namespace(t)
 		newCluster(t, ns, "c1", false)
 		newConfigMap(t, ns, "c1-lock", nil, nil, nil)
-		r := run(t, "repair", "-n", ns)
+		r := run(t, "repair", "-n", ns, "--yes")
 		r.expectCode(t, cli.ExitNeedsHuman)
 		if !strings.Contains(r.out, `configmap "c1-lock" is not an init lock (no cluster.x-k8s.io/cluster-name label); refusing to touch it`) {
 			t.Errorf("output:\n%s", r.out)
@@ -460,12 +460,12 @@ func TestRepairWaitsForARestoredHolder(t *testing.T) {
 	cl := newCluster(t, ns, "c1", false)
 	newLock(t, ns, "c1", "m-gone", cl)
 	var c kubeenv.Counter
-	r := invocation{wrap: counting(&c)}.run(t, "repair", "-n", ns)
+	r := invocation{wrap: counting(&c)}.run(t, "repair", "-n", ns, "--yes")
 	r.expectCode(t, cli.ExitOK)
 	if c.Writes() != 0 || !strings.Contains(r.out, "younger than the grace period") {
 		t.Fatalf("repair of a young lock of a gone holder made %d writes:\n%s", c.Writes(), r.out)
 	}
-	r = invocation{clock: pastGrace(), wrap: counting(&c)}.run(t, "repair", "-n", ns)
+	r = invocation{clock: pastGrace(), wrap: counting(&c)}.run(t, "repair", "-n", ns, "--yes")
 	r.expectCode(t, cli.ExitOK)
 	if c.Writes() != 2 || kubeenv.MustGetLock(t, env.Client, ns, "c1") != nil {
 		t.Fatalf("repair past the grace period made %d writes, want 2 (the release mark, the delete):\n%s", c.Writes(), r.out)

@@ -169,6 +169,9 @@ type connection struct {
 }
 
 func (a *app) connect() (*connection, error) {
+	if err := a.checkKubeconfig(); err != nil {
+		return nil, err
+	}
 	cfg, err := a.flags.ToRESTConfig()
 	if err != nil {
 		return nil, kubeconfigError(err)

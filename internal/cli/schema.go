@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/initlock/initlock/internal/cli/inventory"
@@ -26,6 +27,9 @@ type LockList struct {
 	Kind       string `json:"kind"`
 	// Policy is the policy the actions were computed with.
 	Policy PolicyStatus `json:"policy"`
+	// PolicySource says where Policy comes from: the installed
+	// initlock-manager's Deployment, the command line, or the defaults.
+	PolicySource string `json:"policySource,omitempty"`
 	// Items, sorted by namespace then cluster.
 	Items []LockStatus `json:"items"`
 }
@@ -73,10 +77,12 @@ type LockStatus struct {
 	// Verdict: healthy, unowned, held-after-init, stale-holder, orphan,
 	// corrupt, foreign, lost or free.
 	Verdict string `json:"verdict"`
-	// Action is what repair would do under Policy: none, adopt, release,
-	// mark-orphan or collect.
+	// Action is what the installed initlock-manager, and repair, would do
+	// under Policy: none, adopt, release, mark-orphan or collect; none for
+	// a lock that no installed manager handles (see Problem).
 	Action string `json:"action"`
-	// Problem says why the lock cannot be used or touched, when it cannot.
+	// Problem says why the lock cannot be used or touched, when it cannot,
+	// or that no installed initlock-manager handles it.
 	Problem string `json:"problem,omitempty"`
 }
 
@@ -84,12 +90,24 @@ type LockStatus struct {
 type row struct {
 	entry    inventory.Entry
 	decision engine.Decision
+	// unhandled, when set, says why no installed manager acts on the lock:
+	// its decision's action is not taken.
+	unhandled string
 }
 
-func decideAll(inv *inventory.Inventory, p engine.Policy, now time.Time) []row {
+// action is the action taken on the row: its decision's, unless no
+// installed manager handles it.
+func (r row) action() string {
+	if r.unhandled != "" {
+		return string(engine.ActionNone)
+	}
+	return string(r.decision.Action)
+}
+
+func decideAll(inv *inventory.Inventory, p usedPolicy, now time.Time) []row {
 	rows := make([]row, 0, len(inv.Entries))
 	for _, e := range inv.Entries {
-		rows = append(rows, row{entry: e, decision: engine.Decide(e.Observation, p, now)})
+		rows = append(rows, row{entry: e, decision: engine.Decide(e.Observation, p.Policy, now), unhandled: p.unhandled(e)})
 	}
 	return rows
 }
@@ -104,7 +122,7 @@ func (r row) status() LockStatus {
 		Holder:     d.Holder,
 		Owner:      string(d.Owner),
 		Verdict:    string(d.Verdict),
-		Action:     string(d.Action),
+		Action:     r.action(),
 	}
 	if o.Cluster != nil {
 		s.ClusterExists, s.ClusterInitialized, s.ClusterPaused = true, o.Cluster.Initialized, o.Cluster.Paused
@@ -119,9 +137,14 @@ func (r row) status() LockStatus {
 	} else if d.Verdict == engine.VerdictLost {
 		s.HolderExists = true // a grant is only ever read from an existing Machine
 	}
+	var problems []string
 	if d.Err != nil {
-		s.Problem = problem(d.Err)
+		problems = append(problems, problem(d.Err))
 	}
+	if r.unhandled != "" {
+		problems = append(problems, r.unhandled)
+	}
+	s.Problem = strings.Join(problems, "; ")
 	return s
 }
 

@@ -7,8 +7,13 @@ import (
 	"strings"
 	"testing"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 )
@@ -102,4 +107,56 @@ func GeneratedClusterRoleRules(t testing.TB, dir string) []rbacv1.PolicyRule {
 		t.Fatalf("%s: first object is a %s with %d rules, want a ClusterRole with rules", path, role.Kind, len(role.Rules))
 	}
 	return role.Rules
+}
+
+// ServiceAccountToken creates the ServiceAccount ns/name unless it exists,
+// and returns a token of it, valid ten minutes, from the TokenRequest API:
+// what a Pod running as that ServiceAccount presents.
+func (e *Env) ServiceAccountToken(t testing.TB, ns, name string) string {
+	t.Helper()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if err := e.Client.Create(t.Context(), sa); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating ServiceAccount %s/%s: %v", ns, name, err)
+	}
+	cs, err := kubernetes.NewForConfig(e.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(t.Context(), name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: new(int64(600))},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("requesting a token for ServiceAccount %s/%s: %v", ns, name, err)
+	}
+	return tr.Status.Token
+}
+
+// ServiceAccountConfig returns a rest.Config that authenticates as the
+// ServiceAccount ns/name with a token of it (ServiceAccountToken), with the
+// Env's rate limits.
+func (e *Env) ServiceAccountConfig(t testing.TB, ns, name string) *rest.Config {
+	t.Helper()
+	cfg := rest.AnonymousClientConfig(e.Config)
+	cfg.BearerToken = e.ServiceAccountToken(t, ns, name)
+	return cfg
+}
+
+// BindMetricsReader creates the metrics-reader ClusterRole of config/rbac,
+// under a name of the namespace's own, and binds it to the ServiceAccount
+// ns/sa, as an operator binds a Prometheus to it.
+func (e *Env) BindMetricsReader(t testing.TB, ns, sa string) {
+	t.Helper()
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "config", "rbac", "metrics_reader_role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.UnmarshalStrict(b, role); err != nil {
+		t.Fatalf("reading metrics_reader_role.yaml: %v", err)
+	}
+	e.BindClusterRole(t, "initlock-metrics-reader-"+ns, role.Rules, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa})
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -49,7 +48,7 @@ func TestRestrictedRBAC(t *testing.T) {
 	opts.LeaderElection = true
 	opts.LeaderElectionNamespace = system
 	opts.OrphanGrace, opts.OrphanSettle = 2*time.Second, 0
-	opts.MetricsBindAddress, opts.HealthProbeBindAddress = freeAddress(t), freeAddress(t)
+	opts.MetricsBindAddress, opts.HealthProbeBindAddress = kubeenv.FreeAddress(t), kubeenv.FreeAddress(t)
 	opts.MetricsSecure = true
 
 	// Adoption: an unowned lock; release: an initialised Cluster; orphan:
@@ -238,20 +237,6 @@ func leaseIn(ns string) client.Object {
 	u.SetNamespace(ns)
 	u.SetName("not-allowed")
 	return u
-}
-
-// freeAddress returns a loopback address with a port free at the time.
-func freeAddress(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
 }
 
 func httpGet(t testing.TB, url string) (string, error) {

@@ -12,7 +12,6 @@ import (
 	riav2 "github.com/vmware-tanzu/velero/pkg/plugin/velero/restoreitemaction/v2"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/initlock/initlock/internal/relink"
@@ -29,8 +28,9 @@ const (
 	LabelledActionName = "initlock.dev/restore-owner-references-labelled"
 )
 
-// Environment variables read by ConfigFromEnv. Velero starts its plugins
-// with its own environment, so they are set on the Velero server container.
+// Environment variables read by ConfigFromEnv, deprecated in favour of the
+// settings ConfigMap (see Settings). Velero starts its plugins with its own
+// environment, so they are set on the Velero server container.
 const (
 	// EnvResources lists the resources the first action applies to, comma
 	// separated, as Velero's --include-resources takes them: plural names,
@@ -66,27 +66,13 @@ func DefaultConfig() Config {
 
 // ConfigFromEnv returns DefaultConfig with the values set in the
 // environment (read with getenv; nil means os.Getenv) replacing its own.
+// The variables are deprecated: Settings reads the settings ConfigMap
+// first.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	cfg := DefaultConfig()
-	if v := getenv(EnvResources); v != "" {
-		cfg.Resources = splitList(v)
-	}
-	if v := getenv(EnvLabelledResources); v != "" {
-		cfg.LabelledResources = splitList(v)
-	}
-	if v := getenv(EnvLabelSelector); v != "" {
-		cfg.LabelSelector = v
-	}
-	if _, err := labels.Parse(cfg.LabelSelector); err != nil {
-		return Config{}, fmt.Errorf("%s=%q is not a label selector: %w", EnvLabelSelector, cfg.LabelSelector, err)
-	}
-	if len(cfg.Resources) == 0 && len(cfg.LabelledResources) == 0 {
-		return Config{}, fmt.Errorf("%s and %s select no resource: set at least one of them", EnvResources, EnvLabelledResources)
-	}
-	return cfg, nil
+	return parseConfig(getenv, envNames)
 }
 
 func splitList(v string) []string {

@@ -21,7 +21,11 @@
 //     kept, and an annotation that is not valid fails the item with an
 //     error naming it.
 //
-// It does not talk to the API server and does not link anything itself.
-// Which items it applies to is set by Config, read from the environment of
-// the Velero server (see ConfigFromEnv).
+// It links nothing itself. Which items it applies to is set by Config,
+// which Settings reads when Velero creates the actions for a restore: from
+// a ConfigMap in Velero's namespace labelled as Velero's documentation asks
+// of plugins (PluginConfigLabel and SettingsLabel), else from the
+// deprecated environment variables of the Velero server (ConfigFromEnv),
+// else the defaults. That one list of ConfigMaps per action and restore is
+// its only request to the API server.
 package velero

@@ -1,13 +1,8 @@
 package velero_test
 
 import (
-	"os/exec"
-	"path/filepath"
 	"testing"
 
-	"github.com/sirupsen/logrus"
-	"github.com/vmware-tanzu/velero/pkg/plugin/clientmgmt"
-	"github.com/vmware-tanzu/velero/pkg/plugin/clientmgmt/process"
 	veleroplugin "github.com/vmware-tanzu/velero/pkg/plugin/velero"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -18,21 +13,10 @@ import (
 
 // TestPluginBinaryServesTheActions builds the plugin binary and loads it the
 // way the Velero server does, from a plugin folder over go-plugin's gRPC,
-// then runs the actions through that connection.
+// then runs the actions through that connection (pluginManager).
 func TestPluginBinaryServesTheActions(t *testing.T) {
-	dir := t.TempDir()
-	build := exec.CommandContext(t.Context(), "go", "build", "-o", filepath.Join(dir, "velero-plugin-initlock"),
-		"github.com/initlock/initlock/cmd/velero-plugin-initlock")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the plugin: %v\n%s", err, out)
-	}
-	log := quietLogger()
-	registry := process.NewRegistry(dir, log, logrus.InfoLevel)
-	if err := registry.DiscoverPlugins(); err != nil {
-		t.Fatalf("discovering plugins: %v", err)
-	}
-	mgr := clientmgmt.NewManager(log, logrus.InfoLevel, registry)
-	t.Cleanup(mgr.CleanupClients)
+	ns := env.Namespace(t)
+	mgr := pluginManager(t, pluginDir(t), ns)
 
 	actions, err := mgr.GetRestoreItemActionsV2()
 	if err != nil {
@@ -62,7 +46,6 @@ func TestPluginBinaryServesTheActions(t *testing.T) {
 		t.Fatalf("AppliesTo = %+v, %v", sel, err)
 	}
 
-	ns := env.Namespace(t)
 	_, backed := ownedGraph(t, ns)
 	out, err := action.Execute(&veleroplugin.RestoreItemActionExecuteInput{
 		Item: resetForRestore(t, backed, ns), ItemFromBackup: backed, Restore: restoreObject(ns),

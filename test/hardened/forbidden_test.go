@@ -33,7 +33,7 @@ func TestMissingPermission(t *testing.T) {
 
 func testMissingPermission(t *testing.T, resource, verb string) {
 	ns := env.Namespace(t)
-	rules := without(kubeenv.GeneratedClusterRoleRules(t, "rbac"), resource, verb)
+	rules := without(installRules(t), resource, verb)
 	cfg := restrictedUser(t, ns, rules)
 
 	v := env.CAPIVersion

@@ -29,6 +29,14 @@ func TestMain(m *testing.M) {
 	kubeenv.Main(m, kubeenv.Options{OwnerReferencesPermissionEnforcement: true}, &env)
 }
 
+// installRules are the manager's rules on such a cluster: the generated
+// ClusterRole of config/rbac and the opt-in one of
+// config/owner-references-enforcement.
+func installRules(t *testing.T) []rbacv1.PolicyRule {
+	t.Helper()
+	return append(kubeenv.GeneratedClusterRoleRules(t, "rbac"), kubeenv.GeneratedClusterRoleRules(t, "owner-references-enforcement")...)
+}
+
 // restrictedUser binds rules to a new user named after the namespace and
 // returns its rest.Config once the authorizer applies the binding.
 func restrictedUser(t *testing.T, ns string, rules []rbacv1.PolicyRule) *rest.Config {

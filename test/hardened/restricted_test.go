@@ -19,7 +19,7 @@ import (
 // recorded, the lock is adopted, and no request is refused.
 func TestRestrictedRelinkAndAdoption(t *testing.T) {
 	ns := env.Namespace(t)
-	cfg := restrictedUser(t, ns, kubeenv.GeneratedClusterRoleRules(t, "rbac"))
+	cfg := restrictedUser(t, ns, installRules(t))
 
 	v := env.CAPIVersion
 	create(t,
@@ -52,13 +52,22 @@ func TestRestrictedRelinkAndAdoption(t *testing.T) {
 	}
 }
 
-// TestRoleGrantsOnlyTheNeededFinalizers checks that the generated
-// ClusterRole grants update on the finalizers of exactly the owners that
-// Cluster API gives blockOwnerDeletion references among the default relinked
-// kinds, and nothing else on any finalizers.
+// TestRoleGrantsOnlyTheNeededFinalizers checks that the opt-in ClusterRole
+// of config/owner-references-enforcement grants update on the finalizers of
+// exactly the owners that Cluster API gives blockOwnerDeletion references
+// among the default relinked kinds, and nothing else on any finalizers, and
+// that the default ClusterRole grants neither that nor delete on any Cluster
+// API kind.
 func TestRoleGrantsOnlyTheNeededFinalizers(t *testing.T) {
-	var got []string
 	for _, r := range kubeenv.GeneratedClusterRoleRules(t, "rbac") {
+		for _, res := range r.Resources {
+			if strings.HasSuffix(res, "/finalizers") || (slices.Contains(r.Verbs, "delete") && slices.Contains(r.APIGroups, "cluster.x-k8s.io")) {
+				t.Errorf("the default ClusterRole grants %v on %s: only the overlay for OwnerReferencesPermissionEnforcement may", r.Verbs, res)
+			}
+		}
+	}
+	var got []string
+	for _, r := range kubeenv.GeneratedClusterRoleRules(t, "owner-references-enforcement") {
 		for _, res := range r.Resources {
 			if !strings.HasSuffix(res, "/finalizers") {
 				continue

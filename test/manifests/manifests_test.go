@@ -8,16 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -92,47 +89,6 @@ func TestInstallManifestsAreValid(t *testing.T) {
 	t.Run("relink-secrets", func(t *testing.T) { validateInstall(t, render(t, "KUSTOMIZE_DIR=config/relink-secrets")) })
 }
 
-// TestLeastPrivilege checks that only the relink-secrets overlay grants
-// access to Secrets, and that the metrics are served over HTTPS with a
-// metrics-reader ClusterRole to bind to scrapers.
-func TestLeastPrivilege(t *testing.T) {
-	for _, tc := range []struct {
-		name        string
-		objs        []*unstructured.Unstructured
-		wantSecrets bool
-	}{
-		{"default", render(t), false},
-		{"relink-secrets", render(t, "KUSTOMIZE_DIR=config/relink-secrets"), true},
-	} {
-		secrets, reader, args := false, false, ""
-		for _, o := range tc.objs {
-			switch o.GetKind() {
-			case "ClusterRole", "Role":
-				var r rbacv1.ClusterRole
-				convert(t, o, &r)
-				for _, rule := range r.Rules {
-					secrets = secrets || slices.Contains(rule.Resources, "secrets") || slices.Contains(rule.Resources, "*")
-					reader = reader || slices.Contains(rule.NonResourceURLs, "/metrics")
-				}
-			case "Deployment":
-				var d appsv1.Deployment
-				convert(t, o, &d)
-				args = strings.Join(d.Spec.Template.Spec.Containers[0].Args, " ")
-			}
-		}
-		if secrets != tc.wantSecrets || strings.Contains(args, "--relink-secrets") != tc.wantSecrets {
-			t.Errorf("%s: a role grants Secrets: %t, manager args %q; want Secrets only with the overlay", tc.name, secrets, args)
-		}
-		if !reader || !strings.Contains(args, "--metrics-bind-address=:8443") || strings.Contains(args, "--metrics-secure=false") {
-			t.Errorf("%s: metrics-reader ClusterRole: %t, manager args %q; want HTTPS metrics on :8443", tc.name, reader, args)
-		}
-	}
-}
-
-// NamespaceSelector selects the Namespace of the install manifests alone,
-// as the README applies it before a server-side dry run of the rest.
-const NamespaceSelector = "app.kubernetes.io/component=namespace"
-
 // validateInstall applies objs with server-side apply and dryRun=All, in
 // their order, and fails on errors and on warnings. The objects selected by
 // NamespaceSelector, which must be the Namespaces, are applied for real
@@ -158,28 +114,11 @@ func validateInstall(t *testing.T, objs []*unstructured.Unstructured) {
 			t.Fatalf("applying namespace %s: %v", o.GetName(), err)
 		}
 	}
-	// Warnings count as failures: they are how the API server reports,
-	// among others, a Pod template that breaks the namespace's Pod
-	// Security level.
-	warnings := &warningCollector{}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.WarningHandler = warnings
-	c, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	validate := validator(t)
 	kinds := map[string]int{}
 	for _, o := range objs {
 		kinds[o.GetKind()]++
-		warnings.reset()
-		err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()),
-			client.FieldOwner("initlock-install-test"), client.ForceOwnership, client.DryRunAll)
-		if err != nil {
-			t.Errorf("%s %s: not valid for kube-apiserver %s: %v", o.GetKind(), key(o), kubeenv.KubeVersion, err)
-		}
-		for _, w := range warnings.take() {
-			t.Errorf("%s %s: kube-apiserver %s warns: %s", o.GetKind(), key(o), kubeenv.KubeVersion, w)
-		}
+		validate(o)
 	}
 	for _, kind := range []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment", "Service"} {
 		if kinds[kind] == 0 {
@@ -194,6 +133,33 @@ func validateInstall(t *testing.T, objs []*unstructured.Unstructured) {
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(o), &appsv1.Deployment{})
 		if !apierrors.IsNotFound(err) {
 			t.Errorf("Deployment %s exists after a dry run (err %v)", key(o), err)
+		}
+	}
+}
+
+// validator returns a function that applies an object with server-side
+// apply and dryRun=All, and fails on an error or a warning. Warnings count
+// as failures: they are how the API server reports, among others, a Pod
+// template that breaks the namespace's Pod Security level.
+func validator(t *testing.T) func(*unstructured.Unstructured) {
+	t.Helper()
+	warnings := &warningCollector{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WarningHandler = warnings
+	c, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(o *unstructured.Unstructured) {
+		t.Helper()
+		warnings.reset()
+		err := c.Apply(t.Context(), client.ApplyConfigurationFromUnstructured(o.DeepCopy()),
+			client.FieldOwner("initlock-install-test"), client.ForceOwnership, client.DryRunAll)
+		if err != nil {
+			t.Errorf("%s %s: not valid for kube-apiserver %s: %v", o.GetKind(), key(o), kubeenv.KubeVersion, err)
+		}
+		for _, w := range warnings.take() {
+			t.Errorf("%s %s: kube-apiserver %s warns: %s", o.GetKind(), key(o), kubeenv.KubeVersion, w)
 		}
 	}
 }
@@ -261,38 +227,6 @@ func TestInstallManifestsAreConsistent(t *testing.T) {
 		if len(s.Spec.Selector) == 0 || !matched {
 			t.Errorf("Service %s selects no Pod of the manifests' Deployments (selector %v)", k, s.Spec.Selector)
 		}
-	}
-}
-
-// TestInstallHoldsTheLockGuard checks that the install renders the lock
-// guard (config/protection) as the tests install it (kubeenv.ReadLockGuard):
-// the same policy and binding, with the same names.
-func TestInstallHoldsTheLockGuard(t *testing.T) {
-	want, err := kubeenv.ReadLockGuard()
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := 0
-	for _, o := range render(t) {
-		switch o.GetKind() {
-		case "ValidatingAdmissionPolicy":
-			var got admissionv1.ValidatingAdmissionPolicy
-			convert(t, o, &got)
-			if got.Name != want.Policy.Name || !equality.Semantic.DeepEqual(got.Spec, want.Policy.Spec) {
-				t.Errorf("install renders policy %s, want %s as %s holds it", got.Name, want.Policy.Name, kubeenv.LockGuardFile)
-			}
-			found++
-		case "ValidatingAdmissionPolicyBinding":
-			var got admissionv1.ValidatingAdmissionPolicyBinding
-			convert(t, o, &got)
-			if got.Name != want.Binding.Name || !equality.Semantic.DeepEqual(got.Spec, want.Binding.Spec) {
-				t.Errorf("install renders binding %s (%+v), want %s (%+v)", got.Name, got.Spec, want.Binding.Name, want.Binding.Spec)
-			}
-			found++
-		}
-	}
-	if found != 2 {
-		t.Fatalf("install renders %d lock guard objects, want the policy and its binding", found)
 	}
 }
 

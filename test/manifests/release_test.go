@@ -18,7 +18,7 @@ func TestReleaseInstallManifests(t *testing.T) {
 	if dist == "" {
 		t.Fatal("INITLOCK_DIST is not set: run this test with make test-release")
 	}
-	for _, name := range []string{"install.yaml", "install-relink-secrets.yaml", "addon-components.yaml"} {
+	for _, name := range []string{"install.yaml", "install-relink-secrets.yaml", "addon-components.yaml", "owner-references-enforcement.yaml"} {
 		t.Run(name, func(t *testing.T) {
 			b, err := os.ReadFile(filepath.Join(dist, name))
 			if err != nil {
@@ -27,6 +27,14 @@ func TestReleaseInstallManifests(t *testing.T) {
 			objs, err := decode(b)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if name == "owner-references-enforcement.yaml" {
+				// Applied beside an install: a ClusterRole and its binding.
+				validate := validator(t)
+				for _, o := range objs {
+					validate(o)
+				}
+				return
 			}
 			if len(objs) == 0 || objs[0].GetKind() != "Namespace" {
 				t.Fatalf("%s does not start with the Namespace", name)

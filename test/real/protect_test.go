@@ -180,7 +180,7 @@ func managerDown(t *testing.T, ns, cluster string) {
 	kubeconfig, err := source.Env.WriteKubeconfig("operator", []string{"system:masters"})
 	must(t, err)
 	var out, errOut bytes.Buffer
-	args := []string{"release", cluster, "-n", ns, "--force", "--kubeconfig", kubeconfig}
+	args := []string{"release", cluster, "-n", ns, "--force", "--yes", "--kubeconfig", kubeconfig}
 	t.Logf("$ kubectl initlock %s", strings.Join(args[:len(args)-2], " "))
 	code := cli.Execute(ctx, cli.Options{IOStreams: genericiooptions.IOStreams{Out: &out, ErrOut: &errOut}}, args)
 	t.Logf("%s%s", out.String(), errOut.String())

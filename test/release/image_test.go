@@ -8,7 +8,6 @@ import (
 	"crypto/tls"
 	"debug/elf"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -107,7 +106,7 @@ func TestReleaseManagerImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := env.Namespace(t)
-	metricsAddr, probeAddr := freeAddress(t), freeAddress(t)
+	metricsAddr, probeAddr := kubeenv.FreeAddress(t), kubeenv.FreeAddress(t)
 	cmd := u.command(t, "--kubeconfig=/kubeconfig", "--namespace="+ns, "--leader-elect", "--leader-election-namespace="+ns,
 		"--metrics-bind-address="+metricsAddr, "--health-probe-bind-address="+probeAddr)
 	if os.Geteuid() != 0 {
@@ -129,7 +128,8 @@ func TestReleaseManagerImage(t *testing.T) {
 // TestReleasePluginImage runs the Velero plugin image as "velero plugin
 // add" does, as an init container with an empty folder mounted at /target,
 // then loads the plugin binary it copied there the way the Velero server
-// does, over go-plugin's gRPC, and runs an action through it.
+// does, over go-plugin's gRPC, and runs an action through it (which reads
+// its settings from the API server).
 func TestReleasePluginImage(t *testing.T) {
 	u := unpack(t, "velero-plugin-initlock")
 	u.check(t, []string{"/copy-plugins", "-from=/plugins", "-to=/target"}, "copy-plugins", "plugins/", "plugins/velero-plugin-initlock")
@@ -159,6 +159,14 @@ func TestReleasePluginImage(t *testing.T) {
 		t.Fatalf("/target holds %d entries, want the plugin only", len(entries))
 	}
 
+	// The plugin reads its settings ConfigMap in Velero's namespace, with
+	// the kubeconfig and namespace Velero gives it.
+	kubeconfig, err := env.WriteKubeconfig("velero", []string{"system:masters"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", kubeconfig)
+	t.Setenv("VELERO_NAMESPACE", env.Namespace(t))
 	log := logrus.New()
 	log.SetOutput(&bytes.Buffer{})
 	registry := process.NewRegistry(target, log, logrus.InfoLevel)
@@ -195,16 +203,6 @@ func TestReleasePluginImage(t *testing.T) {
 	if want := `{"version":2,"owners":[{"apiVersion":"cluster.x-k8s.io/v1beta2","kind":"MachineSet","name":"ms-0","uid":"2b1e0c1e-0000-4000-8000-000000000001","controller":true}]}`; ann != want {
 		t.Fatalf("annotation = %s, want %s", ann, want)
 	}
-}
-
-func freeAddress(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
 }
 
 // status checks that GET url answers with the status code want.

@@ -4,6 +4,7 @@
 // ($INITLOCK_DIST, written by make release) as a local file repository and
 // reads them back as "clusterctl generate provider --addon initlock"
 // does, checking the release series, the contract, the provider label on
-// every object, the target namespace and the image. make test-release runs
-// it; it holds no code of its own.
+// every object, the target namespace and the image, and the clusterctl
+// variables of the manager's settings, with their defaults and set. make
+// test-release runs it; it holds no code of its own.
 package release

@@ -3,7 +3,9 @@ package notes
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 )
 
@@ -71,4 +73,36 @@ func git(dir string, args ...string) (string, error) {
 		return "", fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return string(out), nil
+}
+
+// Compatibility markers delimit the one compatibility table, in
+// docs/install.md and README.md alike.
+const (
+	compatibilityStart = "<!-- compatibility:"
+	compatibilityEnd   = "<!-- end of compatibility -->"
+)
+
+// Compatibility returns the compatibility table of docs/install.md in the
+// work tree root, without its markers.
+func Compatibility(root string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(root, "docs", "install.md"))
+	if err != nil {
+		return "", err
+	}
+	return CompatibilityTable(string(b))
+}
+
+// CompatibilityTable returns the compatibility table of a Markdown text,
+// without its markers.
+func CompatibilityTable(markdown string) (string, error) {
+	_, rest, ok := strings.Cut(markdown, compatibilityStart)
+	if !ok {
+		return "", fmt.Errorf("no compatibility table (%s ... %s)", compatibilityStart, compatibilityEnd)
+	}
+	_, rest, _ = strings.Cut(rest, "-->\n")
+	table, _, ok := strings.Cut(rest, compatibilityEnd)
+	if !ok {
+		return "", fmt.Errorf("the compatibility table does not end with %s", compatibilityEnd)
+	}
+	return table, nil
 }

@@ -52,3 +52,27 @@ func TestChanges(t *testing.T) {
 		t.Fatalf("since v0.1.0:\n%s", got)
 	}
 }
+
+// README.md and docs/install.md show the same compatibility table, the one
+// the release notes copy.
+func TestOneCompatibilityTable(t *testing.T) {
+	root := filepath.Join("..", "..", "..")
+	want, err := notes.Compatibility(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := notes.CompatibilityTable(string(b))
+	if err != nil {
+		t.Fatalf("README.md: %v", err)
+	}
+	if got != want {
+		t.Errorf("README.md's compatibility table differs from docs/install.md's:\n%s\nvs\n%s", got, want)
+	}
+	if !strings.HasPrefix(want, "| initlock | Cluster API | Kubernetes (management cluster) | Velero |\n") {
+		t.Errorf("the compatibility table has other columns:\n%s", want)
+	}
+}

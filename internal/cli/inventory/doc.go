@@ -9,7 +9,8 @@
 // (each paginated):
 //
 //  1. the Clusters, as unstructured objects, in the Cluster API version the
-//     server prefers (capi.Discover: v1beta2, else v1beta1);
+//     server prefers (capi.Discover: v1beta2, else v1beta1), only those of
+//     Options.ClusterSelector when it is set;
 //  2. the ConfigMaps that carry the label cluster.x-k8s.io/cluster-name, in
 //     full (locks are small); one named "<label value>-lock" is that
 //     cluster's lock;

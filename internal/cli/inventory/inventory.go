@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/pkg/initlock"
@@ -29,6 +30,11 @@ type Options struct {
 	CAPIVersion string
 	// PageSize of each list; DefaultPageSize when 0.
 	PageSize int64
+	// ClusterSelector, when set, limits the inventory to the Clusters whose
+	// labels it selects (the API server filters the list of Clusters). A
+	// lock whose Cluster is not selected, or does not exist (an orphan), is
+	// then left out.
+	ClusterSelector labels.Selector
 }
 
 // Entry is one cluster's lock as observed.
@@ -44,6 +50,9 @@ type Entry struct {
 	// Observation is built by engine.Observe, with the cluster's grant
 	// records added.
 	Observation engine.Observation
+	// ClusterLabels are the labels of the Cluster, as Gather listed it; nil
+	// when it does not exist, and not set by Observe.
+	ClusterLabels map[string]string
 }
 
 // Inventory is every lock found.
@@ -119,9 +128,16 @@ func Gather(ctx context.Context, c Reader, opts Options) (*Inventory, error) {
 	}
 	inv := &Inventory{CAPIVersion: opts.CAPIVersion}
 	for k := range clusters {
+		cl, selected := snap.clusters[k]
+		if opts.ClusterSelector != nil && !selected {
+			continue // the lock of a Cluster not selected, or of none
+		}
 		e, err := observe(ctx, engine.From(snap), opts.CAPIVersion, k.namespace, k.name)
 		if err != nil {
 			return nil, err
+		}
+		if selected {
+			e.ClusterLabels = cl.GetLabels()
 		}
 		inv.Entries = append(inv.Entries, e)
 	}
@@ -140,6 +156,10 @@ func listClusters(ctx context.Context, c Reader, opts Options) (map[key]*unstruc
 	gvk := capi.ClusterGVK(opts.CAPIVersion)
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	var extra []client.ListOption
+	if opts.ClusterSelector != nil {
+		extra = append(extra, client.MatchingLabelsSelector{Selector: opts.ClusterSelector})
+	}
 	err := paginate(ctx, c, list, opts, func() error {
 		for i := range list.Items {
 			u := list.Items[i].DeepCopy()
@@ -147,7 +167,7 @@ func listClusters(ctx context.Context, c Reader, opts Options) (map[key]*unstruc
 			out[key{u.GetNamespace(), u.GetName()}] = u
 		}
 		return nil
-	})
+	}, extra...)
 	if err != nil {
 		return nil, ListError(err, "clusters", capi.Group, opts.Namespace)
 	}

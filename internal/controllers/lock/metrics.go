@@ -2,6 +2,7 @@ package lock
 
 import (
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
@@ -67,7 +68,7 @@ var registerOnce sync.Once
 // per process, however many managers it runs.
 func registerMetrics() {
 	registerOnce.Do(func() {
-		metrics.Registry.MustRegister(locksGauge, adoptionsTotal, releasesTotal, absenceMarksTotal, orphansCollectedTotal, warningsTotal, eventsDroppedTotal, holdDuration)
+		metrics.Registry.MustRegister(locksGauge, adoptionsTotal, releasesTotal, absenceMarksTotal, orphansCollectedTotal, warningsTotal, eventsDroppedTotal, holdDuration, stateSince{})
 		for _, v := range gaugeStates {
 			locksGauge.WithLabelValues(string(v))
 		}
@@ -84,11 +85,13 @@ func registerMetrics() {
 }
 
 // stateTracker keeps the verdict of every lock a reconciler has seen, so the
-// gauge counts each lock once. Several reconcilers in one process (several
+// gauge counts each lock once, and since when it has had it
+// (StateSinceMetric). Several reconcilers in one process (several
 // managers) add up; each takes its share out when its manager stops.
 type stateTracker struct {
 	mu     sync.Mutex
 	states map[types.NamespacedName]initlock.Verdict
+	since  map[types.NamespacedName]time.Time
 }
 
 // set records the verdict of a cluster's lock; "" forgets it.
@@ -107,12 +110,16 @@ func (t *stateTracker) set(key types.NamespacedName, v initlock.Verdict) {
 	}
 	if v == "" {
 		delete(t.states, key)
+		delete(t.since, key)
 		return
 	}
 	if t.states == nil {
 		t.states = map[types.NamespacedName]initlock.Verdict{}
+		t.since = map[types.NamespacedName]time.Time{}
+		trackers.add(t)
 	}
 	t.states[key] = v
+	t.since[key] = time.Now()
 	locksGauge.WithLabelValues(string(v)).Inc()
 }
 
@@ -123,5 +130,66 @@ func (t *stateTracker) reset() {
 	for _, v := range t.states {
 		locksGauge.WithLabelValues(string(v)).Dec()
 	}
-	t.states = nil
+	t.states, t.since = nil, nil
+	trackers.remove(t)
+}
+
+// StateSinceMetric is the gauge, computed at each scrape, of since when
+// the lock longest in each state has been in it: what the alerts of
+// config/monitoring compare with the time, so that a restore storm, in
+// which many locks pass through a state each for a short while, does not
+// look like one lock stuck in it.
+const StateSinceMetric = "initlock_lock_state_since_timestamp_seconds"
+
+var stateSinceDesc = prometheus.NewDesc(StateSinceMetric,
+	"For each state of initlock_locks, the time (Unix seconds) since which the lock that has been in it longest has been in it, as this manager saw it; no sample while no lock is in the state.",
+	[]string{"state"}, nil)
+
+// trackers are the stateTrackers holding verdicts, for stateSince.
+var trackers = trackerSet{set: map[*stateTracker]struct{}{}}
+
+type trackerSet struct {
+	mu  sync.Mutex
+	set map[*stateTracker]struct{}
+}
+
+func (s *trackerSet) add(t *stateTracker) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.set[t] = struct{}{}
+}
+
+func (s *trackerSet) remove(t *stateTracker) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.set, t)
+}
+
+// stateSince collects StateSinceMetric from every tracker.
+type stateSince struct{}
+
+func (stateSince) Describe(ch chan<- *prometheus.Desc) { ch <- stateSinceDesc }
+
+func (stateSince) Collect(ch chan<- prometheus.Metric) {
+	// A tracker adds itself while holding its own lock: take the list
+	// first, then each tracker's lock.
+	trackers.mu.Lock()
+	all := make([]*stateTracker, 0, len(trackers.set))
+	for t := range trackers.set {
+		all = append(all, t)
+	}
+	trackers.mu.Unlock()
+	oldest := map[initlock.Verdict]time.Time{}
+	for _, t := range all {
+		t.mu.Lock()
+		for key, v := range t.states {
+			if since, ok := oldest[v]; !ok || t.since[key].Before(since) {
+				oldest[v] = t.since[key]
+			}
+		}
+		t.mu.Unlock()
+	}
+	for v, since := range oldest {
+		ch <- prometheus.MustNewConstMetric(stateSinceDesc, prometheus.GaugeValue, float64(since.UnixMilli())/1000, string(v))
+	}
 }
