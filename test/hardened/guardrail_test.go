@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	velerov1 "github.com/vmware-tanzu/velero/pkg/apis/velero/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -191,7 +192,7 @@ func TestGuardrail(t *testing.T) {
 			kubeenv.NewMachine(v, ns, "c1", "c1-cp-0"),
 		)
 		rm, _ := startManager(t, cfg, ns)
-		cluster := managertest.CreateCluster(t, env.Client, v, ns, "c1")
+		cluster := restoredCluster(t, ns, "c1")
 		kubeenv.Eventually(t, 30*time.Second, linkedTo(t, "Machine", ns, "md-0-abc-0", get(t, "MachineSet", ns, "md-0-abc"), controllerOwner("MachineSet", "md-0-abc")))
 		kubeenv.Eventually(t, 30*time.Second, func() error {
 			cm := &corev1.ConfigMap{}
@@ -221,7 +222,7 @@ func TestGuardrail(t *testing.T) {
 // Velero plugin leaves it.
 func restoredConfigMap(ns, name, cluster string, owners ...relink.OwnerRef) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
-		Labels:      map[string]string{"cluster.x-k8s.io/cluster-name": cluster},
+		Labels:      map[string]string{"cluster.x-k8s.io/cluster-name": cluster, velerov1.RestoreNameLabel: restoreName},
 		Annotations: map[string]string{relink.Annotation: relink.Encode(owners)},
 	}, Data: map[string]string{"key": "value"}}
 }
