@@ -235,9 +235,12 @@ func TestRelinkForbidden(t *testing.T) {
 	tl.hold(10*time.Minute, tg)
 
 	// A restored Machine whose relink the API server refuses.
-	managertest.Create(t, env.Client, kubeenv.NewMachineGroup("MachineSet", v, ns, "c1", "md-0-abc"))
+	// Its owner is the backed-up one (the UID the backup recorded), which
+	// the link rule links to.
+	ms := kubeenv.NewMachineGroup("MachineSet", v, ns, "c1", "md-0-abc")
+	managertest.Create(t, env.Client, ms)
 	machine := kubeenv.NewMachine(v, ns, "c1", "md-0-abc-0")
-	machine.SetAnnotations(map[string]string{relink.Annotation: relink.Encode([]relink.OwnerRef{{APIVersion: capi.Group + "/" + v, Kind: "MachineSet", Name: "md-0-abc"}})})
+	machine.SetAnnotations(map[string]string{relink.Annotation: relink.Encode([]relink.OwnerRef{{APIVersion: capi.Group + "/" + v, Kind: "MachineSet", Name: "md-0-abc", UID: ms.GetUID()}})})
 	managertest.Create(t, env.Client, machine)
 	waitForCount(t, tg, relink.ForbiddenMetric, map[string]string{"kind": "Machine"}, 1)
 	tl.scrape(tg)
