@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	velerov1 "github.com/vmware-tanzu/velero/pkg/apis/velero/v1"
 	riav2 "github.com/vmware-tanzu/velero/pkg/plugin/velero/restoreitemaction/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -239,8 +240,14 @@ func (r *runner) restoreItem(ctx context.Context, rs restore, backed *unstructur
 	switch {
 	case obj.GetKind() == capi.ClusterKind:
 		r.c.ClusterCreated(obj.GetName(), obj.GetUID(), engine.GrantFrom(obj.GetAnnotations()))
-		if rs.name != "" {
+		switch restored := obj.GetLabels()[velerov1.RestoreNameLabel]; {
+		case rs.name != "":
 			r.c.ClusterRestored(obj.GetUID(), rs.name)
+		case restored != "":
+			// A naive copy of a Cluster that a restore created keeps that
+			// restore's label: a copy of that very Cluster, which the link
+			// rule takes for it (docs/design.md, the relinker).
+			r.c.ClusterRestored(obj.GetUID(), restored)
 		}
 	case obj.GetKind() == capi.MachineKind:
 		r.c.MachineCreated(obj.GetName(), obj.GetUID())
