@@ -121,7 +121,7 @@ func rowsOf(s Summary) []Row {
 		f.requests("healthy re-Lock: requests per call", 3, 0)
 	case "LockGuard":
 		if f.has("plain-on-ns/op", "plain-off-ns/op", "plain-ratio") {
-			f.add("create and delete of a ConfigMap, with the lock guard vs without", duration(m["plain-on-ns/op"]),
+			f.add("create, update and delete of a ConfigMap, with the lock guard vs without", duration(m["plain-on-ns/op"]),
 				duration(m["plain-off-ns/op"])+" (no guard)", m["plain-ratio"], "ratio ≤ 1.1", m["plain-ratio"] <= 1.1)
 		}
 		if f.has("lock-on-ns/op", "lock-off-ns/op", "lock-ratio") {

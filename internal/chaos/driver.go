@@ -148,6 +148,8 @@ func (r *runner) act(ctx context.Context, a Action) {
 		gone, err = r.restore(ctx, crt, a.Restore)
 	case ActPartialRestore:
 		err = r.partialRestore(ctx, crt)
+	case ActLeaveMark:
+		err = r.leaveMark(ctx, name, a.Move)
 	}
 	if err != nil {
 		r.fail(fmt.Errorf("%s of cluster %s: %w", a.Kind, name, err))

@@ -25,6 +25,12 @@ func changeWhy(r row, p engine.Policy) string {
 		case engine.OwnerWrongCluster:
 			return "ownerReference to another Cluster: point it at its own"
 		}
+		switch l := o.Lock; {
+		case l.Releasable:
+			return "release mark left on a lock its Cluster still needs (a release cut off): drop it, so that the lock guard holds the lock again"
+		case l.MoveMark:
+			return "delete-for-move left by a clusterctl move that failed (the Cluster is unpaused): drop it, so that the lock guard holds the lock again"
+		}
 		return "stale cluster-absent mark: the Cluster exists again; drop the mark"
 	case engine.ActionRelease:
 		switch d.Reason {

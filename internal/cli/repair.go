@@ -42,7 +42,8 @@ prints the plan, asks for confirmation and applies it.
 What it changes:
   - adopt: points the ownerReference of a lock at its Cluster's current UID
     (missing, stale or wrong after a Velero restore or a move), and drops a
-    stale cluster-absent mark;
+    stale cluster-absent mark, and a release mark or a failed move's
+    delete-for-move left on a lock its Cluster still needs;
   - mark-orphan: records on a lock whose Cluster is missing since when
     (annotation initlock.dev/cluster-absent-since).
 

@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -441,33 +440,5 @@ func TestDiscoveredVersion(t *testing.T) {
 	v, err := capi.Discover(env.Discovery(t))
 	if err != nil || v != capi.V1Beta2 {
 		t.Fatalf("Discover = %q, %v", v, err)
-	}
-}
-
-// pastGrace is a clock the default grace period ahead, and a minute more:
-// the fleet's locks are older than the grace period, so that the lock of a
-// gone holder is released rather than left for a restore to bring the
-// holder back.
-func pastGrace() clock.PassiveClock {
-	return testingclock.NewFakePassiveClock(time.Now().Add(engine.DefaultPolicy.OrphanGrace + time.Minute))
-}
-
-// A lock whose holder is gone and that is younger than the grace period
-// waits: a restore may bring the Cluster and the lock back before the
-// Machines.
-func TestRepairWaitsForARestoredHolder(t *testing.T) {
-	ns := env.Namespace(t)
-	cl := newCluster(t, ns, "c1", false)
-	newLock(t, ns, "c1", "m-gone", cl)
-	var c kubeenv.Counter
-	r := invocation{wrap: counting(&c)}.run(t, "repair", "-n", ns, "--yes")
-	r.expectCode(t, cli.ExitOK)
-	if c.Writes() != 0 || !strings.Contains(r.out, "younger than the grace period") {
-		t.Fatalf("repair of a young lock of a gone holder made %d writes:\n%s", c.Writes(), r.out)
-	}
-	r = invocation{clock: pastGrace(), wrap: counting(&c)}.run(t, "repair", "-n", ns, "--yes")
-	r.expectCode(t, cli.ExitOK)
-	if c.Writes() != 2 || kubeenv.MustGetLock(t, env.Client, ns, "c1") != nil {
-		t.Fatalf("repair past the grace period made %d writes, want 2 (the release mark, the delete):\n%s", c.Writes(), r.out)
 	}
 }

@@ -71,8 +71,9 @@ type LockStatus struct {
 	// Protection is how the lock stands against a delete: guarded (the
 	// admission policy initlock-lock-guard refuses every delete but a
 	// release's), releasable (a release marked it, its delete is under
-	// way or was cut off) or deleting (being deleted, held back by another
-	// controller's finalizer).
+	// way or was cut off), moving (clusterctl move's delete-for-move: a
+	// move is deleting it, or one that failed left the mark) or deleting
+	// (being deleted, held back by another controller's finalizer).
 	Protection string `json:"protection,omitempty"`
 	// Verdict: healthy, unowned, held-after-init, stale-holder, orphan,
 	// corrupt, foreign, lost or free.
@@ -157,6 +158,8 @@ func protection(l *engine.Lock) string {
 		return "deleting"
 	case l.Releasable:
 		return "releasable"
+	case l.MoveMark:
+		return "moving"
 	}
 	return "guarded"
 }

@@ -59,6 +59,18 @@ const (
 	// MachinesRestored: the Machines RestoreClusterFirst left out are
 	// restored.
 	MachinesRestored EventKind = "machines-restored"
+	// ReshapeLock: a person or a tool takes the lock's cluster-name label
+	// away, making it an ordinary ConfigMap, and deletes it. A loss, when
+	// the lock guard lets the update through.
+	ReshapeLock EventKind = "reshape-lock"
+	// LeaveReleaseMark: the lock keeps its own release mark with no
+	// release under way: a release stopped between its mark and its delete
+	// (its releaser killed or cut off) and the Machine it named came back
+	// since (a restore, a re-creation), or a person marked it by hand.
+	LeaveReleaseMark EventKind = "leave-release-mark"
+	// LeaveMoveMark: a clusterctl move that failed after marking the
+	// source objects for deletion: the lock keeps delete-for-move.
+	LeaveMoveMark EventKind = "leave-move-mark"
 	// InitCompletes: the control plane is initialised (only while a
 	// Machine holds a grant).
 	InitCompletes EventKind = "init-completes"
@@ -86,6 +98,9 @@ var eventClasses = map[EventKind]faults.Class{
 	Unpause:             faults.Pause,
 	ReplaceCluster:      faults.ClusterReplaced,
 	InitCompletes:       faults.InitCompletes,
+	ReshapeLock:         faults.LockDeleted,
+	LeaveReleaseMark:    faults.MarkLeft,
+	LeaveMoveMark:       faults.MarkLeft,
 	Backup:              faults.BackupRestore,
 	Restore:             faults.BackupRestore,
 	RestoreClusterFirst: faults.BackupRestore,
@@ -124,7 +139,7 @@ func (s *System) events() []*event {
 
 func costOf(k EventKind) eventCost {
 	switch k {
-	case DeleteLock, FinalizerGone, RevertRegister, RemoveRegister:
+	case DeleteLock, FinalizerGone, RevertRegister, RemoveRegister, ReshapeLock:
 		return costLoss
 	}
 	return costEvent
@@ -247,6 +262,32 @@ func (s *System) eventsOf(k EventKind) []*event {
 	case MachinesRestored:
 		if len(s.pending) > 0 {
 			return []*event{ev("the Machines are restored", func(s *System) { s.restoreMachines() })}
+		}
+	case ReshapeLock:
+		if sn.lock != nil && !sn.lock.Deleting {
+			return []*event{ev("the lock's label is taken away and it is deleted", func(s *System) {
+				before := s.store.Peek(lockKey)
+				if _, err := s.store.Patch(lockKey, types.JSONPatchType,
+					[]byte(`[{"op":"remove","path":"/metadata/labels/cluster.x-k8s.io~1cluster-name"}]`)); err != nil {
+					return // refused by the lock guard
+				}
+				if err := s.store.Delete(lockKey, nil, nil); err == nil {
+					s.checker.lockRemoved(s, before, "a delete after taking its shape away")
+					s.checker.lockDeleted()
+				}
+			})}
+		}
+	case LeaveReleaseMark:
+		if sn.lock != nil && !sn.lock.Deleting && !sn.lock.Releasable {
+			return []*event{ev("a release stops between its mark and its delete", func(s *System) {
+				s.store.Mutate(lockKey, func(o map[string]any) { setAnnotation(o, engine.ReleaseAnnotation, ptrTo(uidOf(o))) })
+			})}
+		}
+	case LeaveMoveMark:
+		if sn.lock != nil && !sn.lock.Deleting && !sn.lock.MoveMark {
+			return []*event{ev("a move that failed leaves delete-for-move on the lock", func(s *System) {
+				s.store.Mutate(lockKey, func(o map[string]any) { setAnnotation(o, engine.MoveAnnotation, ptrTo("")) })
+			})}
 		}
 	case InitCompletes:
 		if sn.cluster != nil && !sn.cluster.Initialized && (s.checker.anyGrant() || len(s.gate.pending) == 0) {

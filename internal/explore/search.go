@@ -142,7 +142,10 @@ func (x *explorer) execute(t task) {
 		}
 		opts := s.options()
 		if len(opts) == 0 {
-			if s.liveness(ctx); s.checker.violation != nil {
+			if s.protection(ctx); s.checker.violation == nil {
+				s.liveness(ctx)
+			}
+			if s.checker.violation != nil {
 				x.found(*s.checker.violation, append(s.trace, "every actor is done: "+s.checker.violation.Detail))
 			}
 			if s.checker.operatorNeeded {

@@ -171,6 +171,52 @@ func TestLeftoverFailureHandsNothingOver(t *testing.T) {
 	})
 }
 
+// TestReportedDataLetsNothingGo: the holder's KubeadmConfig carries a
+// DataSecretGenerationFailed condition left over from an earlier attempt;
+// an operator deletes the lock; then the KubeadmConfig reports its data
+// secret (DataSecretAvailable True) while the Machine has not picked it up
+// yet. However long that lasts, the lock keeps naming its holder and no
+// other Machine is granted it: initlock lets go of no lock on a bootstrap
+// configuration's word.
+func TestReportedDataLetsNothingGo(t *testing.T) {
+	ns := env.Namespace(t)
+	cluster := createCluster(t, v, ns, "c1")
+	machineWithFailedConfig(t, ns, "c1", "c1-cp-0")
+	m2 := createMachine(t, v, ns, "c1", "c1-cp-1")
+	lock := lockFor(ns, "c1", "c1-cp-0", cluster) // as CABPK writes it
+	create(t, lock)
+	startManager(t, env.Config, testOptions(ns))
+	time.Sleep(time.Second) // the manager has seen the lock
+
+	_ = env.Client.Delete(t.Context(), lock.DeepCopy()) // kubectl delete configmap c1-lock
+	time.Sleep(time.Second)                             // the manager has seen the delete
+	config := &unstructured.Unstructured{}
+	config.SetGroupVersionKind(kubeadmConfigGVK)
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "c1-cp-0"}, config); err != nil {
+		t.Fatal(err)
+	}
+	config.Object["status"] = map[string]any{"dataSecretName": "c1-cp-0", "deprecated": map[string]any{"v1beta1": map[string]any{"conditions": []any{map[string]any{
+		"type": "DataSecretAvailable", "status": "True", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
+	}}}}}
+	if err := env.Client.Status().Update(t.Context(), config); err != nil {
+		t.Fatal(err)
+	}
+	kubeenv.Consistently(t, 6*time.Second, func() error {
+		cm, err := getLock(t, ns, "c1")
+		if err != nil {
+			return err
+		}
+		if rec, _ := engine.DecodeRecord(cm.Data[engine.DataKey]); rec.MachineName != "c1-cp-0" {
+			return fmt.Errorf("the lock names %s, want its holder c1-cp-0", rec.MachineName)
+		}
+		return nil
+	})
+	res, err := initlock.New(env.Client).Lock(t.Context(), getCluster(t, cluster), m2)
+	if err == nil && res.Acquired {
+		t.Fatalf("c1-cp-1 was granted the lock while c1-cp-0, which CABPK granted it and which has its init data, exists")
+	}
+}
+
 // machineWithFailedConfig creates control-plane Machine name of cluster with
 // no bootstrap data yet and a KubeadmConfig whose status reports a failed
 // generation of the init data, as CABPK leaves it after a failed attempt.
@@ -246,5 +292,73 @@ func TestClusterFirstRestoreWaitsForTheHolder(t *testing.T) {
 	})
 	if n, d := rm.Counter.Of("configmaps", ns).Writes(), rm.Counter.Of("configmaps", ns).Count("delete"); n != 1 || d != 0 {
 		t.Fatalf("configmap writes = %d with %d deletes, want 1 (the adoption) and no delete:\n%s", n, d, rm.Counter)
+	}
+}
+
+// TestLeftMarksTakenOff: the lock guard refuses an update that takes a
+// held lock's shape away (its cluster-name label, its lock-information
+// key), which would make it an ordinary ConfigMap anyone may delete; an
+// update that keeps the shape goes through. A mark that lets a delete
+// through, left on a held lock (a release mark whose releaser stopped
+// before its delete, clusterctl move's delete-for-move left by a move that
+// failed), is taken off by the manager once the Cluster is unpaused, and
+// left while it is paused (a move is under way): one write, the adoption.
+func TestLeftMarksTakenOff(t *testing.T) {
+	ns := env.Namespace(t)
+	cluster := createCluster(t, v, ns, "c1", paused)
+	createMachine(t, v, ns, "c1", "c1-cp-0")
+	lock := lockFor(ns, "c1", "c1-cp-0", cluster)
+	create(t, lock)
+
+	for _, patch := range []string{
+		`[{"op":"remove","path":"/metadata/labels/cluster.x-k8s.io~1cluster-name"}]`,
+		`[{"op":"replace","path":"/metadata/labels/cluster.x-k8s.io~1cluster-name","value":"c2"}]`,
+		`[{"op":"remove","path":"/data/lock-information"}]`,
+	} {
+		err := env.Client.Patch(t.Context(), lock.DeepCopy(), client.RawPatch(types.JSONPatchType, []byte(patch)))
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "kubectl initlock release c1 -n "+ns+" --force") {
+			t.Fatalf("update %s of a held lock: %v; want a refusal naming kubectl initlock release --force", patch, err)
+		}
+	}
+	marks := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:""}}}`, engine.ReleaseAnnotation, lock.UID, engine.MoveAnnotation)
+	if err := env.Client.Patch(t.Context(), lock, client.RawPatch(types.MergePatchType, []byte(marks))); err != nil {
+		t.Fatalf("an update that keeps the shape: %v", err)
+	}
+
+	rm := startManager(t, env.Config, testOptions(ns))
+	kubeenv.Consistently(t, 2*time.Second, func() error {
+		if n := rm.Counter.Writes(); n != 0 {
+			return fmt.Errorf("%d writes while paused:\n%s", n, rm.Counter)
+		}
+		return nil
+	})
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(cluster), cluster); err != nil {
+		t.Fatal(err)
+	}
+	unstructured.RemoveNestedField(cluster.Object, "spec", "paused")
+	if err := env.Client.Update(t.Context(), cluster); err != nil {
+		t.Fatal(err)
+	}
+	kubeenv.Eventually(t, 20*time.Second, func() error {
+		cm, err := getLock(t, ns, "c1")
+		if err != nil {
+			return err
+		}
+		for _, k := range []string{engine.ReleaseAnnotation, engine.MoveAnnotation} {
+			if _, ok := cm.Annotations[k]; ok {
+				return fmt.Errorf("lock still carries %s", k)
+			}
+		}
+		if rec, _ := engine.DecodeRecord(cm.Data[engine.DataKey]); rec.MachineName != "c1-cp-0" {
+			return fmt.Errorf("lock names %q, want c1-cp-0", rec.MachineName)
+		}
+		return nil
+	})
+	if err := env.Client.Delete(t.Context(), lock.DeepCopy()); !apierrors.IsForbidden(err) {
+		t.Fatalf("delete of the lock once the manager took its marks off: %v, want forbidden", err)
+	}
+	kubeenv.Consistently(t, time.Second, func() error { return nil })
+	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 1 {
+		t.Fatalf("configmap writes = %d, want 1 (the adoption):\n%s", n, rm.Counter)
 	}
 }

@@ -17,8 +17,8 @@ import (
 // guardTimers are the requests BenchmarkLockGuard times, in one state of
 // the lock guard.
 type guardTimers struct {
-	plainCreate, plainDelete         *timed
-	lockCreate, lockMark, lockDelete *timed
+	plainCreate, plainUpdate, plainDelete *timed
+	lockCreate, lockMark, lockDelete      *timed
 	// bareCreate and bareDelete release a lock without the release mark,
 	// as a release could without the guard.
 	bareCreate, bareDelete *timed
@@ -45,7 +45,7 @@ func setGuard(b *testing.B, f *fixture, on bool) {
 func newGuardTimers(state string) *guardTimers {
 	w := func(what string) *timed { return &timed{name: what + " (" + state + ")", writes: 1} }
 	return &guardTimers{
-		plainCreate: w("create of a ConfigMap"), plainDelete: w("delete of a ConfigMap"),
+		plainCreate: w("create of a ConfigMap"), plainUpdate: w("update of a ConfigMap"), plainDelete: w("delete of a ConfigMap"),
 		lockCreate: w("create of a lock"), lockMark: w("release mark of a lock"), lockDelete: w("delete of a marked lock"),
 		bareCreate: w("create of a lock"), bareDelete: w("delete of an unmarked lock"),
 	}
@@ -54,10 +54,11 @@ func newGuardTimers(state string) *guardTimers {
 func (g *guardTimers) ns(t *timed) float64 { return t.perOp(g.rounds) }
 
 // BenchmarkLockGuard measures what the lock guard (config/protection: a
-// ValidatingAdmissionPolicy on the DELETE of ConfigMaps) adds to the
-// requests it sees, against the same requests without it, in one run: the
-// create and delete of an ordinary ConfigMap (its delete is matched, and
-// let through by the policy's match condition), and the release of a lock
+// ValidatingAdmissionPolicy on the DELETE and UPDATE of ConfigMaps) adds to
+// the requests it sees, against the same requests without it, in one run:
+// the create, update and delete of an ordinary ConfigMap (its update and
+// delete are matched, and let through by the policy's match condition),
+// and the release of a lock
 // as initlock makes it (create, the release mark, the delete with UID and
 // resourceVersion preconditions, which the policy evaluates and admits).
 // b.N rounds run without the guard and b.N with it, in blocks (without,
@@ -106,7 +107,7 @@ func BenchmarkLockGuard(b *testing.B) {
 		setGuard(b, f, false)
 	}
 
-	plain := func(g *guardTimers) float64 { return g.ns(g.plainCreate) + g.ns(g.plainDelete) }
+	plain := func(g *guardTimers) float64 { return g.ns(g.plainCreate) + g.ns(g.plainUpdate) + g.ns(g.plainDelete) }
 	// The creates are not matched by the guard: their ratio shows what
 	// the machine's noise alone makes of the others.
 	b.ReportMetric(on.ns(on.plainCreate)/off.ns(off.plainCreate), "create-ratio")
@@ -115,6 +116,7 @@ func BenchmarkLockGuard(b *testing.B) {
 	b.ReportMetric(plain(on), "plain-on-ns/op")
 	b.ReportMetric(plain(on)/plain(off), "plain-ratio")
 	b.ReportMetric(on.ns(on.plainDelete)/off.ns(off.plainDelete), "plain-delete-ratio")
+	b.ReportMetric(on.ns(on.plainUpdate)/off.ns(off.plainUpdate), "plain-update-ratio")
 	b.ReportMetric(lock(off), "lock-off-ns/op")
 	b.ReportMetric(lock(on), "lock-on-ns/op")
 	b.ReportMetric(lock(on)/lock(off), "lock-ratio")
@@ -125,16 +127,22 @@ func BenchmarkLockGuard(b *testing.B) {
 }
 
 // guardRound times, on fresh objects, the create and delete of an ordinary
-// ConfigMap and the release of a lock (create, mark, delete); without the
-// guard, also the release of a lock without the mark; with it, checks that
-// the delete of an unmarked lock is refused.
+// ConfigMap, its update and delete, and the release of a lock (create, mark,
+// delete); without the guard, also the release of a lock without the mark;
+// with it, checks that the delete of an unmarked lock, and an update taking
+// its label away, are refused.
 func guardRound(b *testing.B, f *fixture, name string, g *guardTimers, guarded bool) {
 	b.Helper()
 	ctx := f.ctx()
 	g.rounds++
 	plain := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "plain-" + name}, Data: map[string]string{"k": "v"}}
 	g.plainCreate.run(b, f, func() error { return f.client.Create(ctx, plain) })
-	g.plainDelete.run(b, f, func() error { return f.client.Delete(ctx, plain) })
+	changed := plain.DeepCopy()
+	changed.Data["k"] = "w"
+	g.plainUpdate.run(b, f, func() error {
+		return f.client.Patch(ctx, changed, client.MergeFromWithOptions(plain, client.MergeFromWithOptimisticLock{}))
+	})
+	g.plainDelete.run(b, f, func() error { return f.client.Delete(ctx, changed) })
 
 	lock := kubeenv.NewLock(f.ns, "g-"+name, "m", nil)
 	g.lockCreate.run(b, f, func() error { return f.client.Create(ctx, lock) })
@@ -142,6 +150,11 @@ func guardRound(b *testing.B, f *fixture, name string, g *guardTimers, guarded b
 		b.StopTimer()
 		if err := f.admin.Delete(ctx, lock.DeepCopy(), client.DryRunAll); !apierrors.IsForbidden(err) {
 			b.Fatalf("with the lock guard, the delete of unmarked lock %s answered %v; want it refused", lock.Name, err)
+		}
+		unlabelled := lock.DeepCopy()
+		unlabelled.Labels = nil
+		if err := f.admin.Update(ctx, unlabelled, client.DryRunAll); !apierrors.IsForbidden(err) {
+			b.Fatalf("with the lock guard, the update taking unmarked lock %s's label away answered %v; want it refused", lock.Name, err)
 		}
 		b.StartTimer()
 	}

@@ -28,7 +28,7 @@ import (
 // (k8s.io/apiserver's validating admission policy validator and its CEL
 // environment): the model refuses what the API server refuses, with 403
 // Forbidden. It handles the policies the project ships: matched on DELETE
-// of configmaps, with match conditions, variables and validations, no
+// and UPDATE of configmaps, with match conditions, variables and validations, no
 // parameters and no authorizer checks.
 type Guard struct {
 	name      string
@@ -99,18 +99,35 @@ var configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmap
 // that is not being deleted (the model has no namespaces), by the admin
 // user: nil when allowed, the API server's 403 when refused.
 func (g *Guard) admitDelete(old map[string]any) error {
-	cm := &corev1.ConfigMap{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(deepCopy(old), cm); err != nil {
-		return err
-	}
-	cm.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
-	attr := admission.NewAttributesRecord(nil, cm, cm.GroupVersionKind(), cm.Namespace, cm.Name, configMaps, "",
-		admission.Delete, &metav1.DeleteOptions{}, false, &user.DefaultInfo{Name: "admin", Groups: []string{user.SystemPrivilegedGroup}})
-	versioned, err := admission.NewVersionedAttributes(attr, cm.GroupVersionKind(), admission.NewObjectInterfacesFromScheme(g.scheme))
+	return g.admit(admission.Delete, old, nil)
+}
+
+// admitUpdate judges the update of stored ConfigMap old into next, as
+// admitDelete judges a delete.
+func (g *Guard) admitUpdate(old, next map[string]any) error {
+	return g.admit(admission.Update, old, next)
+}
+
+func (g *Guard) admit(op admission.Operation, oldMap, nextMap map[string]any) error {
+	old, err := configMapOf(oldMap)
 	if err != nil {
 		return err
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cm.Namespace}}
+	var obj runtime.Object
+	var opts runtime.Object = &metav1.DeleteOptions{}
+	if nextMap != nil {
+		if obj, err = configMapOf(nextMap); err != nil {
+			return err
+		}
+		opts = &metav1.UpdateOptions{}
+	}
+	attr := admission.NewAttributesRecord(obj, old, old.GroupVersionKind(), old.Namespace, old.Name, configMaps, "",
+		op, opts, false, &user.DefaultInfo{Name: "admin", Groups: []string{user.SystemPrivilegedGroup}})
+	versioned, err := admission.NewVersionedAttributes(attr, old.GroupVersionKind(), admission.NewObjectInterfacesFromScheme(g.scheme))
+	if err != nil {
+		return err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: old.Namespace}}
 	res := g.validator.Validate(context.Background(), configMaps, versioned, nil, ns, celconfig.RuntimeCELCostBudget, nil)
 	for _, d := range res.Decisions {
 		if d.Action != validating.ActionDeny {
@@ -122,8 +139,17 @@ func (g *Guard) admitDelete(old map[string]any) error {
 		}
 		msg := fmt.Sprintf("ValidatingAdmissionPolicy '%s' with binding '%s' denied request: %s", g.name, g.binding, strings.TrimSpace(d.Message))
 		return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusForbidden,
-			Reason: reason, Message: fmt.Sprintf("configmaps %q is forbidden: %s", cm.Name, msg),
-			Details: &metav1.StatusDetails{Name: cm.Name, Kind: "configmaps"}}}
+			Reason: reason, Message: fmt.Sprintf("configmaps %q is forbidden: %s", old.Name, msg),
+			Details: &metav1.StatusDetails{Name: old.Name, Kind: "configmaps"}}}
 	}
 	return nil
+}
+
+func configMapOf(obj map[string]any) (*corev1.ConfigMap, error) {
+	cm := &corev1.ConfigMap{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(deepCopy(obj), cm); err != nil {
+		return nil, err
+	}
+	cm.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	return cm, nil
 }

@@ -104,6 +104,10 @@ var scripts = map[string][]step{
 		{"delete it unmarked: refused by the guard", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
 		{"mark it with another UID", b(lockJSONPatch(`[{"op":"add","path":"/metadata/annotations","value":{"initlock.dev/releasable":"not-the-uid"}}]`))},
 		{"delete it with a mark of another UID: refused", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
+		{"take its label away: refused", b(lockJSONPatch(`[{"op":"remove","path":"/metadata/labels/cluster.x-k8s.io~1cluster-name"}]`))},
+		{"label it for another cluster: refused", b(lockJSONPatch(`[{"op":"replace","path":"/metadata/labels/cluster.x-k8s.io~1cluster-name","value":"c2"}]`))},
+		{"take its data key away: refused", b(lockJSONPatch(`[{"op":"remove","path":"/data/lock-information"}]`))},
+		{"rewrite its record: let through", b(lockJSONPatch(`[{"op":"replace","path":"/data/lock-information","value":"{\"machineName\":\"m2\"}"}]`))},
 		{"mark it with its own UID", b(lockJSONPatch(`[{"op":"test","path":"/metadata/resourceVersion","value":"$rv"},{"op":"replace","path":"/metadata/annotations/initlock.dev~1releasable","value":"$lockuid"}]`))},
 		{"delete it marked, with a stale resourceVersion: the precondition answers first", func(ctx context.Context, b *backend) error {
 			uid, rv := b.uid["c1-lock"], "1"
@@ -128,6 +132,12 @@ var scripts = map[string][]step{
 			return b.c.Create(ctx, cm)
 		}},
 		{"is not a lock either: deleted", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
+	},
+	"reshaped lock": {
+		{"create the lock", func(ctx context.Context, b *backend) error { return b.createLock(ctx) }},
+		{"mark it with its own UID", b(lockJSONPatch(`[{"op":"add","path":"/metadata/annotations","value":{"initlock.dev/releasable":"$lockuid"}}]`))},
+		{"take its label away once marked: let through", b(lockJSONPatch(`[{"op":"remove","path":"/metadata/labels/cluster.x-k8s.io~1cluster-name"}]`))},
+		{"delete what is no longer a lock", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
 	},
 	"lock held by another finalizer": {
 		{"create the lock", func(ctx context.Context, b *backend) error { return b.createLock(ctx) }},

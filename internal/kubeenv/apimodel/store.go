@@ -61,8 +61,8 @@ type Store struct {
 	resource map[string]schema.GroupResource
 	// now stamps creationTimestamps.
 	now time.Time
-	// guard, when set, is the admission policy enforced on deletes of
-	// ConfigMaps (SetGuard).
+	// guard, when set, is the admission policy enforced on deletes and
+	// updates of ConfigMaps (SetGuard).
 	guard *Guard
 }
 
@@ -73,10 +73,10 @@ func (s *Store) SetNow(t time.Time) {
 	s.now = t
 }
 
-// SetGuard makes the store enforce g on every delete of a ConfigMap, as
-// kube-apiserver enforces an installed ValidatingAdmissionPolicy: after
-// the delete's preconditions, before the object is deleted or marked for
-// deletion. nil enforces nothing.
+// SetGuard makes the store enforce g on every delete and update of a
+// ConfigMap, as kube-apiserver enforces an installed
+// ValidatingAdmissionPolicy: after the write's preconditions, before the
+// object is written, deleted or marked for deletion. nil enforces nothing.
 func (s *Store) SetGuard(g *Guard) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -253,6 +253,11 @@ func (s *Store) update(k Key, cur, next map[string]any) (map[string]any, error) 
 			next = normalize(next)
 			s.remove(k)
 			return next, nil
+		}
+	}
+	if s.guard != nil && k.Kind == "ConfigMap" {
+		if err := s.guard.admitUpdate(cur, next); err != nil {
+			return nil, err
 		}
 	}
 	if statusSubresource[k.Kind] {

@@ -45,6 +45,7 @@ const (
 	LockDeleted        Class = "lock-deleted"
 	LockCollected      Class = "lock-collected"
 	LockDeletionHeld   Class = "lock-deletion-held"
+	MarkLeft           Class = "mark-left"
 	RegisterReverted   Class = "register-reverted"
 	RegisterRemoved    Class = "register-removed"
 	MachineRecreated   Class = "machine-recreated"
@@ -118,6 +119,9 @@ var catalogue = []Entry{
 		Unmodelled: map[Side]string{Explorer: "the model has no garbage collector: its deletion is lock-deleted"}},
 	{Class: LockDeletionHeld, Group: Object,
 		Meaning: "another controller's finalizer holds the lock being deleted, which stays, terminating, until it is removed"},
+	{Class: MarkLeft, Group: Object,
+		Meaning: "a lock keeps a mark that lets its delete through: a release stopped between its mark and its delete, " +
+			"or a clusterctl move that failed after marking the source objects for deletion"},
 	{Class: RegisterReverted, Group: Object,
 		Meaning:    "the Cluster's grant register goes back to an earlier value in place (a PUT of an old copy)",
 		Unmodelled: map[Side]string{Chaos: "an older register comes back only with its Cluster, under a new UID (cluster-restored-old)"}},

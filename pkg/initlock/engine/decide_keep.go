@@ -88,7 +88,7 @@ func decideKeeper(o Observation, p Policy, now time.Time, d Decision) Decision {
 		}
 		d.Action, d.Reason = ActionRelease, ReasonHolderGone
 		return d
-	case needsAdoption(lk, d.Owner) && !o.OutOfScope:
+	case (needsAdoption(lk, d.Owner) || markLeft(o)) && !o.OutOfScope:
 		d.Action = ActionAdopt
 	}
 	switch d.Verdict {
@@ -153,6 +153,21 @@ func absentFrom(o Observation, now time.Time) time.Time {
 		return *o.AbsentSince
 	}
 	return now
+}
+
+// markLeft tells whether the lock of an uninitialised, unpaused Cluster,
+// which the keeper does not release now, carries a mark that lets its
+// delete through: its release mark (a releaser stopped between the mark
+// and the delete, and the Machine the lock names came back since; or a
+// person's mark), or clusterctl move's delete-for-move, which a move that
+// failed leaves on a source lock (a move pauses the Cluster first).
+// Adoption takes both off. A holder's own Unlock under way, which marks
+// the lock just before deleting it, meets a conflict and marks it again.
+func markLeft(o Observation) bool {
+	if o.Cluster == nil || o.Cluster.Initialized {
+		return false
+	}
+	return o.Lock.MoveMark || o.Lock.Releasable
 }
 
 func needsAdoption(l *Lock, owner OwnerState) bool {

@@ -43,6 +43,9 @@ func created(l *engine.Lock, t time.Time) *engine.Lock {
 func beingDeleted(l *engine.Lock) *engine.Lock { l.Deleting = true; return l }
 func releasable(l *engine.Lock) *engine.Lock   { l.Releasable = true; return l }
 
+// moveMarked is l carrying clusterctl move's delete-for-move annotation.
+func moveMarked(l *engine.Lock) *engine.Lock { l.MoveMark = true; return l }
+
 // handedOver is the lock a refused caller wrote for holder, the Machine the
 // register named: no token.
 func handedOver(holder string) *engine.Lock {
@@ -436,9 +439,24 @@ var decideRows = []struct {
 	{"keeper: being deleted, held back by another finalizer: nothing, it is going",
 		engine.Observation{Lock: beingDeleted(upstreamLock("m9", owned)), Cluster: cluster()},
 		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionNone, holder: "m9", wait: engine.WaitDeleting}},
-	{"keeper: marked for release while its holder exists: the mark is left (no unmark races the release under way)",
+	{"keeper: marked for release while its holder exists (a releaser stopped after its mark, the holder came back): adopted, which takes the mark off",
 		engine.Observation{Lock: releasable(upstreamLock("m1", owned)), Cluster: cluster(), Holder: machine("m1")},
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionAdopt, holder: "m1"}},
+	{"keeper: marked for release while the register grants its holder (a release cut off, or its holder's Unlock under way, which marks it again): adopted",
+		engine.Observation{Lock: releasable(lockOf("m1", "t1", owned)), Cluster: cluster(grantTo("m1", "t2")), Holder: machine("m1"), Granted: machine("m1")},
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionAdopt, holder: "m1"}},
+	{"keeper: marked for release after init, release disabled: left (no Machine relies on it)",
+		engine.Observation{Lock: releasable(upstreamLock("m1", owned)), Cluster: cluster(initialized), Holder: machine("m1")},
+		&engine.Policy{OrphanGrace: time.Minute}, want{verdict: engine.VerdictHeldAfterInit, action: engine.ActionNone, holder: "m1"}},
+	{"keeper: marked for release outside the watch filter: left (the filter bounds what the manager protects)",
+		engine.Observation{Lock: releasable(upstreamLock("m1", owned)), Cluster: cluster(), Holder: machine("m1"), OutOfScope: true},
 		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1"}},
+	{"keeper: clusterctl move's delete-for-move on the lock of an unpaused Cluster (a move that failed): adopted, which takes it off",
+		engine.Observation{Lock: moveMarked(upstreamLock("m1", owned)), Cluster: cluster(), Holder: machine("m1")},
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionAdopt, holder: "m1"}},
+	{"keeper: delete-for-move on the lock of a paused Cluster (a move under way): left",
+		engine.Observation{Lock: moveMarked(upstreamLock("m1", owned)), Cluster: cluster(paused), Holder: machine("m1")},
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1", err: engine.ErrClusterPaused, wait: engine.WaitPaused}},
 	{"keeper: marked for release, its holder gone: released (the delete only)",
 		engine.Observation{Lock: releasable(upstreamLock("m9", owned)), Cluster: cluster()},
 		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionRelease, holder: "m9", reason: engine.ReasonHolderGone}},

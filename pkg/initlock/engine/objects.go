@@ -169,6 +169,10 @@ type Lock struct {
 	// (ReleaseAnnotation): a release was decided and its delete is on its
 	// way, or was cut off.
 	Releasable bool
+	// MoveMark tells that the lock carries clusterctl move's
+	// delete-for-move annotation (MoveAnnotation), which the admission
+	// policy lets a delete through with.
+	MoveMark bool
 	// Deleting tells that the lock is being deleted, held back by a
 	// finalizer of another controller's (initlock puts none on it).
 	Deleting bool
@@ -186,6 +190,7 @@ func ObserveLock(cm *corev1.ConfigMap, clusterName string) *Lock {
 	}
 	l.Record, l.Problem = classify(cm, clusterName)
 	l.Releasable, l.Deleting = marked(cm), cm.DeletionTimestamp != nil
+	_, l.MoveMark = cm.Annotations[MoveAnnotation]
 	if v, ok := cm.Annotations[ClusterAbsentAnnotation]; ok {
 		since, uid, ok := parseAbsentMark(v)
 		if ok && uid == cm.UID {

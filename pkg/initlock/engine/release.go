@@ -22,6 +22,13 @@ import (
 // marked.
 const ReleaseAnnotation = AnnotationPrefix + "releasable"
 
+// MoveAnnotation is clusterctl move's mark on the objects it is deleting
+// from the source management cluster, after creating them in the target;
+// the admission policy lets the delete of a lock carrying it through.
+// Adoptions and rewrites take it off a lock whose Cluster is not paused
+// (a move pauses it first): a move that failed left it there.
+const MoveAnnotation = "clusterctl.cluster.x-k8s.io/delete-for-move"
+
 // marked tells whether cm carries its own release mark.
 func marked(cm *corev1.ConfigMap) bool {
 	v, ok := cm.Annotations[ReleaseAnnotation]

@@ -58,9 +58,9 @@ func createLock(ctx context.Context, c client.Writer, cl Cluster, lockName strin
 }
 
 // rewriteLock replaces the record of lock cm with rec, keeps it owned by
-// cl and drops a cluster-absent mark and a release mark (the lock names a
-// new holder, which the admission policy keeps it for), conditional on the
-// resourceVersion read.
+// cl and drops a cluster-absent mark, a release mark and a move's mark
+// (the lock names a new holder, which the admission policy keeps it for),
+// conditional on the resourceVersion read.
 func rewriteLock(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, cl Cluster, rec Record) (*corev1.ConfigMap, error) {
 	next := cm.DeepCopy()
 	next.OwnerReferences = ownedBy(cm.OwnerReferences, cl)
@@ -70,6 +70,7 @@ func rewriteLock(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, cl 
 	next.Data[DataKey] = rec.Encode()
 	delete(next.Annotations, ClusterAbsentAnnotation)
 	delete(next.Annotations, ReleaseAnnotation)
+	delete(next.Annotations, MoveAnnotation)
 	if err := c.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{})); err != nil {
 		return nil, err
 	}
@@ -77,9 +78,9 @@ func rewriteLock(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, cl 
 }
 
 // adoptLock points lock cm at cl's current UID and drops a cluster-absent
-// mark and a release mark, conditional on the resourceVersion read: the
-// lock is its Cluster's again, held for the Machine its record names,
-// which it keeps.
+// mark, a release mark and a move's mark, conditional on the resourceVersion
+// read: the lock is its Cluster's again, held for the Machine its record
+// names, which it keeps.
 func adoptLock(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, cl Cluster) (*corev1.ConfigMap, error) {
 	if _, err := classify(cm, cl.Name); err != nil {
 		return nil, lockError(cm.Namespace, cm.Name, err)
@@ -88,6 +89,7 @@ func adoptLock(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, cl Cl
 	next.OwnerReferences = ownedBy(cm.OwnerReferences, cl)
 	delete(next.Annotations, ClusterAbsentAnnotation)
 	delete(next.Annotations, ReleaseAnnotation)
+	delete(next.Annotations, MoveAnnotation)
 	if err := c.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{})); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,86 @@
+package cli_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/cli"
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/pkg/initlock/engine"
+)
+
+// pastGrace is a clock the default grace period ahead, and a minute more:
+// the fleet's locks are older than the grace period, so that the lock of a
+// gone holder is released rather than left for a restore to bring the
+// holder back.
+func pastGrace() clock.PassiveClock {
+	return testingclock.NewFakePassiveClock(time.Now().Add(engine.DefaultPolicy.OrphanGrace + time.Minute))
+}
+
+// A lock whose holder is gone and that is younger than the grace period
+// waits: a restore may bring the Cluster and the lock back before the
+// Machines.
+func TestRepairWaitsForARestoredHolder(t *testing.T) {
+	ns := env.Namespace(t)
+	cl := newCluster(t, ns, "c1", false)
+	newLock(t, ns, "c1", "m-gone", cl)
+	var c kubeenv.Counter
+	r := invocation{wrap: counting(&c)}.run(t, "repair", "-n", ns, "--yes")
+	r.expectCode(t, cli.ExitOK)
+	if c.Writes() != 0 || !strings.Contains(r.out, "younger than the grace period") {
+		t.Fatalf("repair of a young lock of a gone holder made %d writes:\n%s", c.Writes(), r.out)
+	}
+	r = invocation{clock: pastGrace(), wrap: counting(&c)}.run(t, "repair", "-n", ns, "--yes")
+	r.expectCode(t, cli.ExitOK)
+	if c.Writes() != 2 || kubeenv.MustGetLock(t, env.Client, ns, "c1") != nil {
+		t.Fatalf("repair past the grace period made %d writes, want 2 (the release mark, the delete):\n%s", c.Writes(), r.out)
+	}
+}
+
+// TestRepairTakesLeftMarksOff: a release mark or clusterctl move's
+// delete-for-move left on a lock whose holder exists lets the lock guard
+// pass any delete of it; list shows it, and repair takes it off in one
+// write (an adoption), after which the guard holds the lock again.
+func TestRepairTakesLeftMarksOff(t *testing.T) {
+	for _, tc := range []struct{ key, protection string }{
+		{engine.ReleaseAnnotation, "releasable"},
+		{engine.MoveAnnotation, "moving"},
+	} {
+		t.Run(tc.protection, func(t *testing.T) {
+			ns := env.Namespace(t)
+			cl := newCluster(t, ns, "c1", false)
+			newMachine(t, ns, "c1", "c1-cp-0", nil)
+			lock := newLock(t, ns, "c1", "c1-cp-0", cl)
+			value := ""
+			if tc.key == engine.ReleaseAnnotation {
+				value = string(lock.UID)
+			}
+			mark := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, tc.key, value)
+			if err := env.Client.Patch(t.Context(), lock, client.RawPatch(types.MergePatchType, []byte(mark))); err != nil {
+				t.Fatal(err)
+			}
+			r := invocation{}.run(t, "list", "-n", ns)
+			r.expectCode(t, cli.ExitOK)
+			if !strings.Contains(r.out, " "+tc.protection+" ") {
+				t.Fatalf("list does not show the lock as %s:\n%s", tc.protection, r.out)
+			}
+			var c kubeenv.Counter
+			r = invocation{wrap: counting(&c)}.run(t, "repair", "-n", ns, "--yes")
+			r.expectCode(t, cli.ExitOK)
+			if !strings.Contains(r.out, "so that the lock guard holds the lock again") || c.Writes() != 1 {
+				t.Fatalf("repair made %d writes, want 1 (the adoption), and to say why:\n%s", c.Writes(), r.out)
+			}
+			after := kubeenv.MustGetLock(t, env.Client, ns, "c1")
+			if _, ok := after.Annotations[tc.key]; ok || after.UID != lock.UID {
+				t.Fatalf("after repair the lock is %s with annotations %v: want the same lock without %s", after.UID, after.Annotations, tc.key)
+			}
+		})
+	}
+}
