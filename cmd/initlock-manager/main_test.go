@@ -19,9 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
-	"github.com/initlock/initlock/internal/manager/managertest"
 	"github.com/initlock/initlock/internal/relink"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/test/managertest"
 )
 
 var env *kubeenv.Env

@@ -18,8 +18,8 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
-	"github.com/initlock/initlock/internal/manager/managertest"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/test/managertest"
 )
 
 // staleCopyRuns is how many copies each variant of TestStaleOwnerCopy makes.

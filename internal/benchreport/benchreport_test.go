@@ -39,7 +39,7 @@ func TestParse(t *testing.T) {
 	}
 	r := f.Results[6]
 	if r.Name != "RestoreStorm/clusters=250" || r.Procs != 2 || r.Iterations != 1 || r.Param("clusters") != "250" ||
-		r.Base() != "RestoreStorm" || r.Pkg != "github.com/initlock/initlock/internal/manager/benchtest" {
+		r.Base() != "RestoreStorm" || r.Pkg != "github.com/initlock/initlock/test/manager/bench" {
 		t.Fatalf("result %+v", r)
 	}
 	if r.Metrics["manager-s"] != 6 || r.Metrics["writes/lock"] != 1 {

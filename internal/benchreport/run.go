@@ -137,7 +137,7 @@ func QuickPlanOptions() PlanOptions {
 // initlock's); its package is "." there.
 const (
 	LibraryPkg    = "./test/library"
-	ManagerPkg    = "./internal/manager/benchtest"
+	ManagerPkg    = "./test/manager/bench"
 	RelinkPkg     = "./internal/relink"
 	ContentionDir = "hack/contention"
 )

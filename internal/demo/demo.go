@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -387,30 +386,3 @@ func (i *indented) Write(p []byte) (int, error) {
 }
 
 var _ io.Writer = (*indented)(nil)
-
-// scrape returns the initlock_ lines of the manager's metrics.
-func scrape(ctx context.Context, addr string) ([]string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("reading the manager's metrics: %w", err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("reading the manager's metrics: %s", resp.Status)
-	}
-	var out []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "initlock_") {
-			out = append(out, l)
-		}
-	}
-	return out, nil
-}

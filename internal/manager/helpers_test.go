@@ -13,7 +13,7 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/manager"
-	"github.com/initlock/initlock/internal/manager/managertest"
+	"github.com/initlock/initlock/test/managertest"
 )
 
 // Shorthands for the kubeenv and managertest helpers with this package's Env.

@@ -12,9 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
-	"github.com/initlock/initlock/internal/manager/managertest"
 	"github.com/initlock/initlock/internal/relink"
 	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/test/managertest"
 )
 
 // TestRelinkerInInitlockManager runs the relinker with its default kinds

@@ -20,10 +20,10 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/internal/manager"
-	"github.com/initlock/initlock/internal/manager/managertest"
 	"github.com/initlock/initlock/internal/relink"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/test/managertest"
 )
 
 // Every alert links to its section of docs/operating.md, and keeps only

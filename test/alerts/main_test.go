@@ -11,7 +11,7 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/manager"
-	"github.com/initlock/initlock/internal/manager/managertest"
+	"github.com/initlock/initlock/test/managertest"
 )
 
 var env *kubeenv.Env

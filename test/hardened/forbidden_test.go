@@ -10,8 +10,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/initlock/initlock/internal/kubeenv"
-	"github.com/initlock/initlock/internal/manager/managertest"
 	"github.com/initlock/initlock/internal/relink"
+	"github.com/initlock/initlock/test/managertest"
 )
 
 // TestMissingPermission runs the manager with the generated ClusterRole

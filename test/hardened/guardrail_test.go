@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/initlock/initlock/internal/kubeenv"
-	"github.com/initlock/initlock/internal/manager/managertest"
 	"github.com/initlock/initlock/internal/relink"
+	"github.com/initlock/initlock/test/managertest"
 )
 
 // The ServiceAccount the guardrail names: config/ installs the manager as

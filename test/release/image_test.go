@@ -27,10 +27,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/initlock/initlock/internal/kubeenv"
-	"github.com/initlock/initlock/internal/manager/managertest"
 	"github.com/initlock/initlock/internal/relink"
 	"github.com/initlock/initlock/internal/velero"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/test/managertest"
 )
 
 var env *kubeenv.Env

@@ -1,4 +1,4 @@
-package v1beta1test
+package v1beta1
 
 import (
 	"errors"
@@ -10,9 +10,9 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
-	"github.com/initlock/initlock/internal/manager/managertest"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/test/managertest"
 )
 
 var env *kubeenv.Env

@@ -1,4 +1,4 @@
-package benchtest
+package bench
 
 import (
 	"context"
@@ -30,9 +30,9 @@ import (
 	"github.com/initlock/initlock/internal/benchreport/loadavg"
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/manager"
-	"github.com/initlock/initlock/internal/manager/managertest"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/test/managertest"
 )
 
 var (

@@ -1,4 +1,4 @@
-package benchtest
+package bench
 
 import (
 	"flag"
@@ -21,9 +21,9 @@ import (
 	"github.com/initlock/initlock/internal/benchreport/loadavg"
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
-	"github.com/initlock/initlock/internal/manager/managertest"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/test/managertest"
 )
 
 var (

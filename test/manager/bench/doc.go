@@ -1,4 +1,4 @@
-// Package benchtest holds the benchmarks of the initlock manager on a real
+// Package bench holds the benchmarks of the initlock manager on a real
 // control plane: the restore storm against a raw patch loop (without a
 // client rate limit by default, with the API server's own request count
 // and each process's CPU time), the writes per adopted lock, the requests
@@ -11,4 +11,4 @@
 // no client rate limit), -storm.burst, -steady.clusters, -steady.duration,
 // -steady.sync-period, -memory.configmaps, -memory.clusters,
 // -scale.clusters, -scale.machines.
-package benchtest
+package bench
