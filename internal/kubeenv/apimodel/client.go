@@ -23,11 +23,13 @@ import (
 type Request struct {
 	// Actor is the Client's name.
 	Actor string
-	// Verb is get, create, patch, update or delete.
+	// Verb is get, list, create, patch, update or delete.
 	Verb string
-	Key  Key
+	// Key names the object; for a list, its kind and namespace (empty for
+	// every namespace), with no name.
+	Key Key
 	// Body is the patch, or the object created or updated, as JSON; for a
-	// delete, its preconditions.
+	// delete, its preconditions; for a list, its label selector.
 	Body string
 
 	exec func() (map[string]any, error)
@@ -37,7 +39,7 @@ type Request struct {
 }
 
 // Write tells whether the request changes the store when it is applied.
-func (r *Request) Write() bool { return r.Verb != "get" }
+func (r *Request) Write() bool { return r.Verb != "get" && r.Verb != "list" }
 
 // Exec applies the request to the store, as the API server would now, and
 // returns what it answers.
@@ -54,9 +56,9 @@ type Gate interface {
 }
 
 // Client is a controller-runtime client of the model API server, for one
-// actor. It reads and writes ConfigMaps (typed), Clusters (unstructured)
-// and Machines (unstructured or metadata-only) of the Cluster API v1beta2
-// group. Every request goes through the Gate, or straight to the store
+// actor. It reads, lists and writes ConfigMaps (typed), Clusters
+// (unstructured) and Machines (unstructured or metadata-only) of the
+// Cluster API v1beta2 group. Every request goes through the Gate, or straight to the store
 // without one.
 type Client struct {
 	Store *Store
@@ -222,11 +224,6 @@ func deref[T any](p *T) any {
 		return nil
 	}
 	return *p
-}
-
-// List is not served: the code the model runs reads single objects.
-func (c *Client) List(context.Context, client.ObjectList, ...client.ListOption) error {
-	return apierrors.NewMethodNotSupported(schema.GroupResource{}, "list")
 }
 
 // DeleteAllOf is not served.
