@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
@@ -66,7 +67,7 @@ type Client struct {
 	Actor string
 }
 
-var _ client.Client = (*Client)(nil)
+var _ client.WithWatch = (*Client)(nil)
 
 var scheme = kubeenv.Scheme()
 
@@ -226,6 +227,11 @@ func deref[T any](p *T) any {
 	return *p
 }
 
+// Watch is not served: the model has no watches.
+func (c *Client) Watch(context.Context, client.ObjectList, ...client.ListOption) (watch.Interface, error) {
+	return nil, apierrors.NewMethodNotSupported(schema.GroupResource{}, "watch")
+}
+
 // DeleteAllOf is not served.
 func (c *Client) DeleteAllOf(context.Context, client.Object, ...client.DeleteAllOfOption) error {
 	return apierrors.NewMethodNotSupported(schema.GroupResource{}, "deletecollection")
@@ -291,6 +297,13 @@ func (noSubResource) Apply(context.Context, runtime.ApplyConfiguration, ...clien
 
 func (noSubResource) Get(context.Context, client.Object, client.Object, ...client.SubResourceGetOption) error {
 	return apierrors.NewMethodNotSupported(schema.GroupResource{}, "subresource")
+}
+
+// served are the resources of the kinds the model serves.
+var served = map[string]schema.GroupVersionResource{
+	"ConfigMap":     {Version: "v1", Resource: "configmaps"},
+	ClusterGVK.Kind: {Group: ClusterGVK.Group, Version: ClusterGVK.Version, Resource: "clusters"},
+	MachineGVK.Kind: {Group: MachineGVK.Group, Version: MachineGVK.Version, Resource: "machines"},
 }
 
 // ClusterGVK and MachineGVK are the kinds the model serves for Cluster API.

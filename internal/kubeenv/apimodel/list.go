@@ -100,14 +100,11 @@ func listKind(list client.ObjectList) (string, error) {
 		kind = gvks[0].Kind
 	}
 	item, ok := strings.CutSuffix(kind, "List")
-	if !ok || !servedKinds[item] {
+	if _, known := served[item]; !ok || !known {
 		return "", fmt.Errorf("apimodel: %T of kind %q is not served", list, kind)
 	}
 	return item, nil
 }
-
-// servedKinds are the kinds the model serves.
-var servedKinds = map[string]bool{"ConfigMap": true, ClusterGVK.Kind: true, MachineGVK.Kind: true}
 
 // fillList sets list from a stored list (metadata.resourceVersion and
 // items), in list's form.
