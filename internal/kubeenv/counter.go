@@ -63,6 +63,10 @@ func (c *Counter) CountingConfig(cfg *rest.Config) *rest.Config {
 	return out
 }
 
+// Record counts one request answered with status, made by a client that
+// does not send HTTP requests (the model API server's, apimodel).
+func (c *Counter) Record(r Request, status int) { c.answered(Call{}, Call{Request: r, Status: status}) }
+
 // keepDenied keeps a request refused with 403 Forbidden, unless the refusal
 // is a write into a namespace being deleted, which is not authorisation's.
 func (c *Counter) keepDenied(req *http.Request, resp *http.Response) {

@@ -57,6 +57,21 @@ func LockGone(ctx context.Context, c client.Reader, ns, cluster string) func() e
 	}
 }
 
+// InitializedStatus is the status SetInitialized writes on a Cluster of
+// Cluster API version, at time now.
+func InitializedStatus(version string, now time.Time) map[string]any {
+	cond := map[string]any{
+		"type": capi.ControlPlaneInitializedCondition, "status": "True",
+		"lastTransitionTime": now.UTC().Format(time.RFC3339),
+	}
+	status := map[string]any{"conditions": []any{cond}}
+	if version != capi.V1Beta1 {
+		cond["reason"], cond["message"] = "Initialized", ""
+		status["initialization"] = map[string]any{"controlPlaneInitialized": true}
+	}
+	return status
+}
+
 // SetInitialized marks a Cluster's control plane initialised as Cluster
 // API reports it, through the status subresource: the
 // ControlPlaneInitialized condition (the Cluster's only condition
@@ -65,16 +80,7 @@ func LockGone(ctx context.Context, c client.Reader, ns, cluster string) func() e
 // kept. cluster names the Cluster, with its apiVersion, and is set to what
 // the API server returns.
 func SetInitialized(ctx context.Context, c client.Client, cluster *unstructured.Unstructured) error {
-	cond := map[string]any{
-		"type": capi.ControlPlaneInitializedCondition, "status": "True",
-		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
-	}
-	status := map[string]any{"conditions": []any{cond}}
-	if cluster.GroupVersionKind().Version != capi.V1Beta1 {
-		cond["reason"], cond["message"] = "Initialized", ""
-		status["initialization"] = map[string]any{"controlPlaneInitialized": true}
-	}
-	patch, err := json.Marshal(map[string]any{"status": status})
+	patch, err := json.Marshal(map[string]any{"status": InitializedStatus(cluster.GroupVersionKind().Version, time.Now())})
 	if err != nil {
 		return fmt.Errorf("encoding the status: %w", err)
 	}

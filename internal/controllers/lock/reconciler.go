@@ -38,16 +38,16 @@ const (
 )
 
 const (
-	// foreignRecheck is how often a ConfigMap found not to be a lock is
+	// ForeignRecheck is how often a ConfigMap found not to be a lock is
 	// looked at again, so that the gauge notices when it goes away (it is
 	// not in the cache, so its deletion sends no event).
-	foreignRecheck = 5 * time.Minute
-	// conflictRetry is how soon a reconcile whose write met a conflict
+	ForeignRecheck = 5 * time.Minute
+	// ConflictRetry is how soon a reconcile whose write met a conflict
 	// runs again, should no event about the newer lock come first.
-	conflictRetry = time.Second
-	// cacheLagRetry is how soon a reconcile waiting for the cache to show
+	ConflictRetry = time.Second
+	// CacheLagRetry is how soon a reconcile waiting for the cache to show
 	// its own last write runs again, should the watch event not come first.
-	cacheLagRetry = 10 * time.Second
+	CacheLagRetry = 10 * time.Second
 )
 
 // EventRecorder is the part of the events.k8s.io recorder
@@ -125,7 +125,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	ctx = ctrl.LoggerInto(ctx, log)
 	if !t.live && t.m.writtenFrom.shows(t.cm.UID, t.cm.ResourceVersion) {
 		log.V(4).Info("Waiting for the cache to show the last write")
-		return ctrl.Result{RequeueAfter: cacheLagRetry}, nil
+		return ctrl.Result{RequeueAfter: CacheLagRetry}, nil
 	}
 	r.states.set(req.NamespacedName, d.Verdict)
 	if res, stop, err := r.report(ctx, t, d); stop || err != nil {
@@ -208,7 +208,7 @@ func (r *Reconciler) lookLive(ctx context.Context, t *target) (done bool, res ct
 		}
 		t.obs.OutOfScope = outOfScope
 		if t.cm == nil {
-			return true, ctrl.Result{RequeueAfter: conflictRetry}, nil // gone meanwhile
+			return true, ctrl.Result{RequeueAfter: ConflictRetry}, nil // gone meanwhile
 		}
 	}
 	r.noteAbsence(t.m, &t.obs)
@@ -225,7 +225,7 @@ func (r *Reconciler) report(ctx context.Context, t target, d engine.Decision) (r
 		r.warn(m, t.clusterObj, cm, ReasonForeignConfigMap, d.Err)
 		log.V(2).Info("ConfigMap is not a lock; leaving it alone", "reason", d.Err.Error())
 		if t.live {
-			return ctrl.Result{RequeueAfter: foreignRecheck}, true, nil
+			return ctrl.Result{RequeueAfter: ForeignRecheck}, true, nil
 		}
 		return ctrl.Result{}, true, nil
 	case errors.Is(d.Err, initlock.ErrCorruptLock):
@@ -269,13 +269,13 @@ func (r *Reconciler) write(ctx context.Context, t target, d engine.Decision) (ct
 		// The cache is behind the API server: decide again once it has
 		// caught up (the change that made the difference sends an event).
 		log.V(2).Info("The API server does not confirm the decision; waiting for the cache", "confirmed", d.Action)
-		return ctrl.Result{RequeueAfter: cacheLagRetry}, nil
+		return ctrl.Result{RequeueAfter: CacheLagRetry}, nil
 	}
 	if err := engine.Apply(ctx, r.Client, t.cm, obs, d, now); err != nil {
 		switch {
 		case apierrors.IsConflict(err):
 			log.V(2).Info("Lock changed since it was read; looking again")
-			return ctrl.Result{RequeueAfter: conflictRetry}, nil
+			return ctrl.Result{RequeueAfter: ConflictRetry}, nil
 		case apierrors.IsNotFound(err):
 			log.V(2).Info("Lock is gone already")
 			return ctrl.Result{}, nil

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
@@ -23,11 +24,13 @@ import (
 type Request struct {
 	// Actor is the Client's name.
 	Actor string
-	// Verb is get, create, patch, update or delete.
+	// Verb is get, list, create, patch, update or delete.
 	Verb string
-	Key  Key
+	// Key names the object; for a list, its kind and namespace (empty for
+	// every namespace), with no name.
+	Key Key
 	// Body is the patch, or the object created or updated, as JSON; for a
-	// delete, its preconditions.
+	// delete, its preconditions; for a list, its label selector.
 	Body string
 
 	exec func() (map[string]any, error)
@@ -37,7 +40,7 @@ type Request struct {
 }
 
 // Write tells whether the request changes the store when it is applied.
-func (r *Request) Write() bool { return r.Verb != "get" }
+func (r *Request) Write() bool { return r.Verb != "get" && r.Verb != "list" }
 
 // Exec applies the request to the store, as the API server would now, and
 // returns what it answers.
@@ -54,9 +57,9 @@ type Gate interface {
 }
 
 // Client is a controller-runtime client of the model API server, for one
-// actor. It reads and writes ConfigMaps (typed), Clusters (unstructured)
-// and Machines (unstructured or metadata-only) of the Cluster API v1beta2
-// group. Every request goes through the Gate, or straight to the store
+// actor. It reads, lists and writes ConfigMaps (typed), Clusters
+// (unstructured) and Machines (unstructured or metadata-only) of the
+// Cluster API v1beta2 group. Every request goes through the Gate, or straight to the store
 // without one.
 type Client struct {
 	Store *Store
@@ -64,7 +67,7 @@ type Client struct {
 	Actor string
 }
 
-var _ client.Client = (*Client)(nil)
+var _ client.WithWatch = (*Client)(nil)
 
 var scheme = kubeenv.Scheme()
 
@@ -224,9 +227,9 @@ func deref[T any](p *T) any {
 	return *p
 }
 
-// List is not served: the code the model runs reads single objects.
-func (c *Client) List(context.Context, client.ObjectList, ...client.ListOption) error {
-	return apierrors.NewMethodNotSupported(schema.GroupResource{}, "list")
+// Watch is not served: the model has no watches.
+func (c *Client) Watch(context.Context, client.ObjectList, ...client.ListOption) (watch.Interface, error) {
+	return nil, apierrors.NewMethodNotSupported(schema.GroupResource{}, "watch")
 }
 
 // DeleteAllOf is not served.
@@ -294,6 +297,13 @@ func (noSubResource) Apply(context.Context, runtime.ApplyConfiguration, ...clien
 
 func (noSubResource) Get(context.Context, client.Object, client.Object, ...client.SubResourceGetOption) error {
 	return apierrors.NewMethodNotSupported(schema.GroupResource{}, "subresource")
+}
+
+// served are the resources of the kinds the model serves.
+var served = map[string]schema.GroupVersionResource{
+	"ConfigMap":     {Version: "v1", Resource: "configmaps"},
+	ClusterGVK.Kind: {Group: ClusterGVK.Group, Version: ClusterGVK.Version, Resource: "clusters"},
+	MachineGVK.Kind: {Group: MachineGVK.Group, Version: MachineGVK.Version, Resource: "machines"},
 }
 
 // ClusterGVK and MachineGVK are the kinds the model serves for Cluster API.

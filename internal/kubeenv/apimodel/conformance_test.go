@@ -40,6 +40,12 @@ type backend struct {
 	// changed tells whether the last patch of the lock gave it a new
 	// resourceVersion.
 	changed bool
+	// listed is what the last list answered (describeList), listRV its
+	// resourceVersion; wrote tells the next list that a write was made
+	// since.
+	listed []string
+	listRV int64
+	wrote  bool
 }
 
 // step is one request of a script, made the same way against both backends.
@@ -54,6 +60,7 @@ const register = "/metadata/annotations/" + "initlock.dev~1init-lock-grant"
 // matter: writes that apply, and writes that a test, a precondition or a
 // taken name refuses.
 var scripts = map[string][]step{
+	"list": listScript,
 	"grant register": {
 		{"create the cluster", func(ctx context.Context, b *backend) error {
 			return b.create(ctx, kubeenv.NewCluster(capi.V1Beta2, b.ns, "c1"))
@@ -312,7 +319,8 @@ func (b *backend) deleteLock(ctx context.Context, uid *types.UID, rv *string) er
 }
 
 // state reads the Cluster and the lock as the protocol sees them, with
-// whether the last patch of the lock changed its resourceVersion.
+// whether the last patch of the lock changed its resourceVersion and what
+// the last list answered.
 func (b *backend) state(t *testing.T) map[string]any {
 	t.Helper()
 	out := map[string]any{}
@@ -344,6 +352,9 @@ func (b *backend) state(t *testing.T) map[string]any {
 		out["lock"] = map[string]any{"labels": cm.Labels, "annotations": cm.Annotations, "data": cm.Data,
 			"owners": cm.OwnerReferences, "lastPatchChangedIt": b.changed,
 			"finalizers": cm.Finalizers, "deleting": cm.DeletionTimestamp != nil}
+	}
+	if b.listed != nil {
+		out["listed"] = b.listed
 	}
 	return out
 }

@@ -19,13 +19,18 @@
 //     resourceVersion preconditions (409 Conflict). A write that changes
 //     nothing writes nothing. Writes of a Cluster or Machine keep its status
 //     (a status subresource) and bump its generation when the spec changes.
+//   - List, of one namespace or all, by label selector (equality and
+//     set-based), typed, unstructured or metadata-only: items sorted by
+//     namespace and name, and the list's resourceVersion the last revision
+//     written, as a consistent list's is etcd's current revision.
 //
 // TestConformance runs the same scripted requests against the model and the
-// real API server and compares status codes, reasons and objects.
+// real API server and compares status codes, reasons, objects and lists.
 //
 // # What it does not model
 //
-//   - Lists, watches, label selectors, field selectors, server-side apply,
+//   - Watches, pages of lists (limit and continue), field selectors, lists
+//     at a given resourceVersion (all refused), server-side apply,
 //     subresources, admission (webhooks, validation of the CRD schemas),
 //     finalizers, the garbage collector and namespaces: the explorer plays
 //     the garbage collector's and people's deletions as events.

@@ -1,9 +1,8 @@
-package lock
+package locksuite
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -11,22 +10,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 
-	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/controllers/lock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
-
-// These tests inject, with interceptor.Funcs around a client of the real API
-// server, what that server does not produce on demand: API errors on writes,
-// and a cache that lags the live reads.
 
 // laggingCache makes c answer reads the way a manager's cache that never
 // catches up would: a ConfigMap as it was when the cache was made (only
@@ -123,7 +116,10 @@ func (f *fixture) markAbsent(cm *corev1.ConfigMap, since time.Time) {
 	}
 }
 
-func TestReconcileInjected(t *testing.T) {
+// Injected injects, with interceptor.Funcs around a client of the backend,
+// what an API server does not produce on demand: API errors on writes,
+// and a cache that lags the live reads.
+func Injected(t *testing.T, b Backend) {
 	conflict := apierrors.NewConflict(corev1.Resource("configmaps"), "c1-lock", errors.New("changed"))
 	unownedLock := func(f *fixture) {
 		f.cluster("c1")
@@ -145,14 +141,14 @@ func TestReconcileInjected(t *testing.T) {
 		{
 			name:       "adopt once even when the cache lags",
 			setUp:      unownedLock,
-			reconciles: 3, wantWrites: 1, wantRequeue: cacheLagRetry,
-			wantEvents: []emitted{{corev1.EventTypeNormal, ReasonLockAdopted}},
+			reconciles: 3, wantWrites: 1, wantRequeue: lock.CacheLagRetry,
+			wantEvents: []emitted{{corev1.EventTypeNormal, lock.ReasonLockAdopted}},
 		},
 		{
 			name:       "conflict: look again soon, no error, no event",
 			setUp:      unownedLock,
 			writeErr:   conflict,
-			reconciles: 1, wantWrites: 1, wantRequeue: conflictRetry,
+			reconciles: 1, wantWrites: 1, wantRequeue: lock.ConflictRetry,
 		},
 		{
 			name:       "lock gone meanwhile: nothing to do",
@@ -175,8 +171,8 @@ func TestReconcileInjected(t *testing.T) {
 					Data:       map[string]string{engine.DataKey: `{"machineName":"m1"}`},
 				})
 			},
-			reconciles: 2, wantWrites: 0, wantRequeue: foreignRecheck,
-			wantEvents: []emitted{{corev1.EventTypeWarning, ReasonForeignConfigMap}},
+			reconciles: 2, wantWrites: 0, wantRequeue: lock.ForeignRecheck,
+			wantEvents: []emitted{{corev1.EventTypeWarning, lock.ReasonForeignConfigMap}},
 		},
 		{
 			name: "orphan past its grace: the cache misses the holder, a live read finds it",
@@ -192,12 +188,12 @@ func TestReconcileInjected(t *testing.T) {
 			setUp: func(f *fixture) {
 				f.markAbsent(f.lockCM("c1", "m1", nil, ""), f.clock.Now().Add(-time.Hour))
 			},
-			reconciles: 2, wantWrites: 2, wantRequeue: cacheLagRetry,
-			wantEvents: []emitted{{corev1.EventTypeNormal, ReasonOrphanLockCollected}},
+			reconciles: 2, wantWrites: 2, wantRequeue: lock.CacheLagRetry,
+			wantEvents: []emitted{{corev1.EventTypeNormal, lock.ReasonOrphanLockCollected}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
+			f := newFixture(t, b)
 			tc.setUp(f)
 			lc := newLaggingCache(t, f.c, f.ns)
 			lc.hideMachines, lc.writeErr = tc.hideMachines, tc.writeErr
@@ -218,86 +214,6 @@ func TestReconcileInjected(t *testing.T) {
 				t.Errorf("RequeueAfter = %s, want %s", res.RequeueAfter, tc.wantRequeue)
 			}
 			f.wantEvents(tc.wantEvents...)
-		})
-	}
-}
-
-func TestLockToClusters(t *testing.T) {
-	const ns = "default"
-	for _, tc := range []struct {
-		name   string
-		labels map[string]string
-		cmName string
-		want   []string
-	}{
-		{"lock", map[string]string{engine.ClusterNameLabel: "c1"}, "c1-lock", []string{"c1"}},
-		{"labelled for another cluster", map[string]string{engine.ClusterNameLabel: "c2"}, "c1-lock", []string{"c2", "c1"}},
-		{"other labelled ConfigMap", map[string]string{engine.ClusterNameLabel: "c1"}, "c1-kubeconfig", []string{"c1"}},
-		{"bare suffix", nil, "-lock", nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tc.cmName, Labels: tc.labels}}
-			var got []string
-			for _, r := range lockToClusters(t.Context(), cm) {
-				if r.Namespace != ns {
-					t.Errorf("namespace %q", r.Namespace)
-				}
-				got = append(got, r.Name)
-			}
-			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
-				t.Errorf("requests %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestClusterChanged(t *testing.T) {
-	const grant = `{"machineName":"m1","machineUID":"m1-uid","clusterUID":"uid","token":"t1"}`
-	base := func() *unstructured.Unstructured {
-		u := kubeenv.NewCluster(capi.V1Beta2, "default", "c1")
-		u.SetUID("uid")
-		u.SetResourceVersion("1")
-		u.SetAnnotations(map[string]string{engine.GrantAnnotation: grant})
-		return u
-	}
-	p := clusterChanged()
-	for _, tc := range []struct {
-		name   string
-		mutate func(*unstructured.Unstructured)
-		want   bool
-	}{
-		{"resync", func(*unstructured.Unstructured) {}, true},
-		{"status churn, with a grant recorded", func(u *unstructured.Unstructured) {
-			u.SetResourceVersion("2")
-			u.Object["status"] = map[string]any{"phase": "Provisioning"}
-		}, false},
-		{"grant register written", func(u *unstructured.Unstructured) {
-			u.SetResourceVersion("2")
-			u.SetAnnotations(map[string]string{engine.GrantAnnotation: `{"machineName":"m1","machineUID":"m1-uid","clusterUID":"uid","token":"t2"}`})
-		}, true},
-		{"grant register emptied", func(u *unstructured.Unstructured) {
-			u.SetResourceVersion("2")
-			u.SetAnnotations(nil)
-		}, true},
-		{"paused", func(u *unstructured.Unstructured) {
-			u.SetResourceVersion("2")
-			u.SetAnnotations(map[string]string{engine.GrantAnnotation: grant, capi.PausedAnnotation: "true"})
-		}, true},
-		{"initialised", func(u *unstructured.Unstructured) {
-			u.SetResourceVersion("2")
-			u.Object["status"] = map[string]any{"initialization": map[string]any{"controlPlaneInitialized": true}}
-		}, true},
-		{"deleting", func(u *unstructured.Unstructured) {
-			u.SetResourceVersion("2")
-			u.SetDeletionTimestamp(&metav1.Time{Time: time.Now()})
-		}, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			updated := base()
-			tc.mutate(updated)
-			if got := p.Update(event.UpdateEvent{ObjectOld: base(), ObjectNew: updated}); got != tc.want {
-				t.Errorf("Update = %t, want %t", got, tc.want)
-			}
 		})
 	}
 }

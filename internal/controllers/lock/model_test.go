@@ -1,0 +1,61 @@
+package lock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/apimodel"
+	locksuite "github.com/initlock/initlock/test/controllers/lock"
+)
+
+// The reconciler's cases (test/controllers/lock) against the model API
+// server, with the project's lock guard: no control plane. The same cases
+// run against the real API server there.
+
+func model() locksuite.Backend {
+	return locksuite.Backend{
+		New: func(t *testing.T) (client.WithWatch, string, *kubeenv.Counter) {
+			t.Helper()
+			guard, err := apimodel.LockGuard()
+			if err != nil {
+				t.Fatal(err)
+			}
+			store := apimodel.NewStore()
+			store.SetGuard(guard)
+			counter := &kubeenv.Counter{}
+			return &apimodel.Client{Store: store, Gate: apimodel.Counting{Counter: counter}, Actor: "reconciler"},
+				kubeenv.NamespaceName(t.Name()), counter
+		},
+		SetInitialized: setInitialized,
+	}
+}
+
+// setInitialized writes the status kubeenv.SetInitialized writes, into the
+// model's store (the model serves no status subresource).
+func setInitialized(_ context.Context, c client.Client, cluster *unstructured.Unstructured) error {
+	store := c.(*apimodel.Client).Store
+	k := apimodel.Key{Kind: cluster.GetKind(), Namespace: cluster.GetNamespace(), Name: cluster.GetName()}
+	status := kubeenv.InitializedStatus(cluster.GroupVersionKind().Version, time.Now())
+	if !store.Mutate(k, func(obj map[string]any) { obj["status"] = status }) {
+		return apierrors.NewNotFound(apimodel.ClusterGVK.GroupVersion().WithResource("clusters").GroupResource(), k.Name)
+	}
+	return apimodel.Fill(cluster, store.Peek(k))
+}
+
+func TestReconcile(t *testing.T) { locksuite.Reconcile(t, model()) }
+
+func TestOrphanCollectedAfterHolderGone(t *testing.T) {
+	locksuite.OrphanCollectedAfterHolderGone(t, model())
+}
+
+func TestReconcileInjected(t *testing.T) { locksuite.Injected(t, model()) }
+
+func TestRegressionCachedClusterRecreated(t *testing.T) {
+	locksuite.CachedClusterRecreated(t, model())
+}

@@ -1,0 +1,144 @@
+package apimodel
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// List returns the objects of kind k.Kind in namespace k.Namespace (every
+// namespace when it is empty) whose labels sel matches (every object when
+// sel is nil), sorted by namespace and name as etcd's keys sort, and the
+// revision they were read at: the store's last revision, as a consistent
+// list of the API server answers with etcd's current revision.
+func (s *Store) List(k Key, sel labels.Selector) (items []map[string]any, rv string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for key, obj := range s.objects {
+		if key.Kind != k.Kind || (k.Namespace != "" && key.Namespace != k.Namespace) {
+			continue
+		}
+		if sel != nil && !sel.Matches(labels.Set(labelsOf(obj))) {
+			continue
+		}
+		items = append(items, deepCopy(obj))
+	}
+	sort.Slice(items, func(i, j int) bool {
+		a, b := metadata(items[i]), metadata(items[j])
+		if a["namespace"] != b["namespace"] {
+			return a["namespace"].(string) < b["namespace"].(string)
+		}
+		return a["name"].(string) < b["name"].(string)
+	})
+	return items, strconv.FormatInt(s.rev, 10)
+}
+
+func labelsOf(obj map[string]any) map[string]string {
+	out := map[string]string{}
+	m, _ := metadata(obj)["labels"].(map[string]any)
+	for k, v := range m {
+		out[k], _ = v.(string)
+	}
+	return out
+}
+
+// List reads the objects of list's kind live, with the namespace and label
+// selector of opts. Pages (limit, continue), field selectors and the
+// resourceVersion options are not modelled and are refused.
+func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	kind, err := listKind(list)
+	if err != nil {
+		return err
+	}
+	lo := (&client.ListOptions{}).ApplyOptions(opts)
+	if lo.Limit != 0 || lo.Continue != "" || lo.FieldSelector != nil || lo.Raw != nil {
+		return apierrors.NewBadRequest(fmt.Sprintf("apimodel: list %s: only the namespace and label selector options are modelled", kind))
+	}
+	k := Key{Kind: kind, Namespace: lo.Namespace}
+	var sel labels.Selector
+	body := ""
+	if lo.LabelSelector != nil && !lo.LabelSelector.Empty() {
+		sel, body = lo.LabelSelector, "labelSelector="+lo.LabelSelector.String()
+	}
+	res, err := c.do(ctx, "list", k, body, func() (map[string]any, error) {
+		items, rv := c.Store.List(k, sel)
+		out := make([]any, len(items))
+		for i := range items {
+			out[i] = items[i]
+		}
+		return map[string]any{"metadata": map[string]any{"resourceVersion": rv}, "items": out}, nil
+	})
+	if err != nil {
+		return err
+	}
+	return fillList(list, res)
+}
+
+// listKind is the kind of the items of list: ConfigMapList lists
+// ConfigMaps.
+func listKind(list client.ObjectList) (string, error) {
+	var kind string
+	switch l := list.(type) {
+	case *unstructured.UnstructuredList:
+		kind = l.GetKind()
+	case *metav1.PartialObjectMetadataList:
+		kind = l.GroupVersionKind().Kind
+	default:
+		gvks, _, err := scheme.ObjectKinds(list)
+		if err != nil {
+			return "", fmt.Errorf("apimodel: %T is not served: %w", list, err)
+		}
+		kind = gvks[0].Kind
+	}
+	item, ok := strings.CutSuffix(kind, "List")
+	if _, known := served[item]; !ok || !known {
+		return "", fmt.Errorf("apimodel: %T of kind %q is not served", list, kind)
+	}
+	return item, nil
+}
+
+// fillList sets list from a stored list (metadata.resourceVersion and
+// items), in list's form.
+func fillList(list client.ObjectList, res map[string]any) error {
+	rv := res["metadata"].(map[string]any)["resourceVersion"].(string)
+	items := res["items"].([]any)
+	switch l := list.(type) {
+	case *unstructured.UnstructuredList:
+		l.SetResourceVersion(rv)
+		l.Items = make([]unstructured.Unstructured, len(items))
+		for i, it := range items {
+			l.Items[i].Object = it.(map[string]any)
+		}
+		return nil
+	case *metav1.PartialObjectMetadataList:
+		gvk := l.GroupVersionKind()
+		item := gvk
+		item.Kind = strings.TrimSuffix(gvk.Kind, "List")
+		l.ListMeta = metav1.ListMeta{ResourceVersion: rv}
+		l.Items = make([]metav1.PartialObjectMetadata, len(items))
+		for i, it := range items {
+			l.Items[i].SetGroupVersionKind(item)
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(it.(map[string]any)["metadata"].(map[string]any), &l.Items[i].ObjectMeta); err != nil {
+				return err
+			}
+		}
+		l.SetGroupVersionKind(gvk)
+		return nil
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(res, list); err != nil {
+		return err
+	}
+	if gvks, _, err := scheme.ObjectKinds(list); err == nil && len(gvks) > 0 {
+		list.GetObjectKind().SetGroupVersionKind(gvks[0])
+	}
+	return nil
+}

@@ -1,0 +1,202 @@
+package locksuite
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/controllers/lock"
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
+)
+
+// Backend is an API server the cases run against.
+type Backend struct {
+	// New returns a client of a namespace of its own for t, the
+	// namespace, and the counter of the client's requests.
+	New func(t *testing.T) (c client.WithWatch, ns string, counter *kubeenv.Counter)
+	// SetInitialized marks cluster's control plane initialized, as
+	// kubeenv.SetInitialized does through the status subresource.
+	SetInitialized func(ctx context.Context, c client.Client, cluster *unstructured.Unstructured) error
+	// GarbageCollector tells that the backend runs the garbage collector.
+	GarbageCollector bool
+}
+
+const (
+	grace  = 10 * time.Minute
+	settle = 30 * time.Second
+)
+
+type emitted struct{ eventtype, reason string }
+
+// recorder records the events the reconciler emits.
+type recorder struct {
+	mu  sync.Mutex
+	got []emitted
+}
+
+var _ lock.EventRecorder = (*recorder)(nil)
+
+func (e *recorder) Eventf(_, _ runtime.Object, eventtype, reason, _, _ string, _ ...any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.got = append(e.got, emitted{eventtype, reason})
+}
+
+func (e *recorder) list() []emitted {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.got)
+}
+
+// errNoLock is a check's error when the lock does not exist.
+var errNoLock = errors.New("no lock")
+
+// fixture is one test's namespace, a reconciler reading and writing the
+// backend directly, and the count of its requests.
+type fixture struct {
+	t       *testing.T
+	b       Backend
+	ns      string
+	c       client.WithWatch
+	counter *kubeenv.Counter
+	clock   *clocktesting.FakePassiveClock
+	events  *recorder
+	r       *lock.Reconciler
+}
+
+func newFixture(t *testing.T, b Backend) *fixture {
+	t.Helper()
+	c, ns, counter := b.New(t)
+	f := &fixture{
+		t:       t,
+		b:       b,
+		ns:      ns,
+		c:       c,
+		counter: counter,
+		clock:   clocktesting.NewFakePassiveClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)),
+		events:  &recorder{},
+	}
+	f.r = &lock.Reconciler{
+		Client:      c,
+		APIReader:   c,
+		Recorder:    f.events,
+		CAPIVersion: capi.V1Beta2,
+		Policy:      engine.Policy{ReleaseAfterInit: true, OrphanGrace: grace, OrphanSettle: settle},
+		Clock:       f.clock,
+	}
+	return f
+}
+
+func (f *fixture) create(obj client.Object) {
+	f.t.Helper()
+	if err := f.c.Create(f.t.Context(), obj); err != nil {
+		f.t.Fatalf("creating %s %s: %v", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
+	}
+}
+
+func (f *fixture) cluster(name string, mutate ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
+	f.t.Helper()
+	u := kubeenv.NewCluster(capi.V1Beta2, f.ns, name)
+	for _, m := range mutate {
+		m(u)
+	}
+	f.create(u)
+	return u
+}
+
+func (f *fixture) machine(cluster, name string) *unstructured.Unstructured {
+	f.t.Helper()
+	u := kubeenv.NewMachine(capi.V1Beta2, f.ns, cluster, name)
+	f.create(u)
+	return u
+}
+
+// lockCM creates the lock of cluster held by machine, owned by owner when it
+// is not nil, with the given record in place of a valid one when not empty.
+func (f *fixture) lockCM(cluster, machine string, owner *unstructured.Unstructured, record string) *corev1.ConfigMap {
+	f.t.Helper()
+	cm := kubeenv.NewLock(f.ns, cluster, machine, owner)
+	if record != "" {
+		cm.Data[engine.DataKey] = record
+	}
+	f.create(cm)
+	return cm
+}
+
+func (f *fixture) setInitialized(c *unstructured.Unstructured) {
+	f.t.Helper()
+	if err := f.b.SetInitialized(f.t.Context(), f.c, c); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// reconcile runs one reconcile of cluster and returns its result and the
+// writes it made.
+func (f *fixture) reconcile(cluster string) (ctrl.Result, int) {
+	f.t.Helper()
+	f.counter.Reset()
+	res, err := f.r.Reconcile(f.t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: f.ns, Name: cluster}})
+	if err != nil {
+		f.t.Fatalf("Reconcile %s/%s: %v", f.ns, cluster, err)
+	}
+	return res, f.counter.Writes()
+}
+
+func (f *fixture) wantEvents(want ...emitted) {
+	f.t.Helper()
+	if got := f.events.list(); !slices.Equal(got, want) {
+		f.t.Errorf("events = %v, want %v", got, want)
+	}
+}
+
+func ownedByCluster(f *fixture) error {
+	cm, err := kubeenv.GetLock(f.t.Context(), f.c, f.ns, "c1")
+	if err != nil {
+		return err
+	}
+	c := &unstructured.Unstructured{}
+	c.SetGroupVersionKind(capi.ClusterGVK(capi.V1Beta2))
+	if err := f.c.Get(f.t.Context(), types.NamespacedName{Namespace: f.ns, Name: "c1"}, c); err != nil {
+		return err
+	}
+	return kubeenv.LockOwnedBy(cm, c)
+}
+
+func unowned(f *fixture) error {
+	cm, err := kubeenv.GetLock(f.t.Context(), f.c, f.ns, "c1")
+	if cm == nil {
+		return cmp.Or(err, errNoLock)
+	}
+	if len(cm.OwnerReferences) != 0 {
+		return fmt.Errorf("lock of a paused Cluster was changed: %v", cm.OwnerReferences)
+	}
+	return nil
+}
+
+func hasRecord(want string) func(*fixture) error {
+	return func(f *fixture) error {
+		cm, err := kubeenv.GetLock(f.t.Context(), f.c, f.ns, "c1")
+		if cm == nil {
+			return cmp.Or(err, errNoLock)
+		}
+		if got := cm.Data[engine.DataKey]; got != want {
+			return fmt.Errorf("record = %q, want %q", got, want)
+		}
+		return nil
+	}
+}
