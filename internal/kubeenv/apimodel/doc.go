@@ -23,6 +23,11 @@
 //     set-based), typed, unstructured or metadata-only: items sorted by
 //     namespace and name, and the list's resourceVersion the last revision
 //     written, as a consistent list's is etcd's current revision.
+//   - Finalizers: a delete of an object that has some marks it for
+//     deletion; it goes once the last is removed, and takes no new one.
+//   - Admission by the project's lock guard (Guard, Store.SetGuard): the
+//     ValidatingAdmissionPolicy of config/protection, evaluated on deletes
+//     and updates of ConfigMaps with kube-apiserver's own policy code.
 //
 // TestConformance runs the same scripted requests against the model and the
 // real API server and compares status codes, reasons, objects and lists.
@@ -31,8 +36,9 @@
 //
 //   - Watches, pages of lists (limit and continue), field selectors, lists
 //     at a given resourceVersion (all refused), server-side apply,
-//     subresources, admission (webhooks, validation of the CRD schemas),
-//     finalizers, the garbage collector and namespaces: the explorer plays
+//     subresources, other admission (webhooks, other policies, validation
+//     of the CRD schemas), the garbage collector and namespaces (a
+//     namespace being deleted): the explorer plays
 //     the garbage collector's and people's deletions as events.
 //   - The exact wording of error messages, and UIDs in UUID form.
 package apimodel
