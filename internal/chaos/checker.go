@@ -150,9 +150,9 @@ func (c *Checker) Epoch(machine string) int {
 	return c.epochs[machine]
 }
 
-// Initialised tells whether a cluster's control plane has been
+// Initialized tells whether a cluster's control plane has been
 // initialised (for the cluster's whole life, whatever its object says).
-func (c *Checker) Initialised(cluster string) bool {
+func (c *Checker) Initialized(cluster string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.initialised[cluster]
@@ -321,9 +321,9 @@ func (c *Checker) LockLost(actor, cluster string) {
 	}
 }
 
-// MarkInitialised marks a cluster initialised without a hold: it was
+// MarkInitialized marks a cluster initialised without a hold: it was
 // created initialised.
-func (c *Checker) MarkInitialised(cluster string) {
+func (c *Checker) MarkInitialized(cluster string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.initialised[cluster] = true

@@ -49,7 +49,7 @@ func (bc *controller) loop(actCtx, ctx context.Context) {
 		k.success = bc.rnd.Float64() < r.p.InitSuccess
 		k.cachedLock = bc.rnd.Float64() < r.p.StaleViews
 		k.cachedUnlock = bc.rnd.Float64() < r.p.StaleViews
-		if crt.isGone() || r.c.Initialised(k.cluster) {
+		if crt.isGone() || r.c.Initialized(k.cluster) {
 			continue
 		}
 		if r.isRunning(k.machine) && bc.rnd.IntN(3) != 0 {
@@ -152,7 +152,7 @@ func (bc *controller) init(ctx context.Context, k call) {
 	}
 	if k.success {
 		if r.c.FinishInit(actor, cluster, machine) {
-			if err := r.setStatusInitialised(ctx, cluster); err != nil {
+			if err := r.setStatusInitialized(ctx, cluster); err != nil {
 				r.fail(err)
 			}
 		}

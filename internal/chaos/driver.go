@@ -199,7 +199,7 @@ func (r *runner) machineState(cluster, machine string) string {
 	switch {
 	case r.c.Holder(cluster) == machine:
 		return "holding"
-	case r.c.Initialised(cluster):
+	case r.c.Initialized(cluster):
 		return "initialised"
 	default:
 		return "waiting"

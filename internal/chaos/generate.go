@@ -36,7 +36,7 @@ func Generate(seed uint64, size Size) Plan {
 		case i == foreignAt:
 			c.Foreign = ForeignKind(1 + r.IntN(3))
 		case x < 0.15:
-			c.Initialised, c.UpstreamLock = true, true
+			c.Initialized, c.UpstreamLock = true, true
 		case x < 0.35:
 			c.UpstreamLock = true
 		}

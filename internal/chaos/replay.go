@@ -91,7 +91,7 @@ type lockDeletion struct {
 	rv                   int64
 	at                   time.Duration
 	clusterLive          bool
-	clusterInitialised   bool
+	clusterInitialized   bool
 	holderExists, judged bool
 	// granted: the Cluster's grant register named the holder.
 	granted bool
@@ -209,7 +209,7 @@ func (c *Checker) process(o Observed) {
 		}
 		if cs != nil {
 			ld.clusterLive = cs.exists && !cs.deleting
-			ld.clusterInitialised = cs.initialised
+			ld.clusterInitialized = cs.initialised
 			ld.granted = cs.exists && cs.grantee == o.Holder
 		}
 		c.deletions = append(c.deletions, ld)
@@ -223,7 +223,7 @@ func (c *Checker) process(o Observed) {
 func (c *Checker) judge(ld *lockDeletion) {
 	d := c.deleters[ld.uid]
 	ld.judged = true
-	unsafe := ld.clusterLive && !ld.clusterInitialised && ld.holderExists
+	unsafe := ld.clusterLive && !ld.clusterInitialized && ld.holderExists
 	switch {
 	case strings.HasPrefix(d.Actor, "mgr-"):
 		c.counts.DeletesByManager++

@@ -181,11 +181,11 @@ func (r *runner) partialRestore(ctx context.Context, crt *clusterRT) error {
 // afterRestore gives a restored Cluster whose control plane was initialised
 // its status back after statusAfter, as Cluster API recomputes it.
 func (r *runner) afterRestore(ctx context.Context, name string, statusAfter time.Duration) error {
-	if !r.c.Initialised(name) {
+	if !r.c.Initialized(name) {
 		return nil
 	}
 	sleep(ctx, statusAfter)
-	return r.setStatusInitialised(ctx, name)
+	return r.setStatusInitialized(ctx, name)
 }
 
 // restore is one restore: a velerosim Restorer that creates objects in the

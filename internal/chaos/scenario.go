@@ -58,9 +58,9 @@ type ClusterPlan struct {
 	// UpstreamLock starts the Cluster with a lock written by an upstream
 	// provider (no grant) held by its first Machine.
 	UpstreamLock bool
-	// Initialised starts the Cluster initialised, its upstream lock still
+	// Initialized starts the Cluster initialised, its upstream lock still
 	// held: the single-node case.
-	Initialised bool
+	Initialized bool
 	// Foreign takes the lock's name with a ConfigMap that is not a lock.
 	Foreign ForeignKind
 }
@@ -265,7 +265,7 @@ func (p Plan) String() string {
 		if c.UpstreamLock {
 			b.WriteString(", upstream lock")
 		}
-		if c.Initialised {
+		if c.Initialized {
 			b.WriteString(", initialised")
 		}
 		if c.Foreign != ForeignNone {

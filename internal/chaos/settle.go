@@ -39,8 +39,8 @@ func (r *runner) settle(ctx context.Context) error {
 		if err := r.setPaused(ctx, name, false); err != nil {
 			return err
 		}
-		if r.c.Initialised(name) {
-			if err := r.setStatusInitialised(ctx, name); err != nil {
+		if r.c.Initialized(name) {
+			if err := r.setStatusInitialized(ctx, name); err != nil {
 				return err
 			}
 		}

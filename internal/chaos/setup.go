@@ -74,9 +74,9 @@ func (r *runner) setup(ctx context.Context) error {
 				return fmt.Errorf("creating the upstream lock of %s: %w", cp.Name, err)
 			}
 		}
-		if cp.Initialised {
-			r.c.MarkInitialised(cp.Name)
-			if err := r.setStatusInitialised(ctx, cp.Name); err != nil {
+		if cp.Initialized {
+			r.c.MarkInitialized(cp.Name)
+			if err := r.setStatusInitialized(ctx, cp.Name); err != nil {
 				return err
 			}
 		} else if cp.UpstreamLock {

@@ -220,9 +220,9 @@ func (r *runner) setPaused(ctx context.Context, name string, paused bool) error 
 	return err
 }
 
-// setStatusInitialised writes what Cluster API writes once the control
+// setStatusInitialized writes what Cluster API writes once the control
 // plane is initialised.
-func (r *runner) setStatusInitialised(ctx context.Context, name string) error {
+func (r *runner) setStatusInitialized(ctx context.Context, name string) error {
 	err := kubeenv.SetInitialized(ctx, r.admin, r.clusterObject(name))
 	if apierrors.IsNotFound(err) {
 		return nil

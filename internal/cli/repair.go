@@ -230,7 +230,7 @@ type repairResult struct {
 	note   string
 }
 
-// repairOne applies r's decision, once engine.Confirm has checked it
+// repairOne applies r's decision with engine.Keep, which confirms it
 // against the Cluster as it is now (the plan may be minutes old). When the
 // lock changed since it was observed (a conflict or a missing object), it
 // observes that lock again, decides again and applies the new decision, a
@@ -238,15 +238,10 @@ type repairResult struct {
 func (a *app) repairOne(ctx context.Context, conn *connection, r row, policy engine.Policy) (repairResult, error) {
 	first := r.decision.Action
 	for attempt := 1; ; attempt++ {
-		now := a.clock.Now()
-		obs, d, err := engine.Confirm(ctx, conn.client, r.entry.Observation, r.decision, policy, now)
-		if err != nil {
-			return repairResult{}, err
-		}
-		if d.Action != r.decision.Action {
+		_, d, err := engine.Keep(ctx, conn.client, conn.client, r.entry.ConfigMap, r.entry.Observation, r.decision, policy, a.clock.Now())
+		if errors.Is(err, engine.ErrNotConfirmed) {
 			return repairResult{action: engine.ActionNone, note: fmt.Sprintf(" (the Cluster had changed; now %s, nothing to do)", d.Verdict)}, nil
 		}
-		err = engine.Apply(ctx, conn.client, r.entry.ConfigMap, obs, d, now)
 		if err == nil {
 			res := repairResult{action: r.decision.Action}
 			if res.action != first {
@@ -254,7 +249,8 @@ func (a *app) repairOne(ctx context.Context, conn *connection, r row, policy eng
 			}
 			return res, nil
 		}
-		if apierrors.IsForbidden(err) {
+		if st := (*apierrors.StatusError)(nil); errors.As(err, &st) && apierrors.IsForbidden(err) &&
+			st.ErrStatus.Details != nil && st.ErrStatus.Details.Kind == "configmaps" {
 			verb := "patch"
 			if r.decision.Action == engine.ActionRelease || r.decision.Action == engine.ActionCollect {
 				verb = "delete"

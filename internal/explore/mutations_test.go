@@ -92,9 +92,9 @@ var mutations = []mutation{
 			"\tregMine := g != nil && (anyHolder || (g.Held() && g.MachineName == o.Caller.Name))\n"}}},
 	{name: "manager-decides-on-cache", scenario: "manager-replaced",
 		rule: "the manager adopts and releases only against a Cluster UID confirmed live",
-		edits: []edit{{"internal/controllers/lock/reconciler.go",
-			"\tobs, d, err := engine.Confirm(ctx, r.APIReader, t.obs, d, r.Policy, now)\n",
-			"\tobs, d, err := t.obs, d, error(nil)\n"}}},
+		edits: []edit{{"pkg/initlock/engine/apply.go",
+			"\tobs, confirmed, err := Confirm(ctx, live, o, d, p, now)\n",
+			"\tobs, confirmed, err := o, d, error(nil)\n"}}},
 	{name: "lock-write-races-claim", scenario: "pause",
 		rule: "no write races the pause test: the lock is written only once the claim that tests the pause is",
 		edits: []edit{{"pkg/initlock/engine/acquire.go",
@@ -184,9 +184,9 @@ var mutations = []mutation{
 
 // unlockTrustsClusterObject drops Unlock's check of the Cluster object
 // passed, the other layer of its identity check.
-var unlockTrustsClusterObject = edit{"pkg/initlock/engine/unlock.go",
-	"\tif r.opts.intent == IntentRelease || r.cl.UID == \"\" || live == nil || live.UID == r.cl.UID {\n",
-	"\tif true {\n"}
+var unlockTrustsClusterObject = edit{"pkg/initlock/engine/decide_lock.go",
+	"\tif o.Intent != IntentRelease && o.CallerCluster != \"\" && o.Cluster != nil && o.Cluster.UID != o.CallerCluster {\n",
+	"\tif false {\n"}
 
 // TestMutations applies each mutation to a copy of the module and runs its
 // scenario there, which must report a counterexample. It takes minutes: it

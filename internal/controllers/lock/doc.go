@@ -35,7 +35,7 @@
 // therefore invisible to the cache: the controller looks for one with a live
 // GET only for Clusters that exist, are neither paused, deleting nor
 // initialised, and have no lock in the cache, once per Cluster UID and
-// generation (and on every reconcile while one is found). Initialised
+// generation (and on every reconcile while one is found). Initialized
 // Clusters, whose locks are released, cost no live read.
 //
 // # What it does not do

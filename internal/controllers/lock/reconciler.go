@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -27,10 +26,10 @@ import (
 // EventSource is the name the controller reports its events under.
 const EventSource = "initlock-manager"
 
-// Event reasons.
+// Event reasons: the library's for what it also does, and the manager's own.
 const (
-	ReasonLockAdopted         = "LockAdopted"
-	ReasonLockReleased        = "LockReleased"
+	ReasonLockAdopted         = initlock.EventLockAdopted
+	ReasonLockReleased        = initlock.EventLockReleased
 	ReasonOrphanLockCollected = "OrphanLockCollected"
 	ReasonCorruptLock         = "CorruptLock"
 	ReasonForeignConfigMap    = "ForeignConfigMap"
@@ -51,10 +50,8 @@ const (
 )
 
 // EventRecorder is the part of the events.k8s.io recorder
-// (k8s.io/client-go/tools/events) the controller uses.
-type EventRecorder interface {
-	Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any)
-}
+// (k8s.io/client-go/tools/events) the controller uses: the library's.
+type EventRecorder = initlock.EventRecorder
 
 // Reconciler keeps the init lock of each Cluster owned, releases it after
 // init and collects it when orphaned. Set the exported fields, then call
@@ -256,23 +253,18 @@ func (r *Reconciler) report(ctx context.Context, t target, d engine.Decision) (r
 func (r *Reconciler) write(ctx context.Context, t target, d engine.Decision) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	now := r.now()
-	action := d.Action
-	obs, d, err := engine.Confirm(ctx, r.APIReader, t.obs, d, r.Policy, now)
+	obs, d, err := engine.Keep(ctx, r.APIReader, r.Client, t.cm, t.obs, d, r.Policy, now)
 	if err != nil {
-		return ctrl.Result{}, err
-	}
-	switch {
-	case d.Action == engine.ActionNone:
-		log.V(2).Info("The API server does not confirm the decision; nothing to do", "verdict", d.Verdict)
-		return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
-	case d.Action != action:
-		// The cache is behind the API server: decide again once it has
-		// caught up (the change that made the difference sends an event).
-		log.V(2).Info("The API server does not confirm the decision; waiting for the cache", "confirmed", d.Action)
-		return ctrl.Result{RequeueAfter: CacheLagRetry}, nil
-	}
-	if err := engine.Apply(ctx, r.Client, t.cm, obs, d, now); err != nil {
 		switch {
+		case errors.Is(err, engine.ErrNotConfirmed) && d.Action == engine.ActionNone:
+			log.V(2).Info("The API server does not confirm the decision; nothing to do", "verdict", d.Verdict)
+			return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
+		case errors.Is(err, engine.ErrNotConfirmed):
+			// The cache is behind the API server: decide again once it
+			// has caught up (the change that made the difference sends
+			// an event).
+			log.V(2).Info("The API server does not confirm the decision; waiting for the cache", "confirmed", d.Action)
+			return ctrl.Result{RequeueAfter: CacheLagRetry}, nil
 		case apierrors.IsConflict(err):
 			log.V(2).Info("Lock changed since it was read; looking again")
 			return ctrl.Result{RequeueAfter: ConflictRetry}, nil

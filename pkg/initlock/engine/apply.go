@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -87,8 +88,8 @@ func Confirm(ctx context.Context, live client.Reader, o Observation, d Decision,
 		// Letting a lock go rests on who its holder and the register's
 		// grantee are: read them live, after the Cluster.
 		granted := ""
-		if cl != nil && cl.Grant.Held() && !cl.Initialized {
-			granted = cl.Grant.MachineName
+		if g := grantThatCounts(cl); g.Held() {
+			granted = g.MachineName
 		}
 		found, err := getMachines(ctx, live, gv, o.Lock.Namespace, nil, nil, o.Lock.Record.MachineName, granted)
 		if err != nil {
@@ -97,4 +98,27 @@ func Confirm(ctx context.Context, live client.Reader, o Observation, d Decision,
 		o.Holder, o.Granted = found[o.Lock.Record.MachineName], found[granted]
 	}
 	return o, Decide(o, p, now), nil
+}
+
+// ErrNotConfirmed means Keep's live read does not confirm a keeper's
+// decision: the API server's Cluster or Machines decide another action
+// than the one taken on the cache or on an older read. Nothing was
+// written; observe the lock again.
+var ErrNotConfirmed = errors.New("decision not confirmed by the API server")
+
+// Keep is the one way a keeper (the manager, kubectl initlock repair)
+// writes a lock: it confirms decision d, taken on o as observed from lock
+// cm, against the API server (Confirm), and applies the confirmed decision
+// (Apply) when its action is d's. It returns the observation and the
+// decision as confirmed, and ErrNotConfirmed when the action differs (the
+// confirmed decision says what it is now), or Apply's error.
+func Keep(ctx context.Context, live client.Reader, c client.Writer, cm *corev1.ConfigMap, o Observation, d Decision, p Policy, now time.Time) (Observation, Decision, error) {
+	obs, confirmed, err := Confirm(ctx, live, o, d, p, now)
+	switch {
+	case err != nil:
+		return o, d, fmt.Errorf("confirming %s of lock %s/%s live: %w", d.Action, cm.Namespace, cm.Name, err)
+	case confirmed.Action != d.Action:
+		return obs, confirmed, ErrNotConfirmed
+	}
+	return obs, confirmed, Apply(ctx, c, cm, obs, confirmed, now)
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Verdict is the health of a cluster's lock.
@@ -193,6 +195,11 @@ type Observation struct {
 	// Caller is the Machine asking (IntentLock) or releasing (IntentUnlock),
 	// as the caller's object identifies it; nil for the others.
 	Caller *Machine
+	// CallerCluster is the UID of the Cluster object the caller passed
+	// (IntentUnlock), when it has one: a release made with an object of
+	// another incarnation of the Cluster than the live one (deleted and
+	// created again, restored, moved) is refused (ErrStaleCluster).
+	CallerCluster types.UID
 	// CallerLive is the Machine of the caller's name as read live, nil when
 	// none exists (IntentLock).
 	CallerLive *Machine
@@ -333,10 +340,10 @@ const (
 
 // grantOf reads the grant register as it stands for the decision.
 func grantOf(o Observation) grantKind {
-	if o.Cluster == nil || o.Cluster.Initialized || o.Cluster.Grant == nil || o.Cluster.Grant.Released() {
+	g := grantThatCounts(o.Cluster)
+	if g == nil {
 		return grantNone
 	}
-	g := o.Cluster.Grant
 	switch {
 	case g.Damaged():
 		return grantDamaged

@@ -190,6 +190,14 @@ func withdrawOwn(o Observation) RegisterOp {
 // as it is.
 func decideRelease(o Observation, d Decision) Decision {
 	anyHolder := o.Intent == IntentRelease || o.Caller == nil
+	if o.Intent != IntentRelease && o.CallerCluster != "" && o.Cluster != nil && o.Cluster.UID != o.CallerCluster {
+		// The caller read its Cluster before a restore, a move or a
+		// re-creation: nothing it holds is known to be in this one. (An
+		// operator's release is bound by the UID and resourceVersion it
+		// inspected instead.)
+		d.Err = ErrStaleCluster
+		return d
+	}
 	if o.Intent == IntentRelease {
 		d.NeedsForce, d.ForceReason = needsForce(o)
 	}
@@ -209,10 +217,7 @@ func decideRelease(o Observation, d Decision) Decision {
 		return d
 	}
 	lockMine := o.Lock != nil && (anyHolder || o.Lock.Record.Names(o.Cluster, o.Caller))
-	g := (*Grant)(nil)
-	if o.Cluster != nil && !o.Cluster.Initialized && o.Cluster.Grant != nil && !o.Cluster.Grant.Released() {
-		g = o.Cluster.Grant
-	}
+	g := grantThatCounts(o.Cluster)
 	regMine := g != nil && (anyHolder || (g.Held() && g.Names(o.Cluster, o.Caller)))
 	if !lockMine && !regMine {
 		if o.Lock != nil {

@@ -345,6 +345,15 @@ var decideRows = []struct {
 		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionTakeOver, register: engine.RegisterClaim, holder: "m1", acquired: true}},
 
 	// Unlock.
+	{"unlock with a Cluster object of another incarnation (read before a restore): refused, nothing written",
+		unlockCall(machine("m1"), engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1")), CallerCluster: "old-c1-uid"}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1", err: engine.ErrStaleCluster}},
+	{"unlock with the live Cluster's object: goes on",
+		unlockCall(machine("m1"), engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1")), CallerCluster: "c1-uid"}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, register: engine.RegisterRetire, holder: "m1"}},
+	{"operator's release with a Cluster object of another incarnation: bound by what it inspected instead, goes on",
+		operator(engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(initialized, grantTo("m1", "t1")), Holder: machine("m1"), CallerCluster: "old-c1-uid"}),
+		nil, want{verdict: engine.VerdictHeldAfterInit, action: engine.ActionRelease, holder: "m1"}},
 	{"unlock: the grant is retired first",
 		unlockCall(machine("m1"), engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1"))}),
 		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, register: engine.RegisterRetire, holder: "m1"}},

@@ -98,8 +98,8 @@ func Read(ctx context.Context, src Source, q Query) (Observation, *corev1.Config
 	if o.Lock != nil && o.Lock.Problem == nil {
 		holder = o.Lock.Record.MachineName
 	}
-	if cl != nil && cl.Grant.Held() && !cl.Initialized {
-		granted = cl.Grant.MachineName
+	if g := grantThatCounts(cl); g.Held() {
+		granted = g.MachineName
 	}
 	found, err := getMachines(ctx, src.Machines, gv, q.Namespace, q.Caller, caller, holder, granted)
 	if err != nil {

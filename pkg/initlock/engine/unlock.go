@@ -124,9 +124,7 @@ func (r *release) run(ctx context.Context) error {
 			if err := r.unchanged(cm, obs.Cluster); err != nil {
 				return err
 			}
-			if err := r.sameCluster(obs.Cluster); err != nil {
-				return err
-			}
+			obs.CallerCluster = r.cl.UID
 		}
 		obs.Caller, obs.Tokens = r.m, r.tokens
 		d := Decide(obs, Policy{}, r.l.Clock.Now())
@@ -134,6 +132,8 @@ func (r *release) run(ctx context.Context) error {
 			r.cl = *obs.Cluster
 		}
 		switch {
+		case errors.Is(d.Err, ErrStaleCluster):
+			return staleClusterError(r.cl, obs.Cluster)
 		case errors.Is(d.Err, ErrStaleMachine):
 			return staleMachineError(*r.m, obs.CallerLive, "nothing was released")
 		case errors.Is(d.Err, ErrNotHolder):
@@ -167,16 +167,11 @@ func (r *release) run(ctx context.Context) error {
 	return unsettled(cl.Namespace, lockName, last)
 }
 
-// sameCluster refuses a release made with a cluster object of another
-// incarnation of the Cluster than the live one (one read before a restore
-// or a move, say). An operator's release (UnlockParams.Operator) is bound by
-// its UID, ResourceVersion and Register instead.
-func (r *release) sameCluster(live *Cluster) error {
-	if r.opts.intent == IntentRelease || r.cl.UID == "" || live == nil || live.UID == r.cl.UID {
-		return nil
-	}
-	return &Error{Namespace: r.cl.Namespace, Name: r.cl.Name, Kind: "cluster", Err: ErrStaleCluster,
-		Detail: fmt.Sprintf("the object passed has UID %s, but the live Cluster of that name has UID %s (deleted and created again, restored or moved); nothing was released: call again with the live Cluster", r.cl.UID, live.UID)}
+// staleClusterError is Decide's ErrStaleCluster for a release made with
+// cluster object passed, while live is the Cluster of that name.
+func staleClusterError(passed Cluster, live *Cluster) error {
+	return &Error{Namespace: passed.Namespace, Name: passed.Name, Kind: "cluster", Err: ErrStaleCluster,
+		Detail: fmt.Sprintf("the object passed has UID %s, but the live Cluster of that name has UID %s (deleted and created again, restored or moved); nothing was released: call again with the live Cluster", passed.UID, live.UID)}
 }
 
 // notHolderDetail says who holds the lock, by UID when the names agree.

@@ -54,9 +54,9 @@ func staleClusters(c client.WithWatch, old *unstructured.Unstructured) client.Wi
 func CachedClusterRecreated(t *testing.T, b Backend) {
 	for _, tc := range []struct {
 		name string
-		// oldInitialised marks the deleted Cluster's control plane
+		// oldInitialized marks the deleted Cluster's control plane
 		// initialised before it was deleted.
-		oldInitialised bool
+		oldInitialized bool
 		// lock creates the lock of the new Cluster held by m1.
 		lock func(f *fixture, c, m1 *unstructured.Unstructured)
 		// Over two reconciles: each reads m1 through the cache and, when
@@ -74,7 +74,7 @@ func CachedClusterRecreated(t *testing.T, b Backend) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, b)
 			old := f.cluster("c1")
-			if tc.oldInitialised {
+			if tc.oldInitialized {
 				f.setInitialized(old)
 			}
 			cached := old.DeepCopy()
