@@ -72,6 +72,10 @@ quick: ## Run the tests that need no control plane (QUICK_PKGS), without buildin
 	GOWORK=$(CURDIR)/go.work KUBEBUILDER_ASSETS= INITLOCK_KUBE_DIR=/nonexistent \
 		$(GO) test $(QUICK_FLAGS) $(QUICK_PKGS)
 
+.PHONY: lines
+lines: ## Count the lines of Go shipped, of support and of tests (hack/lines.sh).
+	@hack/lines.sh
+
 .PHONY: vet
 vet:
 	$(foreach m,$(MODULES),cd $(m) && $(GO) vet $(module-pkgs)$(newline))
