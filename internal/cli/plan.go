@@ -25,13 +25,12 @@ func changeWhy(r row, p engine.Policy) string {
 		case engine.OwnerWrongCluster:
 			return "ownerReference to another Cluster: point it at its own"
 		}
-		switch l := o.Lock; {
-		case l.Releasable:
-			return "release mark left on a lock its Cluster still needs (a release cut off): drop it, so that the lock guard holds the lock again"
-		case l.MoveMark:
-			return "delete-for-move left by a clusterctl move that failed (the Cluster is unpaused): drop it, so that the lock guard holds the lock again"
-		}
 		return "stale cluster-absent mark: the Cluster exists again; drop the mark"
+	case engine.ActionUnmark:
+		if o.Lock.MoveMark {
+			return "delete-for-move left by a clusterctl move that stopped half-way (the Cluster is not paused): drop it, so that the lock guard holds the lock again"
+		}
+		return "release mark left with no release under way (a release cut off): drop it, so that the lock guard holds the lock again"
 	case engine.ActionRelease:
 		switch d.Reason {
 		case engine.ReasonClusterDeleting:
@@ -154,7 +153,7 @@ func printPlan(w io.Writer, p planned, policy engine.Policy, now time.Time) erro
 
 func printSummary(w io.Writer, done map[initlock.Action]int, failed, human int, policy engine.Policy) {
 	var parts []string
-	for _, a := range []initlock.Action{engine.ActionAdopt, engine.ActionRelease, engine.ActionMarkOrphan, engine.ActionCollect, engine.ActionNone} {
+	for _, a := range []initlock.Action{engine.ActionAdopt, engine.ActionUnmark, engine.ActionRelease, engine.ActionMarkOrphan, engine.ActionCollect, engine.ActionNone} {
 		if n := done[a]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, pastTense(a)))
 		}
@@ -175,6 +174,8 @@ func pastTense(a initlock.Action) string {
 	switch a {
 	case engine.ActionAdopt:
 		return "adopted"
+	case engine.ActionUnmark:
+		return "unmarked"
 	case engine.ActionRelease:
 		return "released"
 	case engine.ActionMarkOrphan:

@@ -42,8 +42,10 @@ prints the plan, asks for confirmation and applies it.
 What it changes:
   - adopt: points the ownerReference of a lock at its Cluster's current UID
     (missing, stale or wrong after a Velero restore or a move), and drops a
-    stale cluster-absent mark, and a release mark or a failed move's
-    delete-for-move left on a lock its Cluster still needs;
+    stale cluster-absent mark;
+  - unmark: takes off a lock it does not release the marks that let anyone
+    delete it (a release mark, clusterctl move's delete-for-move) left by a
+    release or a move that stopped half-way;
   - mark-orphan: records on a lock whose Cluster is missing since when
     (annotation initlock.dev/cluster-absent-since).
 

@@ -71,6 +71,11 @@ const (
 	// LeaveMoveMark: a clusterctl move that failed after marking the
 	// source objects for deletion: the lock keeps delete-for-move.
 	LeaveMoveMark EventKind = "leave-move-mark"
+	// CollectLock: the garbage collector deletes the lock (an ownerReference
+	// to a Cluster UID that does not exist, as a naive copy or a restore
+	// leaves it), with no precondition, as kube-controller-manager. A loss,
+	// when the lock guard lets it through.
+	CollectLock EventKind = "collect-lock"
 	// InitCompletes: the control plane is initialised (only while a
 	// Machine holds a grant).
 	InitCompletes EventKind = "init-completes"
@@ -99,6 +104,7 @@ var eventClasses = map[EventKind]faults.Class{
 	ReplaceCluster:      faults.ClusterReplaced,
 	InitCompletes:       faults.InitCompletes,
 	ReshapeLock:         faults.LockDeleted,
+	CollectLock:         faults.LockCollected,
 	LeaveReleaseMark:    faults.MarkLeft,
 	LeaveMoveMark:       faults.MarkLeft,
 	Backup:              faults.BackupRestore,
@@ -139,7 +145,7 @@ func (s *System) events() []*event {
 
 func costOf(k EventKind) eventCost {
 	switch k {
-	case DeleteLock, FinalizerGone, RevertRegister, RemoveRegister, ReshapeLock:
+	case DeleteLock, FinalizerGone, RevertRegister, RemoveRegister, ReshapeLock, CollectLock:
 		return costLoss
 	}
 	return costEvent
@@ -263,6 +269,16 @@ func (s *System) eventsOf(k EventKind) []*event {
 		if len(s.pending) > 0 {
 			return []*event{ev("the Machines are restored", func(s *System) { s.restoreMachines() })}
 		}
+	case CollectLock:
+		if sn.lock != nil && !sn.lock.Deleting {
+			return []*event{ev("the garbage collector deletes the lock", func(s *System) {
+				before := s.store.Peek(lockKey)
+				if err := s.store.DeleteBy(lockKey, nil, nil, gcUser); err == nil && s.store.Peek(lockKey) == nil {
+					s.checker.lockRemoved(s, before, "the garbage collector")
+					s.checker.lockDeleted()
+				}
+			})}
+		}
 	case ReshapeLock:
 		if sn.lock != nil && !sn.lock.Deleting {
 			return []*event{ev("the lock's label is taken away and it is deleted", func(s *System) {
@@ -304,6 +320,9 @@ func (s *System) eventsOf(k EventKind) []*event {
 
 // otherFinalizer is the finalizer of a controller other than initlock's.
 const otherFinalizer = "example.com/keep"
+
+// gcUser is the user the garbage collector deletes as.
+const gcUser = "system:kube-controller-manager"
 
 // clusterFinalizer is Cluster API's finalizer on a Cluster.
 const clusterFinalizer = "cluster.cluster.x-k8s.io"

@@ -11,14 +11,16 @@ import (
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
-// InvProtected is checked with the lock guard installed and the manager running:
-// once the actors are done and the manager has reconciled with every
-// request served at once, a lock held for an existing Machine of an
-// uninitialised, unpaused Cluster is protected again: the guard refuses a
-// delete of it with no precondition. A mark left on it (a release's, or
-// clusterctl move's delete-for-move) is taken off. Until the manager gets
-// to it a mark lets a delete through: that window is stated in
-// docs/design.md, and the scenarios that leave marks offer no delete.
+// InvProtected is checked with the lock guard installed and the manager
+// running: once the actors are done and the manager has reconciled with
+// every request served at once, a lock held for an existing Machine (or
+// one a restore is still bringing back) of a Cluster that is gone, or not
+// initialised and not paused, is protected again: the guard refuses a
+// delete of it with no precondition, by a person or by the garbage
+// collector. A mark left on it (a release's, or clusterctl move's
+// delete-for-move) is taken off. Until the manager gets to it a mark lets
+// a delete through: that window is stated in docs/design.md, and the
+// scenarios that leave marks offer no delete but the collector's.
 const InvProtected = "protected"
 
 // protection checks InvProtected in a state in which every actor is done.
@@ -41,23 +43,29 @@ func (s *System) protection(ctx context.Context) {
 	if s.checker.violation != nil || !s.heldForAMachine() {
 		return
 	}
-	if err := s.store.Clone().Delete(lockKey, nil, nil); err == nil {
+	trial := s.store.Clone()
+	if err := trial.Delete(lockKey, nil, nil); err == nil || trial.DeleteBy(lockKey, nil, nil, gcUser) == nil {
 		sn := s.snapshot()
 		s.checker.violate(InvProtected, "lock %s, held for machine %s, which exists, may be deleted by anyone once the manager has reconciled (release mark %t, delete-for-move %t)",
 			sn.lock.UID, sn.lock.Record.MachineName, sn.lock.Releasable, sn.lock.MoveMark)
 	}
 }
 
-// heldForAMachine tells whether the lock is held for an existing Machine of
-// an uninitialised, unpaused Cluster, which has not released it.
+// heldForAMachine tells whether the lock is held for an existing Machine
+// (or one a restore is still bringing back), which has not released it, of
+// a Cluster that is gone, or not initialised and not paused.
 func (s *System) heldForAMachine() bool {
 	sn := s.snapshot()
-	if sn.cluster == nil || sn.cluster.Initialized || sn.cluster.Paused || sn.cluster.Deleting ||
+	if (sn.cluster != nil && (sn.cluster.Initialized || sn.cluster.Paused)) ||
 		sn.lock == nil || sn.lock.Problem != nil || sn.lock.Deleting {
 		return false
 	}
 	holder := sn.lock.Record.MachineName
 	m := sn.machines[holder]
+	if m == nil {
+		// A Machine a restore is still bringing back holds its lock.
+		m = s.pendingMachine(holder)
+	}
 	if m == nil || !sn.lock.Record.Names(sn.cluster, m) {
 		return false
 	}

@@ -137,10 +137,12 @@ func Start(opts Options) (_ *Env, retErr error) {
 }
 
 // startControllerManager runs the garbage collector and the namespace
-// controller as a cluster admin. It is started after the CRDs are installed,
-// since the collector rediscovers resource types only every 30 s or so.
+// controller as a cluster admin under the controller manager's own name
+// (system:kube-controller-manager, as kubeadm's clusters name it), which
+// the lock guard knows. It is started after the CRDs are installed, since
+// the collector rediscovers resource types only every 30 s or so.
 func (e *Env) startControllerManager(bin string) error {
-	kubeconfig, err := e.WriteKubeconfig("kube-controller-manager", []string{"system:masters"})
+	kubeconfig, err := e.WriteKubeconfig("system:kube-controller-manager", []string{"system:masters"})
 	if err != nil {
 		return err
 	}

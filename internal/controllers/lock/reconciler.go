@@ -34,6 +34,7 @@ const (
 	ReasonCorruptLock         = "CorruptLock"
 	ReasonForeignConfigMap    = "ForeignConfigMap"
 	ReasonLockConflict        = "LockConflict"
+	ReasonLockUnmarked        = "LockUnmarked"
 )
 
 const (

@@ -96,10 +96,10 @@ func LockGuard() (*Guard, error) {
 var configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 
 // admitDelete judges the delete of stored ConfigMap old, in a namespace
-// that is not being deleted (the model has no namespaces), by the admin
-// user: nil when allowed, the API server's 403 when refused.
-func (g *Guard) admitDelete(old map[string]any) error {
-	return g.admit(admission.Delete, old, nil)
+// that is not being deleted (the model has no namespaces), by user (the
+// admin when empty): nil when allowed, the API server's 403 when refused.
+func (g *Guard) admitDelete(old map[string]any, user string) error {
+	return g.admitAs(admission.Delete, old, nil, user)
 }
 
 // admitUpdate judges the update of stored ConfigMap old into next, as
@@ -109,6 +109,13 @@ func (g *Guard) admitUpdate(old, next map[string]any) error {
 }
 
 func (g *Guard) admit(op admission.Operation, oldMap, nextMap map[string]any) error {
+	return g.admitAs(op, oldMap, nextMap, "")
+}
+
+func (g *Guard) admitAs(op admission.Operation, oldMap, nextMap map[string]any, username string) error {
+	if username == "" {
+		username = "admin"
+	}
 	old, err := configMapOf(oldMap)
 	if err != nil {
 		return err
@@ -122,7 +129,7 @@ func (g *Guard) admit(op admission.Operation, oldMap, nextMap map[string]any) er
 		opts = &metav1.UpdateOptions{}
 	}
 	attr := admission.NewAttributesRecord(obj, old, old.GroupVersionKind(), old.Namespace, old.Name, configMaps, "",
-		op, opts, false, &user.DefaultInfo{Name: "admin", Groups: []string{user.SystemPrivilegedGroup}})
+		op, opts, false, &user.DefaultInfo{Name: username, Groups: []string{user.SystemPrivilegedGroup}})
 	versioned, err := admission.NewVersionedAttributes(attr, old.GroupVersionKind(), admission.NewObjectInterfacesFromScheme(g.scheme))
 	if err != nil {
 		return err

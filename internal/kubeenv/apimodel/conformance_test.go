@@ -11,8 +11,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
@@ -34,6 +36,9 @@ func TestMain(m *testing.M) {
 type backend struct {
 	c  client.Client
 	ns string
+	// collect deletes the lock as the garbage collector does: with no
+	// precondition, as kube-controller-manager's user.
+	collect func(ctx context.Context, b *backend) error
 	// uid and rv remember what earlier steps read, per object.
 	uid map[string]types.UID
 	rv  map[string]string
@@ -126,6 +131,7 @@ var scripts = map[string][]step{
 		}},
 		{"create it again", func(ctx context.Context, b *backend) error { return b.createLock(ctx) }},
 		{"clusterctl move marks it for deletion in the source", b(lockJSONPatch(`[{"op":"add","path":"/metadata/annotations","value":{"clusterctl.cluster.x-k8s.io/delete-for-move":""}}]`))},
+		{"the garbage collector's delete of it: refused (it never moves anything)", func(ctx context.Context, b *backend) error { return b.collect(ctx, b) }},
 		{"clusterctl move deletes it", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
 		{"a ConfigMap of the lock's name for another cluster", func(ctx context.Context, b *backend) error {
 			cm := kubeenv.NewLock(b.ns, "c1", "m1", nil)
@@ -179,6 +185,9 @@ func lockJSONPatch(body string) func(context.Context, *backend) error {
 	}
 }
 
+// collector is the user the garbage collector deletes as.
+const collector = "system:kube-controller-manager"
+
 // TestConformance runs each script against the model and the API server
 // and compares, step by step, the errors (status code and reason) and the
 // objects as they are then (the fields the lock protocol reads or writes,
@@ -197,13 +206,25 @@ func TestConformance(t *testing.T) {
 			t.Error("no step had the API server's lock guard refuse a delete")
 		}
 	})
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: collector, Groups: []string{"system:masters"}}
+	gc, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, steps := range scripts {
 		t.Run(name, func(t *testing.T) {
 			ns := env.Namespace(t)
-			real := &backend{c: env.Client, ns: ns, uid: map[string]types.UID{}, rv: map[string]string{}}
+			real := &backend{c: env.Client, ns: ns, uid: map[string]types.UID{}, rv: map[string]string{},
+				collect: func(ctx context.Context, b *backend) error {
+					return gc.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "c1-lock"}})
+				}}
 			store := apimodel.NewStore()
 			store.SetGuard(guard)
-			model := &backend{c: &apimodel.Client{Store: store}, ns: ns, uid: map[string]types.UID{}, rv: map[string]string{}}
+			model := &backend{c: &apimodel.Client{Store: store}, ns: ns, uid: map[string]types.UID{}, rv: map[string]string{},
+				collect: func(_ context.Context, b *backend) error {
+					return store.DeleteBy(apimodel.Key{Kind: "ConfigMap", Namespace: b.ns, Name: "c1-lock"}, nil, nil, collector)
+				}}
 			for _, s := range steps {
 				realErr, modelErr := s.do(t.Context(), real), s.do(t.Context(), model)
 				a, b := describe(realErr), describe(modelErr)

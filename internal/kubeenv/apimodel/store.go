@@ -282,8 +282,15 @@ func (s *Store) update(k Key, cur, next map[string]any) (map[string]any, error) 
 
 // Delete deletes the object, honouring UID and resourceVersion
 // preconditions (Conflict when they do not hold) and, for a ConfigMap, the
-// guard set with SetGuard (403 Forbidden when it refuses).
+// guard set with SetGuard (403 Forbidden when it refuses), as the admin.
 func (s *Store) Delete(k Key, uid *types.UID, rv *string) error {
+	return s.DeleteBy(k, uid, rv, "")
+}
+
+// DeleteBy is Delete made by user, as the guard sees it: the garbage
+// collector's deletes are kube-controller-manager's
+// (system:kube-controller-manager).
+func (s *Store) DeleteBy(k Key, uid *types.UID, rv *string, user string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, ok := s.objects[k]
@@ -300,7 +307,7 @@ func (s *Store) Delete(k Key, uid *types.UID, rv *string) error {
 			fmt.Errorf("precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *rv, meta["resourceVersion"]))
 	}
 	if s.guard != nil && k.Kind == "ConfigMap" {
-		if err := s.guard.admitDelete(cur); err != nil {
+		if err := s.guard.admitDelete(cur, user); err != nil {
 			return err
 		}
 	}

@@ -16,8 +16,8 @@ import (
 var clusterResource = schema.GroupResource{Group: capi.Group, Resource: "clusters"}
 
 // Apply carries out a keeper's decision (the manager's or the CLI's) on the
-// lock cm that o was observed from: ActionAdopt or ActionMarkOrphan, one
-// patch conditional on the resourceVersion read, or ActionRelease or
+// lock cm that o was observed from: ActionAdopt, ActionMarkOrphan or
+// ActionUnmark, one patch conditional on the resourceVersion read, or ActionRelease or
 // ActionCollect, the release mark conditional on the resourceVersion read
 // and then the delete conditional on the UID and the resourceVersion the
 // mark left. ActionNone writes nothing. A conflict comes back as the
@@ -52,6 +52,13 @@ func Apply(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, o Observa
 			next.Annotations = map[string]string{}
 		}
 		next.Annotations[ClusterAbsentAnnotation] = absentMark(absentFrom(o, now), cm.UID)
+		delete(next.Annotations, ReleaseAnnotation) // no release is under way: it has no Cluster
+		delete(next.Annotations, MoveAnnotation)
+		return c.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{}))
+	case ActionUnmark:
+		next := cm.DeepCopy()
+		delete(next.Annotations, ReleaseAnnotation)
+		delete(next.Annotations, MoveAnnotation)
 		return c.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{}))
 	}
 	return fmt.Errorf("applying %s to lock %s/%s: not a keeper action", d.Action, cm.Namespace, cm.Name)

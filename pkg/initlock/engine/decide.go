@@ -78,6 +78,11 @@ const (
 	ActionMarkOrphan Action = "mark-orphan"
 	// ActionCollect: delete an orphan lock, as ActionRelease does.
 	ActionCollect Action = "collect"
+	// ActionUnmark: take off the lock the marks the lock guard lets a
+	// delete through with (its release mark, clusterctl move's
+	// delete-for-move), left there by a release or a move that stopped
+	// half-way, from a lock the keeper does not release now.
+	ActionUnmark Action = "unmark"
 )
 
 // RegisterOp is what should be done to the Cluster's grant register, in

@@ -29,6 +29,16 @@ const (
 // Machine: every write is an adoption, an orphan's mark, or a release (the
 // release mark, then the delete).
 func decideKeeper(o Observation, p Policy, now time.Time, d Decision) Decision {
+	d = decideKeep(o, p, now, d)
+	if d.Action == ActionNone && d.Err == nil && marksLeft(o) {
+		// Whatever the keeper waits for, a lock it does not release now
+		// keeps no mark a delete would pass with.
+		d.Action = ActionUnmark
+	}
+	return d
+}
+
+func decideKeep(o Observation, p Policy, now time.Time, d Decision) Decision {
 	if o.Cluster != nil && o.Cluster.Paused {
 		// Restores and moves bring objects back in any order: nothing is
 		// decided until the Cluster is unpaused.
@@ -88,7 +98,7 @@ func decideKeeper(o Observation, p Policy, now time.Time, d Decision) Decision {
 		}
 		d.Action, d.Reason = ActionRelease, ReasonHolderGone
 		return d
-	case (needsAdoption(lk, d.Owner) || markLeft(o)) && !o.OutOfScope:
+	case needsAdoption(lk, d.Owner) && !o.OutOfScope:
 		d.Action = ActionAdopt
 	}
 	switch d.Verdict {
@@ -155,19 +165,38 @@ func absentFrom(o Observation, now time.Time) time.Time {
 	return now
 }
 
-// markLeft tells whether the lock of an uninitialised, unpaused Cluster,
-// which the keeper does not release now, carries a mark that lets its
-// delete through: its release mark (a releaser stopped between the mark
-// and the delete, and the Machine the lock names came back since; or a
-// person's mark), or clusterctl move's delete-for-move, which a move that
-// failed leaves on a source lock (a move pauses the Cluster first).
-// Adoption takes both off. A holder's own Unlock under way, which marks
-// the lock just before deleting it, meets a conflict and marks it again.
-func markLeft(o Observation) bool {
-	if o.Cluster == nil || o.Cluster.Initialized {
+// marksLeft tells whether the lock carries a mark that lets its delete
+// through (its release mark, clusterctl move's delete-for-move) although
+// no release or move of it is under way: its Cluster is not paused (a move
+// pauses it first, and deletes a Cluster's objects before the Cluster),
+// its control plane is not initialised, and its holder is not releasing
+// it (releaseUnderWay). A releaser stopped between the mark and the
+// delete, a move that failed, a backup taken meanwhile and restored, or a
+// person's mark leave one. The lock is a usable one, not being deleted.
+func marksLeft(o Observation) bool {
+	l := o.Lock
+	if l == nil || l.Problem != nil || l.Deleting || !(l.Releasable || l.MoveMark) {
 		return false
 	}
-	return o.Lock.MoveMark || o.Lock.Releasable
+	if c := o.Cluster; c != nil && (c.Paused || c.Initialized) {
+		return false
+	}
+	return !releaseUnderWay(o)
+}
+
+// releaseUnderWay tells whether the lock's holder is releasing it, as its
+// Unlock leaves the register on its way: the lock was written by
+// pkg/initlock (its record carries a token) and the register records a
+// release, or still names the holder under another token (its grant
+// retired). The holder then deletes the lock right after marking it.
+func releaseUnderWay(o Observation) bool {
+	rec := o.Lock.Record
+	if rec.Token == "" || o.Cluster == nil {
+		return false
+	}
+	g := o.Cluster.Grant
+	return g.Released() || (g.Held() && g.Token != rec.Token &&
+		g.MachineName == rec.MachineName && g.MachineUID == rec.MachineUID)
 }
 
 func needsAdoption(l *Lock, owner OwnerState) bool {

@@ -113,7 +113,7 @@ func checkProperties(t *testing.T, o engine.Observation, d engine.Decision) {
 			fail("keepers never write the register nor acquire")
 		}
 		switch d.Action {
-		case engine.ActionNone, engine.ActionAdopt, engine.ActionRelease, engine.ActionMarkOrphan, engine.ActionCollect:
+		case engine.ActionNone, engine.ActionAdopt, engine.ActionRelease, engine.ActionMarkOrphan, engine.ActionCollect, engine.ActionUnmark:
 		default:
 			fail("keepers never create or rewrite a lock")
 		}

@@ -1,0 +1,181 @@
+package manager_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/engine"
+)
+
+// TestLeftMarksTakenOff: the lock guard refuses an update that takes a
+// held lock's shape away (its cluster-name label, its lock-information
+// key), which would make it an ordinary ConfigMap anyone may delete; an
+// update that keeps the shape goes through. A mark that lets a delete
+// through, left on a held lock (a release mark whose releaser stopped
+// before its delete, clusterctl move's delete-for-move left by a move that
+// failed), is taken off by the manager once the Cluster is unpaused, and
+// left while it is paused (a move is under way): one write, the marks
+// taken off.
+func TestLeftMarksTakenOff(t *testing.T) {
+	ns := env.Namespace(t)
+	cluster := createCluster(t, v, ns, "c1", paused)
+	createMachine(t, v, ns, "c1", "c1-cp-0")
+	lock := lockFor(ns, "c1", "c1-cp-0", cluster)
+	create(t, lock)
+
+	for _, patch := range []string{
+		`[{"op":"remove","path":"/metadata/labels/cluster.x-k8s.io~1cluster-name"}]`,
+		`[{"op":"replace","path":"/metadata/labels/cluster.x-k8s.io~1cluster-name","value":"c2"}]`,
+		`[{"op":"remove","path":"/data/lock-information"}]`,
+	} {
+		err := env.Client.Patch(t.Context(), lock.DeepCopy(), client.RawPatch(types.JSONPatchType, []byte(patch)))
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "kubectl initlock release c1 -n "+ns+" --force") {
+			t.Fatalf("update %s of a held lock: %v; want a refusal naming kubectl initlock release --force", patch, err)
+		}
+	}
+	marks := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:""}}}`, engine.ReleaseAnnotation, lock.UID, engine.MoveAnnotation)
+	if err := env.Client.Patch(t.Context(), lock, client.RawPatch(types.MergePatchType, []byte(marks))); err != nil {
+		t.Fatalf("an update that keeps the shape: %v", err)
+	}
+
+	rm := startManager(t, env.Config, testOptions(ns))
+	kubeenv.Consistently(t, 2*time.Second, func() error {
+		if n := rm.Counter.Writes(); n != 0 {
+			return fmt.Errorf("%d writes while paused:\n%s", n, rm.Counter)
+		}
+		return nil
+	})
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(cluster), cluster); err != nil {
+		t.Fatal(err)
+	}
+	unstructured.RemoveNestedField(cluster.Object, "spec", "paused")
+	if err := env.Client.Update(t.Context(), cluster); err != nil {
+		t.Fatal(err)
+	}
+	kubeenv.Eventually(t, 20*time.Second, func() error {
+		cm, err := getLock(t, ns, "c1")
+		if err != nil {
+			return err
+		}
+		for _, k := range []string{engine.ReleaseAnnotation, engine.MoveAnnotation} {
+			if _, ok := cm.Annotations[k]; ok {
+				return fmt.Errorf("lock still carries %s", k)
+			}
+		}
+		if rec, _ := engine.DecodeRecord(cm.Data[engine.DataKey]); rec.MachineName != "c1-cp-0" {
+			return fmt.Errorf("lock names %q, want c1-cp-0", rec.MachineName)
+		}
+		return nil
+	})
+	if err := env.Client.Delete(t.Context(), lock.DeepCopy()); !apierrors.IsForbidden(err) {
+		t.Fatalf("delete of the lock once the manager took its marks off: %v, want forbidden", err)
+	}
+	kubeenv.Consistently(t, time.Second, func() error { return nil })
+	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 1 {
+		t.Fatalf("configmap writes = %d, want 1 (the marks taken off):\n%s", n, rm.Counter)
+	}
+	eventOn(t, ns, "LockUnmarked", "Cluster", "c1")
+}
+
+// TestMoveMarkedCopyHeld: a backup taken while a clusterctl move was
+// failing holds a lock carrying delete-for-move. Restored as a copy that
+// keeps its Cluster's old UID, before its holder Machine is back: the lock
+// guard refuses the garbage collector's delete all the same (it never
+// moves anything), and the manager takes the mark off while it waits for
+// the holder, after which nobody's delete passes.
+func TestMoveMarkedCopyHeld(t *testing.T) {
+	ns := env.Namespace(t)
+	createCluster(t, v, ns, "c1")
+	createMachine(t, v, ns, "c1", "c1-cp-1")
+	lock := lockFor(ns, "c1", "c1-cp-0", nil)
+	lock.OwnerReferences = []metav1.OwnerReference{{APIVersion: "cluster.x-k8s.io/v1beta2", Kind: "Cluster", Name: "c1",
+		UID: types.UID("00000000-0000-0000-0000-00000000dead")}}
+	lock.Annotations = map[string]string{engine.MoveAnnotation: ""}
+	create(t, lock)
+	kubeenv.Consistently(t, 4*time.Second, func() error { // the collector's turn, the manager down
+		cm, err := getLock(t, ns, "c1")
+		if err != nil {
+			return fmt.Errorf("the held copy went: %w", err)
+		}
+		if cm.DeletionTimestamp != nil {
+			return fmt.Errorf("the held copy is being deleted")
+		}
+		return nil
+	})
+
+	rm := startManager(t, env.Config, testOptions(ns))
+	kubeenv.Eventually(t, 20*time.Second, func() error {
+		cm, err := getLock(t, ns, "c1")
+		if err != nil {
+			return err
+		}
+		if _, ok := cm.Annotations[engine.MoveAnnotation]; ok {
+			return fmt.Errorf("the copy still carries %s", engine.MoveAnnotation)
+		}
+		return nil
+	})
+	if err := env.Client.Delete(t.Context(), lock.DeepCopy()); !apierrors.IsForbidden(err) {
+		t.Fatalf("delete of the copy once the manager took its mark off: %v, want forbidden", err)
+	}
+	eventOn(t, ns, "LockUnmarked", "Cluster", "c1")
+	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 1 {
+		t.Fatalf("configmap writes = %d, want 1 (the mark taken off; the holder is awaited, not adopted for):\n%s", n, rm.Counter)
+	}
+}
+
+// TestUnlockNotFoughtByTheManager: a holder's Unlock retires its grant,
+// then marks the lock and deletes it. However long its delete takes to
+// follow the mark (a client throttled, a slow network), the manager does
+// not take that mark off: the register shows the holder releasing. Every
+// Unlock completes the first time, and the lock is gone.
+func TestUnlockNotFoughtByTheManager(t *testing.T) {
+	ns := env.Namespace(t)
+	startManager(t, env.Config, testOptions(ns))
+	for _, delay := range []time.Duration{20 * time.Millisecond, 300 * time.Millisecond} {
+		t.Run(delay.String(), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			base, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			slow := interceptor.NewClient(base, interceptor.Funcs{
+				Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+					if _, ok := obj.(*corev1.ConfigMap); ok {
+						time.Sleep(delay) // between the mark and the delete
+					}
+					return c.Delete(ctx, obj, opts...)
+				},
+			})
+			name := fmt.Sprintf("u%d", delay.Milliseconds())
+			cl := createCluster(t, v, ns, name)
+			m := createMachine(t, v, ns, name, name+"-cp-0")
+			l := initlock.New(slow)
+			for i := range 3 {
+				if r, err := l.Lock(ctx, cl, m); err != nil || !r.Acquired {
+					t.Fatalf("round %d: Lock: %+v, %v", i, r, err)
+				}
+				time.Sleep(200 * time.Millisecond) // the manager has seen the lock
+				if err := l.Unlock(ctx, cl, m); err != nil {
+					t.Fatalf("round %d: Unlock with %s between its mark and its delete: %v", i, delay, err)
+				}
+				if err := lockGone(t, ns, name)(); err != nil {
+					t.Fatalf("round %d: after Unlock: %v", i, err)
+				}
+			}
+		})
+	}
+}
