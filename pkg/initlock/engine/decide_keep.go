@@ -175,7 +175,7 @@ func absentFrom(o Observation, now time.Time) time.Time {
 // person's mark leave one. The lock is a usable one, not being deleted.
 func marksLeft(o Observation) bool {
 	l := o.Lock
-	if l == nil || l.Problem != nil || l.Deleting || !(l.Releasable || l.MoveMark) {
+	if l == nil || l.Problem != nil || l.Deleting || (!l.Releasable && !l.MoveMark) {
 		return false
 	}
 	if c := o.Cluster; c != nil && (c.Paused || c.Initialized) {
