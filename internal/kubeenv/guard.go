@@ -159,6 +159,7 @@ func ReleaseLock(ctx context.Context, c client.Client, cm *corev1.ConfigMap) err
 		marked.Annotations = map[string]string{}
 	}
 	marked.Annotations[engine.ReleaseAnnotation] = string(cur.UID)
+	marked.Annotations[engine.ReleaseStartedAnnotation] = time.Now().UTC().Format(time.RFC3339)
 	if err := c.Patch(ctx, marked, client.MergeFrom(cur)); err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("marking lock %s/%s for release: %w", cur.Namespace, cur.Name, err))
 	}

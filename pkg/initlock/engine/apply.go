@@ -45,20 +45,20 @@ func Apply(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, o Observa
 		_, err := adoptLock(ctx, c, cm, *o.Cluster)
 		return err
 	case ActionRelease, ActionCollect:
-		return releaseLock(ctx, c, cm)
+		return releaseLock(ctx, c, cm, now)
 	case ActionMarkOrphan:
 		next := cm.DeepCopy()
 		if next.Annotations == nil {
 			next.Annotations = map[string]string{}
 		}
 		next.Annotations[ClusterAbsentAnnotation] = absentMark(absentFrom(o, now), cm.UID)
-		delete(next.Annotations, ReleaseAnnotation) // no release is under way: it has no Cluster
-		delete(next.Annotations, MoveAnnotation)
+		if !releaseUnderWay(o, now) {
+			dropMarks(next)
+		}
 		return c.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{}))
 	case ActionUnmark:
 		next := cm.DeepCopy()
-		delete(next.Annotations, ReleaseAnnotation)
-		delete(next.Annotations, MoveAnnotation)
+		dropMarks(next)
 		return c.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{}))
 	}
 	return fmt.Errorf("applying %s to lock %s/%s: not a keeper action", d.Action, cm.Namespace, cm.Name)

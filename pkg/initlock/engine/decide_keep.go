@@ -30,11 +30,19 @@ const (
 // release mark, then the delete).
 func decideKeeper(o Observation, p Policy, now time.Time, d Decision) Decision {
 	d = decideKeep(o, p, now, d)
-	if d.Action == ActionNone && d.Err == nil && marksLeft(o) {
-		// Whatever the keeper waits for, a lock it does not release now
-		// keeps no mark a delete would pass with.
-		d.Action = ActionUnmark
+	if d.Action != ActionNone || d.Err != nil || !marksLeft(o) {
+		return d
 	}
+	if releaseUnderWay(o, now) {
+		// Its delete follows; look again once it should have.
+		if left := o.Lock.ReleaseStarted.Add(ReleaseMarkGrace).Sub(now); d.RequeueAfter == 0 || left < d.RequeueAfter {
+			d.RequeueAfter = max(left, time.Second)
+		}
+		return d
+	}
+	// Whatever the keeper waits for, a lock it does not release now keeps
+	// no mark a delete would pass with.
+	d.Action = ActionUnmark
 	return d
 }
 
@@ -166,37 +174,30 @@ func absentFrom(o Observation, now time.Time) time.Time {
 }
 
 // marksLeft tells whether the lock carries a mark that lets its delete
-// through (its release mark, clusterctl move's delete-for-move) although
-// no release or move of it is under way: its Cluster is not paused (a move
-// pauses it first, and deletes a Cluster's objects before the Cluster),
-// its control plane is not initialised, and its holder is not releasing
-// it (releaseUnderWay). A releaser stopped between the mark and the
-// delete, a move that failed, a backup taken meanwhile and restored, or a
-// person's mark leave one. The lock is a usable one, not being deleted.
+// through (its release mark, clusterctl move's delete-for-move) while no
+// move of it may be under way: its Cluster is not paused (a move pauses it
+// first, and deletes a Cluster's objects before the Cluster), and its
+// control plane is not initialised. A releaser stopped between the mark
+// and the delete, a move that failed, a backup taken meanwhile and
+// restored, or a person's mark leave one; a release under way
+// (releaseUnderWay) is given its grace first. The lock is a usable one,
+// not being deleted.
 func marksLeft(o Observation) bool {
 	l := o.Lock
 	if l == nil || l.Problem != nil || l.Deleting || (!l.Releasable && !l.MoveMark) {
 		return false
 	}
-	if c := o.Cluster; c != nil && (c.Paused || c.Initialized) {
-		return false
-	}
-	return !releaseUnderWay(o)
+	c := o.Cluster
+	return c == nil || (!c.Paused && !c.Initialized)
 }
 
-// releaseUnderWay tells whether the lock's holder is releasing it, as its
-// Unlock leaves the register on its way: the lock was written by
-// pkg/initlock (its record carries a token) and the register records a
-// release, or still names the holder under another token (its grant
-// retired). The holder then deletes the lock right after marking it.
-func releaseUnderWay(o Observation) bool {
-	rec := o.Lock.Record
-	if rec.Token == "" || o.Cluster == nil {
-		return false
-	}
-	g := o.Cluster.Grant
-	return g.Released() || (g.Held() && g.Token != rec.Token &&
-		g.MachineName == rec.MachineName && g.MachineUID == rec.MachineUID)
+// releaseUnderWay tells whether a release that marked the lock is under
+// way: it began less than ReleaseMarkGrace ago (ReleaseStartedAnnotation),
+// and deletes the lock right after its mark. A releaser's clock ahead of
+// the keeper's counts for as much as the grace at most.
+func releaseUnderWay(o Observation, now time.Time) bool {
+	at := o.Lock.ReleaseStarted
+	return at != nil && now.Sub(*at) < ReleaseMarkGrace && at.Sub(now) < ReleaseMarkGrace
 }
 
 func needsAdoption(l *Lock, owner OwnerState) bool {

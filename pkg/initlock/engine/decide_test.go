@@ -43,6 +43,9 @@ func created(l *engine.Lock, t time.Time) *engine.Lock {
 func beingDeleted(l *engine.Lock) *engine.Lock { l.Deleting = true; return l }
 func releasable(l *engine.Lock) *engine.Lock   { l.Releasable = true; return l }
 
+// releaseStarted is l whose release mark was written at t.
+func releaseStarted(l *engine.Lock, t time.Time) *engine.Lock { l.ReleaseStarted = &t; return l }
+
 // moveMarked is l carrying clusterctl move's delete-for-move annotation.
 func moveMarked(l *engine.Lock) *engine.Lock { l.MoveMark = true; return l }
 
@@ -454,12 +457,12 @@ var decideRows = []struct {
 	{"keeper: marked for release while the register still grants its holder under the lock's token (a release cut off): the mark taken off",
 		engine.Observation{Lock: releasable(lockOf("m1", "t1", owned)), Cluster: cluster(grantTo("m1", "t1")), Holder: machine("m1"), Granted: machine("m1")},
 		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionUnmark, holder: "m1"}},
-	{"keeper: marked for release by its holder's Unlock, which retired its grant (another token): left to the release under way",
-		engine.Observation{Lock: releasable(lockOf("m1", "t1", owned)), Cluster: cluster(grantTo("m1", "t2")), Holder: machine("m1"), Granted: machine("m1")},
-		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1"}},
-	{"keeper: marked for release by its holder's Unlock, which withdrew its grant: left to the release under way",
-		engine.Observation{Lock: releasable(lockOf("m1", "t1", owned)), Cluster: cluster(released), Holder: machine("m1")},
-		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1"}},
+	{"keeper: marked for release 5 s ago (a release under way, its delete following): left to it, looked at again once its grace has passed",
+		engine.Observation{Lock: releaseStarted(releasable(lockOf("m1", "t1", owned)), t0.Add(-5*time.Second)), Cluster: cluster(released), Holder: machine("m1")},
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1", requeue: 25 * time.Second}},
+	{"keeper: marked for release two minutes ago while its holder exists (the release stopped half-way): the mark taken off",
+		engine.Observation{Lock: releaseStarted(releasable(upstreamLock("m1", owned)), t0.Add(-2*time.Minute)), Cluster: cluster(), Holder: machine("m1")},
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionUnmark, holder: "m1"}},
 	{"keeper: a stock provider's lock marked for release while the register records an earlier release: the mark taken off",
 		engine.Observation{Lock: releasable(upstreamLock("m1", owned)), Cluster: cluster(released), Holder: machine("m1")},
 		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionUnmark, holder: "m1"}},

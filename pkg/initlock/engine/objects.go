@@ -169,6 +169,9 @@ type Lock struct {
 	// (ReleaseAnnotation): a release was decided and its delete is on its
 	// way, or was cut off.
 	Releasable bool
+	// ReleaseStarted is when the release that marked it began
+	// (ReleaseStartedAnnotation), when it says.
+	ReleaseStarted *time.Time
 	// MoveMark tells that the lock carries clusterctl move's
 	// delete-for-move annotation (MoveAnnotation), which the admission
 	// policy lets a delete through with.
@@ -191,6 +194,9 @@ func ObserveLock(cm *corev1.ConfigMap, clusterName string) *Lock {
 	l.Record, l.Problem = classify(cm, clusterName)
 	l.Releasable, l.Deleting = marked(cm), cm.DeletionTimestamp != nil
 	_, l.MoveMark = cm.Annotations[MoveAnnotation]
+	if t, err := time.Parse(time.RFC3339, cm.Annotations[ReleaseStartedAnnotation]); err == nil && l.Releasable {
+		l.ReleaseStarted = &t
+	}
 	if v, ok := cm.Annotations[ClusterAbsentAnnotation]; ok {
 		since, uid, ok := parseAbsentMark(v)
 		if ok && uid == cm.UID {

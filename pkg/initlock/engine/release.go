@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -22,12 +23,32 @@ import (
 // marked.
 const ReleaseAnnotation = AnnotationPrefix + "releasable"
 
+// ReleaseStartedAnnotation records, with the release mark, when the
+// release began (RFC 3339). A keeper leaves a mark younger than
+// ReleaseMarkGrace to the release under way, whose delete follows, and
+// takes an older one off a lock it does not release (a release stopped
+// half-way); a mark without it is taken off at once.
+const ReleaseStartedAnnotation = AnnotationPrefix + "release-started"
+
+// ReleaseMarkGrace is how long a release mark is left to the release that
+// wrote it: its delete follows at once, retried while the lock changes.
+const ReleaseMarkGrace = 30 * time.Second
+
 // MoveAnnotation is clusterctl move's mark on the objects it is deleting
 // from the source management cluster, after creating them in the target;
 // the admission policy lets the delete of a lock carrying it through.
 // Adoptions and rewrites take it off a lock whose Cluster is not paused
 // (a move pauses it first): a move that failed left it there.
 const MoveAnnotation = "clusterctl.cluster.x-k8s.io/delete-for-move"
+
+// dropMarks takes off cm the marks the lock guard lets a delete through
+// with: the release mark (and when its release began) and clusterctl
+// move's delete-for-move.
+func dropMarks(cm *corev1.ConfigMap) {
+	delete(cm.Annotations, ReleaseAnnotation)
+	delete(cm.Annotations, ReleaseStartedAnnotation)
+	delete(cm.Annotations, MoveAnnotation)
+}
 
 // marked tells whether cm carries its own release mark.
 func marked(cm *corev1.ConfigMap) bool {
@@ -40,13 +61,14 @@ func marked(cm *corev1.ConfigMap) bool {
 // then deletes the lock, conditional on the UID and the resourceVersion
 // the mark left. A lock that changed since it was read is neither marked
 // nor deleted (Conflict).
-func releaseLock(ctx context.Context, c client.Writer, cm *corev1.ConfigMap) error {
+func releaseLock(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, now time.Time) error {
 	if !marked(cm) {
 		next := cm.DeepCopy()
 		if next.Annotations == nil {
 			next.Annotations = map[string]string{}
 		}
 		next.Annotations[ReleaseAnnotation] = string(cm.UID)
+		next.Annotations[ReleaseStartedAnnotation] = now.UTC().Format(time.RFC3339)
 		if err := c.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{})); err != nil {
 			return err
 		}

@@ -211,7 +211,7 @@ func (r *release) unchanged(cm *corev1.ConfigMap, cl *Cluster) error {
 func (r *release) write(ctx context.Context, cm *corev1.ConfigMap, obs Observation, d Decision) (*Cluster, error) {
 	if d.Register == RegisterNone {
 		if cm != nil && d.Action == ActionRelease {
-			if err := releaseLock(ctx, r.l.Client, cm); err != nil {
+			if err := releaseLock(ctx, r.l.Client, cm, r.l.Clock.Now()); err != nil {
 				return nil, fmt.Errorf("releasing lock %s/%s: %w", r.cl.Namespace, r.lockName, err)
 			}
 		}

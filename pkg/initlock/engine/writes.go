@@ -69,8 +69,7 @@ func rewriteLock(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, cl 
 	}
 	next.Data[DataKey] = rec.Encode()
 	delete(next.Annotations, ClusterAbsentAnnotation)
-	delete(next.Annotations, ReleaseAnnotation)
-	delete(next.Annotations, MoveAnnotation)
+	dropMarks(next)
 	if err := c.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{})); err != nil {
 		return nil, err
 	}
@@ -88,8 +87,7 @@ func adoptLock(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, cl Cl
 	next := cm.DeepCopy()
 	next.OwnerReferences = ownedBy(cm.OwnerReferences, cl)
 	delete(next.Annotations, ClusterAbsentAnnotation)
-	delete(next.Annotations, ReleaseAnnotation)
-	delete(next.Annotations, MoveAnnotation)
+	dropMarks(next)
 	if err := c.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{})); err != nil {
 		return nil, err
 	}
