@@ -78,9 +78,15 @@ func TestExistingResourcePolicyUpdate(t *testing.T) {
 		h := start(t, ns, relink.Options{})
 
 		restoreAs(t, "restore-update", update, items)
-		if v := get(t, configMapGVK, ns, "c1-addons").GetAnnotations()[relink.Annotation]; v == "" {
-			t.Fatal("the restore did not annotate the existing ConfigMap")
-		}
+		// The restore annotates the existing add-on, and the relinker may
+		// take the annotation off before a read here: its one patch of the
+		// add-on, counted below, is that.
+		kubeenv.Eventually(t, 10*time.Second, func() error {
+			if v := get(t, configMapGVK, ns, "c1-addons").GetAnnotations()[relink.Annotation]; v != "" {
+				return fmt.Errorf("the add-on still carries %s", relink.Annotation)
+			}
+			return nil
+		})
 		kubeenv.Eventually(t, 10*time.Second, linked(t, configMapGVK, ns, "c1-addons", refTo(c1, false)))
 		kubeenv.Eventually(t, 10*time.Second, linked(t, capiGVK("MachineDeployment"), ns, "c1-md-0", refTo(c1, false)))
 		kubeenv.Consistently(t, time.Second, func() error { return nil })
