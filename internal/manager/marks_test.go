@@ -179,3 +179,89 @@ func TestUnlockNotFoughtByTheManager(t *testing.T) {
 		})
 	}
 }
+
+// TestOperatorReleaseNotFought: kubectl initlock release --force marks a
+// held lock and deletes it; the manager, which would take a mark left on
+// a held lock off, leaves this one to the release under way, however long
+// its delete takes to follow (a client throttled, a slow network).
+func TestOperatorReleaseNotFought(t *testing.T) {
+	ns := env.Namespace(t)
+	cl := createCluster(t, v, ns, "c1")
+	createMachine(t, v, ns, "c1", "c1-cp-0")
+	create(t, lockFor(ns, "c1", "c1-cp-0", cl))
+	startManager(t, env.Config, testOptions(ns))
+	time.Sleep(time.Second) // the manager has seen the lock
+	cm, err := getLock(t, ns, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := interceptor.NewClient(base, interceptor.Funcs{
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			time.Sleep(300 * time.Millisecond) // between the mark and the delete
+			return c.Delete(ctx, obj, opts...)
+		},
+	})
+	cl = getCluster(t, cl)
+	register := cl.GetAnnotations()[engine.GrantAnnotation]
+	p := engine.UnlockParams{Operator: true, Register: &register, UID: cm.UID, ResourceVersion: cm.ResourceVersion}
+	if err := engine.NewEnv(slow).Unlock(t.Context(), cl, nil, p); err != nil {
+		t.Fatalf("release --force of a held lock with 300ms between its mark and its delete: %v", err)
+	}
+	if err := lockGone(t, ns, "c1")(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStaleRegisterKeepsNoMark: a pkg/initlock lock held by c1-cp-1, whose
+// Cluster's grant register went back to the release an earlier holder
+// recorded (a Cluster restored from a backup taken between the two), and
+// which carries a mark a delete would pass with: the manager takes the
+// mark off all the same; nothing in the register vouches for a release
+// under way.
+func TestStaleRegisterKeepsNoMark(t *testing.T) {
+	ns := env.Namespace(t)
+	cl := createCluster(t, v, ns, "c1")
+	m0 := createMachine(t, v, ns, "c1", "c1-cp-0")
+	m1 := createMachine(t, v, ns, "c1", "c1-cp-1")
+	l := initlock.New(env.Client)
+	if r, err := l.Lock(t.Context(), cl, m0); err != nil || !r.Acquired {
+		t.Fatalf("c1-cp-0's Lock: %+v, %v", r, err)
+	}
+	if err := l.Unlock(t.Context(), cl, m0); err != nil {
+		t.Fatal(err)
+	}
+	released := getCluster(t, cl).GetAnnotations()[engine.GrantAnnotation]
+	if r, err := l.Lock(t.Context(), getCluster(t, cl), m1); err != nil || !r.Acquired {
+		t.Fatalf("c1-cp-1's Lock: %+v, %v", r, err)
+	}
+	back := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, engine.GrantAnnotation, released)
+	if err := env.Client.Patch(t.Context(), getCluster(t, cl), client.RawPatch(types.MergePatchType, []byte(back))); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := getLock(t, ns, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, engine.ReleaseAnnotation, cm.UID)
+	if err := env.Client.Patch(t.Context(), cm, client.RawPatch(types.MergePatchType, []byte(mark))); err != nil {
+		t.Fatal(err)
+	}
+	startManager(t, env.Config, testOptions(ns))
+	kubeenv.Eventually(t, 20*time.Second, func() error {
+		cm, err := getLock(t, ns, "c1")
+		if err != nil {
+			return err
+		}
+		if _, ok := cm.Annotations[engine.ReleaseAnnotation]; ok {
+			return fmt.Errorf("the lock held for c1-cp-1 still carries its release mark")
+		}
+		return nil
+	})
+	if err := env.Client.Delete(t.Context(), cm.DeepCopy()); !apierrors.IsForbidden(err) {
+		t.Fatalf("delete of c1-cp-1's lock once the manager took the mark off: %v, want forbidden", err)
+	}
+}

@@ -116,9 +116,13 @@ var ErrNotConfirmed = errors.New("decision not confirmed by the API server")
 // Keep is the one way a keeper (the manager, kubectl initlock repair)
 // writes a lock: it confirms decision d, taken on o as observed from lock
 // cm, against the API server (Confirm), and applies the confirmed decision
-// (Apply) when its action is d's. It returns the observation and the
-// decision as confirmed, and ErrNotConfirmed when the action differs (the
-// confirmed decision says what it is now), or Apply's error.
+// (Apply) when its action is d's. A release or a collection confirms it
+// once more between its mark and its delete (the Machines read live again,
+// after the mark): a restore that brought the holder back since the first
+// reading stops it, and the mark is taken off again. It returns the
+// observation and the decision as confirmed, and ErrNotConfirmed when the
+// action differs (the confirmed decision says what it is now), or the
+// writes' error.
 func Keep(ctx context.Context, live client.Reader, c client.Writer, cm *corev1.ConfigMap, o Observation, d Decision, p Policy, now time.Time) (Observation, Decision, error) {
 	obs, confirmed, err := Confirm(ctx, live, o, d, p, now)
 	switch {
@@ -126,6 +130,32 @@ func Keep(ctx context.Context, live client.Reader, c client.Writer, cm *corev1.C
 		return o, d, fmt.Errorf("confirming %s of lock %s/%s live: %w", d.Action, cm.Namespace, cm.Name, err)
 	case confirmed.Action != d.Action:
 		return obs, confirmed, ErrNotConfirmed
+	case d.Action != ActionRelease && d.Action != ActionCollect || obs.Lock == nil || obs.Lock.Problem != nil:
+		return obs, confirmed, Apply(ctx, c, cm, obs, confirmed, now)
 	}
-	return obs, confirmed, Apply(ctx, c, cm, obs, confirmed, now)
+	marked, err := markLock(ctx, c, cm, now)
+	if err != nil {
+		return obs, confirmed, err
+	}
+	again := obs
+	again.Lock = ObserveLock(marked, o.ClusterName)
+	seen, last, err := Confirm(ctx, live, again, confirmed, p, now)
+	if err == nil && last.Action == confirmed.Action {
+		return obs, confirmed, deleteMarked(ctx, c, marked)
+	}
+	// Its holder, or a grant's Machine, is back (or the reading failed):
+	// the release stops, and takes its mark off, unless the Cluster is
+	// now paused or initialised (nothing is written then; the mark is
+	// taken off once it is unpaused).
+	if err == nil && marksLeft(seen) {
+		next := marked.DeepCopy()
+		dropMarks(next)
+		if err := c.Patch(ctx, next, client.MergeFromWithOptions(marked, client.MergeFromWithOptimisticLock{})); err != nil {
+			return obs, confirmed, err
+		}
+	}
+	if err != nil {
+		return obs, confirmed, fmt.Errorf("confirming %s of lock %s/%s live once marked: %w", d.Action, cm.Namespace, cm.Name, err)
+	}
+	return obs, last, ErrNotConfirmed
 }

@@ -62,17 +62,34 @@ func marked(cm *corev1.ConfigMap) bool {
 // the mark left. A lock that changed since it was read is neither marked
 // nor deleted (Conflict).
 func releaseLock(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, now time.Time) error {
-	if !marked(cm) {
-		next := cm.DeepCopy()
-		if next.Annotations == nil {
-			next.Annotations = map[string]string{}
-		}
-		next.Annotations[ReleaseAnnotation] = string(cm.UID)
-		next.Annotations[ReleaseStartedAnnotation] = now.UTC().Format(time.RFC3339)
-		if err := c.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{})); err != nil {
-			return err
-		}
-		cm = next
+	cm, err := markLock(ctx, c, cm, now)
+	if err != nil {
+		return err
 	}
+	return deleteMarked(ctx, c, cm)
+}
+
+// markLock writes the release mark on lock cm, conditional on the
+// resourceVersion read, and returns the lock as marked; a lock that
+// carries it already is returned as it is.
+func markLock(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, now time.Time) (*corev1.ConfigMap, error) {
+	if marked(cm) {
+		return cm, nil
+	}
+	next := cm.DeepCopy()
+	if next.Annotations == nil {
+		next.Annotations = map[string]string{}
+	}
+	next.Annotations[ReleaseAnnotation] = string(cm.UID)
+	next.Annotations[ReleaseStartedAnnotation] = now.UTC().Format(time.RFC3339)
+	if err := c.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{})); err != nil {
+		return nil, err
+	}
+	return next, nil
+}
+
+// deleteMarked deletes marked lock cm, conditional on its UID and the
+// resourceVersion the mark left.
+func deleteMarked(ctx context.Context, c client.Writer, cm *corev1.ConfigMap) error {
 	return c.Delete(ctx, cm, client.Preconditions{UID: &cm.UID, ResourceVersion: &cm.ResourceVersion})
 }
