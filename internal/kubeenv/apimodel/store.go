@@ -1,14 +1,11 @@
 package apimodel
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"reflect"
-	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -17,8 +14,6 @@ import (
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -380,187 +375,3 @@ func (s *Store) commit(k Key, obj map[string]any) map[string]any {
 	s.history[k] = append(s.history[k], Version{RV: s.rev, Object: obj, Digest: hex.EncodeToString(sum[:12]), text: string(js)})
 	return deepCopy(obj)
 }
-
-// Rank is the place of revision rv in k's versions (0 for the first), or
-// -1: revisions are compared only for equality and, per object, for order,
-// so ranks name them independently of what else was written between.
-func (s *Store) Rank(k Key, rv int64) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, v := range s.history[k] {
-		if v.RV == rv {
-			return i
-		}
-	}
-	return -1
-}
-
-// History returns the versions of k, oldest first.
-func (s *Store) History(k Key) []Version {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Version(nil), s.history[k]...)
-}
-
-// Revision is the last revision written.
-func (s *Store) Revision() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.rev
-}
-
-// Keys lists the objects that exist, sorted.
-func (s *Store) Keys() []Key {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	keys := make([]Key, 0, len(s.objects))
-	for k := range s.objects {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
-	return keys
-}
-
-// Fingerprint digests every object's versions, with revisions named by
-// their ranks: two stores with the same fingerprint answer every read
-// alike, up to the names of revisions. Only the last depth versions of each
-// object are digested (all of them when depth is 0).
-func (s *Store) Fingerprint(depth int) string {
-	return strings.Join(s.FingerprintLines(depth, false), "\n") + "\n"
-}
-
-// FingerprintLines is the fingerprint as one line per object, sorted by
-// key: its key, its number of versions and the digests of the last depth
-// ones, or with texts their JSON (without their resourceVersion), which a
-// caller may rewrite (rename what they name) before digesting it.
-func (s *Store) FingerprintLines(depth int, texts bool) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	keys := make([]Key, 0, len(s.history))
-	for k := range s.history {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
-	lines := make([]string, 0, len(keys))
-	var b strings.Builder
-	for _, k := range keys {
-		h := s.history[k]
-		from := 0
-		if depth > 0 && len(h) > depth {
-			from = len(h) - depth
-		}
-		b.Reset()
-		b.WriteString(k.String())
-		b.WriteByte(' ')
-		b.WriteString(strconv.Itoa(len(h)))
-		b.WriteByte(':')
-		for _, v := range h[from:] {
-			if texts && v.Object != nil {
-				b.WriteString(v.text)
-			} else {
-				b.WriteString(v.Digest)
-			}
-			b.WriteByte(' ')
-		}
-		lines = append(lines, b.String())
-	}
-	return lines
-}
-
-func metadata(obj map[string]any) map[string]any {
-	m, ok := obj["metadata"].(map[string]any)
-	if !ok {
-		m = map[string]any{}
-		obj["metadata"] = m
-	}
-	return m
-}
-
-// normalize makes obj a plain JSON document (numbers as int64 or float64,
-// no empty metadata maps), as it would come back from the API server.
-func normalize(obj map[string]any) map[string]any {
-	js, err := json.Marshal(obj)
-	if err != nil {
-		panic(fmt.Sprintf("apimodel: object is not JSON: %v", err))
-	}
-	out, err := decode(js)
-	if err != nil {
-		panic(err)
-	}
-	return tidy(out)
-}
-
-// tidy drops the empty metadata maps and lists of a plain JSON object, as
-// the API server does.
-func tidy(out map[string]any) map[string]any {
-	meta := metadata(out)
-	for _, f := range []string{"annotations", "labels", "ownerReferences", "finalizers"} {
-		switch v := meta[f].(type) {
-		case map[string]any:
-			if len(v) == 0 {
-				delete(meta, f)
-			}
-		case []any:
-			if len(v) == 0 {
-				delete(meta, f)
-			}
-		}
-	}
-	return out
-}
-
-// decode reads a JSON document as the API machinery does: integers as
-// int64, other numbers as float64.
-func decode(js []byte) (map[string]any, error) {
-	out := map[string]any{}
-	dec := json.NewDecoder(bytes.NewReader(js))
-	dec.UseNumber()
-	if err := dec.Decode(&out); err != nil {
-		return nil, err
-	}
-	fixNumbers(out)
-	return out, nil
-}
-
-// fixNumbers turns json.Numbers into int64 or float64, as the API
-// machinery's JSON decoding does.
-func fixNumbers(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			x[k] = fixNumbers(e)
-		}
-	case []any:
-		for i, e := range x {
-			x[i] = fixNumbers(e)
-		}
-	case json.Number:
-		if i, err := x.Int64(); err == nil {
-			return i
-		}
-		f, _ := x.Float64()
-		return f
-	}
-	return v
-}
-
-// deepCopy copies a stored (normalized) object.
-func deepCopy(obj map[string]any) map[string]any {
-	if obj == nil {
-		return nil
-	}
-	return runtime.DeepCopyJSON(obj)
-}
-
-func lower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
-}
-
-// Time formats a time as metav1 does in JSON.
-func Time(t time.Time) string { return metav1.NewTime(t).UTC().Format(time.RFC3339) }

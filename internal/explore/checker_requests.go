@@ -1,0 +1,213 @@
+package explore
+
+// The checks made as the model API server serves each request: a reconcile
+// of the manager begins or ends, a delete removes the lock, a write is
+// applied, a read is served or a request is issued.
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/initlock/initlock/internal/kubeenv/apimodel"
+	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
+)
+
+func (c *checker) reconcileStarted(s *System) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.reconciling, c.pausedSeen = true, false
+	c.liveUIDs = map[types.UID]bool{}
+	c.observe(s)
+}
+
+func (c *checker) reconcileEnded(s *System) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.reconciling, c.pausedSeen = false, false
+	c.liveUIDs = nil
+}
+
+// lockRemoved judges a delete that removed the lock (before is the lock as
+// it was), whoever made it: with the lock guard installed, the Machine the
+// lock named must be gone, have released it, or the Cluster be gone or
+// initialised. Without the guard an upstream provider's lock is as
+// unprotected as upstream's: the grants it alone protected end.
+func (c *checker) lockRemoved(s *System, before map[string]any, by string) {
+	if !s.sc.Guard {
+		c.drop(func(g grant) bool { return g.upstream })
+		return
+	}
+	cm := &corev1.ConfigMap{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(before, cm); err != nil {
+		panic(err)
+	}
+	lk, sn := engine.ObserveLock(cm, clusterName), s.snapshot()
+	if lk.Problem != nil || sn.cluster == nil || sn.cluster.Initialized {
+		return
+	}
+	holder := lk.Record.MachineName
+	if m := sn.machines[holder]; m != nil && lk.Record.Names(sn.cluster, m) && c.releasing[holder] == "" {
+		c.violate(InvHeldLock, "%s removed lock %s while machine %s, which it names, exists, has not released it, and the control plane is not initialised", by, lk.UID, holder)
+	}
+	// A Machine a restore is still bringing back exists for the promise:
+	// its lock is held as if the Machine were there.
+	if m := s.pendingMachine(holder); m != nil && sn.machines[holder] == nil && c.releasing[holder] == "" {
+		c.violate(InvHeldLock, "%s removed lock %s while machine %s, which it names, was still being restored, and the control plane is not initialised", by, lk.UID, holder)
+	}
+}
+
+// observe notes the live Cluster and Machine UIDs, and checks the grants'
+// protections, after every step.
+func (c *checker) observe(s *System) {
+	c.defended(s)
+	for _, cl := range c.calls {
+		c.observeMachines(s, cl.live)
+	}
+	if !c.reconciling {
+		return
+	}
+	if cl := s.snapshot().cluster; cl != nil {
+		c.liveUIDs[cl.UID] = true
+	}
+}
+
+// applied judges a write the store just applied, against the Cluster and
+// the lock as they were before it.
+func (c *checker) applied(s *System, r *apimodel.Request, before [2]map[string]any) {
+	// An upstream provider releases by name, with no precondition: what its
+	// delete may remove is judged by the held-lock invariant instead.
+	if machine, ok := strings.CutPrefix(r.Actor, "provider/"); ok && c.releasing[machine] != "" && r.Key.Kind != "Machine" && !s.sc.upstreamActor(r.Actor) {
+		if m := s.snapshot().machines[machine]; m != nil && m.UID != c.releasing[machine] {
+			c.violate(InvStaleRelease, "%s released with machine %s's object of uid %s while the live machine has uid %s: %s %s", r.Actor, machine, c.releasing[machine], m.UID, r.Verb, r.Key)
+		}
+	}
+	switch r.Key.Kind {
+	case "Machine":
+		c.violate(InvOnlyLocks, "%s wrote machine %s", r.Actor, r.Key.Name)
+	case "Cluster":
+		if before[0] != nil && capi.IsPaused(&unstructured.Unstructured{Object: before[0]}) {
+			c.violate(InvNotPaused, "%s wrote the paused cluster: %s", r.Actor, r.Body)
+		}
+		if !onlyRegisterChanged(s) {
+			c.violate(InvOnlyLocks, "%s changed more of the cluster than its grant register: %s", r.Actor, r.Body)
+		}
+	case "ConfigMap":
+		if start, ok := c.origin[r]; ok && before[1] != nil && typesUID(before[1]["metadata"].(map[string]any)["uid"]) == start {
+			c.violate(InvKeepHeld, "%s deleted the lock %s that existed before its Lock call began", r.Actor, start)
+		}
+		if r.Verb == "delete" && before[1] != nil && s.store.Peek(lockKey) == nil {
+			c.lockRemoved(s, before[1], r.Actor)
+		}
+		if r.Actor != "manager" {
+			return
+		}
+		if r.Verb == "delete" && len(c.grants) > 0 {
+			c.violate(InvNoUnsafeDelete, "the manager deleted the lock while machine %s holds a grant", c.grants[0].machine)
+		}
+		after, err := s.store.Get(lockKey)
+		if err != nil {
+			return
+		}
+		refs := ownerUIDs(after)
+		if before[1] != nil && reflect.DeepEqual(refs, ownerUIDs(before[1])) {
+			return
+		}
+		for _, uid := range refs {
+			if !c.liveUIDs[uid] {
+				c.violate(InvLiveOwner, "the manager pointed the lock at cluster uid %s, which was not live while it reconciled", uid)
+			}
+		}
+	}
+}
+
+// ownerUIDs are the UIDs of an object's Cluster ownerReferences.
+func ownerUIDs(obj map[string]any) []types.UID {
+	u := &unstructured.Unstructured{Object: obj}
+	var out []types.UID
+	for _, ref := range u.GetOwnerReferences() {
+		if ref.Kind == "Cluster" {
+			out = append(out, ref.UID)
+		}
+	}
+	return out
+}
+
+// onlyRegisterChanged tells whether the last write of the Cluster changed
+// nothing but its grant register.
+func onlyRegisterChanged(s *System) bool {
+	h := s.store.History(clusterKey)
+	if len(h) < 2 {
+		return true
+	}
+	a, b := strip(h[len(h)-2].Object), strip(h[len(h)-1].Object)
+	return reflect.DeepEqual(a, b)
+}
+
+func strip(obj map[string]any) map[string]any {
+	js, _ := json.Marshal(obj)
+	out := map[string]any{}
+	_ = json.Unmarshal(js, &out)
+	meta, _ := out["metadata"].(map[string]any)
+	if meta == nil {
+		return out
+	}
+	delete(meta, "resourceVersion")
+	if ann, ok := meta["annotations"].(map[string]any); ok {
+		delete(ann, engine.GrantAnnotation)
+		if len(ann) == 0 {
+			delete(meta, "annotations")
+		}
+	}
+	return out
+}
+
+// read notes what actor was told of k: obj, nil when it was not found.
+func (c *checker) read(actor string, k apimodel.Key, obj map[string]any) {
+	if actor == "manager" && k == clusterKey {
+		c.pausedSeen = obj != nil && capi.IsPaused(&unstructured.Unstructured{Object: obj})
+	}
+}
+
+// issued checks a request as the actor issues it, against the requests
+// the actor has outstanding: a write of the lock and a write of the grant
+// register, which tests the pause, never go out together. The manager
+// never writes the lock of a Cluster it read paused and that is paused.
+// It remembers which lock a delete issued in a Lock call must not delete.
+func (c *checker) issued(s *System, pending []*pending, p *pending) {
+	if p.req == nil || !p.req.Write() {
+		return
+	}
+	if p.req.Actor == "manager" && p.req.Key == lockKey {
+		s.stepFP = s.stepFP.union(footprint{read: bit(resCluster)})
+		if live, _ := s.store.Get(clusterKey); c.pausedSeen && live != nil && capi.IsPaused(&unstructured.Unstructured{Object: live}) {
+			c.violate(InvNotPaused, "the manager wrote the lock of the cluster it read paused: %s %s", p.req.Verb, p.req.Body)
+		}
+	}
+	if cl := c.calls[p.req.Actor]; cl != nil && !cl.upstream && cl.lock != "" && p.req.Verb == "delete" && p.req.Key == lockKey {
+		if c.origin == nil {
+			c.origin = map[*apimodel.Request]types.UID{}
+		}
+		c.origin[p.req] = cl.lock
+	}
+	for _, q := range pending {
+		if q.req == nil || q.req.Actor != p.req.Actor || !q.req.Write() || q.req.Key.Kind == p.req.Key.Kind {
+			continue
+		}
+		c.violate(InvPauseTest, "%s wrote %s while its write of %s, which tests that the cluster is not paused, was in flight",
+			p.req.Actor, lockOrRegister(p.req.Key), lockOrRegister(q.req.Key))
+	}
+}
+
+func lockOrRegister(k apimodel.Key) string {
+	if k.Kind == "Cluster" {
+		return "the grant register"
+	}
+	return "the lock"
+}
