@@ -14,6 +14,7 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/stack"
+	"github.com/initlock/initlock/internal/relink"
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
@@ -203,7 +204,7 @@ func (d *realDemo) seedInitlock() {
 			if err := kubeenv.LockOwnedBy(cm, cluster); err != nil {
 				return err
 			}
-			left, err := dst.Unlinked(ctx, realInitlockNS, backed)
+			left, err := dst.Unlinked(ctx, realInitlockNS, backed, relink.Annotation)
 			if err != nil {
 				return err
 			}

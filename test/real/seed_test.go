@@ -14,6 +14,7 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/stack"
+	"github.com/initlock/initlock/internal/relink"
 )
 
 const (
@@ -118,7 +119,7 @@ func restoreSeed(t *testing.T, m *stack.Mgmt, variant string, backed []*unstruct
 			if err := lockOwned(ctx, m, ns, seedCluster); err != nil {
 				return err
 			}
-			left, err := m.Unlinked(ctx, ns, backed)
+			left, err := m.Unlinked(ctx, ns, backed, relink.Annotation)
 			if err != nil {
 				return err
 			}

@@ -17,7 +17,6 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
-	"github.com/initlock/initlock/internal/relink"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
@@ -78,8 +77,9 @@ func (m *Mgmt) Graph(ctx context.Context, ns string) ([]*unstructured.Unstructur
 
 // Unlinked returns, for each object of backed that had ownerReferences and
 // still exists, what is missing now: an owner (by kind and name) without a
-// reference to its current UID, or the relinker's annotation still there.
-func (m *Mgmt) Unlinked(ctx context.Context, ns string, backed []*unstructured.Unstructured) ([]string, error) {
+// reference to its current UID, or the annotation pending (the relinker's,
+// which it removes once it has linked the object) still there.
+func (m *Mgmt) Unlinked(ctx context.Context, ns string, backed []*unstructured.Unstructured, pending string) ([]string, error) {
 	var out []string
 	for _, b := range backed {
 		if len(b.GetOwnerReferences()) == 0 {
@@ -107,7 +107,7 @@ func (m *Mgmt) Unlinked(ctx context.Context, ns string, backed []*unstructured.U
 				out = append(out, Key(b)+" -> "+ref.Kind+"/"+ref.Name)
 			}
 		}
-		if _, ok := cur.GetAnnotations()[relink.Annotation]; ok {
+		if _, ok := cur.GetAnnotations()[pending]; ok {
 			out = append(out, Key(b)+" annotated")
 		}
 	}
