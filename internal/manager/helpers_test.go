@@ -13,6 +13,7 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/manager"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 	"github.com/initlock/initlock/test/managertest"
 )
 
@@ -43,6 +44,21 @@ func createMachine(t testing.TB, version, ns, cluster, name string) *unstructure
 func create(t testing.TB, obj client.Object) {
 	t.Helper()
 	managertest.Create(t, env.Client, obj)
+}
+
+// namesHolder checks that cluster's lock in ns exists and names holder, for
+// kubeenv.Eventually and Consistently.
+func namesHolder(t testing.TB, ns, cluster, holder string) func() error {
+	return func() error {
+		cm, err := getLock(t, ns, cluster)
+		if err != nil {
+			return err
+		}
+		if rec, _ := engine.DecodeRecord(cm.Data[engine.DataKey]); rec.MachineName != holder {
+			return fmt.Errorf("the lock names %q, want its holder %s", rec.MachineName, holder)
+		}
+		return nil
+	}
 }
 
 // getLock reads the lock of cluster: an error when there is none.

@@ -102,16 +102,7 @@ func TestFailedInitKeepsItsHolder(t *testing.T) {
 	if err := env.Client.Delete(t.Context(), unlock.object()); !apierrors.IsForbidden(err) {
 		t.Fatalf("CABPK's release after a failed generation: %v, want forbidden", err)
 	}
-	kubeenv.Consistently(t, 2*time.Second, func() error {
-		cm, err := getLock(t, ns, "c1")
-		if err != nil {
-			return err
-		}
-		if rec, _ := engine.DecodeRecord(cm.Data[engine.DataKey]); rec.MachineName != "c1-cp-0" {
-			return fmt.Errorf("lock names %s, want its holder c1-cp-0", rec.MachineName)
-		}
-		return nil
-	})
+	kubeenv.Consistently(t, 2*time.Second, namesHolder(t, ns, "c1", "c1-cp-0"))
 	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 0 {
 		t.Fatalf("configmap writes = %d, want none:\n%s", n, rm.Counter)
 	}
@@ -159,16 +150,7 @@ func TestLeftoverFailureHandsNothingOver(t *testing.T) {
 	if err := env.Client.Patch(t.Context(), m1, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		t.Fatal(err)
 	}
-	kubeenv.Consistently(t, 3*time.Second, func() error {
-		cm, err := getLock(t, ns, "c1")
-		if err != nil {
-			return err
-		}
-		if rec, _ := engine.DecodeRecord(cm.Data[engine.DataKey]); rec.MachineName != "c1-cp-0" {
-			return fmt.Errorf("the lock names %s, want its holder c1-cp-0", rec.MachineName)
-		}
-		return nil
-	})
+	kubeenv.Consistently(t, 3*time.Second, namesHolder(t, ns, "c1", "c1-cp-0"))
 }
 
 // TestReportedDataLetsNothingGo: the holder's KubeadmConfig carries a
@@ -201,16 +183,7 @@ func TestReportedDataLetsNothingGo(t *testing.T) {
 	if err := env.Client.Status().Update(t.Context(), config); err != nil {
 		t.Fatal(err)
 	}
-	kubeenv.Consistently(t, 6*time.Second, func() error {
-		cm, err := getLock(t, ns, "c1")
-		if err != nil {
-			return err
-		}
-		if rec, _ := engine.DecodeRecord(cm.Data[engine.DataKey]); rec.MachineName != "c1-cp-0" {
-			return fmt.Errorf("the lock names %s, want its holder c1-cp-0", rec.MachineName)
-		}
-		return nil
-	})
+	kubeenv.Consistently(t, 6*time.Second, namesHolder(t, ns, "c1", "c1-cp-0"))
 	res, err := initlock.New(env.Client).Lock(t.Context(), getCluster(t, cluster), m2)
 	if err == nil && res.Acquired {
 		t.Fatalf("c1-cp-1 was granted the lock while c1-cp-0, which CABPK granted it and which has its init data, exists")
