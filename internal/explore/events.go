@@ -56,8 +56,14 @@ const (
 	// in file order, a restore with another resource order, a partial
 	// restore completed later).
 	RestoreClusterFirst EventKind = "restore-cluster-first"
-	// MachinesRestored: the Machines RestoreClusterFirst left out are
-	// restored.
+	// RestoreOverLock: the Cluster and its Machines are deleted (the lock
+	// guard keeps the lock, the namespace stays), then restored from the
+	// backup, the Machines left for later as RestoreClusterFirst does: the
+	// restore leaves the existing lock as it is (Velero skips what exists),
+	// so the lock is older than the Cluster restored around it.
+	RestoreOverLock EventKind = "restore-over-lock"
+	// MachinesRestored: the Machines RestoreClusterFirst or RestoreOverLock
+	// left out are restored.
 	MachinesRestored EventKind = "machines-restored"
 	// ReshapeLock: a person or a tool takes the lock's cluster-name label
 	// away, making it an ordinary ConfigMap, and deletes it. A loss, when
@@ -110,6 +116,7 @@ var eventClasses = map[EventKind]faults.Class{
 	Backup:              faults.BackupRestore,
 	Restore:             faults.BackupRestore,
 	RestoreClusterFirst: faults.BackupRestore,
+	RestoreOverLock:     faults.BackupRestore,
 	MachinesRestored:    faults.BackupRestore,
 }
 
@@ -263,6 +270,13 @@ func (s *System) eventsOf(k EventKind) []*event {
 			return []*event{ev("the namespace is deleted and restored from the backup, the Machines left for later", func(s *System) {
 				s.restored = true
 				s.restoreClusterFirst(s.backup)
+			})}
+		}
+	case RestoreOverLock:
+		if s.backup != nil && !s.restored {
+			return []*event{ev("the cluster and its machines are deleted and restored from the backup over the lock, the Machines left for later", func(s *System) {
+				s.restored = true
+				s.restoreOverLock(s.backup)
 			})}
 		}
 	case MachinesRestored:

@@ -76,19 +76,41 @@ func (s *System) restoreBackup(b *backup) {
 func (s *System) restoreClusterFirst(b *backup) {
 	s.pendingBefore = s.machineUIDs()
 	s.purge()
+	s.restoreLeavingMachines(b)
+}
+
+// restoreOverLock deletes the Cluster and its Machines, not the lock (the
+// lock guard keeps it), and restores the backup but its Machines, as
+// restoreClusterFirst does: the restore leaves the existing lock as it is.
+func (s *System) restoreOverLock(b *backup) {
+	s.pendingBefore = s.machineUIDs()
+	for _, k := range s.store.Keys() {
+		if k.Kind == "Cluster" || k.Kind == "Machine" {
+			s.store.Purge(k)
+		}
+	}
+	s.restoreLeavingMachines(b)
+}
+
+// restoreLeavingMachines restores the backup's items but its Machines,
+// which it keeps for restoreMachines, and but what exists, which it leaves
+// as it is, as Velero does.
+func (s *System) restoreLeavingMachines(b *backup) {
 	var rest []*unstructured.Unstructured
 	s.pending = nil
 	for _, it := range b.items {
-		if it.GetKind() == "Machine" {
+		switch {
+		case it.GetKind() == "Machine":
 			s.pending = append(s.pending, it)
-			continue
+		case s.store.Peek(apimodel.Key{Kind: it.GetKind(), Namespace: it.GetNamespace(), Name: it.GetName()}) == nil:
+			rest = append(rest, it)
 		}
-		rest = append(rest, it)
 	}
 	s.restoreItems(rest)
 }
 
-// restoreMachines brings back the Machines restoreClusterFirst left out.
+// restoreMachines brings back the Machines restoreClusterFirst or
+// restoreOverLock left out.
 func (s *System) restoreMachines() {
 	s.restoreItems(s.pending)
 	s.pending = nil

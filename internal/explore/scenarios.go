@@ -65,6 +65,8 @@ func Scenarios() []Scenario {
 			Reconciles: 2, Guard: true, Adversary: []EventKind{DeleteCluster, DeleteMachine}, Events: 2, MaxSteps: 120},
 		{Name: "restore-cluster-first", UpstreamHolder: "m1", Providers: []Provider{{Machine: "m2", Upstream: true, Attempts: 2}},
 			Reconciles: 2, Guard: true, Adversary: []EventKind{Backup, RestoreClusterFirst, MachinesRestored}, Events: 3, MaxSteps: 120},
+		{Name: "restore-over-lock", UpstreamHolder: "m1", Providers: []Provider{{Machine: "m2", Upstream: true, Attempts: 2}},
+			Reconciles: 2, Guard: true, Adversary: []EventKind{Backup, RestoreOverLock, MachinesRestored}, Events: 3, MaxSteps: 120},
 		{Name: "reshaped-lock", UpstreamHolder: "m1", Providers: []Provider{{Machine: "m2", Upstream: true, Attempts: 2}},
 			Reconciles: 1, Guard: true, Adversary: []EventKind{ReshapeLock}, Events: 1, Losses: 1, MaxSteps: 120},
 		{Name: "release-mark-left", UpstreamHolder: "m1", Providers: []Provider{{Machine: "m2", Upstream: true, Attempts: 1}},

@@ -267,3 +267,35 @@ func TestClusterFirstRestoreWaitsForTheHolder(t *testing.T) {
 		t.Fatalf("configmap writes = %d with %d deletes, want 1 (the adoption) and no delete:\n%s", n, d, rm.Counter)
 	}
 }
+
+// TestRestoreOverAKeptLockWaitsForTheHolder: a lock older than the grace
+// period outlives its Cluster and its holder (the lock guard keeps it); a
+// restore then brings the Cluster back and, a second later, the holder,
+// leaving the kept lock as it is (Velero skips what exists). The lock is
+// old but its Cluster is young: the manager waits for the holder, and the
+// lock keeps naming it once it is back.
+func TestRestoreOverAKeptLockWaitsForTheHolder(t *testing.T) {
+	ns := env.Namespace(t)
+	cluster := createCluster(t, v, ns, "c1")
+	holder := createMachine(t, v, ns, "c1", "c1-cp-0")
+	create(t, lockFor(ns, "c1", "c1-cp-0", cluster))
+	opts := testOptions(ns)
+	opts.OrphanGrace = 4 * time.Second
+	startManager(t, env.Config, opts)
+	time.Sleep(opts.OrphanGrace + time.Second) // the lock is older than the grace period
+	for _, obj := range []client.Object{cluster, holder} {
+		if err := env.Client.Delete(t.Context(), obj.DeepCopyObject().(client.Object)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubeenv.Eventually(t, 10*time.Second, func() error {
+		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(cluster), cluster.DeepCopy()); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("the cluster is not gone yet: %w", err)
+		}
+		return nil
+	})
+	createCluster(t, v, ns, "c1") // restored
+	time.Sleep(time.Second)
+	createMachine(t, v, ns, "c1", "c1-cp-0") // restored a second later
+	kubeenv.Consistently(t, 3*time.Second, namesHolder(t, ns, "c1", "c1-cp-0"))
+}

@@ -97,10 +97,11 @@ func decideKeep(o Observation, p Policy, now time.Time, d Decision) Decision {
 		// Its holder is gone and no grant protects another Machine: let
 		// the next Machine take it, as a provider releasing a gone
 		// holder's lock would, once Confirm has read the holder live. A
-		// lock younger than the grace period may have been restored
-		// ahead of its holder (a restore brings the Cluster and the lock
-		// back before the Machines): it waits for it first.
-		if until := lk.Created.Add(p.OrphanGrace); until.After(now) {
+		// lock or a Cluster younger than the grace period may have been
+		// restored ahead of its holder (a restore brings the Cluster, and
+		// the lock unless it was kept, back before the Machines): it
+		// waits for it first.
+		if until := restoredSince(lk, o.Cluster).Add(p.OrphanGrace); until.After(now) {
 			d.RequeueAfter, d.Wait, d.WaitUntil = until.Sub(now), WaitHolderRestore, until
 			return d
 		}
@@ -198,6 +199,15 @@ func marksLeft(o Observation) bool {
 func releaseUnderWay(o Observation, now time.Time) bool {
 	at := o.Lock.ReleaseStarted
 	return at != nil && now.Sub(*at) < ReleaseMarkGrace && at.Sub(now) < ReleaseMarkGrace
+}
+
+// restoredSince is when a restore that brought a gone holder's lock or its
+// Cluster back may have begun: the later of their creations.
+func restoredSince(l *Lock, c *Cluster) time.Time {
+	if c.Created.After(l.Created) {
+		return c.Created
+	}
+	return l.Created
 }
 
 func needsAdoption(l *Lock, owner OwnerState) bool {

@@ -79,6 +79,11 @@ func cluster(mods ...func(*engine.Cluster)) *engine.Cluster {
 	return c
 }
 
+// createdAt sets a Cluster's creationTimestamp.
+func createdAt(t time.Time) func(*engine.Cluster) {
+	return func(c *engine.Cluster) { c.Created = t }
+}
+
 func machine(name string) *engine.Machine {
 	return &engine.Machine{Namespace: "ns", Name: name, UID: types.UID(name + "-uid"), APIVersion: "cluster.x-k8s.io/v1beta2"}
 }
@@ -436,6 +441,12 @@ var decideRows = []struct {
 	{"keeper: a gone holder's lock created a minute ago (a restore may bring the holder after it): waits for the rest of the grace period, no write",
 		engine.Observation{Lock: created(upstreamLock("m9", owned), t0.Add(-time.Minute)), Cluster: cluster()},
 		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionNone, holder: "m9", wait: engine.WaitHolderRestore, requeue: 9 * time.Minute}},
+	{"keeper: an old lock of a gone holder, its Cluster restored a minute ago around it (the lock was kept): waits for the holder for the rest of the grace period, no write",
+		engine.Observation{Lock: created(upstreamLock("m9", owned), t0.Add(-time.Hour)), Cluster: cluster(createdAt(t0.Add(-time.Minute)))},
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionNone, holder: "m9", wait: engine.WaitHolderRestore, requeue: 9 * time.Minute}},
+	{"keeper: an old lock of a gone holder, its Cluster created the grace period ago: released",
+		engine.Observation{Lock: created(upstreamLock("m9", owned), t0.Add(-time.Hour)), Cluster: cluster(createdAt(t0.Add(-10 * time.Minute)))},
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionRelease, holder: "m9", reason: engine.ReasonHolderGone}},
 	{"keeper: a gone holder's lock created the grace period ago: released",
 		engine.Observation{Lock: created(upstreamLock("m9", owned), t0.Add(-10*time.Minute)), Cluster: cluster()},
 		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionRelease, holder: "m9", reason: engine.ReasonHolderGone}},

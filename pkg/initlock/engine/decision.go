@@ -153,9 +153,10 @@ const (
 	// holder Machine exists (a restore may still be bringing the Cluster
 	// back).
 	WaitHolder Wait = "holder-exists"
-	// WaitHolderRestore: the holder Machine is gone, but the lock was
-	// created less than the grace period ago: a restore that brings a
-	// Cluster back before its Machines may still bring the holder back.
+	// WaitHolderRestore: the holder Machine is gone, but the lock or its
+	// Cluster was created less than the grace period ago: a restore that
+	// brings a Cluster back before its Machines may still bring the
+	// holder back.
 	// The lock is released at Decision.WaitUntil if the holder is still
 	// gone then.
 	WaitHolderRestore Wait = "holder-restore"

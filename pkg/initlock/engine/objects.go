@@ -25,6 +25,9 @@ type Cluster struct {
 	Paused      bool
 	Initialized bool
 	Deleting    bool
+	// Created is the Cluster's creationTimestamp: a Cluster restored from
+	// a backup is as young as its restore.
+	Created time.Time
 	// Grant is the Cluster's grant register (GrantAnnotation), nil when
 	// empty.
 	Grant *Grant
@@ -88,6 +91,7 @@ func ClusterFrom(obj client.Object, scheme *runtime.Scheme) (Cluster, error) {
 		Paused:      capi.IsPaused(u),
 		Initialized: capi.IsControlPlaneInitialized(u),
 		Deleting:    u.GetDeletionTimestamp() != nil,
+		Created:     u.GetCreationTimestamp().Time,
 		Grant:       GrantFrom(u.GetAnnotations()),
 
 		HasAnnotations:  len(u.GetAnnotations()) > 0,
