@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -82,5 +83,37 @@ func TestRepairTakesLeftMarksOff(t *testing.T) {
 				t.Fatalf("after repair the lock is %s with annotations %v: want the same lock without %s", after.UID, after.Annotations, tc.key)
 			}
 		})
+	}
+}
+
+// answerAfter is an operator's answer typed once before has run: what
+// happened while the question waited.
+type answerAfter struct {
+	before func()
+	answer io.Reader
+}
+
+func (a *answerAfter) Read(p []byte) (int, error) {
+	if a.before != nil {
+		a.before()
+		a.before = nil
+	}
+	return a.answer.Read(p)
+}
+
+// TestReleaseReadsAgainAfterTheAnswer: release asks before it acts, and
+// the answer may come long after its reading. A holder Machine restored
+// while the question waits makes the release one that needs --force: the
+// answer "y" to the question asked releases nothing.
+func TestReleaseReadsAgainAfterTheAnswer(t *testing.T) {
+	ns := env.Namespace(t)
+	cl := newCluster(t, ns, "c1", false)
+	newLock(t, ns, "c1", "m0", cl)
+	in := &answerAfter{before: func() { newMachine(t, ns, "c1", "m0", nil) }, answer: strings.NewReader("y\n")}
+	var c kubeenv.Counter
+	r := invocation{in: in, wrap: counting(&c)}.run(t, "release", "c1", "-n", ns)
+	r.expectCode(t, cli.ExitError)
+	if !strings.Contains(r.err, "changed while you were asked") || c.Writes() != 0 || kubeenv.MustGetLock(t, env.Client, ns, "c1") == nil {
+		t.Fatalf("release answered y after the holder came back: %d writes\nstdout:\n%s\nstderr:\n%s", c.Writes(), r.out, r.err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -48,8 +49,9 @@ type invocation struct {
 	noKubeconfig bool
 	// wrap wraps the rest.Config (counting, injecting).
 	wrap func(*rest.Config) *rest.Config
-	// stdin is what the user types.
+	// stdin is what the user types; in, when set, is read instead.
 	stdin string
+	in    io.Reader
 	// terminal makes every stream a terminal.
 	terminal bool
 	// progressThreshold; the default when 0.
@@ -71,8 +73,12 @@ func (inv invocation) run(t *testing.T, args ...string) result {
 		}
 	}
 	var out, errOut bytes.Buffer
+	in := inv.in
+	if in == nil {
+		in = strings.NewReader(inv.stdin)
+	}
 	opts := cli.Options{
-		IOStreams:         genericiooptions.IOStreams{In: strings.NewReader(inv.stdin), Out: &out, ErrOut: &errOut},
+		IOStreams:         genericiooptions.IOStreams{In: in, Out: &out, ErrOut: &errOut},
 		Clock:             inv.clock,
 		Version:           "v0.0.0-test",
 		WrapConfig:        inv.wrap,

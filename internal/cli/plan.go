@@ -73,7 +73,7 @@ func waitingWhy(r row) string {
 	case engine.WaitGrace:
 		return fmt.Sprintf("Cluster missing since %s: a repair from %s on collects it", since, d.WaitUntil.UTC().Format(time.RFC3339))
 	case engine.WaitHolderRestore:
-		return fmt.Sprintf("holder machine %q does not exist, but the lock is younger than the grace period (a restore may bring the Cluster and the lock back before the machines): a repair from %s on releases it if the machine is still gone", d.Holder, d.WaitUntil.UTC().Format(time.RFC3339))
+		return fmt.Sprintf("holder machine %q does not exist, but the lock or its Cluster is younger than the grace period (a restore may bring the Cluster and the lock back before the machines): a repair from %s on releases it if the machine is still gone", d.Holder, d.WaitUntil.UTC().Format(time.RFC3339))
 	case engine.WaitLockRecreated:
 		return fmt.Sprintf("lock deleted while machine %q holds the grant: the bootstrap provider recreates it for that machine at its next lock attempt", d.Holder)
 	case engine.WaitTakeOver:

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -137,6 +138,12 @@ func (a *app) runRelease(cmd *cobra.Command, o *releaseOptions, cluster string) 
 		if !ok {
 			return &ExitCodeError{Code: ExitError, Err: errors.New("release aborted; nothing was changed (--yes releases without asking)")}
 		}
+		// The answer may come long after the reading: a Machine restored or
+		// created again meanwhile changes the decision. Read and decide
+		// again; release only what was asked about, if it still may be.
+		if obs, err = a.releaseAgain(ctx, conn, ns, cluster, obs, o.force); err != nil {
+			return err
+		}
 	}
 	// Release exactly what was decided on above.
 	raw := grantRaw(obs)
@@ -166,6 +173,36 @@ func (a *app) runRelease(cmd *cobra.Command, o *releaseOptions, cluster string) 
 	}
 	_, err = fmt.Fprintf(out, "namespace %q: released init lock %q of cluster %q (%s).\n", ns, e.LockName, cluster, holder)
 	return err
+}
+
+// releaseAgain reads and decides again, after the operator's answer, the
+// release decided on asked: an error when Decide now refuses it, or needs
+// --force where it did not, or when the lock or the grant register is no
+// longer what was asked about; otherwise the new observation.
+func (a *app) releaseAgain(ctx context.Context, conn *connection, ns, cluster string, asked engine.Observation, force bool) (engine.Observation, error) {
+	e, err := inventory.Observe(ctx, conn.client, conn.capiVersion, ns, cluster)
+	if err != nil {
+		return asked, err
+	}
+	obs := e.Observation
+	obs.Intent = engine.IntentRelease
+	d := engine.Decide(obs, engine.Policy{}, a.clock.Now())
+	if err := releaseRefusal(d, obs, e, ns, cluster, force); err != nil {
+		return asked, fmt.Errorf("nothing was released: the lock changed while you were asked: %w", err)
+	}
+	if lockVersion(obs) != lockVersion(asked) || grantRaw(obs) != grantRaw(asked) {
+		return asked, fmt.Errorf("namespace %q: cluster %q: its init lock or grant register changed while you were asked; nothing was released; run 'kubectl initlock list -n %s' and try again", ns, cluster, ns)
+	}
+	return obs, nil
+}
+
+// lockVersion names the version of the lock an observation holds: its UID
+// and resourceVersion, "" when there is none.
+func lockVersion(o engine.Observation) string {
+	if o.Lock == nil {
+		return ""
+	}
+	return string(o.Lock.UID) + "/" + o.Lock.ResourceVersion
 }
 
 // releaseRefusal renders a release that Decide refuses, or that needs
