@@ -124,11 +124,10 @@ func (a *acquisition) settle(ctx context.Context) (Outcome, error) {
 			}
 			return res, err
 		}
-		done, err := a.write(ctx, cm, obs, d)
+		done, err := a.write(ctx, cm, d)
 		if done {
 			a.acquired(d.Action)
-			return Outcome{Acquired: true, Holder: a.m.Name, Verdict: d.Verdict, Action: d.Action,
-				Recreated: d.Action == ActionCreate && d.Verdict == VerdictLost}, nil
+			return Outcome{Acquired: true, Holder: a.m.Name, Verdict: d.Verdict, Action: d.Action, Recreated: d.Recreated}, nil
 		}
 		if err != nil && fatal(err) {
 			return Outcome{}, err
@@ -155,26 +154,20 @@ func (a *acquisition) noteFirstRead(obs Observation) {
 
 // write carries out an acquiring decision: the claim of the register, with
 // a fresh token, together with a read of the caller's Machine (after the
-// Cluster was read); then, once both say so, the write of the lock with the
-// same token. done tells that the caller holds the lock. A claim that finds
-// the caller's object stale is withdrawn by the next round's decision.
-//
-// A claim that replaces a grant naming the caller by name only (written
-// before a restore or a move) is made only once the caller's Machine, read
-// after the Cluster, is the caller's object: such a grant protects the
-// restored Machine of that name, and an object read before the restore
-// must never replace it with a grant to its own, stale, UID.
-func (a *acquisition) write(ctx context.Context, cm *corev1.ConfigMap, obs Observation, d Decision) (done bool, err error) {
+// Cluster was read), or after it when the decision says ReadCallerFirst;
+// then, once both say so, the write of the lock with the same token, or
+// with the claim's when the decision CompletesClaim. done tells that the
+// caller holds the lock. A claim that finds the caller's object stale is
+// withdrawn by the next round's decision.
+func (a *acquisition) write(ctx context.Context, cm *corev1.ConfigMap, d Decision) (done bool, err error) {
 	token := ""
-	if g := a.cl.Grant; d.Register == RegisterNone && g.Held() && obs.mine(g.Token) {
-		// Completing this call's claim: the lock carries its token.
-		token = g.Token
+	if d.CompletesClaim {
+		token = a.cl.Grant.Token
 	}
 	if d.Register == RegisterClaim {
 		var live *Machine
 		var gerr, merr error
-		if g := a.cl.Grant; g.Held() && obs.CallerLive != nil && g.Names(&a.cl, obs.CallerLive) && !g.Exact(&a.cl, obs.CallerLive) {
-			// The caller's Machine first, then the claim.
+		if d.ReadCallerFirst {
 			if live, merr = getMachine(ctx, a.l.Reader, a.cl.APIVersion, a.cl.Namespace, a.m.Name); merr == nil && a.isCaller(live) {
 				token = a.token()
 				gerr = a.claim(ctx, a.cl, token)
@@ -233,15 +226,12 @@ func fatal(err error) bool {
 // the register decides, and the next call looks again; a withdrawal that
 // lost a race (raced) is decided again on a fresh read.
 func (a *acquisition) refused(ctx context.Context, cm *corev1.ConfigMap, obs Observation, d Decision) (Outcome, bool, error) {
-	// The lock was lost when it is missing, or when this call wrote it and
-	// now hands it to the granted one.
-	recreated := d.Action == ActionRecreate || (d.Action == ActionYield && obs.Lock != nil && obs.mine(obs.Lock.Record.Token))
-	res := Outcome{Holder: d.Holder, Verdict: d.Verdict, Action: d.Action, Recreated: recreated}
+	res := Outcome{Holder: d.Holder, Verdict: d.Verdict, Action: d.Action, Recreated: d.Recreated}
 	if raced, err := a.refuse(ctx, cm, obs, d); raced || err != nil {
 		return res, raced, err
 	}
 	switch {
-	case recreated:
+	case d.Recreated:
 		a.l.event(a.clusterObj, corev1.EventTypeWarning, EventLockRecreated, "Recreated lost init lock %s for its granted holder %s; %s was refused", a.lockName, d.Holder, a.m.Name)
 	case d.Action == ActionYield:
 		a.l.event(a.clusterObj, corev1.EventTypeWarning, EventLockRecreated, "Init lock handed to its granted holder %s; %s was refused", d.Holder, a.m.Name)

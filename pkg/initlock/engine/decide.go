@@ -32,7 +32,12 @@ func Decide(o Observation, p Policy, now time.Time) Decision {
 	}
 	switch o.Intent {
 	case IntentLock:
-		return decideLock(o, d)
+		d = decideLock(o, d)
+		if o.Cluster != nil {
+			d.Recreated = recreated(o, d)
+			d.CompletesClaim, d.ReadCallerFirst = completesClaim(o, d), readCallerFirst(o, d)
+		}
+		return d
 	case IntentUnlock, IntentRelease:
 		return decideRelease(o, d)
 	}
@@ -103,6 +108,46 @@ var errDamagedGrant = fmt.Errorf("%w: the Cluster's grant register (annotation %
 
 // IsDamagedGrant tells whether err is about a damaged grant register.
 func IsDamagedGrant(err error) bool { return errors.Is(err, errDamagedGrant) }
+
+// recreated tells whether a Lock decision gives a lock that was lost while
+// granted back to its granted holder: it creates the missing lock for the
+// caller the register names (the lock is lost, VerdictLost), or for
+// another Machine the register names, or hands over a lock this call wrote
+// to the Machine the register names.
+func recreated(o Observation, d Decision) bool {
+	switch d.Action {
+	case ActionCreate:
+		return d.Acquired && d.Verdict == VerdictLost
+	case ActionRecreate:
+		return true
+	case ActionYield:
+		return o.Lock != nil && o.mine(o.Lock.Record.Token)
+	}
+	return false
+}
+
+// completesClaim tells whether a Lock decision writes the lock with the
+// token of this call's own standing claim, the register's: it writes a
+// record and makes no claim, and the register holds a grant this call
+// wrote. A claim brings a fresh token instead, and a write with neither
+// (after init) carries none.
+func completesClaim(o Observation, d Decision) bool {
+	writesRecord := d.Action == ActionCreate || d.Action == ActionTakeOver
+	g := o.Cluster.Grant
+	return d.Acquired && writesRecord && d.Register == RegisterNone && g.Held() && o.mine(g.Token)
+}
+
+// readCallerFirst tells whether a claim must wait for a live read of the
+// caller's Machine, made after the Cluster was read, instead of running
+// beside it: the claim replaces a grant that names the caller by name
+// only (written before a restore or a move). Such a grant protects the
+// restored Machine of that name, and an object read before the restore
+// must never replace it with a grant to its own, stale, UID.
+func readCallerFirst(o Observation, d Decision) bool {
+	g := o.Cluster.Grant
+	return d.Register == RegisterClaim && g.Held() && o.CallerLive != nil &&
+		g.Names(o.Cluster, o.CallerLive) && !g.Exact(o.Cluster, o.CallerLive)
+}
 
 // mine tells whether token was written by this call.
 func (o Observation) mine(token string) bool { return token != "" && slices.Contains(o.Tokens, token) }

@@ -172,10 +172,13 @@ type want struct {
 	register engine.RegisterOp
 	holder   string
 	acquired bool
-	err      error
-	wait     engine.Wait
-	force    bool
-	requeue  time.Duration
+	// recreated, completes and readFirst are the decision's Recreated,
+	// CompletesClaim and ReadCallerFirst.
+	recreated, completes, readFirst bool
+	err                             error
+	wait                            engine.Wait
+	force                           bool
+	requeue                         time.Duration
 	// reason, when set, is the release's Reason.
 	reason string
 }
@@ -223,16 +226,16 @@ var decideRows = []struct {
 	// Lock: the register protects another Machine.
 	{"lost lock: recreated for the granted Machine, caller refused",
 		lockCall(engine.Observation{Cluster: cluster(grantTo("m2", "t2")), Granted: machine("m2")}),
-		nil, want{verdict: engine.VerdictLost, action: engine.ActionRecreate, holder: "m2"}},
+		nil, want{verdict: engine.VerdictLost, action: engine.ActionRecreate, holder: "m2", recreated: true}},
 	{"after a restore (new Cluster UID) the grant names its Machine by name",
 		lockCall(engine.Observation{Cluster: cluster(restoredGrant("m2", "t2")), Granted: machine("m2")}),
-		nil, want{verdict: engine.VerdictLost, action: engine.ActionRecreate, holder: "m2"}},
+		nil, want{verdict: engine.VerdictLost, action: engine.ActionRecreate, holder: "m2", recreated: true}},
 	{"held by the granted Machine through both: refused",
 		lockCall(engine.Observation{Lock: lockOf("m2", "t2", owned), Cluster: cluster(grantTo("m2", "t2")), Holder: machine("m2"), Granted: machine("m2")}),
 		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m2"}},
 	{"a lock this call wrote while another Machine is granted: handed to it",
 		lockCall(engine.Observation{Lock: lockOf("m1", "mine", owned), Cluster: cluster(grantTo("m2", "t2")), Granted: machine("m2"), Tokens: []string{"mine"}}),
-		nil, want{verdict: engine.VerdictConflict, action: engine.ActionYield, holder: "m2"}},
+		nil, want{verdict: engine.VerdictConflict, action: engine.ActionYield, holder: "m2", recreated: true}},
 	{"a lock naming a gone Machine while another is granted: handed to the granted one",
 		lockCall(engine.Observation{Lock: lockOf("m3", "t3", owned), Cluster: cluster(grantTo("m2", "t2")), Granted: machine("m2")}),
 		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionYield, holder: "m2"}},
@@ -258,10 +261,10 @@ var decideRows = []struct {
 		nil, want{verdict: engine.VerdictConflict, action: engine.ActionNone, holder: "m2"}},
 	{"this call's claim stands (its answer was lost), no lock: completed with the claim's token, no new claim",
 		lockCall(engine.Observation{Cluster: cluster(grantTo("m1", "mine")), Tokens: []string{"mine"}, ClaimUncertain: true}),
-		nil, want{verdict: engine.VerdictLost, action: engine.ActionCreate, holder: "m1", acquired: true}},
+		nil, want{verdict: engine.VerdictLost, action: engine.ActionCreate, holder: "m1", acquired: true, recreated: true, completes: true}},
 	{"this call's claim stands for a Machine restored since (by name only): claimed again, not completed",
 		lockCall(engine.Observation{Cluster: cluster(restoredGrant("m1", "mine")), Tokens: []string{"mine"}}),
-		nil, want{verdict: engine.VerdictLost, action: engine.ActionCreate, register: engine.RegisterClaim, holder: "m1", acquired: true}},
+		nil, want{verdict: engine.VerdictLost, action: engine.ActionCreate, register: engine.RegisterClaim, holder: "m1", acquired: true, recreated: true, readFirst: true}},
 	{"a stale caller whose claim landed: refused, the claim withdrawn",
 		lockCall(engine.Observation{Cluster: cluster(grantTo("m1", "mine")), Tokens: []string{"mine"}, Caller: machine("m1"), CallerLive: recreated("m1")}),
 		nil, want{verdict: engine.VerdictFree, action: engine.ActionNone, register: engine.RegisterWithdraw, err: engine.ErrStaleMachine}},
@@ -302,10 +305,10 @@ var decideRows = []struct {
 		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionTakeOver, register: engine.RegisterClaim, holder: "m1", acquired: true}},
 	{"lock lost while the caller is granted: claimed again and created",
 		lockCall(engine.Observation{Cluster: cluster(grantTo("m1", "t1"))}),
-		nil, want{verdict: engine.VerdictLost, action: engine.ActionCreate, register: engine.RegisterClaim, holder: "m1", acquired: true}},
+		nil, want{verdict: engine.VerdictLost, action: engine.ActionCreate, register: engine.RegisterClaim, holder: "m1", acquired: true, recreated: true}},
 	{"re-lock after a restore (records by name only): both written again, exactly",
 		lockCall(engine.Observation{Lock: restoredLock("m1", "t1"), Cluster: cluster(restoredGrant("m1", "t1"))}),
-		nil, want{verdict: engine.VerdictUnowned, action: engine.ActionTakeOver, register: engine.RegisterClaim, holder: "m1", acquired: true}},
+		nil, want{verdict: engine.VerdictUnowned, action: engine.ActionTakeOver, register: engine.RegisterClaim, holder: "m1", acquired: true, readFirst: true}},
 	{"the caller's upstream lock: claimed and rewritten",
 		lockCall(engine.Observation{Lock: upstreamLock("m1", owned), Cluster: cluster()}),
 		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionTakeOver, register: engine.RegisterClaim, holder: "m1", acquired: true}},
@@ -604,7 +607,8 @@ func TestDecide(t *testing.T) {
 			d := engine.Decide(tt.obs, p, t0)
 			w := tt.want
 			if d.Verdict != w.verdict || d.Action != w.action || d.Register != w.register || d.Holder != w.holder ||
-				d.Acquired != w.acquired || d.Wait != w.wait || d.NeedsForce != w.force || d.RequeueAfter != w.requeue ||
+				d.Acquired != w.acquired || d.Recreated != w.recreated ||
+				d.CompletesClaim != w.completes || d.ReadCallerFirst != w.readFirst || d.Wait != w.wait || d.NeedsForce != w.force || d.RequeueAfter != w.requeue ||
 				(w.reason != "" && d.Reason != w.reason) {
 				t.Errorf("Decide() = %+v\nwant %+v", d, w)
 			}

@@ -272,6 +272,20 @@ type Decision struct {
 	// Acquired tells the caller that it holds the lock once the writes
 	// succeed (IntentLock).
 	Acquired bool
+	// Recreated tells that the lock was lost while granted and the writes
+	// give it back to its granted holder (IntentLock): the caller, or the
+	// Machine the register names when the caller is refused.
+	Recreated bool
+	// CompletesClaim tells that the lock is written with the token of this
+	// call's standing claim, the register's (IntentLock); otherwise a claim
+	// (Register) brings a fresh token, and a write with neither carries
+	// none.
+	CompletesClaim bool
+	// ReadCallerFirst tells that the claim is made only once a live read
+	// of the caller's Machine, after the Cluster was read, shows it is the
+	// caller's object: the claim replaces a grant naming the caller by
+	// name only. Otherwise the claim and the read run together.
+	ReadCallerFirst bool
 	// Reason is a fixed word for releases and collections (Reason*).
 	Reason string
 	// RequeueAfter is when to look again, for waits with a deadline.
