@@ -318,7 +318,7 @@ func (a *acquisition) registerError(err error) error {
 func (a *acquisition) decisionError(obs Observation, d Decision) error {
 	cl := a.cl
 	switch {
-	case IsDamagedGrant(d.Err):
+	case isDamagedGrant(d.Err):
 		return &Error{Namespace: cl.Namespace, Name: cl.Name, Kind: "cluster", Err: d.Err,
 			Detail: "no machine can be granted the lock until it is repaired: once no machine of the cluster is running kubeadm init, run 'kubectl initlock release " + cl.Name + " -n " + cl.Namespace + " --force'"}
 	case errors.Is(d.Err, ErrClusterGone):

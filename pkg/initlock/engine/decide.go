@@ -106,8 +106,8 @@ func lockOf(o Observation) lockKind {
 // errDamagedGrant is the decision error for a damaged grant register.
 var errDamagedGrant = fmt.Errorf("%w: the Cluster's grant register (annotation %s) is not a grant record", ErrCorruptLock, GrantAnnotation)
 
-// IsDamagedGrant tells whether err is about a damaged grant register.
-func IsDamagedGrant(err error) bool { return errors.Is(err, errDamagedGrant) }
+// isDamagedGrant tells whether err is about a damaged grant register.
+func isDamagedGrant(err error) bool { return errors.Is(err, errDamagedGrant) }
 
 // recreated tells whether a Lock decision gives a lock that was lost while
 // granted back to its granted holder: it creates the missing lock for the

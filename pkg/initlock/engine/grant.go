@@ -90,8 +90,8 @@ func (g Grant) encode() string {
 	return string(b)
 }
 
-// NewToken returns 128 random bits in hex.
-func NewToken() string {
+// newToken returns 128 random bits in hex.
+func newToken() string {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil { // crypto/rand does not fail on Linux
 		panic(err)

@@ -52,7 +52,7 @@ type Env struct {
 // NewEnv returns an Env that writes and reads through c, with the real
 // clock, 128-bit random tokens and no event recorder.
 func NewEnv(c client.Client) *Env {
-	return &Env{Client: c, Reader: c, Clock: clock.RealClock{}, Tokens: NewToken}
+	return &Env{Client: c, Reader: c, Clock: clock.RealClock{}, Tokens: newToken}
 }
 
 // Outcome is the outcome of Lock.
@@ -123,7 +123,7 @@ func (l *Env) prepare(cluster, machine client.Object) (Cluster, Machine, string,
 	if err != nil {
 		return Cluster{}, Machine{}, "", err
 	}
-	m, err := MachineFrom(machine, l.Client.Scheme())
+	m, err := machineFrom(machine, l.Client.Scheme())
 	if err != nil {
 		return Cluster{}, Machine{}, "", err
 	}

@@ -129,9 +129,9 @@ type Machine struct {
 	APIVersion string
 }
 
-// MachineFrom reads the identity of a Machine given as any object, typed,
+// machineFrom reads the identity of a Machine given as any object, typed,
 // unstructured or metadata-only.
-func MachineFrom(obj client.Object, scheme *runtime.Scheme) (Machine, error) {
+func machineFrom(obj client.Object, scheme *runtime.Scheme) (Machine, error) {
 	gvk := obj.GetObjectKind().GroupVersionKind()
 	if gvk.Kind == "" && scheme != nil {
 		var err error

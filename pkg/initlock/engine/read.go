@@ -204,7 +204,7 @@ func getMachine(ctx context.Context, r client.Reader, gv, namespace, name string
 		return nil, &ReadError{Kind: "machine", Resource: "machines", Group: capi.Group, Namespace: namespace, Name: name, Err: err}
 	}
 	pom.SetGroupVersionKind(v.WithKind(capi.MachineKind))
-	m, err := MachineFrom(pom, nil)
+	m, err := machineFrom(pom, nil)
 	if err != nil {
 		return nil, err
 	}

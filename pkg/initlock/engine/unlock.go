@@ -70,7 +70,7 @@ func (l *Env) Unlock(ctx context.Context, cluster, machine client.Object, p Unlo
 	var m *Machine
 	switch {
 	case machine != nil && !o.anyHolder:
-		mm, err := MachineFrom(machine, l.Client.Scheme())
+		mm, err := machineFrom(machine, l.Client.Scheme())
 		if err != nil {
 			return err
 		}
