@@ -37,43 +37,53 @@ type acquisition struct {
 
 // free is the free path: the register was empty as the caller saw it. The
 // caller claims the register with a fresh token and reads its own Machine,
-// in parallel; once the claim is written, it creates the lock with the same
-// token. The lock is acquired when the three succeed: the claim's
-// compare-and-swap proves that the register named no one and that the
-// Cluster is the one seen and not paused, the read that the caller is the
-// live Machine (read after the caller's view of the Cluster), and the
-// create that there was no lock. Nothing is written to the lock unless the
-// claim was. A live caller whose claim failed its test (the register, the
-// pause state or the Cluster's UID is not what it saw: another Machine's
-// claim won, as a rule) is refused at once, as the upstream lock refuses a
-// caller whose create lost. ok is false when none of that settled it: the
-// caller then reads everything live and decides (a claim made for a stale
-// object is withdrawn there).
+// in parallel, before deciding: the claim's compare-and-swap proves the
+// view it was made on (the register empty, the Cluster the one seen and
+// not paused). Decide, on that view, the caller's Machine as read live and
+// no lock, grants the caller a claim and a create; the create then proves
+// that there was no lock, and the lock is acquired when it succeeds.
+// Nothing is written to the lock unless the claim was. A live caller whose
+// claim failed its test (the register, the pause state or the Cluster's
+// UID is not what it saw: another Machine's claim won, as a rule) is
+// refused at once, as the upstream lock refuses a caller whose create
+// lost: the one refusal not decided by Decide, which needs no proof (the
+// next call, on a fresh view, goes through Decide). ok is false when none
+// of that settled it: the caller then reads everything live and decides
+// (a claim made for a stale object is withdrawn there).
 func (a *acquisition) free(ctx context.Context) (Outcome, bool, error) {
 	token := a.token()
 	live, gerr, merr := a.claimAndConfirm(ctx, a.cl, token)
 	switch {
-	case gerr == nil && merr == nil && a.isCaller(live):
+	case gerr == nil && merr == nil:
+		d := Decide(a.claimedView(live), Policy{}, a.l.Clock.Now())
+		if !d.Acquired || d.Register != RegisterClaim || d.Action != ActionCreate || d.ReadCallerFirst {
+			return Outcome{}, false, nil
+		}
 		_, cerr := createLock(ctx, a.l.Client, a.cl, a.lockName, a.record(a.m, token))
 		a.noteLockWrite(cerr)
 		switch {
 		case cerr == nil:
-			a.acquired(ActionCreate)
-			return Outcome{Acquired: true, Holder: a.m.Name, Verdict: VerdictFree, Action: ActionCreate}, true, nil
+			a.acquired(d.Action)
+			return Outcome{Acquired: true, Holder: d.Holder, Verdict: d.Verdict, Action: d.Action}, true, nil
 		case definite(cerr) && !lostRace(cerr):
 			return Outcome{}, false, fmt.Errorf("lock %s/%s: create for machine %s: %w", a.cl.Namespace, a.lockName, a.m.Name, cerr)
 		}
 	case gerr != nil && definite(gerr) && !lostRace(gerr):
 		return Outcome{}, false, a.registerError(gerr)
 	case testFailed(gerr) && merr == nil && a.isCaller(live):
-		// The register, or the Cluster, changed since the caller's view:
-		// another Machine's claim won, as a rule. The caller is refused at
-		// once, having written nothing: the free path's one exception to
-		// Decide (see decide.go).
 		a.log.V(4).Info("The claim of the free lock lost the race, refused")
 		return Outcome{}, true, nil
 	}
 	return Outcome{}, false, nil
+}
+
+// claimedView is what the free path's claim proved, for Decide: the
+// Cluster as the caller saw it (the claim's test showed its register
+// empty, its UID the same and it unpaused), no lock (the create proves
+// it), and the caller's Machine as read live beside the claim.
+func (a *acquisition) claimedView(live *Machine) Observation {
+	return Observation{Intent: IntentLock, ClusterName: a.cl.Name, APIVersion: a.cl.APIVersion,
+		Cluster: &a.cl, Caller: &a.m, CallerLive: live, Tokens: a.tokens}
 }
 
 // claimAndConfirm claims cl's register for the caller with token and reads

@@ -10,15 +10,12 @@ import (
 // Decide is initlock's one decision function: the library, the manager and
 // the CLI all call it. It is pure: it reads only its arguments.
 //
-// Lock's free path is the one exception, and only in what it cannot get
-// wrong: it grants without Decide only when its claim's compare-and-swap
-// (the register empty, the Cluster unpaused and of the UID seen), its live
-// read of the caller's Machine and its create of the lock all succeed,
-// which is what Decide's claim would require; and it refuses without
-// Decide, writing nothing, a live caller whose claim failed its test, the
-// register or the Cluster having changed since the caller's view (a
-// refusal needs no proof: the next call, on a fresh view, goes through
-// Decide). Everything else goes through Decide.
+// Lock's free path decides with it too, on the view its claim's
+// compare-and-swap proved. The one exception is a refusal: the free path
+// refuses without Decide, writing nothing, a live caller whose claim failed
+// its test, the register or the Cluster having changed since the caller's
+// view. A refusal needs no proof: the next call, on a fresh view, goes
+// through Decide.
 func Decide(o Observation, p Policy, now time.Time) Decision {
 	d := Decision{Action: ActionNone, Verdict: verdict(o)}
 	if o.Lock != nil && o.Lock.Problem == nil {
