@@ -242,7 +242,7 @@ func (a *app) repairOne(ctx context.Context, conn *connection, r row, policy eng
 	for attempt := 1; ; attempt++ {
 		_, d, err := engine.Keep(ctx, conn.client, conn.client, r.entry.ConfigMap, r.entry.Observation, r.decision, policy, a.clock.Now())
 		if errors.Is(err, engine.ErrNotConfirmed) {
-			return repairResult{action: engine.ActionNone, note: fmt.Sprintf(" (the Cluster had changed; now %s, nothing to do)", d.Verdict)}, nil
+			return repairResult{action: engine.ActionNone, note: fmt.Sprintf(" (the Cluster or its Machines had changed; now %s, nothing to do)", d.Verdict)}, nil
 		}
 		if err == nil {
 			res := repairResult{action: r.decision.Action}
