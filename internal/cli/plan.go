@@ -115,34 +115,29 @@ func printPlan(w io.Writer, p planned, policy engine.Policy, now time.Time) erro
 	_, _ = fmt.Fprintf(w, "Policy: locks are %s once the control plane is initialised; orphan locks are collected %s after a repair marks them.\n", after, policy.OrphanGrace)
 	if len(p.changes) == 0 {
 		_, _ = fmt.Fprintln(w, "\nNothing to change.")
-	} else {
-		_, _ = fmt.Fprintf(w, "\nPlanned changes (%d):\n", len(p.changes))
-		t := newTable(w, false)
-		t.row("NAMESPACE", "CLUSTER", "LOCK", "VERDICT", "ACTION", "WHY")
-		for _, r := range p.changes {
-			t.row(r.entry.Namespace, r.entry.ClusterName, r.entry.LockName, string(r.decision.Verdict), string(r.decision.Action), changeWhy(r, policy))
-		}
-		if err := t.flush(); err != nil {
-			return err
-		}
 	}
-	if len(p.waiting) > 0 {
-		_, _ = fmt.Fprintf(w, "\nLeft as they are for now (%d):\n", len(p.waiting))
-		t := newTable(w, false)
-		t.row("NAMESPACE", "CLUSTER", "LOCK", "VERDICT", "WHY")
-		for _, r := range p.waiting {
-			t.row(r.entry.Namespace, r.entry.ClusterName, r.entry.LockName, string(r.decision.Verdict), waitingWhy(r))
-		}
-		if err := t.flush(); err != nil {
-			return err
-		}
+	sections := []struct {
+		title string
+		rows  []row
+		last  []string
+		cells func(row) []string
+	}{
+		{"Planned changes", p.changes, []string{"ACTION", "WHY"},
+			func(r row) []string { return []string{string(r.decision.Action), changeWhy(r, policy)} }},
+		{"Left as they are for now", p.waiting, []string{"WHY"},
+			func(r row) []string { return []string{waitingWhy(r)} }},
+		{"Need a person", p.human, []string{"WHAT TO DO"},
+			func(r row) []string { return []string{humanWhy(r)} }},
 	}
-	if len(p.human) > 0 {
-		_, _ = fmt.Fprintf(w, "\nNeed a person (%d):\n", len(p.human))
+	for _, s := range sections {
+		if len(s.rows) == 0 {
+			continue
+		}
+		_, _ = fmt.Fprintf(w, "\n%s (%d):\n", s.title, len(s.rows))
 		t := newTable(w, false)
-		t.row("NAMESPACE", "CLUSTER", "LOCK", "VERDICT", "WHAT TO DO")
-		for _, r := range p.human {
-			t.row(r.entry.Namespace, r.entry.ClusterName, r.entry.LockName, string(r.decision.Verdict), humanWhy(r))
+		t.row(append([]string{"NAMESPACE", "CLUSTER", "LOCK", "VERDICT"}, s.last...)...)
+		for _, r := range s.rows {
+			t.row(append([]string{r.entry.Namespace, r.entry.ClusterName, r.entry.LockName, string(r.decision.Verdict)}, s.cells(r)...)...)
 		}
 		if err := t.flush(); err != nil {
 			return err

@@ -82,6 +82,12 @@ func TestConsumerModule(t *testing.T) {
 			if tg.capiAPI != "" {
 				pkgs = append(pkgs, "./typed")
 			}
+			imports := goCmd(t, dir, append([]string{"list", "-f", `{{join .Imports "\n"}}`}, pkgs...)...)
+			for _, imp := range strings.Fields(imports) {
+				if strings.HasPrefix(imp, libraryModule) && imp != libraryModule && imp != libraryModule+"/locking" {
+					t.Errorf("a provider's program imports %s: a provider needs the library's root package and locking alone", imp)
+				}
+			}
 			deps := goCmd(t, dir, append([]string{"list", "-deps", "-f", "{{with .Module}}{{.Path}}{{end}}"}, pkgs...)...)
 			for _, f := range forbidden {
 				if strings.Contains("\n"+deps, "\n"+f) {

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 
@@ -19,7 +20,6 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
-	"github.com/initlock/initlock/pkg/initlock/engine"
 	"github.com/initlock/initlock/pkg/initlock/locking"
 )
 
@@ -83,7 +83,7 @@ func run(kubeconfig, ns string) error {
 	}
 	rv := got.ResourceVersion
 	fmt.Println("lock:", lock.Lock(ctx, got, m))
-	fmt.Println("object has the grant:", engine.GrantFrom(got.Annotations).Held(), "new resourceVersion:", got.ResourceVersion != rv)
+	fmt.Println("object has the grant:", granted(got.Annotations), "new resourceVersion:", got.ResourceVersion != rv)
 	got.Labels = map[string]string{"provider": "lock"}
 	fmt.Println("update after lock:", c.Update(ctx, got))
 	other := m.DeepCopy()
@@ -94,8 +94,19 @@ func run(kubeconfig, ns string) error {
 	}
 	fmt.Println("second machine refused:", !lock.Lock(ctx, got, other))
 	fmt.Println("unlock:", lock.Unlock(ctx, got))
-	fmt.Println("object has the grant:", engine.GrantFrom(got.Annotations).Held())
+	fmt.Println("object has the grant:", granted(got.Annotations))
 	got.Labels = map[string]string{"provider": "unlock"}
 	fmt.Println("update after unlock:", c.Update(ctx, got))
 	return nil
+}
+
+// granted reads the grant the lock records on the Cluster, as kubectl
+// shows it: the annotation initlock.dev/init-lock-grant names a Machine
+// while the grant stands.
+func granted(annotations map[string]string) bool {
+	var g struct {
+		MachineName string `json:"machineName"`
+	}
+	v, ok := annotations["initlock.dev/init-lock-grant"]
+	return ok && json.Unmarshal([]byte(v), &g) == nil && g.MachineName != ""
 }
