@@ -38,6 +38,7 @@ type Backend struct {
 
 	namespace      func(t *testing.T, name string) string
 	connect        func(t *testing.T, opts *cli.Options, counter *kubeenv.Counter, before Before) []string
+	counting       func(counter *kubeenv.Counter) (client.Client, error)
 	setInitialized func(ctx context.Context, c client.Client, cluster *unstructured.Unstructured) error
 }
 
@@ -79,6 +80,9 @@ func APIServer(env *kubeenv.Env, capiVersion string) *Backend {
 				return cfg
 			}
 			return []string{"--kubeconfig", kc}
+		},
+		counting: func(counter *kubeenv.Counter) (client.Client, error) {
+			return client.New(counter.CountingConfig(env.Config), client.Options{Scheme: env.Client.Scheme()})
 		},
 		setInitialized: kubeenv.SetInitialized,
 	}
@@ -129,6 +133,9 @@ func Model() (*Backend, error) {
 			opts.CAPIVersion = capi.V1Beta2
 			return nil
 		},
+		counting: func(counter *kubeenv.Counter) (client.Client, error) {
+			return &apimodel.Client{Store: store, Gate: apimodel.Counting{Counter: counter}, Actor: "reader"}, nil
+		},
 		setInitialized: apimodel.SetInitialized,
 	}, nil
 }
@@ -161,4 +168,14 @@ func (b *Backend) Namespace(t *testing.T) string {
 func (b *Backend) fixedNamespace(t *testing.T, name string) string {
 	t.Helper()
 	return b.namespace(t, name)
+}
+
+// counted returns a client of the backend whose requests counter counts.
+func (b *Backend) counted(t *testing.T, counter *kubeenv.Counter) client.Client {
+	t.Helper()
+	c, err := b.counting(counter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
