@@ -45,7 +45,7 @@ func repairWaitsForARestoredHolder(t *testing.T, b *Backend) {
 	}
 }
 
-// TestRepairTakesLeftMarksOff: a release mark or clusterctl move's
+// repairTakesLeftMarksOff: a release mark or clusterctl move's
 // delete-for-move left on a lock whose holder exists lets the lock guard
 // pass any delete of it; list shows it, and repair takes it off in one
 // write (an adoption), after which the guard holds the lock again.
@@ -101,7 +101,7 @@ func (a *answerAfter) Read(p []byte) (int, error) {
 	return a.answer.Read(p)
 }
 
-// TestReleaseReadsAgainAfterTheAnswer: release asks before it acts, and
+// releaseReadsAgainAfterTheAnswer: release asks before it acts, and
 // the answer may come long after its reading. A holder Machine restored
 // while the question waits makes the release one that needs --force: the
 // answer "y" to the question asked releases nothing.
