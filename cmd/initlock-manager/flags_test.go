@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/initlock/initlock/test/managertest"
 )
 
 // TestCommandLine runs the binary with bad flag values, a missing
@@ -18,7 +20,7 @@ import (
 // stderr, without a stack trace, and come before any request to the API
 // server: the kubeconfig points at a server that counts requests.
 func TestCommandLine(t *testing.T) {
-	bin := build(t)
+	bin := managertest.Build(t)
 	var requests atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		requests.Add(1)

@@ -8,8 +8,10 @@
 // The commands are built with cobra and k8s.io/cli-runtime's
 // genericclioptions, so --kubeconfig, --context, -n and the other kubeconfig
 // flags mean what they mean in kubectl. NewRootCommand takes its streams,
-// clock and rest.Config wrapper from Options, so that the commands run in
-// process in tests.
+// clock and rest.Config wrapper from Options, and may take a client and the
+// Cluster API version in place of the kubeconfig's, so that the commands
+// run in process in tests, against the model API server as well as a real
+// one (test/cli).
 //
 // # What it guarantees
 //

@@ -52,6 +52,12 @@ type Options struct {
 	// ProgressThreshold is the number of writes from which repair shows a
 	// progress bar on a terminal; 20 when 0.
 	ProgressThreshold int
+	// Client, when set, is the client every command reads and writes
+	// with, in place of one built from the kubeconfig flags, and
+	// CAPIVersion the Cluster API version it serves (not discovered): the
+	// tests run the commands against a model of the API server with them.
+	Client      client.Client
+	CAPIVersion string
 }
 
 // ExitCodeError is an error that carries the exit code of the command. When
@@ -169,6 +175,9 @@ type connection struct {
 }
 
 func (a *app) connect() (*connection, error) {
+	if a.opts.Client != nil {
+		return &connection{client: a.opts.Client, capiVersion: a.opts.CAPIVersion}, nil
+	}
 	if err := a.checkKubeconfig(); err != nil {
 		return nil, err
 	}

@@ -8,5 +8,5 @@
 // Deployment's ServiceAccount, the Service's selector).
 //
 // It does not run the manager from the manifests: the tests of
-// internal/manager run it with exactly the rights of config/rbac.
+// test/manager run it with exactly the rights of config/rbac.
 package manifests

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -57,9 +58,9 @@ type Gate interface {
 }
 
 // Client is a controller-runtime client of the model API server, for one
-// actor. It reads, lists and writes ConfigMaps (typed), Clusters
-// (unstructured) and Machines (unstructured or metadata-only) of the
-// Cluster API v1beta2 group. Every request goes through the Gate, or straight to the store
+// actor. It reads, lists and writes ConfigMaps and Deployments (typed),
+// Clusters (unstructured) and Machines (unstructured or metadata-only) of
+// the Cluster API v1beta2 group. Every request goes through the Gate, or straight to the store
 // without one.
 type Client struct {
 	Store *Store
@@ -75,6 +76,8 @@ func kindOf(obj runtime.Object) (string, error) {
 	switch o := obj.(type) {
 	case *corev1.ConfigMap:
 		return "ConfigMap", nil
+	case *appsv1.Deployment:
+		return "Deployment", nil
 	case *unstructured.Unstructured:
 		return o.GetKind(), nil
 	case *metav1.PartialObjectMetadata:
@@ -257,6 +260,7 @@ func (c *Client) RESTMapper() meta.RESTMapper { return restMapper }
 var restMapper = func() meta.RESTMapper {
 	m := meta.NewDefaultRESTMapper(nil)
 	m.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
+	m.Add(appsv1.SchemeGroupVersion.WithKind("Deployment"), meta.RESTScopeNamespace)
 	m.Add(ClusterGVK, meta.RESTScopeNamespace)
 	m.Add(MachineGVK, meta.RESTScopeNamespace)
 	return m
@@ -302,6 +306,7 @@ func (noSubResource) Get(context.Context, client.Object, client.Object, ...clien
 // served are the resources of the kinds the model serves.
 var served = map[string]schema.GroupVersionResource{
 	"ConfigMap":     {Version: "v1", Resource: "configmaps"},
+	"Deployment":    {Group: "apps", Version: "v1", Resource: "deployments"},
 	ClusterGVK.Kind: {Group: ClusterGVK.Group, Version: ClusterGVK.Version, Resource: "clusters"},
 	MachineGVK.Kind: {Group: MachineGVK.Group, Version: MachineGVK.Version, Resource: "machines"},
 }

@@ -1,6 +1,8 @@
 // Package apimodel is a model of kube-apiserver for the objects the init
-// lock touches (ConfigMaps, Cluster API Clusters and Machines), for the
-// exhaustive explorer in internal/explore. Its Client implements
+// lock touches (ConfigMaps, Cluster API Clusters and Machines, and the
+// Deployments kubectl-initlock reads the manager's policy from), for the
+// exhaustive explorer in internal/explore and the tests that need no
+// control plane. Its Client implements
 // controller-runtime's client.Client, so the real code (the Locker, the
 // lock reconciler) runs against it unchanged, and every request goes
 // through a Gate that decides when it reaches the Store and what its caller
@@ -22,7 +24,9 @@
 //   - List, of one namespace or all, by label selector (equality and
 //     set-based), typed, unstructured or metadata-only: items sorted by
 //     namespace and name, and the list's resourceVersion the last revision
-//     written, as a consistent list's is etcd's current revision.
+//     written, as a consistent list's is etcd's current revision. Pages
+//     (limit and continue): every page is read at the revision of the
+//     list's first page, as the API server reads them.
 //   - Finalizers: a delete of an object that has some marks it for
 //     deletion; it goes once the last is removed, and takes no new one.
 //   - Admission by the project's lock guard (Guard, Store.SetGuard): the
@@ -34,11 +38,12 @@
 //
 // # What it does not model
 //
-//   - Watches, pages of lists (limit and continue), field selectors, lists
-//     at a given resourceVersion (all refused), server-side apply,
-//     subresources, other admission (webhooks, other policies, validation
-//     of the CRD schemas), the garbage collector and namespaces (a
-//     namespace being deleted): the explorer plays
-//     the garbage collector's and people's deletions as events.
+//   - Watches, field selectors, lists at a given resourceVersion (all
+//     refused), the remainingItemCount of a page, the expiry of continue
+//     tokens, server-side apply, subresources, discovery, authorisation,
+//     other admission (webhooks, other policies, validation of the CRD
+//     schemas), the garbage collector and namespaces (a namespace being
+//     deleted): the explorer plays the garbage collector's and people's
+//     deletions as events.
 //   - The exact wording of error messages, and UIDs in UUID form.
 package apimodel

@@ -51,8 +51,10 @@ func labelsOf(obj map[string]any) map[string]string {
 	return out
 }
 
-// List reads the objects of list's kind live, with the namespace and label
-// selector of opts. Pages (limit, continue), field selectors and the
+// List reads the objects of list's kind live, with the namespace, label
+// selector and page (limit, continue) of opts. A page is read, as the API
+// server reads it, at the revision of the list's first page: a continued
+// list does not see writes made since. Field selectors and the
 // resourceVersion options are not modelled and are refused.
 func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	kind, err := listKind(list)
@@ -60,27 +62,50 @@ func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...clien
 		return err
 	}
 	lo := (&client.ListOptions{}).ApplyOptions(opts)
-	if lo.Limit != 0 || lo.Continue != "" || lo.FieldSelector != nil || lo.Raw != nil {
-		return apierrors.NewBadRequest(fmt.Sprintf("apimodel: list %s: only the namespace and label selector options are modelled", kind))
+	if lo.FieldSelector != nil || lo.Raw != nil {
+		return apierrors.NewBadRequest(fmt.Sprintf("apimodel: list %s: only the namespace, label selector and page options are modelled", kind))
 	}
 	k := Key{Kind: kind, Namespace: lo.Namespace}
 	var sel labels.Selector
-	body := ""
+	var body []string
 	if lo.LabelSelector != nil && !lo.LabelSelector.Empty() {
-		sel, body = lo.LabelSelector, "labelSelector="+lo.LabelSelector.String()
+		sel = lo.LabelSelector
+		body = append(body, "labelSelector="+lo.LabelSelector.String())
 	}
-	res, err := c.do(ctx, "list", k, body, func() (map[string]any, error) {
-		items, rv := c.Store.List(k, sel)
-		out := make([]any, len(items))
-		for i := range items {
-			out[i] = items[i]
+	var from *page
+	if lo.Continue != "" {
+		if from, err = parseContinue(lo.Continue); err != nil {
+			return err
 		}
-		return map[string]any{"metadata": map[string]any{"resourceVersion": rv}, "items": out}, nil
+		body = append(body, "continue="+lo.Continue)
+	}
+	if lo.Limit > 0 {
+		body = append(body, "limit="+strconv.FormatInt(lo.Limit, 10))
+	}
+	res, err := c.do(ctx, "list", k, strings.Join(body, "&"), func() (map[string]any, error) {
+		if lo.Limit <= 0 && from == nil {
+			items, rv := c.Store.List(k, sel)
+			return listResult(items, rv, ""), nil
+		}
+		items, rv, next := c.Store.listPage(k, sel, from, lo.Limit)
+		return listResult(items, rv, next), nil
 	})
 	if err != nil {
 		return err
 	}
 	return fillList(list, res)
+}
+
+func listResult(items []map[string]any, rv, next string) map[string]any {
+	out := make([]any, len(items))
+	for i := range items {
+		out[i] = items[i]
+	}
+	meta := map[string]any{"resourceVersion": rv}
+	if next != "" {
+		meta["continue"] = next
+	}
+	return map[string]any{"metadata": meta, "items": out}
 }
 
 // listKind is the kind of the items of list: ConfigMapList lists
@@ -110,10 +135,12 @@ func listKind(list client.ObjectList) (string, error) {
 // items), in list's form.
 func fillList(list client.ObjectList, res map[string]any) error {
 	rv := res["metadata"].(map[string]any)["resourceVersion"].(string)
+	next, _ := res["metadata"].(map[string]any)["continue"].(string)
 	items := res["items"].([]any)
 	switch l := list.(type) {
 	case *unstructured.UnstructuredList:
 		l.SetResourceVersion(rv)
+		l.SetContinue(next)
 		l.Items = make([]unstructured.Unstructured, len(items))
 		for i, it := range items {
 			l.Items[i].Object = it.(map[string]any)
@@ -123,7 +150,7 @@ func fillList(list client.ObjectList, res map[string]any) error {
 		gvk := l.GroupVersionKind()
 		item := gvk
 		item.Kind = strings.TrimSuffix(gvk.Kind, "List")
-		l.ListMeta = metav1.ListMeta{ResourceVersion: rv}
+		l.ListMeta = metav1.ListMeta{ResourceVersion: rv, Continue: next}
 		l.Items = make([]metav1.PartialObjectMetadata, len(items))
 		for i, it := range items {
 			l.Items[i].SetGroupVersionKind(item)

@@ -85,9 +85,10 @@ func NewStore() *Store {
 		created: map[Key]int{},
 		history: map[Key][]Version{},
 		resource: map[string]schema.GroupResource{
-			"ConfigMap": {Resource: "configmaps"},
-			"Cluster":   {Group: "cluster.x-k8s.io", Resource: "clusters"},
-			"Machine":   {Group: "cluster.x-k8s.io", Resource: "machines"},
+			"ConfigMap":  {Resource: "configmaps"},
+			"Deployment": {Group: "apps", Resource: "deployments"},
+			"Cluster":    {Group: "cluster.x-k8s.io", Resource: "clusters"},
+			"Machine":    {Group: "cluster.x-k8s.io", Resource: "machines"},
 		},
 		now: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC),
 	}

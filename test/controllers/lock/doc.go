@@ -11,5 +11,5 @@
 // (Backend.GarbageCollector).
 //
 // The manager as a whole, with its cache and watches, is tested in
-// internal/manager.
+// test/manager.
 package locksuite

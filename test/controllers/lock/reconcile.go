@@ -118,7 +118,7 @@ func Reconcile(t *testing.T, b Backend) {
 			// Reads go straight to the API server here, so the ConfigMap is
 			// found without the live fallback the manager's label-filtered
 			// cache needs (and its periodic recheck): see Injected
-			// and internal/manager's TestNotALock.
+			// and test/manager's TestNotALock.
 			steps: []step{{}, {}},
 			check: func(f *fixture) error {
 				cm, err := kubeenv.GetLock(f.t.Context(), f.c, f.ns, "c1")

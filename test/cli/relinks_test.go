@@ -1,4 +1,4 @@
-package cli_test
+package clisuite
 
 import (
 	"strings"
@@ -16,36 +16,37 @@ import (
 // TestRelinks lists what the relinker has not linked, with the link rule's
 // verdict for each recorded owner and why, reading each owner once.
 func TestRelinks(t *testing.T) {
-	ns := env.Namespace(t)
+	b := apiServer()
+	ns := b.Namespace(t)
 	restored := func(restore string) map[string]string {
 		return map[string]string{capi.ClusterNameLabel: "c1", velerov1.RestoreNameLabel: restore}
 	}
 	// An unrelated Cluster took c1's name; MachineSet ms-0 came back with
 	// restore-1.
-	unrelated := newCluster(t, ns, "c1", false)
+	unrelated := b.newCluster(t, ns, "c1", false)
 	ms := kubeenv.NewMachineGroup("MachineSet", capi.V1Beta2, ns, "c1", "ms-0")
 	ms.SetLabels(restored("restore-1"))
-	if err := env.Client.Create(t.Context(), ms); err != nil {
+	if err := b.Client.Create(t.Context(), ms); err != nil {
 		t.Fatal(err)
 	}
 	owner := func(kind, name, uid string) relink.OwnerRef {
 		return relink.OwnerRef{APIVersion: capi.Group + "/" + capi.V1Beta2, Kind: kind, Name: name, UID: types.UID(uid)}
 	}
 	annotated := func(name string, labels map[string]string, value string) {
-		cm := newConfigMap(t, ns, name, labels, nil, nil)
+		cm := b.newConfigMap(t, ns, name, labels, nil, nil)
 		cm.Annotations = map[string]string{relink.Annotation: value}
-		if err := env.Client.Update(t.Context(), cm); err != nil {
+		if err := b.Client.Update(t.Context(), cm); err != nil {
 			t.Fatal(err)
 		}
 	}
 	annotated("addons", restored("restore-1"), relink.Encode([]relink.OwnerRef{owner("Cluster", "c1", "uid-backed-up"), owner("MachineSet", "ms-0", "uid-ms")}))
 	annotated("kubeconfig", restored("restore-1"), relink.Encode([]relink.OwnerRef{owner("Cluster", "c1", "uid-backed-up"), owner("Cluster", "gone", "uid-gone")}))
 	annotated("broken", restored("restore-1"), `[{"kind":"Cluster"}]`)
-	newConfigMap(t, ns, "linked", restored("restore-1"), nil, unrelated)
+	b.newConfigMap(t, ns, "linked", restored("restore-1"), nil, unrelated)
 
 	counter := &kubeenv.Counter{}
-	r := invocation{wrap: counting(counter)}.run(t, "relinks", "-n", ns)
-	r.expectCode(t, cli.ExitOK)
+	r := b.run(t, invocation{counter: counter}, "relinks", "-n", ns)
+	r.ExpectCode(t, cli.ExitOK)
 	uid := string(unrelated.GetUID())
 	want := []string{
 		"NAMESPACE OBJECT OWNER VERDICT AGE REASON",
@@ -55,7 +56,7 @@ func TestRelinks(t *testing.T) {
 		ns + " configmap/kubeconfig cluster.cluster.x-k8s.io/c1 unproven <age> exists with UID " + uid + ", not the backed-up UID uid-backed-up, and was not restored by restore restore-1",
 		ns + " configmap/kubeconfig cluster.cluster.x-k8s.io/gone not-found <age> not found",
 	}
-	got := strings.Split(strings.TrimSpace(r.out), "\n")
+	got := strings.Split(strings.TrimSpace(r.Out), "\n")
 	for i := range got {
 		f := strings.Fields(got[i])
 		if i > 0 && len(f) > 4 {
@@ -64,7 +65,7 @@ func TestRelinks(t *testing.T) {
 		got[i] = strings.Join(f, " ")
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("relinks:\n%s\nwant:\n%s\nstderr: %s", strings.Join(got, "\n"), strings.Join(want, "\n"), r.err)
+		t.Fatalf("relinks:\n%s\nwant:\n%s\nstderr: %s", strings.Join(got, "\n"), strings.Join(want, "\n"), r.Err)
 	}
 	// One live read per owner, whatever the objects naming it.
 	if n := counter.Of("clusters", ns).Count("get"); n != 2 {

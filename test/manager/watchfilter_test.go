@@ -1,4 +1,4 @@
-package manager_test
+package managersuite_test
 
 import (
 	"fmt"

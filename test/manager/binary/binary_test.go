@@ -1,4 +1,4 @@
-package main
+package binary_test
 
 import (
 	"errors"
@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -34,7 +33,7 @@ func TestMain(m *testing.M) { kubeenv.Main(m, kubeenv.Options{}, &env) }
 // metrics (plain HTTP with --metrics-secure=false) with its build info and
 // stops cleanly on SIGTERM.
 func TestBinary(t *testing.T) {
-	bin := build(t)
+	bin := managertest.Build(t)
 	kubeconfig, err := env.WriteKubeconfig("initlock-manager-binary", []string{"system:masters"})
 	if err != nil {
 		t.Fatal(err)
@@ -93,18 +92,6 @@ func TestBinary(t *testing.T) {
 	})
 
 	proc.Terminate(t, 30*time.Second)
-}
-
-// build builds initlock-manager with the version a release would set.
-func build(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "initlock-manager")
-	cmd := exec.CommandContext(t.Context(), "go", "build", "-o", bin,
-		"-ldflags", "-X github.com/initlock/initlock/internal/version.version=v0.0.0-test", ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
 }
 
 func grep(s, substr string) string {

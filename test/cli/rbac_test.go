@@ -1,4 +1,4 @@
-package cli_test
+package clisuite
 
 import (
 	"strings"
@@ -11,14 +11,21 @@ import (
 	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
+// runAs runs a command with kubeconfig, a user's.
+func runAs(t *testing.T, kubeconfig string, args ...string) Result {
+	t.Helper()
+	return Execute(t, cli.Options{}, append(args, "--kubeconfig", kubeconfig)...)
+}
+
 // A user who may read Clusters and Machines but not list ConfigMaps is
 // told which permission is missing.
 func TestListWithoutPermissionNamesIt(t *testing.T) {
+	b := apiServer()
 	ctx := t.Context()
-	ns := env.Namespace(t)
-	cl := newCluster(t, ns, "c1", false)
-	newMachine(t, ns, "c1", "m1", nil)
-	newLock(t, ns, "c1", "m1", cl)
+	ns := b.Namespace(t)
+	cl := b.newCluster(t, ns, "c1", false)
+	b.newMachine(t, ns, "c1", "m1", nil)
+	b.newLock(t, ns, "c1", "m1", cl)
 
 	const user = "initlock-cli-no-list"
 	kubeconfig, err := env.WriteKubeconfig(user, nil)
@@ -37,40 +44,41 @@ func TestListWithoutPermissionNamesIt(t *testing.T) {
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
 	}
-	if err := env.Client.Create(ctx, role); err != nil {
+	if err := b.Client.Create(ctx, role); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Client.Create(ctx, binding); err != nil {
+	if err := b.Client.Create(ctx, binding); err != nil {
 		t.Fatal(err)
 	}
 
-	r := invocation{kubeconfig: kubeconfig}.run(t, "list", "-n", ns)
-	r.expectCode(t, cli.ExitError)
+	r := runAs(t, kubeconfig, "list", "-n", ns)
+	r.ExpectCode(t, cli.ExitError)
 	want := `error: listing configmaps in namespace "` + ns + `": permission denied: kubectl-initlock needs "list" on "configmaps" (API group "") in namespace "` + ns +
 		`"; ask an administrator to bind a Role in that namespace that grants it (check with 'kubectl auth can-i list configmaps -n ` + ns + `')`
-	if !strings.HasPrefix(r.err, want) {
-		t.Errorf("stderr:\n%s\nwant prefix:\n%s", r.err, want)
+	if !strings.HasPrefix(r.Err, want) {
+		t.Errorf("stderr:\n%s\nwant prefix:\n%s", r.Err, want)
 	}
 
 	// All namespaces need a ClusterRole; the first list refused is the
 	// Clusters'.
-	r = invocation{kubeconfig: kubeconfig}.run(t, "list", "-A")
-	r.expectCode(t, cli.ExitError)
-	if !strings.Contains(r.err, `needs "list" on "clusters" (API group "cluster.x-k8s.io") in all namespaces; ask an administrator to bind a ClusterRole`) {
-		t.Errorf("stderr:\n%s", r.err)
+	r = runAs(t, kubeconfig, "list", "-A")
+	r.ExpectCode(t, cli.ExitError)
+	if !strings.Contains(r.Err, `needs "list" on "clusters" (API group "cluster.x-k8s.io") in all namespaces; ask an administrator to bind a ClusterRole`) {
+		t.Errorf("stderr:\n%s", r.Err)
 	}
 }
 
 // A user who may read everything but not write is told, by repair and by
 // release, which permission is missing.
 func TestRepairAndReleaseWithoutWritePermission(t *testing.T) {
+	b := apiServer()
 	ctx := t.Context()
-	ns := env.Namespace(t)
-	newCluster(t, ns, "c1", false)
-	newMachine(t, ns, "c1", "m1", nil)
-	newLock(t, ns, "c1", "m1", nil)
-	cl := newCluster(t, ns, "c2", true)
-	newLock(t, ns, "c2", "m2", cl)
+	ns := b.Namespace(t)
+	b.newCluster(t, ns, "c1", false)
+	b.newMachine(t, ns, "c1", "m1", nil)
+	b.newLock(t, ns, "c1", "m1", nil)
+	cl := b.newCluster(t, ns, "c2", true)
+	b.newLock(t, ns, "c2", "m2", cl)
 
 	const user = "initlock-cli-read-only"
 	kubeconfig, err := env.WriteKubeconfig(user, nil)
@@ -89,27 +97,26 @@ func TestRepairAndReleaseWithoutWritePermission(t *testing.T) {
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
 	}
-	if err := env.Client.Create(ctx, role); err != nil {
+	if err := b.Client.Create(ctx, role); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Client.Create(ctx, binding); err != nil {
+	if err := b.Client.Create(ctx, binding); err != nil {
 		t.Fatal(err)
 	}
-	inv := invocation{kubeconfig: kubeconfig}
-	inv.run(t, "list", "-n", ns).expectCode(t, cli.ExitOK)
-	r := inv.run(t, "repair", "-n", ns, "--yes")
-	r.expectCode(t, cli.ExitError)
+	runAs(t, kubeconfig, "list", "-n", ns).ExpectCode(t, cli.ExitOK)
+	r := runAs(t, kubeconfig, "repair", "-n", ns, "--yes")
+	r.ExpectCode(t, cli.ExitError)
 	for _, want := range []string{
 		`configmap "c1-lock": adopt: permission denied: kubectl-initlock needs "patch" on "configmaps" in namespace "` + ns + `"`,
 		`configmap "c2-lock": release: permission denied: kubectl-initlock needs "delete" on "configmaps"`,
 	} {
-		if !strings.Contains(r.err, want) {
-			t.Errorf("repair stderr lacks %q:\n%s", want, r.err)
+		if !strings.Contains(r.Err, want) {
+			t.Errorf("repair stderr lacks %q:\n%s", want, r.Err)
 		}
 	}
-	r = inv.run(t, "release", "c2", "-n", ns, "--yes")
-	r.expectCode(t, cli.ExitError)
-	if !strings.Contains(r.err, `kubectl-initlock needs "get" and "patch" on "clusters.cluster.x-k8s.io" (to empty the grant register) and "delete" on "configmaps"`) {
-		t.Errorf("release stderr:\n%s", r.err)
+	r = runAs(t, kubeconfig, "release", "c2", "-n", ns, "--yes")
+	r.ExpectCode(t, cli.ExitError)
+	if !strings.Contains(r.Err, `kubectl-initlock needs "get" and "patch" on "clusters.cluster.x-k8s.io" (to empty the grant register) and "delete" on "configmaps"`) {
+		t.Errorf("release stderr:\n%s", r.Err)
 	}
 }

@@ -1,0 +1,65 @@
+package cli_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/initlock/initlock/internal/cli"
+	clisuite "github.com/initlock/initlock/test/cli"
+)
+
+// Without any kubeconfig, the plugin says so and how to give one, and
+// never connects to http://localhost:8080.
+func TestNoKubeconfig(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "")
+	// KUBECONFIG naming a missing file hides ~/.kube/config, as in kubectl.
+	missing := filepath.Join(t.TempDir(), "nope")
+	t.Setenv("KUBECONFIG", missing)
+	for _, args := range [][]string{{"list", "-A"}, {"repair", "-A", "--yes"}, {"release", "c1"}} {
+		r := clisuite.Execute(t, cli.Options{}, args...)
+		r.ExpectCode(t, cli.ExitError)
+		want := `error: no kubeconfig found (KUBECONFIG="` + missing + `" names no file that holds a cluster), and this is not a Pod with a service account: ` +
+			"kubectl-initlock reads the kubeconfig as kubectl does: pass --kubeconfig, set KUBECONFIG, or create ~/.kube/config"
+		if !strings.HasPrefix(r.Err, want) || strings.Contains(r.Err, "8080") {
+			t.Errorf("%v: stderr %q\nwant prefix %q", args, r.Err, want)
+		}
+	}
+	if _, err := os.Stat(clientcmd.RecommendedHomeFile); err == nil {
+		t.Logf("%s exists: the case without KUBECONFIG is not checked here", clientcmd.RecommendedHomeFile)
+		return
+	}
+	t.Setenv("KUBECONFIG", "")
+	r := clisuite.Execute(t, cli.Options{}, "list")
+	r.ExpectCode(t, cli.ExitError)
+	if want := "error: no kubeconfig found (KUBECONFIG is not set, and " + clientcmd.RecommendedHomeFile + " does not exist or holds no cluster)"; !strings.HasPrefix(r.Err, want) {
+		t.Errorf("stderr %q\nwant prefix %q", r.Err, want)
+	}
+}
+
+// A kubeconfig that does not exist gets a hint, and makes repair exit with
+// ExitError.
+func TestMissingKubeconfigHint(t *testing.T) {
+	for _, args := range [][]string{{"list"}, {"repair", "-n", "default"}} {
+		r := clisuite.Execute(t, cli.Options{}, append(args, "--kubeconfig", filepath.Join(t.TempDir(), "nope"))...)
+		r.ExpectCode(t, cli.ExitError)
+		if !strings.Contains(r.Err, "pass --kubeconfig, set KUBECONFIG, or create ~/.kube/config") {
+			t.Errorf("%v: stderr: %q", args, r.Err)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	r := clisuite.Execute(t, cli.Options{}, "version")
+	r.ExpectCode(t, cli.ExitOK)
+	if !strings.HasPrefix(r.Out, "kubectl-initlock v0.0.0-test (go") {
+		t.Errorf("version output: %q", r.Out)
+	}
+	if v := cli.DefaultVersion(); v == "" {
+		t.Error("DefaultVersion is empty")
+	}
+}

@@ -1,0 +1,158 @@
+package clisuite
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/cli"
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/velerosim"
+	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/capi"
+)
+
+func (b *Backend) backup(t *testing.T, obj client.Object, gvkObj *unstructured.Unstructured) *unstructured.Unstructured {
+	t.Helper()
+	u := gvkObj.DeepCopy()
+	if err := b.Client.Get(t.Context(), client.ObjectKeyFromObject(obj), u); err != nil {
+		t.Fatalf("backing up %s: %v", obj.GetName(), err)
+	}
+	return u
+}
+
+// After a Velero-style restore the lock has lost its ownerReference and
+// the Cluster has a new UID; repair re-adopts the lock and list shows
+// everything healthy.
+func TestRepairAfterVeleroRestore(t *testing.T) {
+	b := apiServer()
+	ctx := t.Context()
+	ns := b.Namespace(t)
+	cluster := b.newCluster(t, ns, "c1", false)
+	machine := b.newMachine(t, ns, "c1", "m1", nil)
+	res, err := initlock.New(b.Client).Lock(ctx, cluster, machine)
+	if err != nil || !res.Acquired {
+		t.Fatalf("Lock: %+v, %v", res, err)
+	}
+	if got := byCluster(b.listJSON(t, ns))["c1"]; got.Verdict != "healthy" {
+		t.Fatalf("before backup: %+v", got)
+	}
+
+	cmKind := &unstructured.Unstructured{}
+	cmKind.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	lockObj := &corev1.ConfigMap{}
+	lockObj.Namespace, lockObj.Name = ns, "c1-lock"
+	savedLock := b.backup(t, lockObj, cmKind)
+	savedMachine := b.backup(t, machine, machine)
+	savedCluster := b.backup(t, cluster, cluster)
+	oldUID := cluster.GetUID()
+
+	// Disaster: the cluster goes, with its lock (past the lock guard), so
+	// do the machines.
+	if err := kubeenv.ReleaseLock(ctx, b.Client, lockObj); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Client.Delete(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Client.Delete(ctx, machine); err != nil {
+		t.Fatal(err)
+	}
+	kubeenv.WaitGone(t, b.Client, lockObj, machine, cluster)
+
+	// Restore in Velero's order: ConfigMaps, then Machines, then Clusters.
+	out := velerosim.Restore(t, env.Config, velerosim.Options{}, savedCluster, savedMachine, savedLock)
+	restored := out[len(out)-1]
+	if restored.GetKind() != capi.ClusterKind {
+		t.Fatalf("restored %s last, want the Cluster", restored.GetKind())
+	}
+	if restored.GetUID() == oldUID {
+		t.Fatal("restored cluster kept its UID")
+	}
+
+	got := byCluster(b.listJSON(t, ns))["c1"]
+	if got.Verdict != "unowned" || got.Owner != "missing" || !got.HolderExists || got.Holder != "m1" || got.Action != "adopt" {
+		t.Fatalf("after restore: %+v", got)
+	}
+
+	var c kubeenv.Counter
+	r := b.run(t, invocation{counter: &c}, "repair", "-n", ns, "--yes")
+	r.ExpectCode(t, cli.ExitOK)
+	if !strings.Contains(r.Out, "adopted") || !strings.Contains(r.Out, "no ownerReference to its Cluster") {
+		t.Errorf("repair output:\n%s", r.Out)
+	}
+	if got := c.Writes(); got != 1 {
+		t.Errorf("writes = %d, want 1 (one patch of the lock)", got)
+	}
+
+	for _, s := range b.listJSON(t, ns, "--show-free").Items {
+		if s.Verdict != "healthy" || s.Owner != "ok" {
+			t.Errorf("after repair: %+v", s)
+		}
+	}
+	cm := kubeenv.MustGetLock(t, b.Client, ns, "c1")
+	if len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0].UID != restored.GetUID() {
+		t.Fatalf("lock owner references after repair: %+v", cm.OwnerReferences)
+	}
+	// A second repair has nothing to do.
+	c.Reset()
+	r = b.run(t, invocation{counter: &c}, "repair", "-n", ns, "--yes")
+	r.ExpectCode(t, cli.ExitOK)
+	if c.Writes() != 0 || !strings.Contains(r.Out, "Nothing to change.") {
+		t.Errorf("second repair made %d writes:\n%s", c.Writes(), r.Out)
+	}
+}
+
+// The v1beta2 Clusters of this control plane are read in the version
+// discovery prefers.
+func TestDiscoveredVersion(t *testing.T) {
+	v, err := capi.Discover(env.Discovery(t))
+	if err != nil || v != capi.V1Beta2 {
+		t.Fatalf("Discover = %q, %v", v, err)
+	}
+}
+
+// TestReleaseGuardedLockWithoutTheManager: with initlock-manager down, the
+// lock of a deleted Cluster stays while its holder exists (the lock guard
+// refuses the garbage collector's delete); the namespace is not held up by
+// it. release refuses without --force, since the holder exists; with it,
+// it marks the lock for release and deletes it.
+func TestReleaseGuardedLockWithoutTheManager(t *testing.T) {
+	b := apiServer()
+	ns, cluster := b.lockedCluster(t)
+	if err := b.Client.Delete(t.Context(), cluster); err != nil {
+		t.Fatal(err)
+	}
+	kubeenv.Consistently(t, 3*time.Second, func() error {
+		switch got := kubeenv.MustGetLock(t, b.Client, ns, "c1"); {
+		case got == nil:
+			return fmt.Errorf("the held lock went while its holder exists")
+		case got.DeletionTimestamp != nil:
+			return fmt.Errorf("the held lock is being deleted")
+		}
+		return nil
+	})
+
+	r := b.run(t, invocation{}, "list", "-n", ns)
+	r.ExpectCode(t, cli.ExitOK)
+	if !strings.Contains(r.Out, "guarded") {
+		t.Errorf("list does not show the lock as guarded:\n%s", r.Out)
+	}
+	b.run(t, invocation{}, "release", "c1", "-n", ns, "--yes").ExpectCode(t, cli.ExitError)
+	var c kubeenv.Counter
+	r = b.run(t, invocation{counter: &c}, "release", "c1", "-n", ns, "--force", "--yes")
+	r.ExpectCode(t, cli.ExitOK)
+	if got := kubeenv.MustGetLock(t, b.Client, ns, "c1"); got != nil {
+		t.Fatalf("lock still exists after release --force: annotations %v", got.Annotations)
+	}
+	// The Cluster is gone, so the register is not read or written: one
+	// patch marks the lock for release, one delete removes it.
+	if p, d := c.Count("patch"), c.Count("delete"); p != 1 || d != 1 {
+		t.Errorf("release --force made %d patches and %d deletes, want 1 (the release mark) and 1", p, d)
+	}
+}

@@ -1,0 +1,119 @@
+package clisuite
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/cli"
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/pkg/initlock/engine"
+)
+
+// pastGrace is a clock the default grace period ahead, and a minute more:
+// the fleet's locks are older than the grace period, so that the lock of a
+// gone holder is released rather than left for a restore to bring the
+// holder back.
+func pastGrace() clock.PassiveClock {
+	return testingclock.NewFakePassiveClock(time.Now().Add(engine.DefaultPolicy.OrphanGrace + time.Minute))
+}
+
+// A lock whose holder is gone and that is younger than the grace period
+// waits: a restore may bring the Cluster and the lock back before the
+// Machines.
+func repairWaitsForARestoredHolder(t *testing.T, b *Backend) {
+	ns := b.Namespace(t)
+	cl := b.newCluster(t, ns, "c1", false)
+	b.newLock(t, ns, "c1", "m-gone", cl)
+	var c kubeenv.Counter
+	r := b.run(t, invocation{counter: &c}, "repair", "-n", ns, "--yes")
+	r.ExpectCode(t, cli.ExitOK)
+	if c.Writes() != 0 || !strings.Contains(r.Out, "younger than the grace period") {
+		t.Fatalf("repair of a young lock of a gone holder made %d writes:\n%s", c.Writes(), r.Out)
+	}
+	r = b.run(t, invocation{clock: pastGrace(), counter: &c}, "repair", "-n", ns, "--yes")
+	r.ExpectCode(t, cli.ExitOK)
+	if c.Writes() != 2 || kubeenv.MustGetLock(t, b.Client, ns, "c1") != nil {
+		t.Fatalf("repair past the grace period made %d writes, want 2 (the release mark, the delete):\n%s", c.Writes(), r.Out)
+	}
+}
+
+// repairTakesLeftMarksOff: a release mark or clusterctl move's
+// delete-for-move left on a lock whose holder exists lets the lock guard
+// pass any delete of it; list shows it, and repair takes it off in one
+// write (an adoption), after which the guard holds the lock again.
+func repairTakesLeftMarksOff(t *testing.T, b *Backend) {
+	for _, tc := range []struct{ key, protection string }{
+		{engine.ReleaseAnnotation, "releasable"},
+		{engine.MoveAnnotation, "moving"},
+	} {
+		t.Run(tc.protection, func(t *testing.T) {
+			ns := b.Namespace(t)
+			cl := b.newCluster(t, ns, "c1", false)
+			b.newMachine(t, ns, "c1", "c1-cp-0", nil)
+			lock := b.newLock(t, ns, "c1", "c1-cp-0", cl)
+			value := ""
+			if tc.key == engine.ReleaseAnnotation {
+				value = string(lock.UID)
+			}
+			mark := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, tc.key, value)
+			if err := b.Client.Patch(t.Context(), lock, client.RawPatch(types.MergePatchType, []byte(mark))); err != nil {
+				t.Fatal(err)
+			}
+			r := b.run(t, invocation{}, "list", "-n", ns)
+			r.ExpectCode(t, cli.ExitOK)
+			if !strings.Contains(r.Out, " "+tc.protection+" ") {
+				t.Fatalf("list does not show the lock as %s:\n%s", tc.protection, r.Out)
+			}
+			var c kubeenv.Counter
+			r = b.run(t, invocation{counter: &c}, "repair", "-n", ns, "--yes")
+			r.ExpectCode(t, cli.ExitOK)
+			if !strings.Contains(r.Out, "so that the lock guard holds the lock again") || c.Writes() != 1 {
+				t.Fatalf("repair made %d writes, want 1 (the adoption), and to say why:\n%s", c.Writes(), r.Out)
+			}
+			after := kubeenv.MustGetLock(t, b.Client, ns, "c1")
+			if _, ok := after.Annotations[tc.key]; ok || after.UID != lock.UID {
+				t.Fatalf("after repair the lock is %s with annotations %v: want the same lock without %s", after.UID, after.Annotations, tc.key)
+			}
+		})
+	}
+}
+
+// answerAfter is an operator's answer typed once before has run: what
+// happened while the question waited.
+type answerAfter struct {
+	before func()
+	answer io.Reader
+}
+
+func (a *answerAfter) Read(p []byte) (int, error) {
+	if a.before != nil {
+		a.before()
+		a.before = nil
+	}
+	return a.answer.Read(p)
+}
+
+// releaseReadsAgainAfterTheAnswer: release asks before it acts, and
+// the answer may come long after its reading. A holder Machine restored
+// while the question waits makes the release one that needs --force: the
+// answer "y" to the question asked releases nothing.
+func releaseReadsAgainAfterTheAnswer(t *testing.T, b *Backend) {
+	ns := b.Namespace(t)
+	cl := b.newCluster(t, ns, "c1", false)
+	b.newLock(t, ns, "c1", "m0", cl)
+	in := &answerAfter{before: func() { b.newMachine(t, ns, "c1", "m0", nil) }, answer: strings.NewReader("y\n")}
+	var c kubeenv.Counter
+	r := b.run(t, invocation{in: in, counter: &c}, "release", "c1", "-n", ns)
+	r.ExpectCode(t, cli.ExitError)
+	if !strings.Contains(r.Err, "changed while you were asked") || c.Writes() != 0 || kubeenv.MustGetLock(t, b.Client, ns, "c1") == nil {
+		t.Fatalf("release answered y after the holder came back: %d writes\nstdout:\n%s\nstderr:\n%s", c.Writes(), r.Out, r.Err)
+	}
+}

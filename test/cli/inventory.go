@@ -1,0 +1,67 @@
+package clisuite
+
+import (
+	"testing"
+	"time"
+
+	"github.com/initlock/initlock/internal/cli/inventory"
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
+)
+
+// Gather runs inventory.Gather, one object a page, on a namespace of b with
+// a healthy lock, the lock of an initialised Cluster, a foreign ConfigMap
+// and a ConfigMap labelled for a Cluster but not named as its lock: it
+// finds each Cluster's lock with its verdict and writes nothing; Observe
+// reads one Cluster's lock and holder in b's Cluster API version.
+func Gather(t *testing.T, b *Backend) {
+	ctx := t.Context()
+	ns := b.Namespace(t)
+	healthy := b.newCluster(t, ns, "c-healthy", false)
+	b.newMachine(t, ns, "c-healthy", "m1", nil)
+	b.newLock(t, ns, "c-healthy", "m1", healthy)
+	initialised := b.newCluster(t, ns, "c-init", true)
+	b.newLock(t, ns, "c-init", "m-gone", initialised)
+	b.newCluster(t, ns, "c-foreign", false)
+	b.newConfigMap(t, ns, "c-foreign-lock", nil, nil, nil)
+	// Labelled for a cluster but not named as its lock: not a lock.
+	b.newConfigMap(t, ns, "c-healthy-settings", map[string]string{engine.ClusterNameLabel: "c-healthy"}, nil, nil)
+
+	var c kubeenv.Counter
+	cl := b.counted(t, &c)
+	// A page size of 1 makes every list take several pages.
+	inv, err := inventory.Gather(ctx, cl, inventory.Options{Namespace: ns, CAPIVersion: b.CAPIVersion, PageSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]initlock.Verdict{}
+	for _, e := range inv.Entries {
+		got[e.ClusterName] = engine.Decide(e.Observation, engine.DefaultPolicy, time.Now()).Verdict
+	}
+	want := map[string]initlock.Verdict{
+		"c-foreign": engine.VerdictForeign,
+		"c-healthy": engine.VerdictHealthy,
+		"c-init":    engine.VerdictHeldAfterInit,
+	}
+	if len(got) != len(want) {
+		t.Errorf("entries %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %q, want %q", k, got[k], v)
+		}
+	}
+	if c.Writes() != 0 {
+		t.Errorf("Gather wrote %d times", c.Writes())
+	}
+
+	e, err := inventory.Observe(ctx, cl, b.CAPIVersion, ns, "c-healthy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Observation.Holder == nil || e.Observation.Holder.APIVersion != capi.Group+"/"+b.CAPIVersion || e.ConfigMap == nil {
+		t.Errorf("Observe: %+v", e.Observation)
+	}
+}

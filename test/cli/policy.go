@@ -1,0 +1,110 @@
+package clisuite
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/cli"
+	"github.com/initlock/initlock/internal/kubeenv"
+)
+
+// managerDeployment creates a Deployment as config/ installs
+// initlock-manager, with args, and deletes it when the test ends (before
+// its namespace, so that later tests do not find it).
+func (b *Backend) managerDeployment(t *testing.T, ns string, args ...string) {
+	t.Helper()
+	labels := map[string]string{"app.kubernetes.io/name": "initlock-manager"}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "initlock-controller-manager", Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "manager", Image: "initlock-manager:dev", Command: []string{"/initlock-manager"}, Args: args,
+				}}},
+			},
+		},
+	}
+	if err := b.Client.Create(t.Context(), d); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.WithoutCancel(t.Context())
+		if err := b.Client.Delete(ctx, d); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting %s: %v", d.Name, err)
+		}
+		kubeenv.Eventually(t, 10*time.Second, func() error {
+			err := b.Client.Get(ctx, client.ObjectKeyFromObject(d), &appsv1.Deployment{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return err
+		})
+	})
+}
+
+// repair decides with the policy of the installed manager: one that keeps
+// locks after init (as for MicroK8s) makes repair keep them too, and says
+// so; a flag given on the command line wins over it.
+func repairUsesTheManagersPolicy(t *testing.T, b *Backend) {
+	ns := b.Namespace(t)
+	cl := b.newCluster(t, ns, "c1", true)
+	b.newMachine(t, ns, "c1", "m1", nil)
+	b.newLock(t, ns, "c1", "m1", cl)
+	b.managerDeployment(t, ns, "--leader-elect", "--release-after-init=false", "--orphan-grace", "1h")
+
+	var c kubeenv.Counter
+	r := b.run(t, invocation{counter: &c}, "repair", "-n", ns, "--yes")
+	r.ExpectCode(t, cli.ExitOK)
+	want := "Using the policy of Deployment " + ns + "/initlock-controller-manager: --release-after-init=false --orphan-grace=1h0m0s\n"
+	if r.Err != want || !strings.Contains(r.Out, "Nothing to change.") || c.Writes() != 0 {
+		t.Fatalf("repair with the manager's policy made %d writes\nstderr: %q\nwant:   %q\nstdout:\n%s", c.Writes(), r.Err, want, r.Out)
+	}
+
+	c.Reset()
+	r = b.run(t, invocation{counter: &c}, "repair", "-n", ns, "--release-after-init=true", "--yes")
+	r.ExpectCode(t, cli.ExitOK)
+	want = "Using the policy of Deployment " + ns + "/initlock-controller-manager, with the flags given: --release-after-init=true --orphan-grace=1h0m0s\n"
+	if r.Err != want || !strings.Contains(r.Out, "released") || c.Writes() != 2 {
+		t.Fatalf("repair --release-after-init=true made %d writes\nstderr: %q\nwant:   %q\nstdout:\n%s", c.Writes(), r.Err, want, r.Out)
+	}
+}
+
+// Without a manager Deployment, repair says it uses the defaults.
+func repairWithoutManagerSaysSo(t *testing.T, b *Backend) {
+	ns := b.Namespace(t)
+	r := b.run(t, invocation{}, "repair", "-n", ns, "--yes")
+	r.ExpectCode(t, cli.ExitOK)
+	if want := "Using the policy of defaults and flags: no initlock-manager Deployment found: --release-after-init=true --orphan-grace=10m0s\n"; r.Err != want {
+		t.Fatalf("stderr = %q, want %q", r.Err, want)
+	}
+}
+
+// release and list of a Cluster that has neither a Cluster object nor a
+// lock fail with NotFound, as kubectl get does.
+func missingClusterIsNotFound(t *testing.T, b *Backend) {
+	ns := b.Namespace(t)
+	b.newCluster(t, ns, "free", false)
+	for _, args := range [][]string{{"release", "nope", "-n", ns}, {"list", "nope", "-n", ns}} {
+		r := b.run(t, invocation{}, args...)
+		r.ExpectCode(t, cli.ExitError)
+		if want := `Error from server (NotFound): clusters.cluster.x-k8s.io "nope" not found` + "\n"; r.Err != want || r.Out != "" {
+			t.Errorf("%v: stderr %q, stdout %q; want stderr %q", args, r.Err, r.Out, want)
+		}
+	}
+	// An existing Cluster without a lock is listed, as free.
+	r := b.run(t, invocation{}, "list", "free", "-n", ns)
+	r.ExpectCode(t, cli.ExitOK)
+	if !strings.Contains(r.Out, "free") || strings.Count(r.Out, "\n") != 2 {
+		t.Errorf("list free:\n%s", r.Out)
+	}
+}

@@ -1,0 +1,214 @@
+package clisuite
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/cli"
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/pkg/initlock"
+	"github.com/initlock/initlock/pkg/initlock/engine"
+)
+
+// grantOf reads the grant register of cluster live: the machine it names,
+// "" when it is empty.
+func (b *Backend) grantOf(t *testing.T, cluster *unstructured.Unstructured) string {
+	t.Helper()
+	if g := engine.GrantFrom(b.getCluster(t, cluster).GetAnnotations()); g != nil {
+		return g.MachineName
+	}
+	return ""
+}
+
+// getCluster reads cluster again, live.
+func (b *Backend) getCluster(t *testing.T, cluster *unstructured.Unstructured) *unstructured.Unstructured {
+	t.Helper()
+	got := &unstructured.Unstructured{}
+	got.SetGroupVersionKind(cluster.GroupVersionKind())
+	if err := b.Client.Get(t.Context(), client.ObjectKeyFromObject(cluster), got); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// lockedCluster makes, in a namespace of its own, Cluster c1 whose Machine
+// m1 acquired the init lock with the library.
+func (b *Backend) lockedCluster(t *testing.T) (string, *unstructured.Unstructured) {
+	t.Helper()
+	ns := b.Namespace(t)
+	cluster := b.newCluster(t, ns, "c1", false)
+	m1 := b.newMachine(t, ns, "c1", "m1", nil)
+	if res, err := initlock.New(b.Client).Lock(t.Context(), cluster, m1); err != nil || !res.Acquired {
+		t.Fatalf("Lock(m1): %+v, %v", res, err)
+	}
+	return ns, cluster
+}
+
+func releaseRefusesWhileInitMayRunThenForce(t *testing.T, b *Backend) {
+	ns, cluster := b.lockedCluster(t)
+	if b.grantOf(t, cluster) != "m1" {
+		t.Fatal("no grant recorded for m1")
+	}
+
+	var c kubeenv.Counter
+	r := b.run(t, invocation{counter: &c}, "release", "c1", "-n", ns)
+	r.ExpectCode(t, cli.ExitError)
+	for _, want := range []string{
+		`namespace "` + ns + `": configmap "c1-lock": refusing to release: machine "m1" holds it and the control plane of cluster "c1" is not initialised`,
+		"--force",
+	} {
+		if !strings.Contains(r.Err, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.Err)
+		}
+	}
+	if c.Writes() != 0 || kubeenv.MustGetLock(t, b.Client, ns, "c1") == nil {
+		t.Fatalf("refused release wrote %d times", c.Writes())
+	}
+
+	c.Reset()
+	r = b.run(t, invocation{counter: &c}, "release", "c1", "-n", ns, "--force", "--yes")
+	r.ExpectCode(t, cli.ExitOK)
+	if !strings.Contains(r.Err, "warning: releasing lock") || !strings.Contains(r.Out, `released init lock "c1-lock" of cluster "c1" (holder "m1")`) {
+		t.Errorf("stdout:\n%s\nstderr:\n%s", r.Out, r.Err)
+	}
+	if kubeenv.MustGetLock(t, b.Client, ns, "c1") != nil {
+		t.Fatal("lock still exists")
+	}
+	if g := b.grantOf(t, cluster); g != "" {
+		t.Fatalf("grant not withdrawn: %s", g)
+	}
+	if got := c.Writes(); got != 4 {
+		t.Errorf("writes = %d, want 4 (retire the grant, withdraw it, mark the lock for release, delete it)", got)
+	}
+	// Nothing left to release.
+	r = b.run(t, invocation{}, "release", "c1", "-n", ns, "--yes")
+	r.ExpectCode(t, cli.ExitOK)
+	if !strings.Contains(r.Out, "nothing to release") {
+		t.Errorf("stdout: %s", r.Out)
+	}
+}
+
+func releaseAfterInitNeedsNoForce(t *testing.T, b *Backend) {
+	ns := b.Namespace(t)
+	cl := b.newCluster(t, ns, "c1", true)
+	b.newMachine(t, ns, "c1", "m1", nil)
+	b.newLock(t, ns, "c1", "m1", cl)
+	r := b.run(t, invocation{}, "release", "c1", "-n", ns, "--yes")
+	r.ExpectCode(t, cli.ExitOK)
+	if kubeenv.MustGetLock(t, b.Client, ns, "c1") != nil {
+		t.Fatal("lock still exists")
+	}
+}
+
+// A lock lost while its grant stands is recreated for the holder by the
+// next Lock; release empties the grant register, with --force while the
+// holder exists and the control plane is not initialised.
+func releaseLostLockEmptiesTheGrantRegister(t *testing.T, b *Backend) {
+	ctx := t.Context()
+	ns, cluster := b.lockedCluster(t)
+	if err := kubeenv.ReleaseLock(ctx, b.Client, kubeenv.MustGetLock(t, b.Client, ns, "c1")); err != nil {
+		t.Fatal(err)
+	}
+
+	var c kubeenv.Counter
+	r := b.run(t, invocation{counter: &c}, "release", "c1", "-n", ns, "--yes")
+	r.ExpectCode(t, cli.ExitError)
+	if want := `cluster "c1": refusing to release: its init lock is missing, but its grant register (annotation ` + engine.GrantAnnotation + `) names m1`; !strings.Contains(r.Err, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, r.Err)
+	}
+	if c.Writes() != 0 || b.grantOf(t, cluster) != "m1" {
+		t.Fatalf("refused release wrote %d times; register names %q", c.Writes(), b.grantOf(t, cluster))
+	}
+
+	c.Reset()
+	r = b.run(t, invocation{counter: &c}, "release", "c1", "-n", ns, "--force", "--yes")
+	r.ExpectCode(t, cli.ExitOK)
+	if !strings.Contains(r.Out, `cluster "c1" has no init lock; emptied its grant register, which named m1`) {
+		t.Errorf("stdout: %s", r.Out)
+	}
+	if g := b.grantOf(t, cluster); g != "" {
+		t.Fatalf("grant register still names %s", g)
+	}
+	if got := c.Writes(); got != 2 {
+		t.Errorf("writes = %d, want 2 (retire the grant, then withdraw it)", got)
+	}
+	m2 := b.newMachine(t, ns, "c1", "m2", nil)
+	if res, err := initlock.New(b.Client).Lock(ctx, b.getCluster(t, cluster), m2); err != nil || !res.Acquired {
+		t.Fatalf("Lock(m2) after the release: %+v, %v; want acquired", res, err)
+	}
+}
+
+func releaseOrphanAndStaleHolder(t *testing.T, b *Backend) {
+	t.Run("orphan whose holder exists is refused", func(t *testing.T) {
+		ns := b.Namespace(t)
+		b.newMachine(t, ns, "c1", "m1", nil)
+		b.newLock(t, ns, "c1", "m1", nil)
+		r := b.run(t, invocation{}, "release", "c1", "-n", ns, "--yes")
+		r.ExpectCode(t, cli.ExitError)
+		if !strings.Contains(r.Err, `cluster "c1" does not exist (a restore may still be bringing it back)`) {
+			t.Errorf("stderr: %s", r.Err)
+		}
+	})
+	t.Run("holder gone", func(t *testing.T) {
+		ns := b.Namespace(t)
+		cl := b.newCluster(t, ns, "c1", false)
+		b.newLock(t, ns, "c1", "m-gone", cl)
+		b.run(t, invocation{}, "release", "c1", "-n", ns, "--yes").ExpectCode(t, cli.ExitOK)
+		if kubeenv.MustGetLock(t, b.Client, ns, "c1") != nil {
+			t.Fatal("lock still exists")
+		}
+	})
+}
+
+func releaseCorrupt(t *testing.T, b *Backend) {
+	ns := b.Namespace(t)
+	cl := b.newCluster(t, ns, "c1", false)
+	b.newConfigMap(t, ns, "c1-lock", map[string]string{engine.ClusterNameLabel: "c1"}, map[string]string{engine.DataKey: "{"}, cl)
+	r := b.run(t, invocation{}, "release", "c1", "-n", ns, "--yes")
+	r.ExpectCode(t, cli.ExitError)
+	if !strings.Contains(r.Err, "so its holder is unknown") {
+		t.Errorf("stderr: %s", r.Err)
+	}
+	r = b.run(t, invocation{}, "release", "c1", "-n", ns, "--force", "--yes")
+	r.ExpectCode(t, cli.ExitOK)
+	if kubeenv.MustGetLock(t, b.Client, ns, "c1") != nil {
+		t.Fatal("corrupt lock still exists")
+	}
+}
+
+func releaseRefusesForeignConfigMapEvenWithForce(t *testing.T, b *Backend) {
+	ns := b.Namespace(t)
+	b.newCluster(t, ns, "c1", true)
+	b.newConfigMap(t, ns, "c1-lock", map[string]string{engine.ClusterNameLabel: "c1"}, map[string]string{"other": "data"}, nil)
+	want := `error: namespace "` + ns + `": configmap "c1-lock" is not an init lock (no lock-information key); refusing to touch it`
+	for _, args := range [][]string{{"release", "c1", "-n", ns}, {"release", "c1", "-n", ns, "--force"}} {
+		var c kubeenv.Counter
+		r := b.run(t, invocation{counter: &c}, args...)
+		r.ExpectCode(t, cli.ExitError)
+		if !strings.HasPrefix(r.Err, want) {
+			t.Errorf("stderr:\n%s\nwant prefix:\n%s", r.Err, want)
+		}
+		if c.Writes() != 0 {
+			t.Errorf("%v wrote %d times", args, c.Writes())
+		}
+	}
+	if kubeenv.MustGetLock(t, b.Client, ns, "c1") == nil {
+		t.Fatal("foreign configmap was deleted")
+	}
+}
+
+func releaseArguments(t *testing.T, b *Backend) {
+	r := b.run(t, invocation{}, "release")
+	r.ExpectCode(t, cli.ExitError)
+	if !strings.Contains(r.Err, "accepts 1 arg(s), received 0") {
+		t.Errorf("stderr: %s", r.Err)
+	}
+	r = b.run(t, invocation{}, "release", "Not_A_Name", "-n", "default")
+	r.ExpectCode(t, cli.ExitError)
+	if !strings.Contains(r.Err, `cluster "Not_A_Name"`) {
+		t.Errorf("stderr: %s", r.Err)
+	}
+}

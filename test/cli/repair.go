@@ -1,0 +1,329 @@
+package clisuite
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	testingclock "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/internal/cli"
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/pkg/initlock/engine"
+)
+
+func repairDryRunChangesNothing(t *testing.T, b *Backend) {
+	ns := b.Namespace(t)
+	b.fleet(t, ns)
+	before := b.resourceVersions(t, ns)
+	for _, flag := range []string{"--dry-run", "--dry-run=client"} {
+		var c kubeenv.Counter
+		r := b.run(t, invocation{clock: pastGrace(), counter: &c}, "repair", "-n", ns, flag, "--yes")
+		r.ExpectCode(t, cli.ExitNeedsHuman)
+		if !strings.Contains(r.Out, "Dry run: nothing was changed.") || !strings.Contains(r.Out, "Planned changes (5)") {
+			t.Errorf("%s output:\n%s", flag, r.Out)
+		}
+		if got := c.Writes(); got != 0 {
+			t.Errorf("%s made %d writes", flag, got)
+		}
+	}
+	after := b.resourceVersions(t, ns)
+	if fmt.Sprint(before) != fmt.Sprint(after) {
+		t.Errorf("resourceVersions changed:\nbefore %v\nafter  %v", before, after)
+	}
+	r := b.run(t, invocation{}, "repair", "-n", ns, "--dry-run=server")
+	r.ExpectCode(t, cli.ExitError)
+	if !strings.Contains(r.Err, "--dry-run=server is not supported") {
+		t.Errorf("stderr: %s", r.Err)
+	}
+}
+
+// repair applies every planned change with one write each, leaves what
+// needs a person, and exits 2 for it.
+func repairFleet(t *testing.T, b *Backend) {
+	ns := b.Namespace(t)
+	b.fleet(t, ns)
+	var c kubeenv.Counter
+	r := b.run(t, invocation{clock: pastGrace(), counter: &c}, "repair", "-n", ns, "--yes")
+	r.ExpectCode(t, cli.ExitNeedsHuman)
+	if got := c.Writes(); got != 7 {
+		t.Errorf("writes = %d, want 7 (2 adopt, 2 releases of a release mark and a delete each, 1 orphan's mark)", got)
+	}
+	for _, want := range []string{
+		"Done: 2 adopted, 2 released, 1 marked; 0 failed.",
+		"2 locks need a person",
+		"Marked orphan locks are collected by a repair run 10m0s or more from now",
+	} {
+		if !strings.Contains(r.Out, want) {
+			t.Errorf("output lacks %q:\n%s", want, r.Out)
+		}
+	}
+	got := byCluster(b.listJSON(t, ns))
+	want := map[string]string{
+		"c-corrupt": "corrupt", "c-foreign": "foreign", "c-healthy": "healthy", "c-lost": "lost",
+		"c-orphan": "orphan", "c-paused": "unowned", "c-unowned": "healthy", "c-wrong": "healthy",
+	}
+	for cluster, verdict := range want {
+		if got[cluster].Verdict != verdict {
+			t.Errorf("%s: verdict %q, want %q", cluster, got[cluster].Verdict, verdict)
+		}
+	}
+	for _, released := range []string{"c-init", "c-stale"} {
+		if _, ok := got[released]; ok {
+			t.Errorf("%s's lock was not released: %+v", released, got[released])
+		}
+	}
+	if got["c-orphan"].ClusterAbsentSince == "" {
+		t.Errorf("orphan not marked: %+v", got["c-orphan"])
+	}
+	// Run again at once: the orphan waits for its grace period, the rest is
+	// done or needs a person.
+	c.Reset()
+	r = b.run(t, invocation{counter: &c}, "repair", "-n", ns, "--yes")
+	r.ExpectCode(t, cli.ExitNeedsHuman)
+	if c.Writes() != 0 {
+		t.Errorf("second repair made %d writes:\n%s", c.Writes(), r.Out)
+	}
+}
+
+// An orphan lock is marked by a first repair and collected by one run after
+// the grace period, not before.
+func repairCollectsOrphanAfterGrace(t *testing.T, b *Backend) {
+	ns := b.Namespace(t)
+	b.newLock(t, ns, "c1", "m-gone", nil)
+	clk := testingclock.NewFakePassiveClock(time.Now())
+	inv := invocation{clock: clk}
+
+	r := b.run(t, inv, "repair", "-n", ns, "--orphan-grace=10m", "--yes")
+	r.ExpectCode(t, cli.ExitOK)
+	if !strings.Contains(r.Out, "mark-orphan") || !strings.Contains(r.Out, "marked") {
+		t.Fatalf("first repair:\n%s", r.Out)
+	}
+	if kubeenv.MustGetLock(t, b.Client, ns, "c1").Annotations[engine.ClusterAbsentAnnotation] == "" {
+		t.Fatal("lock not marked")
+	}
+
+	clk.SetTime(clk.Now().Add(5 * time.Minute))
+	r = b.run(t, inv, "repair", "-n", ns, "--orphan-grace=10m", "--yes")
+	r.ExpectCode(t, cli.ExitOK)
+	if !strings.Contains(r.Out, "Left as they are for now (1)") || kubeenv.MustGetLock(t, b.Client, ns, "c1") == nil {
+		t.Fatalf("repair within the grace period:\n%s", r.Out)
+	}
+
+	clk.SetTime(clk.Now().Add(6 * time.Minute))
+	r = b.run(t, inv, "repair", "-n", ns, "--orphan-grace=10m", "--yes")
+	r.ExpectCode(t, cli.ExitOK)
+	if !strings.Contains(r.Out, "collected") || kubeenv.MustGetLock(t, b.Client, ns, "c1") != nil {
+		t.Fatalf("repair after the grace period:\n%s", r.Out)
+	}
+}
+
+// repair never deletes a lock whose holder exists while the control plane is
+// not initialised, whatever the policy and the lock's state.
+func repairNeverDeletesLockOfRunningInit(t *testing.T, b *Backend) {
+	for _, tc := range []struct {
+		name string
+		// setup makes cluster c1 (unless orphan), machine m1 and lock c1-lock
+		// held by m1.
+		setup func(t *testing.T, ns string)
+		args  []string
+	}{
+		{"owned", func(t *testing.T, ns string) {
+			cl := b.newCluster(t, ns, "c1", false)
+			b.newLock(t, ns, "c1", "m1", cl)
+		}, nil},
+		{"unowned after restore", func(t *testing.T, ns string) {
+			b.newCluster(t, ns, "c1", false)
+			b.newLock(t, ns, "c1", "m1", nil)
+		}, nil},
+		{"owned by another cluster", func(t *testing.T, ns string) {
+			other := b.newCluster(t, ns, "c2", false)
+			b.newCluster(t, ns, "c1", false)
+			b.newLock(t, ns, "c1", "m1", other)
+		}, nil},
+		{"stale cluster-absent mark", func(t *testing.T, ns string) {
+			cl := b.newCluster(t, ns, "c1", false)
+			cm := b.newLock(t, ns, "c1", "m1", cl)
+			cm.Annotations = map[string]string{engine.ClusterAbsentAnnotation: "2020-01-01T00:00:00Z some-old-uid"}
+			if err := b.Client.Update(t.Context(), cm); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"--orphan-grace=0s"}},
+		{"no release policy", func(t *testing.T, ns string) {
+			b.newCluster(t, ns, "c1", false)
+			b.newLock(t, ns, "c1", "m1", nil)
+		}, []string{"--release-after-init=false", "--orphan-grace=0s"}},
+		{"cluster missing, mark expired", func(t *testing.T, ns string) {
+			b.newLock(t, ns, "c1", "m1", nil)
+		}, []string{"--orphan-grace=0s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := b.Namespace(t)
+			b.newMachine(t, ns, "c1", "m1", nil)
+			tc.setup(t, ns)
+			clk := testingclock.NewFakePassiveClock(time.Now())
+			// Three rounds, each a grace period apart, so that every
+			// two-step action would have had its chance.
+			for range 3 {
+				r := b.run(t, invocation{clock: clk}, append([]string{"repair", "-n", ns, "--yes"}, tc.args...)...)
+				r.ExpectCode(t, cli.ExitOK)
+				cm := kubeenv.MustGetLock(t, b.Client, ns, "c1")
+				if cm == nil {
+					t.Fatalf("the lock of a running init was deleted:\n%s", r.Out)
+				}
+				if rec, err := engine.DecodeRecord(cm.Data[engine.DataKey]); err != nil || rec.MachineName != "m1" {
+					t.Fatalf("lock record changed: %q (%v)", cm.Data[engine.DataKey], err)
+				}
+				clk.SetTime(clk.Now().Add(time.Hour))
+			}
+		})
+	}
+}
+
+// interfere returns a hook that, before each of the first n writes (verb)
+// to the lock of cluster goes out, changes the lock with the admin client,
+// so that the write meets a conflict.
+func (b *Backend) interfere(t *testing.T, verb, ns, cluster string, n int, change func(ctx context.Context, c client.Client, cm *corev1.ConfigMap) error) Before {
+	var left atomic.Int32
+	left.Store(int32(n))
+	var mu sync.Mutex
+	return func(ctx context.Context, r kubeenv.Request) {
+		if r.Verb != verb || r.Resource != "configmaps" || r.Namespace != ns || r.Name != cluster+engine.LockSuffix || left.Add(-1) < 0 {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		cm := kubeenv.MustGetLock(t, b.Client, ns, cluster)
+		if err := change(ctx, b.Client, cm); err != nil {
+			t.Errorf("interfering: %v", err)
+		}
+	}
+}
+
+func touch(ctx context.Context, c client.Client, cm *corev1.ConfigMap) error {
+	if cm.Annotations == nil {
+		cm.Annotations = map[string]string{}
+	}
+	cm.Annotations["example.test/touched"] = time.Now().Format(time.RFC3339Nano)
+	return c.Update(ctx, cm)
+}
+
+// A lock that changes while repair writes it is observed and decided again.
+func repairRetriesAfterConflict(t *testing.T, b *Backend) {
+	t.Run("changed", func(t *testing.T) {
+		ns := b.Namespace(t)
+		b.newCluster(t, ns, "c1", false)
+		b.newMachine(t, ns, "c1", "m1", nil)
+		b.newLock(t, ns, "c1", "m1", nil)
+		var c kubeenv.Counter
+		r := b.run(t, invocation{counter: &c, before: b.interfere(t, "patch", ns, "c1", 1, touch)}, "repair", "-n", ns, "--yes")
+		r.ExpectCode(t, cli.ExitOK)
+		if got := c.Count("patch"); got != 2 {
+			t.Errorf("patches = %d, want 2 (a conflict, then the adoption)", got)
+		}
+		if got := byCluster(b.listJSON(t, ns))["c1"]; got.Verdict != "healthy" {
+			t.Errorf("after repair: %+v", got)
+		}
+	})
+	t.Run("deleted", func(t *testing.T) {
+		ns := b.Namespace(t)
+		cl := b.newCluster(t, ns, "c1", true)
+		b.newLock(t, ns, "c1", "m1", cl)
+		var c kubeenv.Counter
+		del := func(ctx context.Context, c client.Client, cm *corev1.ConfigMap) error { return c.Delete(ctx, cm) }
+		r := b.run(t, invocation{counter: &c, before: b.interfere(t, "delete", ns, "c1", 1, del)}, "repair", "-n", ns, "--yes")
+		r.ExpectCode(t, cli.ExitOK)
+		if !strings.Contains(r.Out, "now free, nothing to do") {
+			t.Errorf("output:\n%s", r.Out)
+		}
+	})
+	t.Run("keeps changing", func(t *testing.T) {
+		ns := b.Namespace(t)
+		b.newCluster(t, ns, "c1", false)
+		b.newMachine(t, ns, "c1", "m1", nil)
+		b.newLock(t, ns, "c1", "m1", nil)
+		var c kubeenv.Counter
+		r := b.run(t, invocation{counter: &c, before: b.interfere(t, "patch", ns, "c1", 100, touch)}, "repair", "-n", ns, "--yes")
+		r.ExpectCode(t, cli.ExitError)
+		if got := c.Count("patch"); got != 5 {
+			t.Errorf("patches = %d, want 5 (bounded)", got)
+		}
+		if !strings.Contains(r.Err, `configmap "c1-lock": adopt: the lock changed 5 times in a row`) {
+			t.Errorf("stderr: %s", r.Err)
+		}
+	})
+}
+
+func repairConfirmationAndProgressOnTerminal(t *testing.T, b *Backend) {
+	setup := func(t *testing.T) string {
+		ns := b.Namespace(t)
+		b.newCluster(t, ns, "c1", false)
+		b.newMachine(t, ns, "c1", "m1", nil)
+		b.newLock(t, ns, "c1", "m1", nil)
+		return ns
+	}
+	t.Run("declined", func(t *testing.T) {
+		ns := setup(t)
+		var c kubeenv.Counter
+		r := b.run(t, invocation{terminal: true, stdin: "n\n", counter: &c}, "repair", "-n", ns)
+		r.ExpectCode(t, cli.ExitError)
+		if !strings.Contains(r.Err, "Apply 1 change? [y/N]: ") || !strings.Contains(r.Err, "repair aborted; nothing was changed") {
+			t.Errorf("stdout:\n%s\nstderr:\n%s", r.Out, r.Err)
+		}
+		if c.Writes() != 0 {
+			t.Errorf("declined repair made %d writes", c.Writes())
+		}
+	})
+	t.Run("accepted with progress bar", func(t *testing.T) {
+		ns := setup(t)
+		r := b.run(t, invocation{terminal: true, stdin: "yes\n", progressThreshold: 1}, "repair", "-n", ns)
+		r.ExpectCode(t, cli.ExitOK)
+		if !strings.Contains(r.Err, "\rrepairing [..............................] 0/1") || !strings.Contains(r.Err, "\rrepairing [##############################] 1/1") {
+			t.Errorf("no progress bar on stderr: %q", r.Err)
+		}
+	})
+	t.Run("--yes does not ask", func(t *testing.T) {
+		ns := setup(t)
+		r := b.run(t, invocation{terminal: true}, "repair", "-n", ns, "--yes")
+		r.ExpectCode(t, cli.ExitOK)
+		if strings.Contains(r.Out+r.Err, "[y/N]") {
+			t.Errorf("asked despite --yes:\n%s%s", r.Out, r.Err)
+		}
+	})
+}
+
+func repairExitCodes(t *testing.T, b *Backend) {
+	t.Run("healthy", func(t *testing.T) {
+		ns := b.Namespace(t)
+		cl := b.newCluster(t, ns, "c1", false)
+		b.newMachine(t, ns, "c1", "m1", nil)
+		b.newLock(t, ns, "c1", "m1", cl)
+		b.run(t, invocation{}, "repair", "-n", ns, "--yes").ExpectCode(t, cli.ExitOK)
+	})
+	t.Run("corrupt", func(t *testing.T) {
+		ns := b.Namespace(t)
+		cl := b.newCluster(t, ns, "c1", false)
+		b.newConfigMap(t, ns, "c1-lock", map[string]string{engine.ClusterNameLabel: "c1"}, map[string]string{engine.DataKey: `{"machineName":""}`}, cl)
+		r := b.run(t, invocation{}, "repair", "-n", ns, "--yes")
+		r.ExpectCode(t, cli.ExitNeedsHuman)
+		if !strings.Contains(r.Out, "kubectl initlock release c1 -n "+ns+" --force") {
+			t.Errorf("no way out named:\n%s", r.Out)
+		}
+	})
+	t.Run("foreign", func(t *testing.T) {
+		ns := b.Namespace(t)
+		b.newCluster(t, ns, "c1", false)
+		b.newConfigMap(t, ns, "c1-lock", nil, nil, nil)
+		r := b.run(t, invocation{}, "repair", "-n", ns, "--yes")
+		r.ExpectCode(t, cli.ExitNeedsHuman)
+		if !strings.Contains(r.Out, `configmap "c1-lock" is not an init lock (no cluster.x-k8s.io/cluster-name label); refusing to touch it`) {
+			t.Errorf("output:\n%s", r.Out)
+		}
+	})
+}
