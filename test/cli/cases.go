@@ -21,6 +21,7 @@ var cases = []struct {
 	{"RepairWaitsForARestoredHolder", repairWaitsForARestoredHolder},
 	{"RepairTakesLeftMarksOff", repairTakesLeftMarksOff},
 	{"ReleaseReadsAgainAfterTheAnswer", releaseReadsAgainAfterTheAnswer},
+	{"RepairConfirmsAfterTheAnswer", repairConfirmsAfterTheAnswer},
 	{"RepairUsesTheManagersPolicy", repairUsesTheManagersPolicy},
 	{"RepairWithoutManagerSaysSo", repairWithoutManagerSaysSo},
 	{"MissingClusterIsNotFound", missingClusterIsNotFound},

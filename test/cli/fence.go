@@ -117,3 +117,22 @@ func releaseReadsAgainAfterTheAnswer(t *testing.T, b *Backend) {
 		t.Fatalf("release answered y after the holder came back: %d writes\nstdout:\n%s\nstderr:\n%s", c.Writes(), r.Out, r.Err)
 	}
 }
+
+// repairConfirmsAfterTheAnswer: repair plans the release of a gone
+// holder's lock and asks; the holder Machine restored while the question
+// waits changes the decision on the live read that precedes each write, so
+// repair writes nothing and says that a Machine may have changed, not only
+// the Cluster.
+func repairConfirmsAfterTheAnswer(t *testing.T, b *Backend) {
+	ns := b.Namespace(t)
+	cl := b.newCluster(t, ns, "c1", false)
+	b.newLock(t, ns, "c1", "m0", cl)
+	in := &answerAfter{before: func() { b.newMachine(t, ns, "c1", "m0", nil) }, answer: strings.NewReader("y\n")}
+	var c kubeenv.Counter
+	r := b.run(t, invocation{in: in, clock: pastGrace(), counter: &c}, "repair", "-n", ns)
+	r.ExpectCode(t, cli.ExitOK)
+	if !strings.Contains(r.Out, "the Cluster or its Machines had changed; now healthy, nothing to do") || c.Writes() != 0 ||
+		kubeenv.MustGetLock(t, b.Client, ns, "c1") == nil {
+		t.Fatalf("repair answered y after the holder came back: %d writes\nstdout:\n%s\nstderr:\n%s", c.Writes(), r.Out, r.Err)
+	}
+}
