@@ -1,110 +1,49 @@
-package velerosuite_test
+package velerosuite
 
 import (
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 
-	velerov1 "github.com/vmware-tanzu/velero/pkg/apis/velero/v1"
 	veleroplugin "github.com/vmware-tanzu/velero/pkg/plugin/velero"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/initlock/initlock/internal/kubeenv"
-	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/internal/relink"
 	"github.com/initlock/initlock/internal/velero"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
-// readBack returns obj as the API server serves it, as Velero backs it up.
-func readBack(t *testing.T, gvk schema.GroupVersionKind, ns, name string) *unstructured.Unstructured {
-	t.Helper()
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gvk)
-	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, u); err != nil {
-		t.Fatalf("reading %s %s/%s: %v", gvk.Kind, ns, name, err)
-	}
-	return u
+// Execute runs the cases of the action's Execute on items backed up from,
+// and restored into, the backend: the owners recorded with their UIDs,
+// owners already recorded kept, items without owners untouched, and
+// annotations that cannot be read refused with an error naming the item.
+func Execute(t *testing.T, b Backend) {
+	t.Run("records owner references with their UIDs", func(t *testing.T) { recordsOwnerReferences(t, b) })
+	t.Run("table", func(t *testing.T) { executeTable(t, b) })
 }
 
-// resetForRestore returns the item Velero's restore passes to the restore
-// item actions for backed (velerosim's ActionInput: server-set metadata,
-// ownerReferences and status removed), placed in namespace ns, where the
-// restore maps it after the actions.
-func resetForRestore(t *testing.T, backed *unstructured.Unstructured, ns string) *unstructured.Unstructured {
-	t.Helper()
-	r, err := velerosim.New(env.Config, velerosim.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, err := r.ActionInput(backed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.SetNamespace(ns)
-	return u
-}
-
-func restoreObject(ns string) *velerov1.Restore {
-	return &velerov1.Restore{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: "restore-1"},
-		Spec:       velerov1.RestoreSpec{BackupName: "backup-1", IncludedNamespaces: []string{ns}},
-	}
-}
-
-// machineSetUID is the UID of the MachineSet ownedGraph's Machine records
-// as owner, which does not exist.
-const machineSetUID = "2b1e0c1e-0000-4000-8000-000000000001"
-
-// ownedGraph creates a Cluster, a MachineSet owned by it and a Machine
-// owned by the MachineSet as a controller, and returns the Machine as
-// backed up.
-func ownedGraph(t *testing.T, ns string) (cluster, machine *unstructured.Unstructured) {
-	t.Helper()
+func recordsOwnerReferences(t *testing.T, b Backend) {
 	ctx := t.Context()
-	v := env.CAPIVersion
-	cluster = kubeenv.NewCluster(v, ns, "c1")
-	if err := env.Client.Create(ctx, cluster); err != nil {
-		t.Fatalf("creating cluster: %v", err)
-	}
-	m := kubeenv.NewMachine(v, ns, "c1", "c1-cp-0")
-	m.SetOwnerReferences([]metav1.OwnerReference{
-		{APIVersion: cluster.GetAPIVersion(), Kind: "Cluster", Name: "c1", UID: cluster.GetUID()},
-		{APIVersion: capi.Group + "/" + v, Kind: "MachineSet", Name: "ms-0", UID: machineSetUID,
-			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)},
-	})
-	if err := env.Client.Create(ctx, m); err != nil {
-		t.Fatalf("creating machine: %v", err)
-	}
-	return cluster, readBack(t, capi.MachineGVK(v), ns, "c1-cp-0")
-}
-
-func TestExecuteRecordsOwnerReferencesWithTheirUIDs(t *testing.T) {
-	ctx := t.Context()
-	ns := env.Namespace(t)
-	target := env.Namespace(t)
-	cluster, backed := ownedGraph(t, ns)
+	api := b.New(t)
+	ns, target := api.Namespace(), api.Namespace()
+	cluster, backed := OwnedGraph(t, api.Client, ns)
 
 	action := velero.NewAction(velero.DefaultConfig(), false, nil)
-	item := resetForRestore(t, backed, target)
+	item := ActionInput(t, api.Client, backed, target)
 	out, err := action.Execute(&veleroplugin.RestoreItemActionExecuteInput{
-		Item: item, ItemFromBackup: backed, Restore: restoreObject(ns),
+		Item: item, ItemFromBackup: backed, Restore: RestoreObject(ns),
 	})
 	if err != nil {
 		t.Fatalf("Execute: %v", err)
 	}
 	got := out.UpdatedItem.(*unstructured.Unstructured)
 	value := got.GetAnnotations()[relink.Annotation]
-	v := env.CAPIVersion
+	v := capi.V1Beta2
 	want := `{"version":2,"owners":[{"apiVersion":"cluster.x-k8s.io/` + v + `","kind":"Cluster","name":"c1","uid":"` + string(cluster.GetUID()) + `"},` +
-		`{"apiVersion":"cluster.x-k8s.io/` + v + `","kind":"MachineSet","name":"ms-0","uid":"` + machineSetUID + `","controller":true,"blockOwnerDeletion":true}]}`
+		`{"apiVersion":"cluster.x-k8s.io/` + v + `","kind":"MachineSet","name":"ms-0","uid":"` + MachineSetUID + `","controller":true,"blockOwnerDeletion":true}]}`
 	if value != want {
 		t.Fatalf("annotation = %s\nwant        %s", value, want)
 	}
@@ -122,31 +61,26 @@ func TestExecuteRecordsOwnerReferencesWithTheirUIDs(t *testing.T) {
 	// The item is restorable as it is.
 	restored := out.UpdatedItem.(*unstructured.Unstructured).DeepCopy()
 	restored.SetAnnotations(map[string]string{relink.Annotation: value})
-	if err := env.Client.Create(ctx, restored); err != nil {
+	if err := api.Client.Create(ctx, restored); err != nil {
 		t.Fatalf("restoring the item: %v", err)
 	}
-	if ann := readBack(t, backed.GroupVersionKind(), target, backed.GetName()).GetAnnotations()[relink.Annotation]; ann != want {
+	if ann := readBack(t, api.Client, backed.GroupVersionKind(), target, backed.GetName()).GetAnnotations()[relink.Annotation]; ann != want {
 		t.Fatalf("restored annotation = %s", ann)
 	}
 }
 
-func equality(a, b *unstructured.Unstructured) bool {
-	ja, _ := json.Marshal(a.Object)
-	jb, _ := json.Marshal(b.Object)
-	return string(ja) == string(jb)
-}
-
-func TestExecuteTable(t *testing.T) {
-	ns := env.Namespace(t)
-	cluster, backedMachine := ownedGraph(t, ns)
+func executeTable(t *testing.T, b Backend) {
+	api := b.New(t)
+	ns := api.Namespace()
+	cluster, backedMachine := OwnedGraph(t, api.Client, ns)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unowned", Labels: map[string]string{capi.ClusterNameLabel: "c1"}}}
-	if err := env.Client.Create(t.Context(), cm); err != nil {
+	if err := api.Client.Create(t.Context(), cm); err != nil {
 		t.Fatal(err)
 	}
-	backedCM := readBack(t, corev1.SchemeGroupVersion.WithKind("ConfigMap"), ns, "unowned")
-	v := env.CAPIVersion
+	backedCM := readBack(t, api.Client, corev1.SchemeGroupVersion.WithKind("ConfigMap"), ns, "unowned")
+	v := capi.V1Beta2
 	owners := `{"apiVersion":"cluster.x-k8s.io/` + v + `","kind":"Cluster","name":"c1","uid":"` + string(cluster.GetUID()) + `"},` +
-		`{"apiVersion":"cluster.x-k8s.io/` + v + `","kind":"MachineSet","name":"ms-0","uid":"` + machineSetUID + `","controller":true,"blockOwnerDeletion":true}`
+		`{"apiVersion":"cluster.x-k8s.io/` + v + `","kind":"MachineSet","name":"ms-0","uid":"` + MachineSetUID + `","controller":true,"blockOwnerDeletion":true}`
 
 	withAnnotation := func(u *unstructured.Unstructured, value string) *unstructured.Unstructured {
 		u = u.DeepCopy()
@@ -163,18 +97,22 @@ func TestExecuteTable(t *testing.T) {
 		{
 			name:   "no ownerReferences: untouched",
 			backed: backedCM,
-			item:   func(u *unstructured.Unstructured) *unstructured.Unstructured { return resetForRestore(t, u, ns) },
+			item: func(u *unstructured.Unstructured) *unstructured.Unstructured {
+				return ActionInput(t, api.Client, u, ns)
+			},
 		},
 		{
 			name:   "no ownerReferences and a bad annotation: untouched",
 			backed: withAnnotation(backedCM, "{not json"),
-			item:   func(u *unstructured.Unstructured) *unstructured.Unstructured { return resetForRestore(t, u, ns) },
+			item: func(u *unstructured.Unstructured) *unstructured.Unstructured {
+				return ActionInput(t, api.Client, u, ns)
+			},
 		},
 		{
 			name:   "pending owners from an earlier restore, in the first format, are kept after the current ones",
 			backed: backedMachine,
 			item: func(u *unstructured.Unstructured) *unstructured.Unstructured {
-				return withAnnotation(resetForRestore(t, u, ns),
+				return withAnnotation(ActionInput(t, api.Client, u, ns),
 					`[{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","name":"c1"},{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta1","kind":"DockerCluster","name":"c1"}]`)
 			},
 			want: `{"version":2,"owners":[` + owners + `,` +
@@ -184,7 +122,7 @@ func TestExecuteTable(t *testing.T) {
 			name:   "pending owners in the second format keep their UIDs",
 			backed: backedMachine,
 			item: func(u *unstructured.Unstructured) *unstructured.Unstructured {
-				return withAnnotation(resetForRestore(t, u, ns),
+				return withAnnotation(ActionInput(t, api.Client, u, ns),
 					`{"version":2,"owners":[{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta1","kind":"DockerCluster","name":"c1","uid":"u-dc"}]}`)
 			},
 			want: `{"version":2,"owners":[` + owners + `,` +
@@ -194,7 +132,7 @@ func TestExecuteTable(t *testing.T) {
 			name:   "an item run through the action twice keeps one record per owner",
 			backed: backedMachine,
 			item: func(u *unstructured.Unstructured) *unstructured.Unstructured {
-				return withAnnotation(resetForRestore(t, u, ns), relink.Encode(relink.FromOwnerReferences(u.GetOwnerReferences())))
+				return withAnnotation(ActionInput(t, api.Client, u, ns), relink.Encode(relink.FromOwnerReferences(u.GetOwnerReferences())))
 			},
 			want: `{"version":2,"owners":[` + owners + `]}`,
 		},
@@ -202,7 +140,7 @@ func TestExecuteTable(t *testing.T) {
 			name:   "bad JSON in the annotation names the object",
 			backed: backedMachine,
 			item: func(u *unstructured.Unstructured) *unstructured.Unstructured {
-				return withAnnotation(resetForRestore(t, u, ns), "{not json")
+				return withAnnotation(ActionInput(t, api.Client, u, ns), "{not json")
 			},
 			wantErrIn: []string{"machine.cluster.x-k8s.io " + ns + "/c1-cp-0", relink.Annotation, "not a JSON object of owner references"},
 		},
@@ -210,7 +148,7 @@ func TestExecuteTable(t *testing.T) {
 			name:   "an owner without a name names the object",
 			backed: backedMachine,
 			item: func(u *unstructured.Unstructured) *unstructured.Unstructured {
-				return withAnnotation(resetForRestore(t, u, ns), `[{"apiVersion":"v1","kind":"ConfigMap"}]`)
+				return withAnnotation(ActionInput(t, api.Client, u, ns), `[{"apiVersion":"v1","kind":"ConfigMap"}]`)
 			},
 			wantErrIn: []string{"machine.cluster.x-k8s.io " + ns + "/c1-cp-0", "must all be set"},
 		},
@@ -220,7 +158,7 @@ func TestExecuteTable(t *testing.T) {
 			item := tt.item(tt.backed)
 			before := item.DeepCopy()
 			out, err := velero.NewAction(velero.DefaultConfig(), false, nil).Execute(&veleroplugin.RestoreItemActionExecuteInput{
-				Item: item, ItemFromBackup: tt.backed, Restore: restoreObject(ns),
+				Item: item, ItemFromBackup: tt.backed, Restore: RestoreObject(ns),
 			})
 			if len(tt.wantErrIn) > 0 {
 				if err == nil {
