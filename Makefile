@@ -29,6 +29,7 @@ UNIT_test/alerts = ./...
 # The packages whose tests start no control plane (the others fail, rather
 # than skip, without one), across the modules of go.work: make quick.
 QUICK_PKGS ?= ./internal/benchreport/... ./internal/controllers/lock ./internal/copier ./internal/demo ./internal/explore ./internal/kubeenv/faults ./internal/version \
+	./internal/relink/... ./internal/velero \
 	./pkg/initlock/... ./hack/release/archive ./hack/release/notes ./hack/release/oci
 # Without -count=1, go test's cache skips the packages that did not change.
 QUICK_FLAGS ?= -timeout=10m
