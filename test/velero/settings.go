@@ -28,9 +28,10 @@ func SettingsConfigMap(t *testing.T, c client.Client, ns, name, kind string, dat
 	return cm
 }
 
-// The settings come from the ConfigMap Velero's convention names, else
-// from the deprecated variables (with a warning), else the defaults; what
-// cannot be meant is an error naming the fix.
+// Settings runs the cases of velero.Settings: the settings come from the
+// ConfigMap Velero's convention names, else from the deprecated variables
+// (with a warning), else the defaults; what cannot be meant is an error
+// naming the fix; and Load makes one request, a list of ConfigMaps.
 func Settings(t *testing.T, b Backend) {
 	kind := string(velero.SettingsKind)
 	for _, tc := range []struct {
