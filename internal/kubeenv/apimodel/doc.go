@@ -1,10 +1,12 @@
 // Package apimodel is a model of kube-apiserver for the objects the init
 // lock touches (ConfigMaps, Cluster API Clusters and Machines), for the
-// exhaustive explorer in internal/explore. Its Client implements
-// controller-runtime's client.Client, so the real code (the Locker, the
-// lock reconciler) runs against it unchanged, and every request goes
-// through a Gate that decides when it reaches the Store and what its caller
-// gets back.
+// exhaustive explorer in internal/explore and the tests that need no
+// control plane (the lock reconciler's, the relinker's Reconcile, the
+// Velero plugin's). Its Client implements controller-runtime's
+// client.Client, so the real code (the Locker, the lock reconciler, the
+// relinker) runs against it unchanged, and every request goes through a
+// Gate that decides when it reaches the Store and what its caller gets
+// back.
 //
 // # What it models
 //
