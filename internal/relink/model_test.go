@@ -27,3 +27,5 @@ func model() relinksuite.Backend {
 }
 
 func TestReconcile(t *testing.T) { relinksuite.Reconcile(t, model()) }
+
+func TestPending(t *testing.T) { relinksuite.Pending(t, model()) }

@@ -8,7 +8,8 @@
 // same references, requests, requeues, events and gauges on both. The
 // restored objects are made by the Velero simulator (velerosim) and
 // initlock's plugin action. The model serves Clusters, Machines and
-// ConfigMaps only, so the cases use no other kind.
+// ConfigMaps only, so the cases use no other kind. Pending runs
+// relink.FindPending, what kubectl initlock relinks lists, on both alike.
 //
 // The tests of this folder also run the relinker in a manager, with its
 // cache and watches, on the real control plane (etcd, kube-apiserver and

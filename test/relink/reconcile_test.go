@@ -28,3 +28,5 @@ func apiServer() relinksuite.Backend {
 }
 
 func TestReconcileOnAPIServer(t *testing.T) { relinksuite.Reconcile(t, apiServer()) }
+
+func TestPendingOnAPIServer(t *testing.T) { relinksuite.Pending(t, apiServer()) }
