@@ -138,7 +138,7 @@ func QuickPlanOptions() PlanOptions {
 const (
 	LibraryPkg    = "./test/library"
 	ManagerPkg    = "./test/manager/bench"
-	RelinkPkg     = "./internal/relink"
+	RelinkPkg     = "./test/relink"
 	ContentionDir = "hack/contention"
 )
 

@@ -43,7 +43,7 @@ func (r *Relinker) clustersOf(ctx context.Context, k *kind, obj client.Object, o
 	var out []*unstructured.Unstructured
 	for _, name := range clusterNames(obj, owners) {
 		cl := r.byGK[clusterGK].newObject()
-		err := r.cache.Get(ctx, types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}, cl)
+		err := r.objects.Get(ctx, types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}, cl)
 		if apierrors.IsNotFound(err) {
 			continue
 		}

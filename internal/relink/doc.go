@@ -84,6 +84,14 @@
 //     tried again after Options.MaxBackoff. Other objects are not held up.
 //   - Its requests carry UserAgent in their User-Agent.
 //
+// # Without a manager
+//
+// NewForClient makes a Relinker that reads through a client where the
+// relinker of SetupWithManager reads its cache, and that nothing starts or
+// watches: its caller calls Reconcile. The reconcile cases of test/relink
+// run it so, against the model API server (internal/kubeenv/apimodel) in
+// this package's tests and against the real API server there.
+//
 // # What it does not do
 //
 //   - Objects of kinds that are not relinked, or outside the selectors,

@@ -37,7 +37,7 @@ func (r *Relinker) resolve(ctx context.Context, k *kind, obj client.Object, owne
 			out[i] = Judgement{Owner: o, Verdict: VerdictNotFound, Why: t.unreadable}
 		case t.watched != nil:
 			cached := t.watched.newObject()
-			if err := r.cache.Get(ctx, t.id.key, cached); apierrors.IsNotFound(err) {
+			if err := r.objects.Get(ctx, t.id.key, cached); apierrors.IsNotFound(err) {
 				cached = nil
 			} else if err != nil {
 				return nil, fmt.Errorf("%s %s: reading owner %s from the cache: %w", k.gvk.GroupKind(), klog.KObj(obj), o, err)

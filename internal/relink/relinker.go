@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -124,11 +125,14 @@ type Relinker struct {
 	kinds []*kind
 	byGK  map[schema.GroupKind]*kind
 	cache cache.Cache
+	// objects reads the objects relinked and their owners of watched
+	// kinds: the cache, or the client of NewForClient.
+	objects client.Reader
 	// client reads live and patches, never through a cache.
 	client client.Client
 	// live reads owners live, batched per owner.
 	live     *liveReads
-	mapper   *kindMapper
+	mapper   meta.RESTMapper
 	recorder recorder.EventRecorder
 	metrics  *metrics
 
@@ -156,11 +160,6 @@ func New(opts Options) *Relinker {
 // The cache holds the metadata of the relinked kinds only (and spec.paused
 // of Clusters), restricted by Options.Selectors, without managedFields.
 func (r *Relinker) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	kinds := r.opts.Kinds
-	defaults := kinds == nil
-	if defaults {
-		kinds = DefaultKinds()
-	}
 	cfg, hc, err := restConfig(mgr)
 	if err != nil {
 		return err
@@ -169,10 +168,15 @@ func (r *Relinker) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error
 	if err != nil {
 		return fmt.Errorf("setting up the relinker: %w", err)
 	}
-	if r.mapper, err = newKindMapper(dc, r.opts.Clock); err != nil {
+	mapper, err := newKindMapper(dc, r.opts.Clock)
+	if err != nil {
 		return fmt.Errorf("setting up the relinker: discovering the API server's kinds: %w", err)
 	}
-	resolved, skipped, err := resolveKinds(r.mapper, kinds, defaults, r.opts.Selectors)
+	live, err := client.New(cfg, client.Options{HTTPClient: hc, Scheme: mgr.GetScheme(), Mapper: mapper})
+	if err != nil {
+		return fmt.Errorf("setting up the relinker: %w", err)
+	}
+	skipped, err := r.use(mapper, live, mgr.GetEventRecorder("initlock-relinker"))
 	if err != nil {
 		return fmt.Errorf("setting up the relinker: %w", err)
 	}
@@ -180,23 +184,10 @@ func (r *Relinker) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error
 	if len(skipped) > 0 {
 		log.Info("Kinds not served by the API server are not relinked", "kinds", skipped)
 	}
-	r.byGK = map[schema.GroupKind]*kind{}
-	for i := range resolved {
-		k := &resolved[i]
-		r.kinds = append(r.kinds, k)
-		r.byGK[k.gvk.GroupKind()] = k
-	}
-	if r.client, err = client.New(cfg, client.Options{HTTPClient: hc, Scheme: mgr.GetScheme(), Mapper: r.mapper}); err != nil {
-		return fmt.Errorf("setting up the relinker: %w", err)
-	}
-	r.live = newLiveReads(r.client)
-	r.recorder = mgr.GetEventRecorder("initlock-relinker")
-	if r.metrics, err = newMetrics(r.opts.Registry, r.kinds); err != nil {
-		return fmt.Errorf("setting up the relinker: %w", err)
-	}
 	if r.cache, err = r.newCache(mgr, cfg, hc); err != nil {
 		return err
 	}
+	r.objects = r.cache
 	for _, k := range r.kinds {
 		if err := r.cache.IndexField(ctx, k.newObject(), indexField, indexValues); err != nil {
 			return fmt.Errorf("indexing %s by recorded owner: %w", k.gvk.GroupKind(), err)
@@ -227,6 +218,50 @@ func (r *Relinker) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error
 	return nil
 }
 
+// NewForClient returns a Relinker that works through c alone and that
+// nothing starts: it resolves the kinds with c's RESTMapper, reads the
+// objects and the owners of watched kinds through c where the relinker of
+// SetupWithManager reads its cache, reads owners live and patches through
+// c, and records events with rec. Nothing watches: its caller calls
+// Reconcile. Options.Selectors and Options.Namespace, which restrict the
+// cache, restrict nothing here. It serves tests of Reconcile, on the model
+// API server (internal/kubeenv/apimodel) as on a real one.
+func NewForClient(opts Options, c client.Client, rec recorder.EventRecorder) (*Relinker, error) {
+	r := New(opts)
+	if _, err := r.use(c.RESTMapper(), c, rec); err != nil {
+		return nil, fmt.Errorf("setting up the relinker: %w", err)
+	}
+	r.objects = c
+	return r, nil
+}
+
+// use resolves the relinked kinds with mapper, and readies the relinker to
+// read owners live and patch through c and to record events with rec. It
+// returns the default kinds the API server does not serve.
+func (r *Relinker) use(mapper meta.RESTMapper, c client.Client, rec recorder.EventRecorder) ([]schema.GroupKind, error) {
+	kinds := r.opts.Kinds
+	defaults := kinds == nil
+	if defaults {
+		kinds = DefaultKinds()
+	}
+	resolved, skipped, err := resolveKinds(mapper, kinds, defaults, r.opts.Selectors)
+	if err != nil {
+		return nil, err
+	}
+	r.byGK = map[schema.GroupKind]*kind{}
+	for i := range resolved {
+		k := &resolved[i]
+		r.kinds = append(r.kinds, k)
+		r.byGK[k.gvk.GroupKind()] = k
+	}
+	r.mapper, r.client, r.recorder = mapper, c, rec
+	r.live = newLiveReads(c)
+	if r.metrics, err = newMetrics(r.opts.Registry, r.kinds); err != nil {
+		return nil, err
+	}
+	return skipped, nil
+}
+
 // Reconcile links one object to the owners its Annotation records, as far
 // as the link rule (Judge) proves them.
 func (r *Relinker) Reconcile(ctx context.Context, req Request) (ctrl.Result, error) {
@@ -236,7 +271,7 @@ func (r *Relinker) Reconcile(ctx context.Context, req Request) (ctrl.Result, err
 		return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("%s: kind is not relinked", req))
 	}
 	obj := k.newObject()
-	if err := r.cache.Get(ctx, req.NamespacedName, obj); err != nil {
+	if err := r.objects.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forget(req, true)
 			return ctrl.Result{}, nil

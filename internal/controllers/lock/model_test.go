@@ -32,20 +32,8 @@ func model() locksuite.Backend {
 			return &apimodel.Client{Store: store, Gate: apimodel.Counting{Counter: counter}, Actor: "reconciler"},
 				kubeenv.NamespaceName(t.Name()), counter
 		},
-		SetInitialized: setInitialized,
+		SetInitialized: apimodel.SetInitialized,
 	}
-}
-
-// setInitialized writes the status kubeenv.SetInitialized writes, into the
-// model's store (the model serves no status subresource).
-func setInitialized(_ context.Context, c client.Client, cluster *unstructured.Unstructured) error {
-	store := c.(*apimodel.Client).Store
-	k := apimodel.Key{Kind: cluster.GetKind(), Namespace: cluster.GetNamespace(), Name: cluster.GetName()}
-	status := kubeenv.InitializedStatus(cluster.GroupVersionKind().Version, time.Now())
-	if !store.Mutate(k, func(obj map[string]any) { obj["status"] = status }) {
-		return apierrors.NewNotFound(apimodel.ClusterGVK.GroupVersion().WithResource("clusters").GroupResource(), k.Name)
-	}
-	return apimodel.Fill(cluster, store.Peek(k))
 }
 
 func TestReconcile(t *testing.T) { locksuite.Reconcile(t, model()) }

@@ -254,11 +254,12 @@ func (c *Client) SubResource(string) client.SubResourceClient { return noSubReso
 // Scheme has the built-in types; Cluster API objects are unstructured.
 func (c *Client) Scheme() *runtime.Scheme { return scheme }
 
-// RESTMapper maps the kinds the model serves to their resources.
+// RESTMapper maps the kinds the model serves to their resources; a kind
+// asked for without a version maps to the version served.
 func (c *Client) RESTMapper() meta.RESTMapper { return restMapper }
 
 var restMapper = func() meta.RESTMapper {
-	m := meta.NewDefaultRESTMapper(nil)
+	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{corev1.SchemeGroupVersion, ClusterGVK.GroupVersion()})
 	m.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
 	m.Add(appsv1.SchemeGroupVersion.WithKind("Deployment"), meta.RESTScopeNamespace)
 	m.Add(ClusterGVK, meta.RESTScopeNamespace)

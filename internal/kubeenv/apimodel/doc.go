@@ -2,11 +2,12 @@
 // lock touches (ConfigMaps, Cluster API Clusters and Machines, and the
 // Deployments kubectl-initlock reads the manager's policy from), for the
 // exhaustive explorer in internal/explore and the tests that need no
-// control plane. Its Client implements
+// control plane (the lock reconciler's, the CLI's, the relinker's
+// Reconcile, the Velero plugin's). Its Client implements
 // controller-runtime's client.Client, so the real code (the Locker, the
-// lock reconciler) runs against it unchanged, and every request goes
-// through a Gate that decides when it reaches the Store and what its caller
-// gets back.
+// lock reconciler, the CLI, the relinker) runs against it unchanged, and
+// every request goes through a Gate that decides when it reaches the Store
+// and what its caller gets back.
 //
 // # What it models
 //

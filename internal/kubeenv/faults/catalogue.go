@@ -80,7 +80,7 @@ func (e Entry) Models(s Side) bool {
 }
 
 // relinkerUnexplored is why the explorer models no fault of the relinker.
-const relinkerUnexplored = "the explorer drives the lock's protocol, not the relinker; internal/relink's tests " +
+const relinkerUnexplored = "the explorer drives the lock's protocol, not the relinker; test/relink's tests " +
 	"run the relinker on the real API server with each fault"
 
 // catalogue is every fault class, in report order.

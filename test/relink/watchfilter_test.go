@@ -1,4 +1,4 @@
-package relink_test
+package relinksuite_test
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package relink_test
+package relinksuite_test
 
 import (
 	"context"
@@ -55,9 +55,14 @@ func testRestrictedRelinker(t *testing.T, withSecrets bool) {
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	user := "relinker-" + ns
-	files, opts := []string{"rbac.go"}, relink.Options{WarnAfter: -1}
+	root, err := kubeenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg := filepath.Join(root, "internal", "relink")
+	files, opts := []string{filepath.Join(pkg, "rbac.go")}, relink.Options{WarnAfter: -1}
 	if withSecrets {
-		files, opts = append(files, filepath.Join("secrets", "secrets.go")), secrets.Enable(opts)
+		files, opts = append(files, filepath.Join(pkg, "secrets", "secrets.go")), secrets.Enable(opts)
 	}
 	env.BindClusterRole(t, user, kubeenv.MarkerRules(t, files...), kubeenv.UserSubject(user))
 	cfg, err := env.AddUser(user, nil)

@@ -1,4 +1,4 @@
-package velero_test
+package velerosuite_test
 
 import (
 	"io"
@@ -90,54 +90,6 @@ func TestAppliesToAsVeleroResolvesIt(t *testing.T) {
 			got := resolve(t, tt.cfg)(tt.gr, "ns1", tt.labels)
 			if len(got) != len(tt.want) || (len(got) > 0 && got[0] != tt.want[0]) {
 				t.Fatalf("actions for %s %v = %v, want %v", tt.gr, tt.labels, got, tt.want)
-			}
-		})
-	}
-}
-
-func TestConfigFromEnv(t *testing.T) {
-	tests := []struct {
-		name    string
-		env     map[string]string
-		want    velero.Config
-		wantErr bool
-	}{
-		{name: "defaults", want: velero.DefaultConfig()},
-		{
-			name: "all set",
-			env: map[string]string{
-				velero.EnvResources:         " machines.cluster.x-k8s.io , *.bootstrap.cluster.x-k8s.io,",
-				velero.EnvLabelledResources: "configmaps",
-				velero.EnvLabelSelector:     "cluster.x-k8s.io/cluster-name in (a,b)",
-			},
-			want: velero.Config{
-				Resources:         []string{"machines.cluster.x-k8s.io", "*.bootstrap.cluster.x-k8s.io"},
-				LabelledResources: []string{"configmaps"},
-				LabelSelector:     "cluster.x-k8s.io/cluster-name in (a,b)",
-			},
-		},
-		{
-			name: "no labelled resources",
-			env:  map[string]string{velero.EnvLabelledResources: "-"},
-			want: velero.Config{Resources: velero.DefaultConfig().Resources, LabelSelector: capi.ClusterNameLabel},
-		},
-		{name: "bad selector", env: map[string]string{velero.EnvLabelSelector: "a in (("}, wantErr: true},
-		{name: "nothing selected", env: map[string]string{velero.EnvResources: "-", velero.EnvLabelledResources: "-"}, wantErr: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := velero.ConfigFromEnv(func(k string) string { return tt.env[k] })
-			if tt.wantErr {
-				if err == nil {
-					t.Fatalf("ConfigFromEnv = %+v, want an error", got)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !equalStrings(got.Resources, tt.want.Resources) || !equalStrings(got.LabelledResources, tt.want.LabelledResources) || got.LabelSelector != tt.want.LabelSelector {
-				t.Fatalf("ConfigFromEnv = %+v, want %+v", got, tt.want)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package velero_test
+package velerosuite_test
 
 import (
 	"os"

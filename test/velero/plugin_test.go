@@ -1,4 +1,4 @@
-package velero_test
+package velerosuite_test
 
 import (
 	"testing"
@@ -9,6 +9,7 @@ import (
 	"github.com/initlock/initlock/internal/relink"
 	"github.com/initlock/initlock/internal/velero"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	velerosuite "github.com/initlock/initlock/test/velero"
 )
 
 // TestPluginBinaryServesTheActions builds the plugin binary and loads it the
@@ -46,9 +47,9 @@ func TestPluginBinaryServesTheActions(t *testing.T) {
 		t.Fatalf("AppliesTo = %+v, %v", sel, err)
 	}
 
-	_, backed := ownedGraph(t, ns)
+	_, backed := velerosuite.OwnedGraph(t, env.Client, ns)
 	out, err := action.Execute(&veleroplugin.RestoreItemActionExecuteInput{
-		Item: resetForRestore(t, backed, ns), ItemFromBackup: backed, Restore: restoreObject(ns),
+		Item: velerosuite.ActionInput(t, env.Client, backed, ns), ItemFromBackup: backed, Restore: velerosuite.RestoreObject(ns),
 	})
 	if err != nil {
 		t.Fatalf("Execute over gRPC: %v", err)
@@ -59,9 +60,9 @@ func TestPluginBinaryServesTheActions(t *testing.T) {
 		t.Fatalf("annotation over gRPC = %s (%v)", got, err)
 	}
 
-	bad := resetForRestore(t, backed, ns)
+	bad := velerosuite.ActionInput(t, env.Client, backed, ns)
 	bad.SetAnnotations(map[string]string{relink.Annotation: "[1,"})
-	if _, err := action.Execute(&veleroplugin.RestoreItemActionExecuteInput{Item: bad, ItemFromBackup: backed, Restore: restoreObject(ns)}); err == nil {
+	if _, err := action.Execute(&veleroplugin.RestoreItemActionExecuteInput{Item: bad, ItemFromBackup: backed, Restore: velerosuite.RestoreObject(ns)}); err == nil {
 		t.Fatal("Execute over gRPC accepted a bad annotation")
 	}
 }

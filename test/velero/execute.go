@@ -1,0 +1,195 @@
+package velerosuite
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	veleroplugin "github.com/vmware-tanzu/velero/pkg/plugin/velero"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/initlock/initlock/internal/relink"
+	"github.com/initlock/initlock/internal/velero"
+	"github.com/initlock/initlock/pkg/initlock/capi"
+)
+
+// Execute runs the cases of the action's Execute on items backed up from,
+// and restored into, the backend: the owners recorded with their UIDs,
+// owners already recorded kept, items without owners untouched, and
+// annotations that cannot be read refused with an error naming the item.
+func Execute(t *testing.T, b Backend) {
+	t.Run("records owner references with their UIDs", func(t *testing.T) { recordsOwnerReferences(t, b) })
+	t.Run("table", func(t *testing.T) { executeTable(t, b) })
+}
+
+func recordsOwnerReferences(t *testing.T, b Backend) {
+	ctx := t.Context()
+	api := b.New(t)
+	ns, target := api.Namespace(), api.Namespace()
+	cluster, backed := OwnedGraph(t, api.Client, ns)
+
+	action := velero.NewAction(velero.DefaultConfig(), false, nil)
+	item := ActionInput(t, api.Client, backed, target)
+	out, err := action.Execute(&veleroplugin.RestoreItemActionExecuteInput{
+		Item: item, ItemFromBackup: backed, Restore: RestoreObject(ns),
+	})
+	if err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	got := out.UpdatedItem.(*unstructured.Unstructured)
+	value := got.GetAnnotations()[relink.Annotation]
+	v := capi.V1Beta2
+	want := `{"version":2,"owners":[{"apiVersion":"cluster.x-k8s.io/` + v + `","kind":"Cluster","name":"c1","uid":"` + string(cluster.GetUID()) + `"},` +
+		`{"apiVersion":"cluster.x-k8s.io/` + v + `","kind":"MachineSet","name":"ms-0","uid":"` + MachineSetUID + `","controller":true,"blockOwnerDeletion":true}]}`
+	if value != want {
+		t.Fatalf("annotation = %s\nwant        %s", value, want)
+	}
+	if out.SkipRestore || len(out.AdditionalItems) > 0 || out.OperationID != "" {
+		t.Fatalf("Execute asked for more than the item: %+v", out)
+	}
+	if len(item.GetAnnotations()) != 0 {
+		t.Fatalf("Execute changed its input item: %v", item.GetAnnotations())
+	}
+	// Only the annotation differs from what Velero would have restored.
+	got.SetAnnotations(nil)
+	if !equality(got, item) {
+		t.Fatalf("Execute changed more than the annotation:\n%v\n%v", got.Object, item.Object)
+	}
+	// The item is restorable as it is.
+	restored := out.UpdatedItem.(*unstructured.Unstructured).DeepCopy()
+	restored.SetAnnotations(map[string]string{relink.Annotation: value})
+	if err := api.Client.Create(ctx, restored); err != nil {
+		t.Fatalf("restoring the item: %v", err)
+	}
+	if ann := readBack(t, api.Client, backed.GroupVersionKind(), target, backed.GetName()).GetAnnotations()[relink.Annotation]; ann != want {
+		t.Fatalf("restored annotation = %s", ann)
+	}
+}
+
+func executeTable(t *testing.T, b Backend) {
+	api := b.New(t)
+	ns := api.Namespace()
+	cluster, backedMachine := OwnedGraph(t, api.Client, ns)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unowned", Labels: map[string]string{capi.ClusterNameLabel: "c1"}}}
+	if err := api.Client.Create(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	backedCM := readBack(t, api.Client, corev1.SchemeGroupVersion.WithKind("ConfigMap"), ns, "unowned")
+	v := capi.V1Beta2
+	owners := `{"apiVersion":"cluster.x-k8s.io/` + v + `","kind":"Cluster","name":"c1","uid":"` + string(cluster.GetUID()) + `"},` +
+		`{"apiVersion":"cluster.x-k8s.io/` + v + `","kind":"MachineSet","name":"ms-0","uid":"` + MachineSetUID + `","controller":true,"blockOwnerDeletion":true}`
+
+	withAnnotation := func(u *unstructured.Unstructured, value string) *unstructured.Unstructured {
+		u = u.DeepCopy()
+		u.SetAnnotations(map[string]string{relink.Annotation: value, "keep": "me"})
+		return u
+	}
+	tests := []struct {
+		name      string
+		backed    *unstructured.Unstructured
+		item      func(*unstructured.Unstructured) *unstructured.Unstructured
+		want      string // annotation; "" means the item is returned untouched
+		wantErrIn []string
+	}{
+		{
+			name:   "no ownerReferences: untouched",
+			backed: backedCM,
+			item: func(u *unstructured.Unstructured) *unstructured.Unstructured {
+				return ActionInput(t, api.Client, u, ns)
+			},
+		},
+		{
+			name:   "no ownerReferences and a bad annotation: untouched",
+			backed: withAnnotation(backedCM, "{not json"),
+			item: func(u *unstructured.Unstructured) *unstructured.Unstructured {
+				return ActionInput(t, api.Client, u, ns)
+			},
+		},
+		{
+			name:   "pending owners from an earlier restore, in the first format, are kept after the current ones",
+			backed: backedMachine,
+			item: func(u *unstructured.Unstructured) *unstructured.Unstructured {
+				return withAnnotation(ActionInput(t, api.Client, u, ns),
+					`[{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","name":"c1"},{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta1","kind":"DockerCluster","name":"c1"}]`)
+			},
+			want: `{"version":2,"owners":[` + owners + `,` +
+				`{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta1","kind":"DockerCluster","name":"c1"}]}`,
+		},
+		{
+			name:   "pending owners in the second format keep their UIDs",
+			backed: backedMachine,
+			item: func(u *unstructured.Unstructured) *unstructured.Unstructured {
+				return withAnnotation(ActionInput(t, api.Client, u, ns),
+					`{"version":2,"owners":[{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta1","kind":"DockerCluster","name":"c1","uid":"u-dc"}]}`)
+			},
+			want: `{"version":2,"owners":[` + owners + `,` +
+				`{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta1","kind":"DockerCluster","name":"c1","uid":"u-dc"}]}`,
+		},
+		{
+			name:   "an item run through the action twice keeps one record per owner",
+			backed: backedMachine,
+			item: func(u *unstructured.Unstructured) *unstructured.Unstructured {
+				return withAnnotation(ActionInput(t, api.Client, u, ns), relink.Encode(relink.FromOwnerReferences(u.GetOwnerReferences())))
+			},
+			want: `{"version":2,"owners":[` + owners + `]}`,
+		},
+		{
+			name:   "bad JSON in the annotation names the object",
+			backed: backedMachine,
+			item: func(u *unstructured.Unstructured) *unstructured.Unstructured {
+				return withAnnotation(ActionInput(t, api.Client, u, ns), "{not json")
+			},
+			wantErrIn: []string{"machine.cluster.x-k8s.io " + ns + "/c1-cp-0", relink.Annotation, "not a JSON object of owner references"},
+		},
+		{
+			name:   "an owner without a name names the object",
+			backed: backedMachine,
+			item: func(u *unstructured.Unstructured) *unstructured.Unstructured {
+				return withAnnotation(ActionInput(t, api.Client, u, ns), `[{"apiVersion":"v1","kind":"ConfigMap"}]`)
+			},
+			wantErrIn: []string{"machine.cluster.x-k8s.io " + ns + "/c1-cp-0", "must all be set"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			item := tt.item(tt.backed)
+			before := item.DeepCopy()
+			out, err := velero.NewAction(velero.DefaultConfig(), false, nil).Execute(&veleroplugin.RestoreItemActionExecuteInput{
+				Item: item, ItemFromBackup: tt.backed, Restore: RestoreObject(ns),
+			})
+			if len(tt.wantErrIn) > 0 {
+				if err == nil {
+					t.Fatalf("Execute succeeded, want an error")
+				}
+				if !errors.Is(err, relink.ErrInvalidAnnotation) {
+					t.Errorf("error %v does not wrap ErrInvalidAnnotation", err)
+				}
+				for _, s := range tt.wantErrIn {
+					if !strings.Contains(err.Error(), s) {
+						t.Errorf("error %q does not contain %q", err, s)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Execute: %v", err)
+			}
+			if tt.want == "" {
+				if out.UpdatedItem != runtime.Unstructured(item) || !equality(item, before) {
+					t.Fatalf("item not returned untouched")
+				}
+				return
+			}
+			got := out.UpdatedItem.(*unstructured.Unstructured).GetAnnotations()
+			if got[relink.Annotation] != tt.want {
+				t.Errorf("annotation = %s\nwant        %s", got[relink.Annotation], tt.want)
+			}
+			if got["keep"] != "me" {
+				t.Errorf("other annotations lost: %v", got)
+			}
+		})
+	}
+}
