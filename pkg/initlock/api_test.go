@@ -1,9 +1,11 @@
 package initlock_test
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"go/ast"
+	"go/build"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -83,21 +85,26 @@ func exportedNames(root string) (string, error) {
 	return b.String(), nil
 }
 
-// packageNames returns the exported names of the package in dir, its
-// tests left out: top-level names as they are, methods as Type.Method.
+// packageNames returns the exported names of the package in dir, as the
+// go command builds it for this platform, its tests left out: top-level
+// names as they are, methods as Type.Method.
 func packageNames(dir string) ([]string, error) {
-	fset := token.NewFileSet()
-	notTest := func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }
-	pkgs, err := parser.ParseDir(fset, dir, notTest, parser.SkipObjectResolution)
-	if err != nil {
-		return nil, fmt.Errorf("parsing %s: %w", dir, err)
+	pkg, err := build.ImportDir(dir, 0)
+	if errors.As(err, new(*build.NoGoError)) {
+		return nil, nil
 	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", dir, err)
+	}
+	fset := token.NewFileSet()
 	var names []string
-	for _, p := range pkgs {
-		for _, f := range p.Files {
-			for _, decl := range f.Decls {
-				names = append(names, declNames(decl)...)
-			}
+	for _, name := range pkg.GoFiles {
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
+		if err != nil {
+			return nil, fmt.Errorf("parsing %s: %w", name, err)
+		}
+		for _, decl := range f.Decls {
+			names = append(names, declNames(decl)...)
 		}
 	}
 	slices.Sort(names)
