@@ -20,9 +20,10 @@
 // refuse objects from before a restore, move or re-creation
 // (ErrStaleMachine, ErrStaleCluster). A holder's Lock re-adopts a restored
 // lock; a lock whose holder is gone is taken over in place. A ConfigMap
-// that is not a lock is never modified, and nothing is written to a paused
-// Cluster. Lock and Unlock never wait: a refused caller gets
-// Result.RetryAfter.
+// that is not a lock is never modified, and no call that begins its
+// writes on a paused Cluster writes anything (a Lock whose claim was
+// applied before the pause may still create the lock it claimed). Lock and
+// Unlock never wait: a refused caller gets Result.RetryAfter.
 //
 // Limits. Losing both records at once (the ConfigMap deleted and the
 // Cluster restored from a backup older than the grant) may let a second

@@ -45,6 +45,9 @@ func TestRegressionStaleCachedGrantAfterWithdrawnClaim(t *testing.T) {
 		f.counter.Reset()
 		res, err := f.locker.Lock(t.Context(), f.cluster, m1)
 		expectAcquired(t, "m1", res, err)
+		if res.Recreated || res.Action != initlock.Action("create") {
+			t.Errorf("Lock(m1) = %+v: want the lock created, not recreated (no lock had existed; the claim's answer was lost)", res)
+		}
 		// PATCH claim (applied, answered 503) ∥ GET m1; GET lock ∥ GET
 		// Cluster ∥ GET m1: the register shows the claim; CREATE the lock
 		// with its token.

@@ -108,13 +108,16 @@ func isDamagedGrant(err error) bool { return errors.Is(err, errDamagedGrant) }
 
 // recreated tells whether a Lock decision gives a lock that was lost while
 // granted back to its granted holder: it creates the missing lock for the
-// caller the register names (the lock is lost, VerdictLost), or for
+// caller the register names from an earlier call (the lock is lost,
+// VerdictLost), or for
 // another Machine the register names, or hands over a lock this call wrote
 // to the Machine the register names.
 func recreated(o Observation, d Decision) bool {
 	switch d.Action {
 	case ActionCreate:
-		return d.Acquired && d.Verdict == VerdictLost
+		// A call that completes its own claim creates a lock no one held:
+		// its claim's answer, not a lock, was lost.
+		return d.Acquired && d.Verdict == VerdictLost && !completesClaim(o, d)
 	case ActionRecreate:
 		return true
 	case ActionYield:

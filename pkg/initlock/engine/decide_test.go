@@ -261,7 +261,7 @@ var decideRows = []struct {
 		nil, want{verdict: engine.VerdictConflict, action: engine.ActionNone, holder: "m2"}},
 	{"this call's claim stands (its answer was lost), no lock: completed with the claim's token, no new claim",
 		lockCall(engine.Observation{Cluster: cluster(grantTo("m1", "mine")), Tokens: []string{"mine"}, ClaimUncertain: true}),
-		nil, want{verdict: engine.VerdictLost, action: engine.ActionCreate, holder: "m1", acquired: true, recreated: true, completes: true}},
+		nil, want{verdict: engine.VerdictLost, action: engine.ActionCreate, holder: "m1", acquired: true, completes: true}},
 	{"this call's claim stands for a Machine restored since (by name only): claimed again, not completed",
 		lockCall(engine.Observation{Cluster: cluster(restoredGrant("m1", "mine")), Tokens: []string{"mine"}}),
 		nil, want{verdict: engine.VerdictLost, action: engine.ActionCreate, register: engine.RegisterClaim, holder: "m1", acquired: true, recreated: true, readFirst: true}},
