@@ -47,7 +47,9 @@ type Result struct {
 	// Verdict is what Lock found (for logs); empty when the caller's claim
 	// of a free lock lost the race.
 	Verdict Verdict
-	// Action is the change Lock made to the lock ConfigMap, for logs.
+	// Action is the change Lock made to the lock ConfigMap, for logs,
+	// including a write whose answer was lost and that Lock then found
+	// applied; its event on the Cluster says the same.
 	Action Action
 	// Recreated tells that the lock had been lost while granted and Lock
 	// created it again, for Holder.

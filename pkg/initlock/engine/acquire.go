@@ -28,6 +28,9 @@ type acquisition struct {
 	tokens         []string
 	uncertain      bool
 	claimUncertain bool
+	// lostWrites are the lock writes whose answers were lost, by token
+	// (Observation.LostWrites).
+	lostWrites map[string]Action
 	// read tells that the call has read the lock live; heldBefore that the
 	// lock named the caller then, before this call wrote it
 	// (Observation.HeldBefore).
@@ -60,7 +63,7 @@ func (a *acquisition) free(ctx context.Context) (Outcome, bool, error) {
 			return Outcome{}, false, nil
 		}
 		_, cerr := createLock(ctx, a.l.Client, a.cl, a.lockName, a.record(a.m, token))
-		a.noteLockWrite(cerr)
+		a.noteLockWrite(cerr, d.Action, token)
 		switch {
 		case cerr == nil:
 			a.acquired(d.Action)
@@ -116,6 +119,7 @@ func (a *acquisition) settle(ctx context.Context) (Outcome, error) {
 		}
 		a.noteFirstRead(obs)
 		obs.Tokens, obs.Uncertain, obs.ClaimUncertain, obs.HeldBefore = a.tokens, a.uncertain, a.claimUncertain, a.heldBefore
+		obs.LostWrites = a.lostWrites
 		d := Decide(obs, Policy{}, a.l.Clock.Now())
 		if obs.Cluster != nil {
 			a.cl = *obs.Cluster
@@ -136,8 +140,15 @@ func (a *acquisition) settle(ctx context.Context) (Outcome, error) {
 		}
 		done, err := a.write(ctx, cm, d)
 		if done {
-			a.acquired(d.Action)
-			return Outcome{Acquired: true, Holder: a.m.Name, Verdict: d.Verdict, Action: d.Action, Recreated: d.Recreated}, nil
+			made := d.Action
+			if d.Landed != "" {
+				a.acquired(d.Landed)
+				made = d.Landed
+			}
+			if d.Action != ActionNone || d.Landed == "" {
+				a.acquired(d.Action)
+			}
+			return Outcome{Acquired: true, Holder: a.m.Name, Verdict: d.Verdict, Action: made, Recreated: d.Recreated}, nil
 		}
 		if err != nil && fatal(err) {
 			return Outcome{}, err
@@ -198,10 +209,10 @@ func (a *acquisition) write(ctx context.Context, cm *corev1.ConfigMap, d Decisio
 	switch d.Action {
 	case ActionCreate:
 		_, err = createLock(ctx, a.l.Client, a.cl, a.lockName, a.record(a.m, token))
-		a.noteLockWrite(err)
+		a.noteLockWrite(err, d.Action, token)
 	case ActionTakeOver:
 		_, err = rewriteLock(ctx, a.l.Client, cm, a.cl, a.record(a.m, token))
-		a.noteLockWrite(err)
+		a.noteLockWrite(err, d.Action, token)
 	case ActionAdopt:
 		_, err = adoptLock(ctx, a.l.Client, cm, a.cl)
 	}
@@ -310,11 +321,18 @@ func (a *acquisition) token() string {
 	return t
 }
 
-// noteLockWrite remembers a write of the lock that may have been applied
-// unseen.
-func (a *acquisition) noteLockWrite(err error) {
-	if err != nil && !definite(err) {
-		a.uncertain = true
+// noteLockWrite remembers a write of the lock, action with token, that
+// may have been applied unseen.
+func (a *acquisition) noteLockWrite(err error, action Action, token string) {
+	if err == nil || definite(err) {
+		return
+	}
+	a.uncertain = true
+	if token != "" {
+		if a.lostWrites == nil {
+			a.lostWrites = map[string]Action{}
+		}
+		a.lostWrites[token] = action
 	}
 }
 

@@ -103,6 +103,9 @@ func decideLock(o Observation, d Decision) Decision {
 		if needsAdoption(o.Lock, d.Owner) || o.Lock.Releasable {
 			d.Action = ActionAdopt
 		}
+		if t := o.Lock.Record.Token; t != "" {
+			d.Landed = o.LostWrites[t]
+		}
 		return d
 	case g == grantCaller && o.mine(o.Cluster.Grant.Token) && o.Cluster.Grant.Exact(o.Cluster, caller):
 		// This call's claim stands, for this very Cluster and Machine (its
@@ -112,6 +115,10 @@ func decideLock(o Observation, d Decision) Decision {
 		d.Action = ActionTakeOver
 		if lk == lockMissing {
 			d.Action = ActionCreate
+		}
+		if d.Verdict == VerdictLost {
+			// The grant found is this call's own claim: no lock was lost.
+			d.Verdict = VerdictFree
 		}
 		d.Acquired, d.Holder = true, caller.Name
 		return d

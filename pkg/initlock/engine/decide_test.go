@@ -175,10 +175,12 @@ type want struct {
 	// recreated, completes and readFirst are the decision's Recreated,
 	// CompletesClaim and ReadCallerFirst.
 	recreated, completes, readFirst bool
-	err                             error
-	wait                            engine.Wait
-	force                           bool
-	requeue                         time.Duration
+	// landed is the decision's Landed.
+	landed  engine.Action
+	err     error
+	wait    engine.Wait
+	force   bool
+	requeue time.Duration
 	// reason, when set, is the release's Reason.
 	reason string
 }
@@ -261,7 +263,19 @@ var decideRows = []struct {
 		nil, want{verdict: engine.VerdictConflict, action: engine.ActionNone, holder: "m2"}},
 	{"this call's claim stands (its answer was lost), no lock: completed with the claim's token, no new claim",
 		lockCall(engine.Observation{Cluster: cluster(grantTo("m1", "mine")), Tokens: []string{"mine"}, ClaimUncertain: true}),
-		nil, want{verdict: engine.VerdictLost, action: engine.ActionCreate, holder: "m1", acquired: true, completes: true}},
+		nil, want{verdict: engine.VerdictFree, action: engine.ActionCreate, holder: "m1", acquired: true, completes: true}},
+	{"this call's create, its answer lost, stands with its claim: held, reported as the create",
+		lockCall(engine.Observation{Lock: lockOf("m1", "mine", owned), Cluster: cluster(grantTo("m1", "mine")), Tokens: []string{"mine"},
+			Uncertain: true, LostWrites: map[string]engine.Action{"mine": engine.ActionCreate}}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1", acquired: true, landed: engine.ActionCreate}},
+	{"this call's take-over, its answer lost, stands with its claim: held, reported as the take-over",
+		lockCall(engine.Observation{Lock: lockOf("m1", "mine", owned), Cluster: cluster(grantTo("m1", "mine")), Tokens: []string{"old", "mine"},
+			Uncertain: true, LostWrites: map[string]engine.Action{"old": engine.ActionCreate, "mine": engine.ActionTakeOver}}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1", acquired: true, landed: engine.ActionTakeOver}},
+	{"a lost write of this call that the lock does not show: nothing landed",
+		lockCall(engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1")), Tokens: []string{"mine"},
+			Uncertain: true, LostWrites: map[string]engine.Action{"mine": engine.ActionTakeOver}}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1", acquired: true}},
 	{"this call's claim stands for a Machine restored since (by name only): claimed again, not completed",
 		lockCall(engine.Observation{Cluster: cluster(restoredGrant("m1", "mine")), Tokens: []string{"mine"}}),
 		nil, want{verdict: engine.VerdictLost, action: engine.ActionCreate, register: engine.RegisterClaim, holder: "m1", acquired: true, recreated: true, readFirst: true}},
@@ -608,7 +622,7 @@ func TestDecide(t *testing.T) {
 			w := tt.want
 			if d.Verdict != w.verdict || d.Action != w.action || d.Register != w.register || d.Holder != w.holder ||
 				d.Acquired != w.acquired || d.Recreated != w.recreated ||
-				d.CompletesClaim != w.completes || d.ReadCallerFirst != w.readFirst || d.Wait != w.wait || d.NeedsForce != w.force || d.RequeueAfter != w.requeue ||
+				d.CompletesClaim != w.completes || d.ReadCallerFirst != w.readFirst || d.Landed != w.landed || d.Wait != w.wait || d.NeedsForce != w.force || d.RequeueAfter != w.requeue ||
 				(w.reason != "" && d.Reason != w.reason) {
 				t.Errorf("Decide() = %+v\nwant %+v", d, w)
 			}

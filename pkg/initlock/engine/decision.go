@@ -218,6 +218,10 @@ type Observation struct {
 	// have been applied unseen, or may still be applied (its answer was
 	// lost, or it timed out).
 	ClaimUncertain bool
+	// LostWrites are the writes of the lock this call made whose answers
+	// were lost (IntentLock): the action of each, by the token of the
+	// record it wrote.
+	LostWrites map[string]Action
 	// AbsentSince is since when the keeper has seen this lock (by its UID)
 	// without its Cluster, by its own watch; nil when it has not. The
 	// manager keeps it in memory, so a restart starts it again: that only
@@ -286,6 +290,12 @@ type Decision struct {
 	// caller's object: the claim replaces a grant naming the caller by
 	// name only. Otherwise the claim and the read run together.
 	ReadCallerFirst bool
+	// Landed is the action of a write of the lock this call made whose
+	// answer was lost, when the lock as read shows it applied: the record
+	// names the caller with that write's token (IntentLock). The caller
+	// holds the lock with nothing more to write, and Lock reports Landed as
+	// the change it made. Empty otherwise.
+	Landed Action
 	// Reason is a fixed word for releases and collections (Reason*).
 	Reason string
 	// RequeueAfter is when to look again, for waits with a deadline.

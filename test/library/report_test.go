@@ -1,0 +1,122 @@
+package library_test
+
+import (
+	"slices"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/initlock/initlock/pkg/initlock"
+)
+
+// reasons records the reasons of the events a Locker emits.
+type reasons struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (r *reasons) Eventf(regarding, _ runtime.Object, eventtype, reason, action, note string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, reason)
+}
+
+func (r *reasons) list() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.got)
+}
+
+// TestResultAndEventsReportTheChange: Lock's Result says the change it
+// made to the lock, and its event on the Cluster says the same, whether
+// the write's answer came back or was lost after the API server applied it
+// (the call then finds its write applied, by the write's token, and holds
+// the lock without writing again). A claim whose answer was lost is this
+// call's own: the lock was free, not lost.
+func TestResultAndEventsReportTheChange(t *testing.T) {
+	lockWrite := func(verb string) func(w write) bool {
+		return func(w write) bool {
+			_, lock := w.obj.(*corev1.ConfigMap)
+			return lock && w.verb == verb
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		// goneHolder starts with an upstream lock naming a Machine that
+		// does not exist.
+		goneHolder bool
+		// lose, when set, picks the write whose answer is lost, applied.
+		lose          func(w write) bool
+		verdict       initlock.Verdict
+		action        initlock.Action
+		event         string
+		reads, writes int
+	}{{
+		name: "free", verdict: "free", action: "create", event: initlock.EventLockAcquired,
+		// PATCH claim ∥ GET m1; CREATE.
+		reads: 1, writes: 2,
+	}, {
+		name: "free, the create's answer lost", lose: lockWrite("create"),
+		verdict: "healthy", action: "create", event: initlock.EventLockAcquired,
+		// PATCH claim ∥ GET m1; CREATE (applied, answered 503); GET lock ∥
+		// GET Cluster ∥ GET m1: both name m1 with the create's token.
+		reads: 4, writes: 2,
+	}, {
+		name: "free, the claim's answer lost", lose: func(w write) bool { return w.claimBy("m1") },
+		verdict: "free", action: "create", event: initlock.EventLockAcquired,
+		// PATCH claim (applied, answered 503) ∥ GET m1; GET lock ∥ GET
+		// Cluster ∥ GET m1; CREATE with the claim's token.
+		reads: 4, writes: 2,
+	}, {
+		name: "holder gone", goneHolder: true,
+		verdict: "stale-holder", action: "take-over", event: initlock.EventLockTakenOver,
+		// PATCH claim ∥ GET m1; CREATE (AlreadyExists); GET lock ∥ GET
+		// Cluster ∥ GET m1; GET gone (404); PATCH the lock with the
+		// claim's token.
+		reads: 5, writes: 3,
+	}, {
+		name: "holder gone, the take-over's answer lost", goneHolder: true, lose: lockWrite("patch"),
+		verdict: "healthy", action: "take-over", event: initlock.EventLockTakenOver,
+		// As above, then GET lock ∥ GET Cluster ∥ GET m1: both name m1
+		// with the take-over's token.
+		reads: 8, writes: 3,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			m1 := f.machine("m1")
+			if tc.goneHolder {
+				f.upstreamLock("gone", f.clusterRef())
+			}
+			var fl *faults
+			if tc.lose != nil {
+				fl = f.withFaults(t, func(w write) (outcome, error) {
+					if tc.lose(w) {
+						return appliedThenFail, unavailable
+					}
+					return pass, nil
+				})
+			}
+			rec := &reasons{}
+			f.locker = initlock.New(f.client, initlock.WithEventRecorder(rec))
+			f.counter.Reset()
+			res, err := f.locker.Lock(t.Context(), f.cluster, m1)
+			expectAcquired(t, "m1", res, err)
+			if res.Verdict != tc.verdict || res.Action != tc.action || res.Recreated {
+				t.Errorf("Lock(m1) = %+v; want verdict %s, action %s, not recreated", res, tc.verdict, tc.action)
+			}
+			if got := rec.list(); !slices.Equal(got, []string{tc.event}) {
+				t.Errorf("events = %v, want [%s]", got, tc.event)
+			}
+			f.counts(t, "Lock(m1)", tc.reads, tc.writes)
+			if fl != nil && len(fl.applied) != 1 {
+				t.Errorf("%d writes applied behind a lost answer, want 1", len(fl.applied))
+			}
+			f.expectHeld(t, "m1")
+			if got := f.lockHolder(); got != "m1" {
+				t.Errorf("lock holder = %s, want m1", got)
+			}
+		})
+	}
+}
