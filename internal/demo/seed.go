@@ -271,7 +271,7 @@ func (s *seedStory) unpause(n note) error {
 	n("re-adopted %s after the unpause: %s", duration(time.Since(started)), describeLock(cm))
 	_, writes := d.lockWrites.take()
 	n("initlock-manager's writes to the lock: %s (new owner and the mark removed together)", writes)
-	ev, err := d.event(seedNamespace, "LockAdopted", capi.ClusterKind, seedCluster)
+	ev, err := d.event(seedNamespace, initlock.EventLockAdopted, capi.ClusterKind, seedCluster)
 	if err != nil {
 		return err
 	}

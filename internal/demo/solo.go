@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
@@ -69,7 +70,7 @@ func (d *demo) singleNode() {
 		took := time.Since(initialised)
 		_, writes := d.lockWrites.take()
 		n("released %s after the status change; initlock-manager's writes: %s (UID and resourceVersion preconditions)", duration(took), writes)
-		ev, err := d.event(soloNamespace, "LockReleased", capi.ClusterKind, soloCluster)
+		ev, err := d.event(soloNamespace, initlock.EventLockReleased, capi.ClusterKind, soloCluster)
 		if err != nil {
 			return err
 		}

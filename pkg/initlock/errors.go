@@ -1,45 +1,48 @@
 package initlock
 
-import "github.com/initlock/initlock/pkg/initlock/engine"
+import (
+	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/internal/report"
+)
 
 // Sentinel errors. Test for them with errors.Is; the errors Lock and Unlock
 // return wrap them in an *Error that names the object and the way out.
 var (
 	// ErrNotALock: a ConfigMap has the lock's name but lacks the
 	// cluster-name label or the lock-information key. It is never modified.
-	ErrNotALock = engine.ErrNotALock
+	ErrNotALock = report.ErrNotALock
 	// ErrCorruptLock: a lock's record, or the Cluster's grant register,
 	// cannot be read. It is never taken over silently.
-	ErrCorruptLock = engine.ErrCorruptLock
+	ErrCorruptLock = report.ErrCorruptLock
 	// ErrClusterPaused: the Cluster is paused; nothing was changed.
-	ErrClusterPaused = engine.ErrClusterPaused
+	ErrClusterPaused = report.ErrClusterPaused
 	// ErrInvalidName: a cluster or machine name cannot be used for a lock;
 	// returned before any API call.
-	ErrInvalidName = engine.ErrInvalidName
+	ErrInvalidName = report.ErrInvalidName
 	// ErrNotHolder: Unlock was asked to release a lock on behalf of a
 	// Machine that does not hold it.
-	ErrNotHolder = engine.ErrNotHolder
+	ErrNotHolder = report.ErrNotHolder
 	// ErrClusterGone: Lock was called for a Cluster that no longer exists.
-	ErrClusterGone = engine.ErrClusterGone
+	ErrClusterGone = report.ErrClusterGone
 	// ErrStaleMachine: the Machine object is not the live Machine of that
 	// name (deleted, re-created or restored since it was read). Nothing was
 	// granted or released; call again with the live object.
-	ErrStaleMachine = engine.ErrStaleMachine
+	ErrStaleMachine = report.ErrStaleMachine
 	// ErrStaleCluster: Unlock was called with a Cluster object that is not
 	// the live Cluster of that name. Nothing was released.
-	ErrStaleCluster = engine.ErrStaleCluster
+	ErrStaleCluster = report.ErrStaleCluster
 	// ErrContended: Lock or Unlock gave up after rounds in a row that did
 	// not settle, the last of them having lost an optimistic-concurrency
 	// race, whose error it wraps too. Calling again is safe. Any other
 	// error that kept the call from settling (a timeout, a server error) is
 	// returned as itself, wrapped.
-	ErrContended = engine.ErrContended
+	ErrContended = report.ErrContended
 )
 
 // Error is the error Lock and Unlock return for a problem with a
 // particular object: its namespace, name and kind, what is wrong and what
 // to do, and the sentinel or API error it wraps.
-type Error = engine.Error
+type Error = report.Error
 
 // Verdict is the health of a cluster's lock as Lock found it: "free",
 // "healthy", "stale-holder" and the others engine.Verdicts lists.
@@ -51,15 +54,15 @@ type Action = engine.Action
 
 // EventRecorder is the part of k8s.io/client-go/tools/events.EventRecorder
 // that a Locker uses to emit events on the Cluster.
-type EventRecorder = engine.EventRecorder
+type EventRecorder = report.EventRecorder
 
 // Event reasons a Locker emits on the Cluster when given an EventRecorder.
 const (
-	EventLockAcquired  = engine.EventLockAcquired
-	EventLockTakenOver = engine.EventLockTakenOver
-	EventLockAdopted   = engine.EventLockAdopted
-	EventLockRecreated = engine.EventLockRecreated
-	EventLockReleased  = engine.EventLockReleased
+	EventLockAcquired  = report.EventLockAcquired
+	EventLockTakenOver = report.EventLockTakenOver
+	EventLockAdopted   = report.EventLockAdopted
+	EventLockRecreated = report.EventLockRecreated
+	EventLockReleased  = report.EventLockReleased
 )
 
 // LockName returns the name of cluster's lock ConfigMap, "<cluster>-lock",

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 
+	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
@@ -25,7 +26,7 @@ const (
 // namespace. The logs and the initlock_lock_* counters record every write
 // whether or not its event was emitted.
 type eventBudget struct {
-	next    EventRecorder
+	next    initlock.EventRecorder
 	limiter flowcontrol.PassiveRateLimiter
 }
 
@@ -34,7 +35,7 @@ type eventBudget struct {
 // rest, counting them in initlock_events_dropped_total. Warning events are
 // rare (one per lock and version) and always emitted. A qps of zero or
 // less emits every event. clk nil is the real clock.
-func NewEventBudget(next EventRecorder, qps float32, burst int, clk clock.PassiveClock) EventRecorder {
+func NewEventBudget(next initlock.EventRecorder, qps float32, burst int, clk clock.PassiveClock) initlock.EventRecorder {
 	if qps <= 0 || next == nil {
 		return next
 	}
@@ -93,13 +94,13 @@ func (r *Reconciler) record(clusterObj *unstructured.Unstructured, cm *corev1.Co
 	switch d.Action {
 	case engine.ActionAdopt:
 		adoptionsTotal.Inc()
-		r.event(clusterObj, cm, corev1.EventTypeNormal, ReasonLockAdopted, "Adopt",
+		r.event(clusterObj, cm, corev1.EventTypeNormal, initlock.EventLockAdopted, "Adopt",
 			"Init lock %s, held by Machine %s, is owned by this Cluster (UID %s) again", cm.Name, d.Holder, obs.Cluster.UID)
 	case engine.ActionRelease:
 		releasesTotal.WithLabelValues(d.Reason).Inc()
 		held()
 		regarding, related := about(clusterObj, cm)
-		r.event(regarding, related, corev1.EventTypeNormal, ReasonLockReleased, "Release",
+		r.event(regarding, related, corev1.EventTypeNormal, initlock.EventLockReleased, "Release",
 			"Init lock %s, held by Machine %s, was released (%s): %s", cm.Name, d.Holder, d.Reason, releaseWhy(d.Reason))
 	case engine.ActionMarkOrphan:
 		absenceMarksTotal.Inc()

@@ -78,7 +78,7 @@ func registerMetrics() {
 		for _, r := range []string{ReasonCorruptLock, ReasonForeignConfigMap, ReasonLockConflict} {
 			warningsTotal.WithLabelValues(r)
 		}
-		for _, r := range []string{ReasonLockAdopted, ReasonLockReleased, ReasonOrphanLockCollected} {
+		for _, r := range []string{initlock.EventLockAdopted, initlock.EventLockReleased, ReasonOrphanLockCollected} {
 			eventsDroppedTotal.WithLabelValues(r)
 		}
 	})

@@ -26,10 +26,10 @@ import (
 // EventSource is the name the controller reports its events under.
 const EventSource = "initlock-manager"
 
-// Event reasons: the library's for what it also does, and the manager's own.
+// Event reasons of the manager's own; for what the library does too, the
+// manager emits the library's (initlock.EventLockAdopted,
+// initlock.EventLockReleased).
 const (
-	ReasonLockAdopted         = initlock.EventLockAdopted
-	ReasonLockReleased        = initlock.EventLockReleased
 	ReasonOrphanLockCollected = "OrphanLockCollected"
 	ReasonCorruptLock         = "CorruptLock"
 	ReasonForeignConfigMap    = "ForeignConfigMap"
@@ -50,10 +50,6 @@ const (
 	CacheLagRetry = 10 * time.Second
 )
 
-// EventRecorder is the part of the events.k8s.io recorder
-// (k8s.io/client-go/tools/events) the controller uses: the library's.
-type EventRecorder = initlock.EventRecorder
-
 // Reconciler keeps the init lock of each Cluster owned, releases it after
 // init and collects it when orphaned. Set the exported fields, then call
 // SetupWithManager.
@@ -64,7 +60,7 @@ type Reconciler struct {
 	// cannot show.
 	APIReader client.Reader
 	// Recorder emits the events.
-	Recorder EventRecorder
+	Recorder initlock.EventRecorder
 	// CAPIVersion is the Cluster API version served (v1beta2 or v1beta1).
 	CAPIVersion string
 	// Policy is passed to engine.Decide.

@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/pkg/initlock/internal/report"
 )
 
 // acquisition is one Lock call.
@@ -253,9 +255,9 @@ func (a *acquisition) refused(ctx context.Context, cm *corev1.ConfigMap, obs Obs
 	}
 	switch {
 	case d.Recreated:
-		a.l.event(a.clusterObj, corev1.EventTypeWarning, EventLockRecreated, "Recreated lost init lock %s for its granted holder %s; %s was refused", a.lockName, d.Holder, a.m.Name)
+		a.l.event(a.clusterObj, corev1.EventTypeWarning, report.EventLockRecreated, "Recreated lost init lock %s for its granted holder %s; %s was refused", a.lockName, d.Holder, a.m.Name)
 	case d.Action == ActionYield:
-		a.l.event(a.clusterObj, corev1.EventTypeWarning, EventLockRecreated, "Init lock handed to its granted holder %s; %s was refused", d.Holder, a.m.Name)
+		a.l.event(a.clusterObj, corev1.EventTypeWarning, report.EventLockRecreated, "Init lock handed to its granted holder %s; %s was refused", d.Holder, a.m.Name)
 	}
 	return res, false, nil
 }
@@ -347,14 +349,14 @@ func (a *acquisition) decisionError(obs Observation, d Decision) error {
 	cl := a.cl
 	switch {
 	case isDamagedGrant(d.Err):
-		return &Error{Namespace: cl.Namespace, Name: cl.Name, Kind: "cluster", Err: d.Err,
+		return &report.Error{Namespace: cl.Namespace, Name: cl.Name, Kind: "cluster", Err: d.Err,
 			Detail: "no machine can be granted the lock until it is repaired: once no machine of the cluster is running kubeadm init, run 'kubectl initlock release " + cl.Name + " -n " + cl.Namespace + " --force'"}
-	case errors.Is(d.Err, ErrClusterGone):
-		return &Error{Namespace: cl.Namespace, Name: cl.Name, Kind: "cluster", Err: d.Err,
+	case errors.Is(d.Err, report.ErrClusterGone):
+		return &report.Error{Namespace: cl.Namespace, Name: cl.Name, Kind: "cluster", Err: d.Err,
 			Detail: "a lock is only granted for an existing Cluster; nothing was changed"}
-	case errors.Is(d.Err, ErrClusterPaused):
+	case errors.Is(d.Err, report.ErrClusterPaused):
 		return pausedError(cl)
-	case errors.Is(d.Err, ErrStaleMachine):
+	case errors.Is(d.Err, report.ErrStaleMachine):
 		return staleMachineError(a.m, obs.CallerLive, "nothing was granted: call again with the live Machine")
 	}
 	return lockError(cl.Namespace, a.lockName, d.Err)
@@ -366,7 +368,7 @@ func staleMachineError(m Machine, live *Machine, what string) error {
 	if live != nil {
 		liveDesc = fmt.Sprintf("the live Machine of that name has UID %s", live.UID)
 	}
-	return &Error{Namespace: m.Namespace, Name: m.Name, Kind: "machine", Err: ErrStaleMachine,
+	return &report.Error{Namespace: m.Namespace, Name: m.Name, Kind: "machine", Err: report.ErrStaleMachine,
 		Detail: fmt.Sprintf("the object passed has UID %s, but %s (deleted, created again, or restored from a backup); %s", m.UID, liveDesc, what)}
 }
 
@@ -374,11 +376,11 @@ func (a *acquisition) acquired(action Action) {
 	l, m := a.l, a.m
 	switch action {
 	case ActionCreate:
-		l.event(a.clusterObj, corev1.EventTypeNormal, EventLockAcquired, "Machine %s acquired the init lock", m.Name)
+		l.event(a.clusterObj, corev1.EventTypeNormal, report.EventLockAcquired, "Machine %s acquired the init lock", m.Name)
 	case ActionTakeOver:
-		l.event(a.clusterObj, corev1.EventTypeNormal, EventLockTakenOver, "Machine %s took over the init lock", m.Name)
+		l.event(a.clusterObj, corev1.EventTypeNormal, report.EventLockTakenOver, "Machine %s took over the init lock", m.Name)
 	case ActionAdopt:
-		l.event(a.clusterObj, corev1.EventTypeNormal, EventLockAdopted, "Init lock re-adopted by cluster UID %s", a.cl.UID)
+		l.event(a.clusterObj, corev1.EventTypeNormal, report.EventLockAdopted, "Init lock re-adopted by cluster UID %s", a.cl.UID)
 	}
 	a.log.V(2).Info("Init lock acquired", "action", action)
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/initlock/initlock/pkg/initlock/internal/report"
 )
 
 // Decide is initlock's one decision function: the library, the manager and
@@ -101,7 +103,7 @@ func lockOf(o Observation) lockKind {
 }
 
 // errDamagedGrant is the decision error for a damaged grant register.
-var errDamagedGrant = fmt.Errorf("%w: the Cluster's grant register (annotation %s) is not a grant record", ErrCorruptLock, GrantAnnotation)
+var errDamagedGrant = fmt.Errorf("%w: the Cluster's grant register (annotation %s) is not a grant record", report.ErrCorruptLock, GrantAnnotation)
 
 // isDamagedGrant tells whether err is about a damaged grant register.
 func isDamagedGrant(err error) bool { return errors.Is(err, errDamagedGrant) }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/internal/report"
 )
 
 // OwnerState says how a lock's Cluster ownerReference stands.
@@ -50,7 +51,7 @@ func decideKeep(o Observation, p Policy, now time.Time, d Decision) Decision {
 	if o.Cluster != nil && o.Cluster.Paused {
 		// Restores and moves bring objects back in any order: nothing is
 		// decided until the Cluster is unpaused.
-		d.Err, d.Wait = ErrClusterPaused, WaitPaused
+		d.Err, d.Wait = report.ErrClusterPaused, WaitPaused
 		return d
 	}
 	if o.Lock == nil {
@@ -308,4 +309,4 @@ func trimSuffix(lockName string) string {
 	return lockName
 }
 
-func isNotALock(err error) bool { return errors.Is(err, ErrNotALock) }
+func isNotALock(err error) bool { return errors.Is(err, report.ErrNotALock) }

@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/initlock/initlock/pkg/initlock/internal/report"
+
 // decideLock decides for a Machine calling Lock. A lock is free only when
 // neither protection holds it: the lock's record names no existing Machine
 // other than the caller, and the grant register names no existing Machine
@@ -13,17 +15,17 @@ package engine
 func decideLock(o Observation, d Decision) Decision {
 	switch {
 	case o.Cluster == nil:
-		d.Err = ErrClusterGone
+		d.Err = report.ErrClusterGone
 		return d
 	case o.Cluster.Paused:
 		// Nothing is written to a paused Cluster's lock or register: a
 		// grant this call claimed stays, naming the caller, until it calls
 		// again.
-		d.Err, d.Wait = ErrClusterPaused, WaitPaused
+		d.Err, d.Wait = report.ErrClusterPaused, WaitPaused
 		return d
 	case o.CallerLive == nil || (o.Caller != nil && o.Caller.UID != "" && o.CallerLive.UID != o.Caller.UID):
 		// A grant this call claimed for the stale object is withdrawn.
-		d.Err = ErrStaleMachine
+		d.Err = report.ErrStaleMachine
 		d.Register = withdrawOwn(o)
 		return d
 	case o.Lock != nil && o.Lock.Problem != nil:
@@ -202,7 +204,7 @@ func decideRelease(o Observation, d Decision) Decision {
 		// re-creation: nothing it holds is known to be in this one. (An
 		// operator's release is bound by the UID and resourceVersion it
 		// inspected instead.)
-		d.Err = ErrStaleCluster
+		d.Err = report.ErrStaleCluster
 		return d
 	}
 	if o.Intent == IntentRelease {
@@ -213,14 +215,14 @@ func decideRelease(o Observation, d Decision) Decision {
 		return d
 	}
 	if o.Cluster != nil && o.Cluster.Paused {
-		d.Err, d.Wait = ErrClusterPaused, WaitPaused
+		d.Err, d.Wait = report.ErrClusterPaused, WaitPaused
 		return d
 	}
 	if !anyHolder && (o.CallerLive == nil || (o.Caller.UID != "" && o.CallerLive.UID != o.Caller.UID)) {
 		// A record written before a restore names its Machine by name: only
 		// the live Machine of that name may release it, never an object of
 		// an earlier incarnation.
-		d.Err = ErrStaleMachine
+		d.Err = report.ErrStaleMachine
 		return d
 	}
 	lockMine := o.Lock != nil && (anyHolder || o.Lock.Record.Names(o.Cluster, o.Caller))
@@ -228,7 +230,7 @@ func decideRelease(o Observation, d Decision) Decision {
 	regMine := g != nil && (anyHolder || (g.Held() && g.Names(o.Cluster, o.Caller)))
 	if !lockMine && !regMine {
 		if o.Lock != nil {
-			d.Err = ErrNotHolder
+			d.Err = report.ErrNotHolder
 		}
 		return d
 	}

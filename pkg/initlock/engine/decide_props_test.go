@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/internal/report"
 )
 
 // The choices an Observation is built from, for the property tests: every
@@ -26,8 +27,8 @@ var (
 		func() *engine.Lock { return beingDeleted(upstreamLock("m2")) },
 		func() *engine.Lock { return restoredLock("m1", "t1") },
 		func() *engine.Lock { return withMark(lockOf("m2", "t2"), t0.Add(-time.Hour)) },
-		func() *engine.Lock { return &engine.Lock{Name: "c1-lock", Problem: engine.ErrNotALock} },
-		func() *engine.Lock { return &engine.Lock{Name: "c1-lock", Problem: engine.ErrCorruptLock} },
+		func() *engine.Lock { return &engine.Lock{Name: "c1-lock", Problem: report.ErrNotALock} },
+		func() *engine.Lock { return &engine.Lock{Name: "c1-lock", Problem: report.ErrCorruptLock} },
 	}
 	propRegisters = []func(*engine.Cluster){
 		func(*engine.Cluster) {}, released, damagedGrant,
@@ -104,7 +105,7 @@ func checkProperties(t *testing.T, o engine.Observation, d engine.Decision) {
 	if d.Writes() && d.Register != engine.RegisterNone && d.Action != engine.ActionNone && o.Intent != engine.IntentLock && o.Intent != engine.IntentUnlock && o.Intent != engine.IntentRelease {
 		fail("keepers never write the register")
 	}
-	if o.Lock != nil && errors.Is(o.Lock.Problem, engine.ErrNotALock) && d.Action != engine.ActionNone {
+	if o.Lock != nil && errors.Is(o.Lock.Problem, report.ErrNotALock) && d.Action != engine.ActionNone {
 		fail("a ConfigMap that is not a lock is never written")
 	}
 	switch o.Intent {

@@ -202,7 +202,7 @@ type Observation struct {
 	// CallerCluster is the UID of the Cluster object the caller passed
 	// (IntentUnlock), when it has one: a release made with an object of
 	// another incarnation of the Cluster than the live one (deleted and
-	// created again, restored, moved) is refused (ErrStaleCluster).
+	// created again, restored, moved) is refused (initlock.ErrStaleCluster).
 	CallerCluster types.UID
 	// CallerLive is the Machine of the caller's name as read live, nil when
 	// none exists (IntentLock).
@@ -310,8 +310,8 @@ type Decision struct {
 	NeedsForce  bool
 	ForceReason string
 	// Err is set when the lock cannot be used or must not be touched: it
-	// wraps ErrNotALock, ErrCorruptLock, ErrClusterPaused, ErrClusterGone,
-	// ErrStaleMachine or ErrNotHolder.
+	// wraps initlock.ErrNotALock, initlock.ErrCorruptLock, initlock.ErrClusterPaused, initlock.ErrClusterGone,
+	// initlock.ErrStaleMachine or initlock.ErrNotHolder.
 	Err error
 }
 

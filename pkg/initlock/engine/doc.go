@@ -23,9 +23,9 @@
 //     tool added are kept.
 //
 // A ConfigMap with the lock's name but without the label (for this cluster)
-// or the data key is not a lock (ErrNotALock) and is never modified or
+// or the data key is not a lock (initlock.ErrNotALock) and is never modified or
 // deleted. A lock whose record is not JSON or names no machine is corrupt
-// (ErrCorruptLock) and is never taken over silently.
+// (initlock.ErrCorruptLock) and is never taken over silently.
 //
 // # Two protections
 //
@@ -49,14 +49,14 @@
 // name, and then only by the live incarnation of that Machine, never by an
 // object carrying an earlier UID. Lock and Unlock read the caller's Machine
 // live and refuse a Machine object whose UID is not the live one's
-// (ErrStaleMachine): a stale object of a Machine deleted and created again,
+// (initlock.ErrStaleMachine): a stale object of a Machine deleted and created again,
 // or restored, is never granted the lock and never releases it. The read
 // that confirms the caller comes after the read of the Cluster it is
 // decided against (Unlock reads the lock and the Cluster, then the
 // Machine; Lock reads the Machine again with its claim), so that a restore
 // between two requests shows the caller's object as stale, and a restore
 // after them makes every write fail its preconditions. Unlock also refuses
-// a Cluster object that is not the live Cluster (ErrStaleCluster).
+// a Cluster object that is not the live Cluster (initlock.ErrStaleCluster).
 //
 // # Tokens and preconditions
 //
@@ -165,9 +165,9 @@
 //     write no grants: their locks are protected only by the ConfigMap, and
 //     a caller of this package never takes them while their holder exists.
 //   - A register holding something else than a grant record refuses every
-//     caller (ErrCorruptLock) until an operator releases it.
+//     caller (initlock.ErrCorruptLock) until an operator releases it.
 //   - While a Cluster is paused, Lock writes nothing to it or its lock and
-//     returns ErrClusterPaused (or, when the caller's view of it was
+//     returns initlock.ErrClusterPaused (or, when the caller's view of it was
 //     unpaused, refuses the caller at once, its claim having failed the
 //     pause test; the next call returns the error): objects arrive in any
 //     order during restore and move.

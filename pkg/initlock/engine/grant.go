@@ -39,7 +39,7 @@ type Grant struct {
 
 // Damaged tells that the register holds a value that is neither a grant nor
 // a release. A damaged register protects the lock like a grant of an
-// unknown Machine: Lock refuses every caller (ErrCorruptLock) until an
+// unknown Machine: Lock refuses every caller (initlock.ErrCorruptLock) until an
 // operator releases it.
 func (g *Grant) Damaged() bool { return g != nil && g.MachineName == "" && g.Token == "" }
 

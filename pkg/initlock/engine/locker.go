@@ -5,28 +5,13 @@ import (
 	"errors"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/pkg/initlock/capi"
-)
-
-// EventRecorder is the part of k8s.io/client-go/tools/events.EventRecorder
-// that an Env uses to emit events on the Cluster.
-type EventRecorder interface {
-	Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any)
-}
-
-// Event reasons Lock and Unlock emit on the Cluster when given an EventRecorder.
-const (
-	EventLockAcquired  = "LockAcquired"
-	EventLockTakenOver = "LockTakenOver"
-	EventLockAdopted   = "LockAdopted"
-	EventLockRecreated = "LockRecreated"
-	EventLockReleased  = "LockReleased"
+	"github.com/initlock/initlock/pkg/initlock/internal/report"
 )
 
 // maxAttempts bounds the read-decide-write rounds of one call.
@@ -42,7 +27,7 @@ type Env struct {
 	// Clock stamps records.
 	Clock clock.PassiveClock
 	// Recorder, when set, receives events on the Cluster.
-	Recorder EventRecorder
+	Recorder report.EventRecorder
 	// Tokens makes each value written into a grant register and a lock
 	// record unique: it must never return the same value twice, across
 	// every Env of every process.
@@ -90,9 +75,9 @@ type Outcome struct {
 // claim of a free lock loses the race is refused at once, with no other
 // request than the claim and the read of its Machine, as the upstream lock
 // refuses a caller whose create lost; it does not learn the winner's name.
-// Errors wrap ErrClusterPaused, ErrClusterGone,
-// ErrStaleMachine, ErrNotALock, ErrCorruptLock, ErrInvalidName,
-// ErrContended or an API error.
+// Errors wrap initlock.ErrClusterPaused, initlock.ErrClusterGone,
+// initlock.ErrStaleMachine, initlock.ErrNotALock, initlock.ErrCorruptLock, initlock.ErrInvalidName,
+// initlock.ErrContended or an API error.
 func (l *Env) Lock(ctx context.Context, cluster, machine client.Object) (Outcome, error) {
 	cl, m, lockName, err := l.prepare(cluster, machine)
 	if err != nil {
@@ -117,7 +102,7 @@ func (a *acquisition) lock(ctx context.Context) (Outcome, error) {
 
 func (l *Env) prepare(cluster, machine client.Object) (Cluster, Machine, string, error) {
 	if cluster == nil || machine == nil {
-		return Cluster{}, Machine{}, "", fmt.Errorf("%w: Lock needs a cluster and a machine", ErrInvalidName)
+		return Cluster{}, Machine{}, "", fmt.Errorf("%w: Lock needs a cluster and a machine", report.ErrInvalidName)
 	}
 	cl, err := ClusterFrom(cluster, l.Client.Scheme())
 	if err != nil {
@@ -129,34 +114,34 @@ func (l *Env) prepare(cluster, machine client.Object) (Cluster, Machine, string,
 	}
 	lockName, err := LockName(cl.Name)
 	if err != nil {
-		return Cluster{}, Machine{}, "", &Error{Namespace: cl.Namespace, Name: truncate(cl.Name), Kind: "cluster", Err: err,
+		return Cluster{}, Machine{}, "", &report.Error{Namespace: cl.Namespace, Name: truncate(cl.Name), Kind: "cluster", Err: err,
 			Detail: "a lock name must be a DNS subdomain of at most 253 characters and the cluster name a label value of at most 63"}
 	}
 	if m.Name == "" || m.Namespace != cl.Namespace {
-		return Cluster{}, Machine{}, "", &Error{Namespace: cl.Namespace, Name: m.Name, Kind: "machine", Err: ErrInvalidName,
+		return Cluster{}, Machine{}, "", &report.Error{Namespace: cl.Namespace, Name: m.Name, Kind: "machine", Err: report.ErrInvalidName,
 			Detail: fmt.Sprintf("the machine must be named and live in the cluster's namespace (it is in %q)", m.Namespace)}
 	}
 	return cl, m, lockName, nil
 }
 
 func pausedError(cl Cluster) error {
-	return &Error{Namespace: cl.Namespace, Name: cl.Name, Kind: "cluster", Err: ErrClusterPaused,
+	return &report.Error{Namespace: cl.Namespace, Name: cl.Name, Kind: "cluster", Err: report.ErrClusterPaused,
 		Detail: "the lock is left as it is; unpause the cluster (spec.paused, annotation " + capi.PausedAnnotation + ") and try again"}
 }
 
 func lockError(namespace, name string, err error) error {
 	detail := "inspect it with 'kubectl initlock list'"
 	switch {
-	case errors.Is(err, ErrNotALock):
+	case errors.Is(err, report.ErrNotALock):
 		detail = "it is not an init lock; refusing to touch it. Rename or remove it, or rename the cluster"
-	case errors.Is(err, ErrCorruptLock):
+	case errors.Is(err, report.ErrCorruptLock):
 		detail = "it is not taken over silently; repair it with 'kubectl initlock release' once no machine is running kubeadm init"
-	case errors.Is(err, ErrClusterPaused):
+	case errors.Is(err, report.ErrClusterPaused):
 		detail = "unpause the cluster and try again"
-	case errors.Is(err, ErrContended):
+	case errors.Is(err, report.ErrContended):
 		detail = "call again"
 	}
-	return &Error{Namespace: namespace, Name: name, Kind: "configmap", Err: err, Detail: detail}
+	return &report.Error{Namespace: namespace, Name: name, Kind: "configmap", Err: err, Detail: detail}
 }
 
 func (l *Env) event(regarding client.Object, eventtype, reason, note string, args ...any) {

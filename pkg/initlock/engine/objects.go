@@ -158,7 +158,7 @@ type Lock struct {
 	Created         time.Time
 	// Record is the lock record; valid when Problem is nil.
 	Record Record
-	// Problem wraps ErrNotALock or ErrCorruptLock when the ConfigMap is not
+	// Problem wraps initlock.ErrNotALock or initlock.ErrCorruptLock when the ConfigMap is not
 	// a usable lock.
 	Problem error
 	// OwnerReferences as found.

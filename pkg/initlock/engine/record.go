@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/internal/report"
 )
 
 const (
@@ -84,19 +85,19 @@ type Record struct {
 }
 
 // LockName returns the name of cluster's lock, or an error wrapping
-// ErrInvalidName when no valid lock can carry that cluster's name: the lock
+// initlock.ErrInvalidName when no valid lock can carry that cluster's name: the lock
 // name must be a DNS subdomain of at most 253 characters, and the cluster name
 // a label value of at most 63 characters.
 func LockName(cluster string) (string, error) {
 	if cluster == "" {
-		return "", fmt.Errorf("%w: cluster name is empty", ErrInvalidName)
+		return "", fmt.Errorf("%w: cluster name is empty", report.ErrInvalidName)
 	}
 	name := cluster + LockSuffix
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-		return "", fmt.Errorf("%w: lock name %q for cluster %q: %s", ErrInvalidName, truncate(name), truncate(cluster), errs[0])
+		return "", fmt.Errorf("%w: lock name %q for cluster %q: %s", report.ErrInvalidName, truncate(name), truncate(cluster), errs[0])
 	}
 	if errs := validation.IsValidLabelValue(cluster); len(errs) > 0 {
-		return "", fmt.Errorf("%w: cluster name %q cannot be the value of label %s: %s", ErrInvalidName, truncate(cluster), ClusterNameLabel, errs[0])
+		return "", fmt.Errorf("%w: cluster name %q cannot be the value of label %s: %s", report.ErrInvalidName, truncate(cluster), ClusterNameLabel, errs[0])
 	}
 	return name, nil
 }
@@ -108,16 +109,16 @@ func truncate(s string) string {
 	return s
 }
 
-// DecodeRecord parses lock-information. It fails, wrapping ErrCorruptLock,
+// DecodeRecord parses lock-information. It fails, wrapping initlock.ErrCorruptLock,
 // when the data is not a JSON object or names no machine. Unknown fields are
 // ignored, as upstream decoders ignore initlock's.
 func DecodeRecord(data string) (Record, error) {
 	var r Record
 	if err := json.Unmarshal([]byte(data), &r); err != nil {
-		return Record{}, fmt.Errorf("%w: %s is not a JSON lock record: %w", ErrCorruptLock, DataKey, err)
+		return Record{}, fmt.Errorf("%w: %s is not a JSON lock record: %w", report.ErrCorruptLock, DataKey, err)
 	}
 	if r.MachineName == "" {
-		return Record{}, fmt.Errorf("%w: %s names no machine (empty machineName)", ErrCorruptLock, DataKey)
+		return Record{}, fmt.Errorf("%w: %s names no machine (empty machineName)", report.ErrCorruptLock, DataKey)
 	}
 	return r, nil
 }
@@ -132,18 +133,18 @@ func (r Record) Encode() string {
 }
 
 // classify tells whether cm is clusterName's lock, returning its record, or
-// an error wrapping ErrNotALock or ErrCorruptLock that says why not.
+// an error wrapping initlock.ErrNotALock or initlock.ErrCorruptLock that says why not.
 func classify(cm *corev1.ConfigMap, clusterName string) (Record, error) {
 	label, ok := cm.Labels[ClusterNameLabel]
 	if !ok {
-		return Record{}, fmt.Errorf("%w (no %s label)", ErrNotALock, ClusterNameLabel)
+		return Record{}, fmt.Errorf("%w (no %s label)", report.ErrNotALock, ClusterNameLabel)
 	}
 	if label != clusterName {
-		return Record{}, fmt.Errorf("%w (label %s is %q, not %q)", ErrNotALock, ClusterNameLabel, label, clusterName)
+		return Record{}, fmt.Errorf("%w (label %s is %q, not %q)", report.ErrNotALock, ClusterNameLabel, label, clusterName)
 	}
 	data, ok := cm.Data[DataKey]
 	if !ok {
-		return Record{}, fmt.Errorf("%w (no %s key)", ErrNotALock, DataKey)
+		return Record{}, fmt.Errorf("%w (no %s key)", report.ErrNotALock, DataKey)
 	}
 	return DecodeRecord(data)
 }

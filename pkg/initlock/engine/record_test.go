@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/internal/report"
 )
 
 func TestLockName(t *testing.T) {
@@ -27,7 +28,7 @@ func TestLockName(t *testing.T) {
 	for _, tt := range tests {
 		got, err := engine.LockName(tt.cluster)
 		if tt.wantErr {
-			if !errors.Is(err, engine.ErrInvalidName) {
+			if !errors.Is(err, report.ErrInvalidName) {
 				t.Errorf("LockName(%.20q) error = %v, want ErrInvalidName", tt.cluster, err)
 			}
 			continue
@@ -56,7 +57,7 @@ func TestDecodeRecord(t *testing.T) {
 	for _, tt := range tests {
 		r, err := engine.DecodeRecord(tt.data)
 		if tt.wantErr {
-			if !errors.Is(err, engine.ErrCorruptLock) {
+			if !errors.Is(err, report.ErrCorruptLock) {
 				t.Errorf("DecodeRecord(%q) error = %v, want ErrCorruptLock", tt.data, err)
 			}
 			continue
@@ -89,7 +90,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data string) {
 		r, err := engine.DecodeRecord(data)
 		if err != nil {
-			if !errors.Is(err, engine.ErrCorruptLock) {
+			if !errors.Is(err, report.ErrCorruptLock) {
 				t.Fatalf("DecodeRecord(%q): error %v does not wrap ErrCorruptLock", data, err)
 			}
 			return

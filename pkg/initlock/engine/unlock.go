@@ -9,6 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/initlock/initlock/pkg/initlock/internal/report"
 )
 
 // UnlockParams qualifies an Unlock. The zero value is a Machine's release
@@ -44,14 +46,14 @@ type UnlockParams struct {
 // or written before a restore or move) are matched by name.
 //
 // Unlock reads machine live, after the lock and the Cluster, and refuses an
-// object whose UID is not the live Machine's (ErrStaleMachine), and a
-// cluster object whose UID is not the live Cluster's (ErrStaleCluster):
+// object whose UID is not the live Machine's (initlock.ErrStaleMachine), and a
+// cluster object whose UID is not the live Cluster's (initlock.ErrStaleCluster):
 // an object from before a restore or move never releases what the restored
 // Machine holds. A missing lock and an empty register are success. Unlock
-// never deletes a ConfigMap that is not a lock (ErrNotALock), a lock it
-// cannot read (ErrCorruptLock, unless AnyHolder) or a lock another Machine
-// holds (ErrNotHolder, unless AnyHolder), and writes nothing while the
-// Cluster is paused (ErrClusterPaused). Once the control plane is
+// never deletes a ConfigMap that is not a lock (initlock.ErrNotALock), a lock it
+// cannot read (initlock.ErrCorruptLock, unless AnyHolder) or a lock another Machine
+// holds (initlock.ErrNotHolder, unless AnyHolder), and writes nothing while the
+// Cluster is paused (initlock.ErrClusterPaused). Once the control plane is
 // initialised the register no longer counts and is left as it is.
 func (l *Env) Unlock(ctx context.Context, cluster, machine client.Object, p UnlockParams) error {
 	o := unlockOptions{anyHolder: p.AnyHolder || p.Operator, uid: p.UID, resourceVersion: p.ResourceVersion,
@@ -132,14 +134,14 @@ func (r *release) run(ctx context.Context) error {
 			r.cl = *obs.Cluster
 		}
 		switch {
-		case errors.Is(d.Err, ErrStaleCluster):
+		case errors.Is(d.Err, report.ErrStaleCluster):
 			return staleClusterError(r.cl, obs.Cluster)
-		case errors.Is(d.Err, ErrStaleMachine):
+		case errors.Is(d.Err, report.ErrStaleMachine):
 			return staleMachineError(*r.m, obs.CallerLive, "nothing was released")
-		case errors.Is(d.Err, ErrNotHolder):
-			return &Error{Namespace: cl.Namespace, Name: lockName, Kind: "configmap", Err: ErrNotHolder,
+		case errors.Is(d.Err, report.ErrNotHolder):
+			return &report.Error{Namespace: cl.Namespace, Name: lockName, Kind: "configmap", Err: report.ErrNotHolder,
 				Detail: notHolderDetail(obs, d, *r.m)}
-		case errors.Is(d.Err, ErrClusterPaused):
+		case errors.Is(d.Err, report.ErrClusterPaused):
 			return pausedError(r.cl)
 		case d.Err != nil:
 			return lockError(cl.Namespace, lockName, d.Err)
@@ -156,7 +158,7 @@ func (r *release) run(ctx context.Context) error {
 			continue
 		case err == nil:
 			if cm != nil && d.Action == ActionRelease {
-				r.l.event(r.clusterObj, corev1.EventTypeNormal, EventLockReleased, "Init lock held by %s released", d.Holder)
+				r.l.event(r.clusterObj, corev1.EventTypeNormal, report.EventLockReleased, "Init lock held by %s released", d.Holder)
 			}
 			return nil
 		case fatal(err):
@@ -167,10 +169,10 @@ func (r *release) run(ctx context.Context) error {
 	return unsettled(cl.Namespace, lockName, last)
 }
 
-// staleClusterError is Decide's ErrStaleCluster for a release made with
+// staleClusterError is Decide's initlock.ErrStaleCluster for a release made with
 // cluster object passed, while live is the Cluster of that name.
 func staleClusterError(passed Cluster, live *Cluster) error {
-	return &Error{Namespace: passed.Namespace, Name: passed.Name, Kind: "cluster", Err: ErrStaleCluster,
+	return &report.Error{Namespace: passed.Namespace, Name: passed.Name, Kind: "cluster", Err: report.ErrStaleCluster,
 		Detail: fmt.Sprintf("the object passed has UID %s, but the live Cluster of that name has UID %s (deleted and created again, restored or moved); nothing was released: call again with the live Cluster", passed.UID, live.UID)}
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/initlock/initlock/internal/controllers/lock"
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
@@ -49,7 +50,7 @@ type recorder struct {
 	got []emitted
 }
 
-var _ lock.EventRecorder = (*recorder)(nil)
+var _ initlock.EventRecorder = (*recorder)(nil)
 
 func (e *recorder) Eventf(_, _ runtime.Object, eventtype, reason, _, _ string, _ ...any) {
 	e.mu.Lock()

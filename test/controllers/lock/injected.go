@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/initlock/initlock/internal/controllers/lock"
+	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
@@ -142,7 +143,7 @@ func Injected(t *testing.T, b Backend) {
 			name:       "adopt once even when the cache lags",
 			setUp:      unownedLock,
 			reconciles: 3, wantWrites: 1, wantRequeue: lock.CacheLagRetry,
-			wantEvents: []emitted{{corev1.EventTypeNormal, lock.ReasonLockAdopted}},
+			wantEvents: []emitted{{corev1.EventTypeNormal, initlock.EventLockAdopted}},
 		},
 		{
 			name:       "conflict: look again soon, no error, no event",

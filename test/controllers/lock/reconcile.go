@@ -12,6 +12,7 @@ import (
 
 	"github.com/initlock/initlock/internal/controllers/lock"
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
@@ -56,7 +57,7 @@ func Reconcile(t *testing.T, b Backend) {
 			},
 			steps:      []step{{wantWrites: 1}, {}},
 			check:      ownedByCluster,
-			wantEvents: []emitted{{corev1.EventTypeNormal, lock.ReasonLockAdopted}},
+			wantEvents: []emitted{{corev1.EventTypeNormal, initlock.EventLockAdopted}},
 		},
 		{
 			name: "initialised: released with two writes",
@@ -74,7 +75,7 @@ func Reconcile(t *testing.T, b Backend) {
 				}
 				return err
 			},
-			wantEvents: []emitted{{corev1.EventTypeNormal, lock.ReasonLockReleased}},
+			wantEvents: []emitted{{corev1.EventTypeNormal, initlock.EventLockReleased}},
 		},
 		{
 			name: "paused by annotation: no write, no event, even for a corrupt lock",
