@@ -16,8 +16,9 @@ type classUse struct {
 }
 
 // classUses is chaos's mapping from the fault catalogue: the Injector's
-// request faults (requestFaults), the driver's actions (actionClasses),
-// and the faults of the plan's callers and inits below.
+// request faults (requestFaults), the driver's actions (driverClasses,
+// an action's Kind being the class it injects), and the faults of the
+// plan's callers and inits below.
 func classUses() map[faults.Class]classUse {
 	m := map[faults.Class]classUse{}
 	either := func(prob func(Faults) float64) func(Plan) bool {
@@ -29,10 +30,10 @@ func classUses() map[faults.Class]classUse {
 	for _, rf := range requestFaults {
 		m[rf.class] = classUse{names: []string{"Faults." + rf.field}, planned: either(rf.prob), count: requests(rf.class)}
 	}
-	for k, c := range actionClasses {
-		m[c] = classUse{names: []string{"action " + string(k)},
-			planned: func(p Plan) bool { return slices.ContainsFunc(p.Actions, func(a Action) bool { return a.Kind == k }) },
-			count:   func(r *Result) int { return r.Actions[k] }}
+	for _, c := range driverClasses {
+		m[c] = classUse{names: []string{"driver action " + string(c)},
+			planned: func(p Plan) bool { return slices.ContainsFunc(p.Actions, func(a Action) bool { return a.Kind == c }) },
+			count:   func(r *Result) int { return r.Actions[c] }}
 	}
 	m[faults.Latency] = classUse{names: []string{"Faults.MaxLatency"},
 		planned: either(func(f Faults) float64 { return float64(f.MaxLatency) }), count: requests(faults.Latency)}

@@ -1,22 +1,40 @@
 package chaos
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/initlock/initlock/internal/kubeenv/faults"
 )
 
 // TestFaultCatalogue checks that chaos maps every fault class of the
-// catalogue it models, and no other.
+// catalogue it models, and no other, and that every class the driver
+// injects is one of the catalogue that chaos models, listed once.
 func TestFaultCatalogue(t *testing.T) {
 	if err := faults.Check(faults.Chaos, classMap()); err != nil {
 		t.Error(err)
+	}
+	seen := map[faults.Class]bool{}
+	for _, c := range driverClasses {
+		e, ok := faults.Lookup(c)
+		switch {
+		case !ok:
+			t.Errorf("the driver injects %q, which is not a fault class of the catalogue", c)
+		case !e.Models(faults.Chaos):
+			t.Errorf("the driver injects fault class %s, which its entry says chaos does not model: %s", c, e.Unmodelled[faults.Chaos])
+		case seen[c]:
+			t.Errorf("driverClasses lists fault class %s twice", c)
+		}
+		seen[c] = true
+		if slices.ContainsFunc(requestFaults, func(rf requestFault) bool { return rf.class == c }) {
+			t.Errorf("fault class %s is injected both by the driver and by the Injector's request faults", c)
+		}
 	}
 }
 
 // TestPlansExerciseEveryClass checks that the plans Generate makes enable
 // every fault class chaos models, and that every action they hold injects
-// a class.
+// a class the driver injects.
 func TestPlansExerciseEveryClass(t *testing.T) {
 	for _, size := range []Size{SizeShort, SizeLong} {
 		planned := faults.Tally{}
@@ -26,8 +44,8 @@ func TestPlansExerciseEveryClass(t *testing.T) {
 				planned[c]++
 			}
 			for _, a := range p.Actions {
-				if _, ok := actionClasses[a.Kind]; !ok {
-					t.Fatalf("seed %d: action %s has no fault class in actionClasses", seed, a.Kind)
+				if !slices.Contains(driverClasses, a.Kind) {
+					t.Fatalf("seed %d: action %s injects a fault class that is not in driverClasses", seed, a)
 				}
 			}
 		}

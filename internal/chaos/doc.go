@@ -24,15 +24,17 @@
 //     object. A Machine that acquires the lock "runs kubeadm init": after
 //     a while its Cluster is initialised, or the init fails and it calls
 //     Unlock.
-//   - A driver follows the plan's actions (ActionKind), at their times.
-//     Restores go through internal/kubeenv/velerosim, Velero-style (no
-//     UIDs, no ownerReferences, no status; initlock's plugin records the
-//     owners, each restore under a name of its own) or as a naive copy
-//     (old owner UIDs kept), in Velero's order (ConfigMaps, Machines,
-//     Clusters), the reverse order or a random one, sometimes paused,
-//     sometimes with the Cluster deleted for good mid-restore. A partial
-//     restore lets an unrelated Cluster take the lost one's name first. A replica killed is started
-//     again later, as is one that exits by itself.
+//   - A driver follows the plan's actions at their times, each injecting
+//     a fault class of the catalogue (Action.Kind: manager-killed, pause,
+//     backup-restore, ...). Restores go through internal/kubeenv/velerosim,
+//     Velero-style (no UIDs, no ownerReferences, no status; initlock's
+//     plugin records the owners, each restore under a name of its own) or
+//     as a naive copy (old owner UIDs kept), in Velero's order (ConfigMaps,
+//     Machines, Clusters), the reverse order or a random one, sometimes
+//     paused, sometimes with the Cluster deleted for good mid-restore. A
+//     partial restore (same-name-owner) lets an unrelated Cluster take the
+//     lost one's name first. A replica killed is started again later, as
+//     is one that exits by itself.
 //   - Then faults stop, every Cluster is unpaused, every write held back
 //     is sent and every replica runs; the runner waits for the locks to
 //     settle.
@@ -44,7 +46,7 @@
 // each class chaos models to what injects it: the Injector's request
 // faults (requestFaults, drawn per request, for the bootstrap controllers
 // and, through the Proxy, the managers; a late write keeps the operation
-// it was made for), the driver's actions (actionClasses), and the plan's
+// it was made for), the driver's actions (driverClasses), and the plan's
 // stale caller views (read from a controller-runtime informer cache whose
 // watch events arrive Plan.CacheLag late), delayed manager watches and
 // relinker watches (the requests with relink.UserAgent), cut-off

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/faults"
 	"github.com/initlock/initlock/pkg/initlock"
 )
 
@@ -93,9 +94,28 @@ func (r *runner) drive(actCtx, ctx context.Context) {
 	<-actCtx.Done()
 }
 
-// act does one action.
+// driverClasses are the fault classes of the catalogue
+// (internal/kubeenv/faults) the driver injects, one case of act each; an
+// Action's Kind is one of them.
+var driverClasses = []faults.Class{
+	faults.ManagerKilled,
+	faults.LockDeleted,
+	faults.LockDeletionHeld,
+	faults.LockCollected,
+	faults.Pause,
+	faults.MachineRecreated,
+	faults.ClusterRestoredOld,
+	faults.BackupRestore,
+	faults.ClusterDeleted,
+	faults.SameNameOwner,
+	faults.MarkLeft,
+}
+
+// act does one action: it injects the fault class a.Kind.
 func (r *runner) act(ctx context.Context, a Action) {
-	if a.Kind == ActKill {
+	// faults.ManagerKilled sends SIGKILL to a manager replica, restarted
+	// after Delay.
+	if a.Kind == faults.ManagerKilled {
 		reps := r.fleet.Replicas()
 		rep := reps[a.Replica%len(reps)]
 		if r.fleet.Kill(rep, a.Delay) {
@@ -120,36 +140,65 @@ func (r *runner) act(ctx context.Context, a Action) {
 	r.h.Addf("driver", "action", name, "%s", a)
 	var err error
 	switch a.Kind {
-	case ActDeleteLock:
+	case faults.LockDeleted:
+		// Deletes a lock as an operator would with kubectl: the lock guard
+		// refuses it unless the lock is marked for release.
 		err = r.deleteLock(ctx, name, "operator deleted the lock")
-	case ActHoldDeletion:
+	case faults.LockDeletionHeld:
+		// Puts another controller's finalizer on a lock for Delay: a
+		// release that deletes it meanwhile leaves it being deleted, held
+		// back, until the finalizer goes.
 		err = r.holdDeletion(ctx, name, a.Delay)
-	case ActStaleOwner:
+	case faults.LockCollected:
+		// Points the lock's ownerReference at a Cluster UID that does not
+		// exist, as a naive copy does: the garbage collector tries to
+		// delete the lock, which the lock guard refuses.
 		err = r.staleOwner(ctx, name)
-	case ActPause:
+	case faults.Pause:
+		// Pauses a Cluster for Delay.
 		if err = r.setPaused(ctx, name, true); err == nil {
 			sleep(ctx, a.Delay)
 			err = r.setPaused(ctx, name, false)
 		}
-	case ActReplaceMachine:
+	case faults.MachineRecreated:
+		// Deletes a Machine and creates one with the same name (and a new
+		// UID) after Delay. Held aims it at a Cluster whose lock is held:
+		// an even Machine picks the holder, an odd one a Machine waiting
+		// for the lock.
 		m := crt.plan.Machines[a.Machine%len(crt.plan.Machines)]
 		if a.Held {
 			m = r.replaceTarget(crt, a.Machine)
 		}
 		r.hit(a.Kind, r.machineState(name, m))
 		err = r.replaceMachine(ctx, name, m, a.Delay)
-	case ActOldBackup:
-		r.hit(a.Kind, map[bool]string{true: "copy made at setup", false: "older copy"}[a.FromSetup])
+	case faults.ClusterRestoredOld:
+		// Deletes a Cluster, and only the Cluster, and restores it
+		// Velero-style from an older copy: the one setup created
+		// (FromSetup: no grant register) or one read Delay before. Its UID
+		// changes and its register goes back to what the copy holds.
+		r.hit(a.Kind, map[bool]string{true: hitSetupCopy, false: hitOlderCopy}[a.FromSetup])
 		err = r.restoreOld(ctx, name, a.Delay, a.FromSetup)
-	case ActDecommission:
+	case faults.ClusterDeleted:
+		// Deletes a Cluster and its Machines for good.
 		gone = true
 		err = r.deleteCluster(ctx, name)
-	case ActRestore:
+	case faults.BackupRestore:
+		// Backs a Cluster up, loses it and restores it.
 		gone, err = r.restore(ctx, crt, a.Restore)
-	case ActPartialRestore:
+	case faults.SameNameOwner:
+		// Backs a Cluster up and loses it; an unrelated Cluster takes its
+		// name; the backup is restored, Velero-style with initlock's
+		// plugin, and the restore skips the Cluster (one of that name
+		// exists): its Machines, its lock and its add-on ConfigMap come
+		// back, and the relinker must not link the add-on to the unrelated
+		// Cluster.
 		err = r.partialRestore(ctx, crt)
-	case ActLeaveMark:
+	case faults.MarkLeft:
+		// Leaves a release mark (or, Move, delete-for-move) on a held lock
+		// and waits for the manager to take it off (leaveMark).
 		err = r.leaveMark(ctx, name, a.Move)
+	default:
+		err = fmt.Errorf("the driver injects no fault class %s", a.Kind)
 	}
 	if err != nil {
 		r.fail(fmt.Errorf("%s of cluster %s: %w", a.Kind, name, err))
@@ -206,14 +255,24 @@ func (r *runner) machineState(cluster, machine string) string {
 	}
 }
 
+// What a faults.ClusterRestoredOld action restores the Cluster from.
+const (
+	hitSetupCopy = "copy made at setup"
+	hitOlderCopy = "older copy"
+)
+
+// hitKey is the key of Result.Hits that counts what an action injecting
+// class k found at its target.
+func hitKey(k faults.Class, what string) string { return string(k) + " " + what }
+
 // hit counts what an action found at its target.
-func (r *runner) hit(k ActionKind, what string) {
+func (r *runner) hit(k faults.Class, what string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.res.Hits[string(k)+" "+what]++
+	r.res.Hits[hitKey(k, what)]++
 }
 
-func (r *runner) count(k ActionKind) {
+func (r *runner) count(k faults.Class) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.res.Actions[k]++

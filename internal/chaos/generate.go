@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"sort"
 	"time"
+
+	"github.com/initlock/initlock/internal/kubeenv/faults"
 )
 
 // Generate makes the scenario of a seed. The same seed and size always give
@@ -74,9 +76,9 @@ func Generate(seed uint64, size Size) Plan {
 		a := Action{At: dur(0, size.Activity*9/10), Cluster: r.IntN(n)}
 		switch x := r.Float64(); {
 		case x < 0.04:
-			a.Kind = ActPartialRestore
+			a.Kind = faults.SameNameOwner
 		case x < 0.25:
-			a.Kind = ActRestore
+			a.Kind = faults.BackupRestore
 			rp := &RestorePlan{Mode: ModeVelero, Order: OrderVelero, Shuffle: r.Uint64(), Abort: -1,
 				Gap: 300 * time.Millisecond, StatusAfter: dur(0, 500*time.Millisecond), UnpauseAfter: dur(0, 500*time.Millisecond)}
 			if r.Float64() < 0.25 {
@@ -94,25 +96,25 @@ func Generate(seed uint64, size Size) Plan {
 			}
 			a.Restore = rp
 		case x < 0.37:
-			a.Kind, a.Replica, a.Delay = ActKill, r.IntN(replicas), dur(0, time.Second)
+			a.Kind, a.Replica, a.Delay = faults.ManagerKilled, r.IntN(replicas), dur(0, time.Second)
 		case x < 0.43:
-			a.Kind, a.Held = ActDeleteLock, r.Float64() < 0.7
+			a.Kind, a.Held = faults.LockDeleted, r.Float64() < 0.7
 		case x < 0.48:
-			a.Kind, a.Held, a.Delay = ActHoldDeletion, r.Float64() < 0.7, dur(100*time.Millisecond, time.Second)
+			a.Kind, a.Held, a.Delay = faults.LockDeletionHeld, r.Float64() < 0.7, dur(100*time.Millisecond, time.Second)
 		case x < 0.59:
-			a.Kind, a.Held = ActStaleOwner, r.Float64() < 0.7
+			a.Kind, a.Held = faults.LockCollected, r.Float64() < 0.7
 		case x < 0.65:
-			a.Kind, a.Delay = ActPause, dur(100*time.Millisecond, time.Second)
+			a.Kind, a.Delay = faults.Pause, dur(100*time.Millisecond, time.Second)
 		case x < 0.79:
-			a.Kind, a.Machine, a.Delay = ActReplaceMachine, r.IntN(size.MaxMachines), dur(0, 500*time.Millisecond)
+			a.Kind, a.Machine, a.Delay = faults.MachineRecreated, r.IntN(size.MaxMachines), dur(0, 500*time.Millisecond)
 			a.Held = r.Float64() < 0.7
 		case x < 0.93:
-			a.Kind, a.Held, a.Delay = ActOldBackup, r.Float64() < 0.7, dur(0, 500*time.Millisecond)
+			a.Kind, a.Held, a.Delay = faults.ClusterRestoredOld, r.Float64() < 0.7, dur(0, 500*time.Millisecond)
 			a.FromSetup = r.Float64() < 0.3
 		case x < 0.965:
-			a.Kind = ActDecommission
+			a.Kind = faults.ClusterDeleted
 		default:
-			a.Kind, a.Held, a.Move = ActLeaveMark, true, x >= 0.985
+			a.Kind, a.Held, a.Move = faults.MarkLeft, true, x >= 0.985
 		}
 		p.Actions = append(p.Actions, a)
 	}

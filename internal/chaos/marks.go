@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/faults"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
@@ -35,7 +36,7 @@ func (r *runner) leaveMark(ctx context.Context, name string, move bool) error {
 	m.SetGroupVersionKind(capi.MachineGVK(capi.V1Beta2))
 	err = r.admin.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: holder}, m)
 	if apierrors.IsNotFound(err) || !ownedBy(cm.OwnerReferences, cl) {
-		r.hit(ActLeaveMark, "lock not held for a Machine, or not owned by its live Cluster: no mark")
+		r.hit(faults.MarkLeft, "lock not held for a Machine, or not owned by its live Cluster: no mark")
 		return nil
 	} else if err != nil {
 		return err
@@ -51,12 +52,12 @@ func (r *runner) leaveMark(ctx context.Context, name string, move bool) error {
 	next.Annotations[key] = value
 	switch err := r.admin.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{})); {
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
-		r.hit(ActLeaveMark, "lock changed meanwhile: no mark")
+		r.hit(faults.MarkLeft, "lock changed meanwhile: no mark")
 		return nil
 	case err != nil:
 		return err
 	}
-	r.hit(ActLeaveMark, key)
+	r.hit(faults.MarkLeft, key)
 	r.h.Add("driver", "mark left", cm.Name, next.ResourceVersion, key+" on the lock held for "+holder)
 	left := time.Now()
 	for time.Since(left) < r.o.SettleTimeout {

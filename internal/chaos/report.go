@@ -2,6 +2,8 @@ package chaos
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -37,7 +39,7 @@ type Totals struct {
 	// Planned the scenarios whose plans enabled each class.
 	Faults, Planned             faults.Tally
 	ManagerStarts, ManagerKills int
-	Actions                     map[ActionKind]int
+	Actions                     map[faults.Class]int
 	Restores, Hits              map[string]int
 	// Lagging counts the scenarios whose managers' watches lagged.
 	Lagging int
@@ -47,7 +49,7 @@ type Totals struct {
 // Add adds a result.
 func (t *Totals) Add(r *Result) {
 	if t.Actions == nil {
-		t.Actions, t.Restores, t.Hits = map[ActionKind]int{}, map[string]int{}, map[string]int{}
+		t.Actions, t.Restores, t.Hits = map[faults.Class]int{}, map[string]int{}, map[string]int{}
 	}
 	t.Scenarios++
 	if r.Failed() {
@@ -102,23 +104,20 @@ func (t *Totals) String() string {
 	fmt.Fprintf(&b, "  late writes: %d (bootstrap clients %d, managers %d), applied %d, refused by the server %d\n",
 		late.ByClass[faults.LateWrite], t.ClientFaults.ByClass[faults.LateWrite], t.ManagerFaults.ByClass[faults.LateWrite],
 		late.LateApplied, late.LateRejected)
-	fmt.Fprintf(&b, "  machines re-created: %d (holding %d, waiting %d, initialised %d)\n", t.Actions[ActReplaceMachine],
-		t.Hits["replace-machine holding"], t.Hits["replace-machine waiting"], t.Hits["replace-machine initialised"])
+	fmt.Fprintf(&b, "  machines re-created: %d (holding %d, waiting %d, initialised %d)\n", t.Actions[faults.MachineRecreated],
+		t.Hits[hitKey(faults.MachineRecreated, "holding")], t.Hits[hitKey(faults.MachineRecreated, "waiting")],
+		t.Hits[hitKey(faults.MachineRecreated, "initialised")])
 	fmt.Fprintf(&b, "  clusters restored from an older backup: %d (copy made at setup %d, older copy %d), holds kept %d, ended %d\n",
-		t.Actions[ActOldBackup], t.Hits["old-backup copy made at setup"], t.Hits["old-backup older copy"], c.HoldsKept, c.HoldsEnded)
+		t.Actions[faults.ClusterRestoredOld], t.Hits[hitKey(faults.ClusterRestoredOld, hitSetupCopy)],
+		t.Hits[hitKey(faults.ClusterRestoredOld, hitOlderCopy)], c.HoldsKept, c.HoldsEnded)
 	fmt.Fprintf(&b, "  manager cache lag: %d manager watches lagged, in %d scenarios\n", t.ManagerFaults.LaggedWatches, t.Lagging)
 	fmt.Fprintf(&b, "  relinker: %d references seen on restored add-ons, each to the right owner; %d partial restores next to an unrelated Cluster; %d relinker watches lagged\n",
-		c.AddOnLinks, t.Actions[ActPartialRestore], t.ManagerFaults.LaggedRelinkWatches)
-	keys := make([]string, 0, len(t.Actions))
-	for k := range t.Actions {
-		keys = append(keys, string(k))
-	}
-	sort.Strings(keys)
+		c.AddOnLinks, t.Actions[faults.SameNameOwner], t.ManagerFaults.LaggedRelinkWatches)
 	b.WriteString("  actions:")
-	for _, k := range keys {
-		fmt.Fprintf(&b, " %s=%d", k, t.Actions[ActionKind(k)])
+	for _, k := range slices.Sorted(maps.Keys(t.Actions)) {
+		fmt.Fprintf(&b, " %s=%d", k, t.Actions[k])
 	}
-	keys = keys[:0]
+	keys := make([]string, 0, len(t.Restores))
 	for k := range t.Restores {
 		keys = append(keys, k)
 	}

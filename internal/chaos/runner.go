@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/faults"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 )
 
@@ -63,13 +64,15 @@ type Result struct {
 	// ManagerExits lists those that ended by themselves.
 	ManagerStarts, ManagerKills int
 	ManagerExits                []string
-	// Actions counts the driver's actions done, by kind; Skipped those it
-	// skipped because their Cluster was busy or gone.
-	Actions  map[ActionKind]int
+	// Actions counts the driver's actions done, by the fault class they
+	// inject; Skipped those it skipped because their Cluster was busy or
+	// gone.
+	Actions  map[faults.Class]int
 	Skipped  int
 	Restores map[string]int
 	// Hits counts what the driver's actions found at their target, by
-	// action and finding (a re-created Machine holding or waiting).
+	// the class an action injects and its finding (hitKey: a re-created
+	// Machine holding or waiting).
 	Hits map[string]int
 	// CutOff counts the Lock calls cut off after a random time.
 	CutOff int
@@ -131,7 +134,7 @@ func Run(ctx context.Context, o Options, p Plan) *Result {
 	h := NewHistory()
 	r := &runner{o: o, p: p, h: h, c: NewChecker(h), running: map[string]bool{}, serial: map[string]*sync.Mutex{},
 		snapshots: map[string]*unstructured.Unstructured{},
-		res:       &Result{Plan: p, History: h, Actions: map[ActionKind]int{}, Restores: map[string]int{}, Hits: map[string]int{}}}
+		res:       &Result{Plan: p, History: h, Actions: map[faults.Class]int{}, Restores: map[string]int{}, Hits: map[string]int{}}}
 	for _, cp := range p.Clusters {
 		r.clusters = append(r.clusters, &clusterRT{plan: cp})
 	}

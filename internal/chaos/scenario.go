@@ -65,73 +65,13 @@ type ClusterPlan struct {
 	Foreign ForeignKind
 }
 
-// ActionKind is what the driver does; each injects a fault class
-// (actionClasses).
-type ActionKind string
-
-// Actions of the driver.
-const (
-	// ActKill sends SIGKILL to a manager replica, restarted after Delay.
-	ActKill ActionKind = "kill-manager"
-	// ActDeleteLock deletes a lock as an operator would with kubectl: the
-	// lock guard refuses it unless the lock is marked for release.
-	ActDeleteLock ActionKind = "delete-lock"
-	// ActHoldDeletion puts another controller's finalizer on a lock for
-	// Delay: a release that deletes it meanwhile leaves it being deleted,
-	// held back, until the finalizer goes.
-	ActHoldDeletion ActionKind = "hold-deletion"
-	// ActStaleOwner points the lock's ownerReference at a Cluster UID that
-	// does not exist, as a naive copy does: the garbage collector tries to
-	// delete the lock, which the lock guard refuses.
-	ActStaleOwner ActionKind = "stale-owner"
-	// ActPause pauses a Cluster for Delay.
-	ActPause ActionKind = "pause"
-	// ActReplaceMachine deletes a Machine and creates one with the same name
-	// (and a new UID) after Delay. Held aims it at a Cluster whose lock is
-	// held: an even Machine picks the holder, an odd one a Machine waiting
-	// for the lock.
-	ActReplaceMachine ActionKind = "replace-machine"
-	// ActOldBackup deletes a Cluster, and only the Cluster, and restores it
-	// Velero-style from an older copy: the one setup created (FromSetup: no
-	// grant register) or one read Delay before. Its UID changes and its
-	// register goes back to what the copy holds.
-	ActOldBackup ActionKind = "old-backup"
-	// ActRestore backs a Cluster up, loses it and restores it.
-	ActRestore ActionKind = "restore"
-	// ActDecommission deletes a Cluster and its Machines for good.
-	ActDecommission ActionKind = "decommission"
-	// ActPartialRestore backs a Cluster up and loses it; an unrelated
-	// Cluster takes its name; the backup is restored, Velero-style with
-	// initlock's plugin, and the restore skips the Cluster (one of that
-	// name exists): its Machines, its lock and its add-on ConfigMap come
-	// back, and the relinker must not link the add-on to the unrelated
-	// Cluster.
-	ActPartialRestore ActionKind = "partial-restore"
-	// ActLeaveMark leaves a release mark (or, Move, delete-for-move) on a
-	// held lock and waits for the manager to take it off (leaveMark).
-	ActLeaveMark ActionKind = "leave-mark"
-)
-
-// actionClasses are the fault classes of the catalogue
-// (internal/kubeenv/faults) the actions inject.
-var actionClasses = map[ActionKind]faults.Class{
-	ActKill:           faults.ManagerKilled,
-	ActDeleteLock:     faults.LockDeleted,
-	ActHoldDeletion:   faults.LockDeletionHeld,
-	ActStaleOwner:     faults.LockCollected,
-	ActPause:          faults.Pause,
-	ActReplaceMachine: faults.MachineRecreated,
-	ActOldBackup:      faults.ClusterRestoredOld,
-	ActRestore:        faults.BackupRestore,
-	ActDecommission:   faults.ClusterDeleted,
-	ActPartialRestore: faults.SameNameOwner,
-	ActLeaveMark:      faults.MarkLeft,
-}
-
 // Action is one step of the driver.
 type Action struct {
-	At      time.Duration
-	Kind    ActionKind
+	At time.Duration
+	// Kind is the fault class of the catalogue (internal/kubeenv/faults)
+	// the action injects, one of driverClasses; the driver's act tells
+	// what it does for each.
+	Kind    faults.Class
 	Cluster int
 	Replica int
 	Machine int
@@ -140,7 +80,8 @@ type Action struct {
 	// lock one of them holds at that moment, the first from Cluster on,
 	// waiting up to a second for one.
 	Held bool
-	// FromSetup: see ActOldBackup. Move: see ActLeaveMark.
+	// FromSetup and Move: see the driver's cases of
+	// faults.ClusterRestoredOld and faults.MarkLeft.
 	FromSetup bool
 	Move      bool         `json:",omitempty"`
 	Restore   *RestorePlan `json:",omitempty"`
@@ -149,15 +90,15 @@ type Action struct {
 func (a Action) String() string {
 	s := fmt.Sprintf("%5.2fs %s", a.At.Seconds(), a.Kind)
 	switch a.Kind {
-	case ActKill:
+	case faults.ManagerKilled:
 		s += fmt.Sprintf(" mgr-%d down %s", a.Replica+1, a.Delay)
-	case ActRestore:
+	case faults.BackupRestore:
 		s += fmt.Sprintf(" cluster #%d %s", a.Cluster, a.Restore)
-	case ActReplaceMachine:
+	case faults.MachineRecreated:
 		s += fmt.Sprintf(" cluster #%d machine #%d after %s", a.Cluster, a.Machine, a.Delay)
-	case ActPause:
+	case faults.Pause:
 		s += fmt.Sprintf(" cluster #%d for %s", a.Cluster, a.Delay)
-	case ActOldBackup:
+	case faults.ClusterRestoredOld:
 		if a.FromSetup {
 			s += fmt.Sprintf(" cluster #%d from the copy made at setup", a.Cluster)
 		} else {
