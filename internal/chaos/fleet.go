@@ -104,13 +104,6 @@ func (f *Fleet) Start(r *Replica, t ManagerTimings) error {
 	return nil
 }
 
-// Running tells whether the replica's process runs.
-func (r *Replica) Running() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.proc != nil
-}
-
 // Kill sends SIGKILL to the replica's process, if it runs, and waits for it
 // to end; Supervise starts it again once down has passed. It tells whether
 // there was a process to kill.

@@ -98,13 +98,6 @@ func (w *Watcher) Stop() error {
 	return w.err
 }
 
-// Err returns the first error the watches met.
-func (w *Watcher) Err() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.err
-}
-
 func (w *Watcher) fail(err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

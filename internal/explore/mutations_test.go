@@ -103,8 +103,8 @@ var mutations = []mutation{
 			"\ttoken := a.token()\n\tlive, gerr, merr := a.claimAndConfirm(ctx, a.cl, token)\n",
 			"\ttoken := a.token()\n\tvar cerr error\n\tvar wg sync.WaitGroup\n\twg.Go(func() { _, cerr = createLock(ctx, a.l.Client, a.cl, a.lockName, a.record(a.m, token)) })\n" +
 				"\tlive, gerr, merr := a.claimAndConfirm(ctx, a.cl, token)\n\twg.Wait()\n"}, {"pkg/initlock/engine/acquire.go",
-			"\t\t_, cerr := createLock(ctx, a.l.Client, a.cl, a.lockName, a.record(a.m, token))\n\t\ta.noteLockWrite(cerr)\n",
-			"\t\ta.noteLockWrite(cerr)\n"}}},
+			"\t\t_, cerr := createLock(ctx, a.l.Client, a.cl, a.lockName, a.record(a.m, token))\n\t\ta.noteLockWrite(cerr, d.Action, token)\n",
+			"\t\ta.noteLockWrite(cerr, d.Action, token)\n"}}},
 	{name: "free-path-grants-undecided", scenario: "stale-caller",
 		rule: "one decision: the free path grants only what Decide grants on the view its claim proved (the caller's Machine read live among it)",
 		edits: []edit{{"pkg/initlock/engine/acquire.go",
@@ -276,30 +276,36 @@ func copyModule(t *testing.T, root, dst string) {
 	}
 }
 
-// apply makes the edits and returns a function that undoes them.
+// apply makes the edits and returns a function that undoes them. An edit
+// that cannot be made undoes the ones made before it, so that the next
+// mutation starts from the unmutated copy.
 func apply(t *testing.T, dir string, edits []edit) func() {
 	saved := map[string][]byte{}
+	restore := func() {
+		for p, data := range saved {
+			_ = os.WriteFile(p, data, 0o644)
+		}
+	}
 	for _, e := range edits {
 		p := filepath.Join(dir, e.file)
 		data, err := os.ReadFile(p)
 		if err != nil {
+			restore()
 			t.Fatal(err)
 		}
 		if _, ok := saved[p]; !ok {
 			saved[p] = data
 		}
 		if n := bytes.Count(data, []byte(e.old)); n != 1 {
+			restore()
 			t.Fatalf("%s: the text to mutate occurs %d times; update the mutation:\n%s", e.file, n, e.old)
 		}
 		if err := os.WriteFile(p, bytes.Replace(data, []byte(e.old), []byte(e.new), 1), 0o644); err != nil {
+			restore()
 			t.Fatal(err)
 		}
 	}
-	return func() {
-		for p, data := range saved {
-			_ = os.WriteFile(p, data, 0o644)
-		}
-	}
+	return restore
 }
 
 func tail(b []byte, n int) string {

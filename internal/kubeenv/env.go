@@ -243,9 +243,3 @@ func (e *Env) Stop() error {
 	}
 	return errors.Join(errs...)
 }
-
-// ControllerManagerLog returns what kube-controller-manager has logged so far.
-func (e *Env) ControllerManagerLog() string {
-	b, _ := os.ReadFile(filepath.Join(e.Dir, "kube-controller-manager.log"))
-	return string(b)
-}

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -104,6 +102,3 @@ func lower(s string) string {
 	}
 	return string(b)
 }
-
-// Time formats a time as metav1 does in JSON.
-func Time(t time.Time) string { return metav1.NewTime(t).UTC().Format(time.RFC3339) }

@@ -168,13 +168,6 @@ var catalogue = []Entry{
 		Meaning: "the holder's reconcile ends before its bootstrap data is written, and the next one calls Lock again"},
 }
 
-// Catalogue returns every fault class, in report order.
-func Catalogue() []Entry {
-	out := make([]Entry, len(catalogue))
-	copy(out, catalogue)
-	return out
-}
-
 // Lookup returns the entry of class c.
 func Lookup(c Class) (Entry, bool) {
 	for _, e := range catalogue {

@@ -169,9 +169,6 @@ func (m *Mgmt) UnregisterWebhooks(ctx context.Context) error {
 	return nil
 }
 
-// Webhooks tells whether the webhook configurations are registered.
-func (m *Mgmt) Webhooks() bool { return m.webhooks }
-
 // WebhookRequests returns how many admission requests the webhook servers
 // of core and CABPK have answered, by webhook path and HTTP code (e.g.
 // "/validate-cluster-x-k8s-io-v1beta2-cluster 200"), from their metrics.

@@ -25,7 +25,3 @@ func (m *Mgmt) RemoveLockGuard(ctx context.Context) error {
 	m.guarded = false
 	return nil
 }
-
-// LockGuarded tells whether the lock guard was installed through this Mgmt
-// and not removed since.
-func (m *Mgmt) LockGuarded() bool { return m.guarded }

@@ -157,11 +157,6 @@ func (m *Mgmt) StopManager() {
 	}
 }
 
-// Metrics returns the manager's Prometheus metrics in text format.
-func (mg *Manager) Metrics(ctx context.Context) (string, error) {
-	return httpGet(ctx, mg.MetricsURL)
-}
-
 // httpGet returns the body of a GET of url.
 func httpGet(ctx context.Context, url string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)

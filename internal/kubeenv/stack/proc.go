@@ -98,16 +98,6 @@ func (p *Proc) waitLogLine(ctx context.Context, timeout time.Duration, prefix st
 	return rest, err
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that nothing listens on now.
-func FreePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = ln.Close() }()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
 // freeAddrs returns n addresses 127.0.0.1:port with distinct free ports.
 func freeAddrs(n int) ([]string, error) {
 	var lns []net.Listener

@@ -134,20 +134,3 @@ func (m *Mgmt) Stop() error {
 	}
 	return errors.Join(errs...)
 }
-
-// Procs returns the processes running now, for their logs.
-func (m *Mgmt) Procs() []*Proc {
-	var out []*Proc
-	for _, p := range []*capiManager{m.core, m.cabpk} {
-		if p != nil {
-			out = append(out, p.Proc)
-		}
-	}
-	if m.velero != nil {
-		out = append(out, m.velero.Proc)
-	}
-	if m.manager != nil {
-		out = append(out, m.manager.Proc)
-	}
-	return out
-}

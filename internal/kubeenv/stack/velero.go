@@ -206,9 +206,6 @@ func (m *Mgmt) StopVelero() {
 	}
 }
 
-// Kubeconfig is the kubeconfig the Velero server and CLI use.
-func (v *Velero) Kubeconfig() string { return v.kubeconfig }
-
 // CLI runs the velero CLI of the same binary with args, as a user whose
 // KUBECONFIG names this management cluster, and returns its output. A
 // command still running after CLITimeout is killed.
