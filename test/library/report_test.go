@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/pkg/initlock"
 )
 
@@ -118,5 +119,55 @@ func TestResultAndEventsReportTheChange(t *testing.T) {
 				t.Errorf("lock holder = %s, want m1", got)
 			}
 		})
+	}
+}
+
+// TestEventsOfRefusalsAndReleases: a call that changes nothing emits
+// nothing; a refused call that gives a lost lock back to its granted
+// holder warns with LockRecreated, the Result saying so; the holder's
+// Unlock emits LockReleased.
+func TestEventsOfRefusalsAndReleases(t *testing.T) {
+	f := newFixture(t)
+	m1, m2 := f.machine("m1"), f.machine("m2")
+	f.mustLock(m1)
+	rec := &reasons{}
+	f.locker = initlock.New(f.client, initlock.WithEventRecorder(rec))
+
+	expect := func(what string, want ...string) {
+		t.Helper()
+		if got := rec.list(); !slices.Equal(got, want) {
+			t.Errorf("%s: events = %v, want %v", what, got, want)
+		}
+	}
+	res, err := f.locker.Lock(t.Context(), f.get(f.cluster), m1)
+	expectAcquired(t, "m1", res, err)
+	if res.Action != initlock.Action("none") {
+		t.Errorf("re-Lock(m1) = %+v, want action none", res)
+	}
+	expect("re-Lock(m1)")
+
+	res, err = f.locker.Lock(t.Context(), f.get(f.cluster), m2)
+	expectRefused(t, "m2", res, err, "m1")
+	expect("Lock(m2) while m1 holds it")
+
+	if err := env.Client.Delete(t.Context(), f.lockCM()); err != nil {
+		t.Fatal(err)
+	}
+	res, err = f.locker.Lock(t.Context(), f.get(f.cluster), m2)
+	expectRefused(t, "m2", res, err, "m1")
+	if !res.Recreated || res.Action != initlock.Action("recreate") {
+		t.Errorf("Lock(m2) with m1's lock lost = %+v, want the lock recreated for m1", res)
+	}
+	expect("Lock(m2) with m1's lock lost", initlock.EventLockRecreated)
+	if got := f.lockHolder(); got != "m1" {
+		t.Errorf("lock holder = %s, want m1", got)
+	}
+
+	if err := f.locker.Unlock(t.Context(), f.get(f.cluster), m1); err != nil {
+		t.Fatal(err)
+	}
+	expect("Unlock(m1)", initlock.EventLockRecreated, initlock.EventLockReleased)
+	if cm := kubeenv.MustGetLock(t, env.Client, f.ns, "c1"); cm != nil {
+		t.Errorf("lock still there after Unlock(m1): %v", cm.Data)
 	}
 }
