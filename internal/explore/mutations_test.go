@@ -103,8 +103,8 @@ var mutations = []mutation{
 			"\ttoken := a.token()\n\tlive, gerr, merr := a.claimAndConfirm(ctx, a.cl, token)\n",
 			"\ttoken := a.token()\n\tvar cerr error\n\tvar wg sync.WaitGroup\n\twg.Go(func() { _, cerr = createLock(ctx, a.l.Client, a.cl, a.lockName, a.record(a.m, token)) })\n" +
 				"\tlive, gerr, merr := a.claimAndConfirm(ctx, a.cl, token)\n\twg.Wait()\n"}, {"pkg/initlock/engine/acquire.go",
-			"\t\t_, cerr := createLock(ctx, a.l.Client, a.cl, a.lockName, a.record(a.m, token))\n\t\ta.noteLockWrite(cerr, d.Action, token)\n",
-			"\t\ta.noteLockWrite(cerr, d.Action, token)\n"}}},
+			"\t\t_, cerr := createLock(ctx, a.l.Client, a.cl, a.lockName, a.record(a.m, token))\n\t\ta.noteLockWrite(cerr, d, token)\n",
+			"\t\ta.noteLockWrite(cerr, d, token)\n"}}},
 	{name: "free-path-grants-undecided", scenario: "stale-caller",
 		rule: "one decision: the free path grants only what Decide grants on the view its claim proved (the caller's Machine read live among it)",
 		edits: []edit{{"pkg/initlock/engine/acquire.go",

@@ -46,12 +46,13 @@ func TestResultAndEventsReportTheChange(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		// goneHolder starts with an upstream lock naming a Machine that
-		// does not exist.
-		goneHolder bool
+		// does not exist; lostLock with m1's lock lost while granted.
+		goneHolder, lostLock bool
 		// lose, when set, picks the write whose answer is lost, applied.
 		lose          func(w write) bool
 		verdict       initlock.Verdict
 		action        initlock.Action
+		recreated     bool
 		event         string
 		reads, writes int
 	}{{
@@ -83,12 +84,29 @@ func TestResultAndEventsReportTheChange(t *testing.T) {
 		// As above, then GET lock ∥ GET Cluster ∥ GET m1: both name m1
 		// with the take-over's token.
 		reads: 8, writes: 3,
+	}, {
+		name: "lock lost while granted", lostLock: true,
+		verdict: "lost", action: "create", recreated: true, event: initlock.EventLockAcquired,
+		// GET lock ∥ GET Cluster ∥ GET m1; PATCH claim ∥ GET m1; CREATE.
+		reads: 4, writes: 2,
+	}, {
+		name: "lock lost while granted, the create's answer lost", lostLock: true, lose: lockWrite("create"),
+		verdict: "healthy", action: "create", recreated: true, event: initlock.EventLockAcquired,
+		// As above, then GET lock ∥ GET Cluster ∥ GET m1: both name m1
+		// with the create's token.
+		reads: 7, writes: 2,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			m1 := f.machine("m1")
 			if tc.goneHolder {
 				f.upstreamLock("gone", f.clusterRef())
+			}
+			if tc.lostLock {
+				f.mustLock(m1)
+				if err := env.Client.Delete(t.Context(), f.lockCM()); err != nil {
+					t.Fatal(err)
+				}
 			}
 			var fl *faults
 			if tc.lose != nil {
@@ -104,8 +122,8 @@ func TestResultAndEventsReportTheChange(t *testing.T) {
 			f.counter.Reset()
 			res, err := f.locker.Lock(t.Context(), f.cluster, m1)
 			expectAcquired(t, "m1", res, err)
-			if res.Verdict != tc.verdict || res.Action != tc.action || res.Recreated {
-				t.Errorf("Lock(m1) = %+v; want verdict %s, action %s, not recreated", res, tc.verdict, tc.action)
+			if res.Verdict != tc.verdict || res.Action != tc.action || res.Recreated != tc.recreated {
+				t.Errorf("Lock(m1) = %+v; want verdict %s, action %s, recreated %v", res, tc.verdict, tc.action, tc.recreated)
 			}
 			if got := rec.list(); !slices.Equal(got, []string{tc.event}) {
 				t.Errorf("events = %v, want [%s]", got, tc.event)

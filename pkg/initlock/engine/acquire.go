@@ -32,7 +32,7 @@ type acquisition struct {
 	claimUncertain bool
 	// lostWrites are the lock writes whose answers were lost, by token
 	// (Observation.LostWrites).
-	lostWrites map[string]Action
+	lostWrites map[string]Decision
 	// read tells that the call has read the lock live; heldBefore that the
 	// lock named the caller then, before this call wrote it
 	// (Observation.HeldBefore).
@@ -65,7 +65,7 @@ func (a *acquisition) free(ctx context.Context) (Outcome, bool, error) {
 			return Outcome{}, false, nil
 		}
 		_, cerr := createLock(ctx, a.l.Client, a.cl, a.lockName, a.record(a.m, token))
-		a.noteLockWrite(cerr, d.Action, token)
+		a.noteLockWrite(cerr, d, token)
 		switch {
 		case cerr == nil:
 			a.acquired(d.Action)
@@ -211,10 +211,10 @@ func (a *acquisition) write(ctx context.Context, cm *corev1.ConfigMap, d Decisio
 	switch d.Action {
 	case ActionCreate:
 		_, err = createLock(ctx, a.l.Client, a.cl, a.lockName, a.record(a.m, token))
-		a.noteLockWrite(err, d.Action, token)
+		a.noteLockWrite(err, d, token)
 	case ActionTakeOver:
 		_, err = rewriteLock(ctx, a.l.Client, cm, a.cl, a.record(a.m, token))
-		a.noteLockWrite(err, d.Action, token)
+		a.noteLockWrite(err, d, token)
 	case ActionAdopt:
 		_, err = adoptLock(ctx, a.l.Client, cm, a.cl)
 	}
@@ -323,18 +323,18 @@ func (a *acquisition) token() string {
 	return t
 }
 
-// noteLockWrite remembers a write of the lock, action with token, that
-// may have been applied unseen.
-func (a *acquisition) noteLockWrite(err error, action Action, token string) {
+// noteLockWrite remembers a write of the lock, carrying out d with token,
+// that may have been applied unseen.
+func (a *acquisition) noteLockWrite(err error, d Decision, token string) {
 	if err == nil || definite(err) {
 		return
 	}
 	a.uncertain = true
 	if token != "" {
 		if a.lostWrites == nil {
-			a.lostWrites = map[string]Action{}
+			a.lostWrites = map[string]Decision{}
 		}
-		a.lostWrites[token] = action
+		a.lostWrites[token] = d
 	}
 }
 

@@ -124,6 +124,10 @@ func recreated(o Observation, d Decision) bool {
 		return true
 	case ActionYield:
 		return o.Lock != nil && o.mine(o.Lock.Record.Token)
+	case ActionNone:
+		// A write of this call whose answer was lost landed: it recreated
+		// the lock when its decision said so.
+		return d.Landed != "" && o.LostWrites[o.Lock.Record.Token].Recreated
 	}
 	return false
 }

@@ -106,7 +106,7 @@ func decideLock(o Observation, d Decision) Decision {
 			d.Action = ActionAdopt
 		}
 		if t := o.Lock.Record.Token; t != "" {
-			d.Landed = o.LostWrites[t]
+			d.Landed = o.LostWrites[t].Action
 		}
 		return d
 	case g == grantCaller && o.mine(o.Cluster.Grant.Token) && o.Cluster.Grant.Exact(o.Cluster, caller):

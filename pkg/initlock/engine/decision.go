@@ -219,9 +219,9 @@ type Observation struct {
 	// lost, or it timed out).
 	ClaimUncertain bool
 	// LostWrites are the writes of the lock this call made whose answers
-	// were lost (IntentLock): the action of each, by the token of the
-	// record it wrote.
-	LostWrites map[string]Action
+	// were lost (IntentLock): the decision each carried out, by the token
+	// of the record it wrote.
+	LostWrites map[string]Decision
 	// AbsentSince is since when the keeper has seen this lock (by its UID)
 	// without its Cluster, by its own watch; nil when it has not. The
 	// manager keeps it in memory, so a restart starts it again: that only
@@ -294,7 +294,8 @@ type Decision struct {
 	// answer was lost, when the lock as read shows it applied: the record
 	// names the caller with that write's token (IntentLock). The caller
 	// holds the lock with nothing more to write, and Lock reports Landed as
-	// the change it made. Empty otherwise.
+	// the change it made (and Recreated as that write's decision said).
+	// Empty otherwise.
 	Landed Action
 	// Reason is a fixed word for releases and collections (Reason*).
 	Reason string
