@@ -27,6 +27,8 @@
 //     authorisation refused.
 //   - StartManager runs a controller-runtime manager in the test's process
 //     with its requests counted, and stops it when the test ends.
+//   - Recorder records the events a component emits (type, reason,
+//     regarding object and note), for a test to compare.
 //   - StartLogged and StartProcess run a program in a process group of its
 //     own with its output in a log file, and end the group.
 //   - Restoring as Velero does is velerosim's, with velerosim.Restore for

@@ -2,33 +2,13 @@ package library_test
 
 import (
 	"slices"
-	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/pkg/initlock"
 )
-
-// reasons records the reasons of the events a Locker emits.
-type reasons struct {
-	mu  sync.Mutex
-	got []string
-}
-
-func (r *reasons) Eventf(regarding, _ runtime.Object, eventtype, reason, action, note string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.got = append(r.got, reason)
-}
-
-func (r *reasons) list() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.got)
-}
 
 // TestResultAndEventsReportTheChange: Lock's Result says the change it
 // made to the lock, and its event on the Cluster says the same, whether
@@ -117,7 +97,7 @@ func TestResultAndEventsReportTheChange(t *testing.T) {
 					return pass, nil
 				})
 			}
-			rec := &reasons{}
+			rec := &kubeenv.Recorder{}
 			f.locker = initlock.New(f.client, initlock.WithEventRecorder(rec))
 			f.counter.Reset()
 			res, err := f.locker.Lock(t.Context(), f.cluster, m1)
@@ -125,7 +105,7 @@ func TestResultAndEventsReportTheChange(t *testing.T) {
 			if res.Verdict != tc.verdict || res.Action != tc.action || res.Recreated != tc.recreated {
 				t.Errorf("Lock(m1) = %+v; want verdict %s, action %s, recreated %v", res, tc.verdict, tc.action, tc.recreated)
 			}
-			if got := rec.list(); !slices.Equal(got, []string{tc.event}) {
+			if got := rec.Reasons(); !slices.Equal(got, []string{tc.event}) {
 				t.Errorf("events = %v, want [%s]", got, tc.event)
 			}
 			f.counts(t, "Lock(m1)", tc.reads, tc.writes)
@@ -148,12 +128,12 @@ func TestEventsOfRefusalsAndReleases(t *testing.T) {
 	f := newFixture(t)
 	m1, m2 := f.machine("m1"), f.machine("m2")
 	f.mustLock(m1)
-	rec := &reasons{}
+	rec := &kubeenv.Recorder{}
 	f.locker = initlock.New(f.client, initlock.WithEventRecorder(rec))
 
 	expect := func(what string, want ...string) {
 		t.Helper()
-		if got := rec.list(); !slices.Equal(got, want) {
+		if got := rec.Reasons(); !slices.Equal(got, want) {
 			t.Errorf("%s: events = %v, want %v", what, got, want)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	veleroplugin "github.com/vmware-tanzu/velero/pkg/plugin/velero"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -45,30 +43,8 @@ var (
 	configMapGK  = configMapGVK.GroupKind()
 )
 
+// emitted is an event wantEvents expects: its type, reason and note.
 type emitted struct{ eventtype, reason, note string }
-
-// recorder records the events the relinker emits.
-type recorder struct {
-	mu  sync.Mutex
-	got []emitted
-}
-
-func (e *recorder) Eventf(_, _ runtime.Object, eventtype, reason, _, note string, args ...any) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.got = append(e.got, emitted{eventtype, reason, fmt.Sprintf(note, args...)})
-}
-
-// AnnotatedEventf records the event; the relinker sends no annotated one.
-func (e *recorder) AnnotatedEventf(regarding, related runtime.Object, _ map[string]string, eventtype, reason, action, note string, args ...any) {
-	e.Eventf(regarding, related, eventtype, reason, action, note, args...)
-}
-
-func (e *recorder) list() []emitted {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return slices.Clone(e.got)
-}
 
 // fixture is one case's namespace and a relinker made with
 // relink.NewForClient, reading and writing the backend directly, whose
@@ -79,7 +55,7 @@ type fixture struct {
 	c        client.Client
 	counter  *kubeenv.Counter
 	clock    *clocktesting.FakePassiveClock
-	events   *recorder
+	events   *kubeenv.Recorder
 	registry *prometheus.Registry
 	r        *relink.Relinker
 	restorer *velerosim.Restorer
@@ -91,7 +67,7 @@ func newFixture(t *testing.T, b Backend, opts relink.Options) *fixture {
 	f := &fixture{
 		t: t, ns: ns, c: c, counter: counter,
 		clock:    clocktesting.NewFakePassiveClock(time.Now()),
-		events:   &recorder{},
+		events:   &kubeenv.Recorder{},
 		registry: prometheus.NewRegistry(),
 		restorer: velerosim.NewForClient(c, velerosim.Options{RestoreName: restoreName}),
 	}
@@ -263,7 +239,11 @@ func (f *fixture) wantUnlinked(gvk schema.GroupVersionKind, name string) {
 
 func (f *fixture) wantEvents(want ...emitted) {
 	f.t.Helper()
-	if got := f.events.list(); fmt.Sprint(got) != fmt.Sprint(want) {
+	var got []emitted
+	for _, e := range f.events.Events() {
+		got = append(got, emitted{e.Type, e.Reason, e.Note})
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
 		f.t.Errorf("events = %v\nwant     %v", got, want)
 	}
 }

@@ -270,7 +270,7 @@ func configuredKindNotServed(t *testing.T, b Backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = relink.NewForClient(relink.Options{Kinds: kinds}, c, &recorder{})
+	_, err = relink.NewForClient(relink.Options{Kinds: kinds}, c, &kubeenv.Recorder{})
 	if err == nil || !strings.Contains(err.Error(), "kind ExampleMachine.infrastructure.example.invalid is not served") {
 		t.Fatalf("NewForClient = %v, want an error naming the kind", err)
 	}

@@ -6,13 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -20,7 +18,6 @@ import (
 
 	"github.com/initlock/initlock/internal/controllers/lock"
 	"github.com/initlock/initlock/internal/kubeenv"
-	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
@@ -42,27 +39,8 @@ const (
 	settle = 30 * time.Second
 )
 
+// emitted is an event wantEvents expects: its type and reason.
 type emitted struct{ eventtype, reason string }
-
-// recorder records the events the reconciler emits.
-type recorder struct {
-	mu  sync.Mutex
-	got []emitted
-}
-
-var _ initlock.EventRecorder = (*recorder)(nil)
-
-func (e *recorder) Eventf(_, _ runtime.Object, eventtype, reason, _, _ string, _ ...any) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.got = append(e.got, emitted{eventtype, reason})
-}
-
-func (e *recorder) list() []emitted {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return slices.Clone(e.got)
-}
 
 // errNoLock is a check's error when the lock does not exist.
 var errNoLock = errors.New("no lock")
@@ -76,7 +54,7 @@ type fixture struct {
 	c       client.WithWatch
 	counter *kubeenv.Counter
 	clock   *clocktesting.FakePassiveClock
-	events  *recorder
+	events  *kubeenv.Recorder
 	r       *lock.Reconciler
 }
 
@@ -90,7 +68,7 @@ func newFixture(t *testing.T, b Backend) *fixture {
 		c:       c,
 		counter: counter,
 		clock:   clocktesting.NewFakePassiveClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)),
-		events:  &recorder{},
+		events:  &kubeenv.Recorder{},
 	}
 	f.r = &lock.Reconciler{
 		Client:      c,
@@ -160,7 +138,11 @@ func (f *fixture) reconcile(cluster string) (ctrl.Result, int) {
 
 func (f *fixture) wantEvents(want ...emitted) {
 	f.t.Helper()
-	if got := f.events.list(); !slices.Equal(got, want) {
+	var got []emitted
+	for _, e := range f.events.Events() {
+		got = append(got, emitted{e.Type, e.Reason})
+	}
+	if !slices.Equal(got, want) {
 		f.t.Errorf("events = %v, want %v", got, want)
 	}
 }
