@@ -44,7 +44,7 @@ var mutations = []mutation{
 				"\ta := &acquisition{l: l, clusterObj: cluster, cl: cl, m: m, lockName: lockName, log: log}\n"}}},
 	{name: "unlock-withdraws-without-retiring", scenario: "late-writes",
 		rule: "late writes are harmless: a release retires the grant before any destructive write",
-		edits: []edit{{"pkg/initlock/engine/decide_lock.go",
+		edits: []edit{{"pkg/initlock/engine/decide_unlock.go",
 			"\tcase regMine && g.Held() && !o.mine(g.Token):\n",
 			"\tcase regMine && g.Held() && !o.mine(g.Token) && false:\n"}}},
 	{name: "reliance-ignores-tokens", scenario: "late-writes",
@@ -60,8 +60,13 @@ var mutations = []mutation{
 	{name: "yield-a-lock-held-before", scenario: "upstream-holder-lost",
 		rule: "defence in depth: a caller never hands over a lock that named it before its call rewrote it",
 		edits: []edit{{"pkg/initlock/engine/decide_lock.go",
-			" && o.mine(o.Lock.Record.Token) && !o.HeldBefore):\n",
+			" && o.mine(o.Lock.Record.Token) && !d.HeldBefore):\n",
 			" && o.mine(o.Lock.Record.Token)):\n"}}},
+	{name: "held-before-not-found", scenario: "upstream-holder-lost",
+		rule: "defence in depth: the first decision of a call finds whether the lock named the caller before the call wrote it",
+		edits: []edit{{"pkg/initlock/engine/decide_lock.go",
+			"\treturn o.HeldBefore || (o.FirstRead && lockOf(o) == lockCaller && !o.mine(o.Lock.Record.Token))\n",
+			"\treturn o.HeldBefore\n"}}},
 	{name: "register-only-protection", scenario: "loss",
 		rule: "defence in depth: a lock naming another existing Machine refuses the caller whatever the register says",
 		edits: []edit{{"pkg/initlock/engine/decide_lock.go",
@@ -75,19 +80,17 @@ var mutations = []mutation{
 			"\t\tmap[string]any{\"op\": \"test\", \"path\": grantPointer, \"value\": nil},\n",
 			""}}},
 	{name: "stale-caller-granted", scenario: "stale-caller",
-		rule: "identity by UID: a caller whose Machine object is not the live Machine is refused (the decision, and the read with the claim)",
-		edits: []edit{{"pkg/initlock/engine/decide_lock.go",
-			"\tcase o.CallerLive == nil || (o.Caller != nil && o.Caller.UID != \"\" && o.CallerLive.UID != o.Caller.UID):\n",
-			"\tcase o.CallerLive == nil:\n"}, {"pkg/initlock/engine/acquire.go",
-			"\treturn live != nil && (a.m.UID == \"\" || live.UID == a.m.UID)\n",
+		rule: "identity by UID: a caller whose Machine object is not the live Machine is refused, by one predicate (Lock's decision and its claim, Unlock's decision)",
+		edits: []edit{{"pkg/initlock/engine/predicates.go",
+			"\treturn live != nil && (passed == nil || passed.UID == \"\" || live.UID == passed.UID)\n",
 			"\treturn live != nil\n"}}},
 	{name: "unlock-matches-by-name", scenario: "unlock-stale",
 		rule: "identity by UID: Unlock releases only the exact Machine's grant and lock (by the records' UIDs, and the caller's live UID)",
-		edits: []edit{{"pkg/initlock/engine/decide_lock.go",
-			"\tif !anyHolder && (o.CallerLive == nil",
-			"\tif false && !anyHolder && (o.CallerLive == nil"}, {"pkg/initlock/engine/decide_lock.go",
+		edits: []edit{{"pkg/initlock/engine/decide_unlock.go",
+			"\tif !anyHolder && !sameMachine(o.Caller, o.CallerLive) {\n",
+			"\tif false && !anyHolder && !sameMachine(o.Caller, o.CallerLive) {\n"}, {"pkg/initlock/engine/decide_unlock.go",
 			"\tlockMine := o.Lock != nil && (anyHolder || o.Lock.Record.Names(o.Cluster, o.Caller))\n",
-			"\tlockMine := o.Lock != nil && (anyHolder || o.Lock.Record.MachineName == o.Caller.Name)\n"}, {"pkg/initlock/engine/decide_lock.go",
+			"\tlockMine := o.Lock != nil && (anyHolder || o.Lock.Record.MachineName == o.Caller.Name)\n"}, {"pkg/initlock/engine/decide_unlock.go",
 			"\tregMine := g != nil && (anyHolder || (g.Held() && g.Names(o.Cluster, o.Caller)))\n",
 			"\tregMine := g != nil && (anyHolder || (g.Held() && g.MachineName == o.Caller.Name))\n"}}},
 	{name: "manager-decides-on-cache", scenario: "manager-replaced",
@@ -112,9 +115,9 @@ var mutations = []mutation{
 			"\t\tif false {\n"}}},
 	{name: "unlock-trusts-caller-object", scenario: "restore-unlock",
 		rule: "identity on Unlock: an object of a Machine restored since never releases what the restored Machine holds",
-		edits: []edit{{"pkg/initlock/engine/decide_lock.go",
-			"\tif !anyHolder && (o.CallerLive == nil",
-			"\tif false && !anyHolder && (o.CallerLive == nil"}, unlockTrustsClusterObject}},
+		edits: []edit{{"pkg/initlock/engine/decide_unlock.go",
+			"\tif !anyHolder && !sameMachine(o.Caller, o.CallerLive) {\n",
+			"\tif false && !anyHolder && !sameMachine(o.Caller, o.CallerLive) {\n"}, unlockTrustsClusterObject}},
 	{name: "unlock-reads-caller-with-cluster", scenario: "restore-unlock",
 		rule: "identity on Unlock: the caller's Machine is read after the lock and the Cluster, so that a restore between the reads shows",
 		edits: []edit{{"pkg/initlock/engine/read.go",
@@ -124,7 +127,7 @@ var mutations = []mutation{
 			"\t\tif false {\n\t\t\tif o.CallerLive, err = getMachine("}, unlockTrustsClusterObject}},
 	{name: "claim-over-name-only-grant-unconfirmed", scenario: "restore-relock",
 		rule: "identity across a restore: a grant naming the caller by name only is replaced only once the caller's Machine, read after the Cluster, is the caller's object",
-		edits: []edit{{"pkg/initlock/engine/decide.go",
+		edits: []edit{{"pkg/initlock/engine/decide_lock.go",
 			"\treturn d.Register == RegisterClaim && g.Held() && o.CallerLive != nil &&\n",
 			"\treturn false && d.Register == RegisterClaim && g.Held() && o.CallerLive != nil &&\n"}}},
 	{name: "guard-lets-any-delete-through", scenario: "upstream-delete",
@@ -208,7 +211,7 @@ var mutations = []mutation{
 
 // unlockTrustsClusterObject drops Unlock's check of the Cluster object
 // passed, the other layer of its identity check.
-var unlockTrustsClusterObject = edit{"pkg/initlock/engine/decide_lock.go",
+var unlockTrustsClusterObject = edit{"pkg/initlock/engine/decide_unlock.go",
 	"\tif o.Intent != IntentRelease && o.CallerCluster != \"\" && o.Cluster != nil && o.Cluster.UID != o.CallerCluster {\n",
 	"\tif false {\n"}
 
@@ -237,6 +240,32 @@ func TestMutations(t *testing.T) {
 			}
 			t.Logf("%s: caught by scenario %s: violation of %s in %s steps", m.rule, m.scenario, match[1], match[2])
 		})
+	}
+}
+
+// TestMutationTextsFound checks, without building anything, that the text
+// every mutation edits occurs exactly once in its file (an edit applied
+// after another of the same mutation is checked on the edited text), so
+// that a change to the code that moves or rewrites a mutated line fails in
+// make quick, not only in the long mutation check.
+func TestMutationTextsFound(t *testing.T) {
+	root := moduleRoot(t)
+	for _, m := range mutations {
+		edited := map[string][]byte{}
+		for _, e := range m.edits {
+			data, ok := edited[e.file]
+			if !ok {
+				var err error
+				if data, err = os.ReadFile(filepath.Join(root, e.file)); err != nil {
+					t.Fatalf("%s: %v", m.name, err)
+				}
+			}
+			if n := bytes.Count(data, []byte(e.old)); n != 1 {
+				t.Errorf("%s: %s: the text to mutate occurs %d times; update the mutation:\n%s", m.name, e.file, n, e.old)
+				continue
+			}
+			edited[e.file] = bytes.Replace(data, []byte(e.old), []byte(e.new), 1)
+		}
 	}
 }
 

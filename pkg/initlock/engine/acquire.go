@@ -34,8 +34,8 @@ type acquisition struct {
 	// (Observation.LostWrites).
 	lostWrites map[string]Decision
 	// read tells that the call has read the lock live; heldBefore that the
-	// lock named the caller then, before this call wrote it
-	// (Observation.HeldBefore).
+	// lock named the caller then, before this call wrote it, as its first
+	// decision found (Decision.HeldBefore).
 	read       bool
 	heldBefore bool
 }
@@ -75,7 +75,7 @@ func (a *acquisition) free(ctx context.Context) (Outcome, bool, error) {
 		}
 	case gerr != nil && definite(gerr) && !lostRace(gerr):
 		return Outcome{}, false, a.registerError(gerr)
-	case testFailed(gerr) && merr == nil && a.isCaller(live):
+	case testFailed(gerr) && merr == nil && sameMachine(&a.m, live):
 		a.log.V(4).Info("The claim of the free lock lost the race, refused")
 		return Outcome{}, true, nil
 	}
@@ -101,11 +101,6 @@ func (a *acquisition) claimAndConfirm(ctx context.Context, cl Cluster, token str
 	return live, gerr, merr
 }
 
-// isCaller tells whether live is the Machine the caller passed.
-func (a *acquisition) isCaller(live *Machine) bool {
-	return live != nil && (a.m.UID == "" || live.UID == a.m.UID)
-}
-
 // settle reads everything live, decides, and writes what the decision
 // says: the claim of the register first, then the lock. A write that lost
 // a race, or failed without telling whether it was applied, starts it
@@ -119,10 +114,10 @@ func (a *acquisition) settle(ctx context.Context) (Outcome, error) {
 		if err != nil {
 			return Outcome{}, fmt.Errorf("lock %s/%s: %w", a.cl.Namespace, a.lockName, err)
 		}
-		a.noteFirstRead(obs)
 		obs.Tokens, obs.Uncertain, obs.ClaimUncertain, obs.HeldBefore = a.tokens, a.uncertain, a.claimUncertain, a.heldBefore
-		obs.LostWrites = a.lostWrites
+		obs.LostWrites, obs.FirstRead = a.lostWrites, !a.read
 		d := Decide(obs, Policy{}, a.l.Clock.Now())
+		a.read, a.heldBefore = true, d.HeldBefore
 		if obs.Cluster != nil {
 			a.cl = *obs.Cluster
 		}
@@ -163,18 +158,6 @@ func (a *acquisition) settle(ctx context.Context) (Outcome, error) {
 	return Outcome{}, unsettled(a.cl.Namespace, a.lockName, last)
 }
 
-// noteFirstRead remembers, at the call's first live read, whether the lock
-// named the caller before the call wrote it.
-func (a *acquisition) noteFirstRead(obs Observation) {
-	if a.read {
-		return
-	}
-	a.read = true
-	lk := obs.Lock
-	a.heldBefore = lk != nil && lk.Problem == nil && obs.CallerLive != nil &&
-		lk.Record.Names(obs.Cluster, obs.CallerLive) && !obs.mine(lk.Record.Token)
-}
-
 // write carries out an acquiring decision: the claim of the register, with
 // a fresh token, together with a read of the caller's Machine (after the
 // Cluster was read), or after it when the decision says ReadCallerFirst;
@@ -191,7 +174,7 @@ func (a *acquisition) write(ctx context.Context, cm *corev1.ConfigMap, d Decisio
 		var live *Machine
 		var gerr, merr error
 		if d.ReadCallerFirst {
-			if live, merr = getMachine(ctx, a.l.Reader, a.cl.APIVersion, a.cl.Namespace, a.m.Name); merr == nil && a.isCaller(live) {
+			if live, merr = getMachine(ctx, a.l.Reader, a.cl.APIVersion, a.cl.Namespace, a.m.Name); merr == nil && sameMachine(&a.m, live) {
 				token = a.token()
 				gerr = a.claim(ctx, a.cl, token)
 			}
@@ -202,7 +185,7 @@ func (a *acquisition) write(ctx context.Context, cm *corev1.ConfigMap, d Decisio
 		switch {
 		case merr != nil:
 			return false, merr
-		case !a.isCaller(live):
+		case !sameMachine(&a.m, live):
 			return false, nil
 		case gerr != nil:
 			return false, a.registerError(gerr)

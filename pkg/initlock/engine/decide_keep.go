@@ -1,27 +1,9 @@
 package engine
 
 import (
-	"errors"
 	"time"
 
-	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/internal/report"
-)
-
-// OwnerState says how a lock's Cluster ownerReference stands.
-type OwnerState string
-
-// Owner states.
-const (
-	// OwnerOK: exactly one Cluster ownerReference, to the current UID.
-	OwnerOK OwnerState = "ok"
-	// OwnerMissing: no Cluster ownerReference.
-	OwnerMissing OwnerState = "missing"
-	// OwnerStaleUID: a Cluster ownerReference by the right name but an old
-	// UID, as a restore or move leaves it.
-	OwnerStaleUID OwnerState = "stale-uid"
-	// OwnerWrongCluster: a Cluster ownerReference to another cluster.
-	OwnerWrongCluster OwnerState = "wrong-cluster"
 )
 
 // decideKeeper decides for the manager and the CLI, which keep locks owned,
@@ -210,103 +192,3 @@ func restoredSince(l *Lock, c *Cluster) time.Time {
 	}
 	return l.Created
 }
-
-func needsAdoption(l *Lock, owner OwnerState) bool {
-	return owner != OwnerOK || l.ClusterAbsentSince != nil || l.StaleMark
-}
-
-func verdict(o Observation) Verdict {
-	g := grantOf(o)
-	l := o.Lock
-	if l == nil {
-		switch g {
-		case grantOther, grantCaller:
-			return VerdictLost
-		case grantDamaged:
-			return VerdictCorrupt
-		}
-		return VerdictFree
-	}
-	switch {
-	case l.Problem != nil && isNotALock(l.Problem):
-		return VerdictForeign
-	case l.Problem != nil || g == grantDamaged:
-		return VerdictCorrupt
-	case o.Cluster == nil:
-		return VerdictOrphan
-	case o.Cluster.Initialized:
-		return VerdictHeldAfterInit
-	}
-	lk := lockOf(o)
-	if lk == lockGone || lk == lockMissing {
-		return VerdictStaleHolder
-	}
-	if conflict(o, g, lk) {
-		return VerdictConflict
-	}
-	if ownerState(l, o.Cluster) != OwnerOK {
-		return VerdictUnowned
-	}
-	return VerdictHealthy
-}
-
-// conflict tells whether the lock and the grant register name two
-// different existing Machines.
-func conflict(o Observation, g grantKind, lk lockKind) bool {
-	var granted, held *Machine
-	switch g {
-	case grantCaller:
-		granted = o.CallerLive
-	case grantOther:
-		granted = o.Granted
-	default:
-		return false
-	}
-	switch lk {
-	case lockCaller:
-		held = o.CallerLive
-	case lockOther:
-		held = o.Holder
-	default:
-		return false
-	}
-	return granted.Name != held.Name
-}
-
-// ownerState compares a lock's Cluster ownerReferences with the Cluster.
-func ownerState(l *Lock, c *Cluster) OwnerState {
-	var right, stale, wrong int
-	for _, ref := range l.OwnerReferences {
-		if ref.Kind != capi.ClusterKind || !capi.IsClusterAPIVersion(ref.APIVersion) {
-			continue
-		}
-		switch {
-		case c != nil && ref.Name == c.Name && ref.UID == c.UID:
-			right++
-		case ref.Name == trimSuffix(l.Name):
-			stale++
-		default:
-			wrong++
-		}
-	}
-	switch {
-	case wrong > 0:
-		return OwnerWrongCluster
-	case stale > 0:
-		return OwnerStaleUID
-	case right == 1:
-		return OwnerOK
-	case right > 1:
-		return OwnerStaleUID
-	}
-	return OwnerMissing
-}
-
-func trimSuffix(lockName string) string {
-	if len(lockName) > len(LockSuffix) {
-		return lockName[:len(lockName)-len(LockSuffix)]
-	}
-	return lockName
-}
-
-func isNotALock(err error) bool { return errors.Is(err, report.ErrNotALock) }

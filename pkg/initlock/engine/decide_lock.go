@@ -23,7 +23,7 @@ func decideLock(o Observation, d Decision) Decision {
 		// again.
 		d.Err, d.Wait = report.ErrClusterPaused, WaitPaused
 		return d
-	case o.CallerLive == nil || (o.Caller != nil && o.Caller.UID != "" && o.CallerLive.UID != o.Caller.UID):
+	case !sameMachine(o.Caller, o.CallerLive):
 		// A grant this call claimed for the stale object is withdrawn.
 		d.Err = report.ErrStaleMachine
 		d.Register = withdrawOwn(o)
@@ -81,7 +81,7 @@ func decideLock(o Observation, d Decision) Decision {
 		switch {
 		case lk == lockMissing:
 			d.Action = ActionRecreate
-		case lk == lockGone || (lk == lockCaller && o.mine(o.Lock.Record.Token) && !o.HeldBefore):
+		case lk == lockGone || (lk == lockCaller && o.mine(o.Lock.Record.Token) && !d.HeldBefore):
 			d.Action = ActionYield
 		}
 		return d
@@ -133,6 +133,14 @@ func decideLock(o Observation, d Decision) Decision {
 	}
 	d.Acquired, d.Holder = true, caller.Name
 	return d
+}
+
+// heldBefore tells whether the lock named the caller before this call
+// wrote it: on the call's first read, a usable record naming the caller
+// that the call did not write (an upstream lock of the caller's, or its own
+// from an earlier call); later, what the first read found.
+func heldBefore(o Observation) bool {
+	return o.HeldBefore || (o.FirstRead && lockOf(o) == lockCaller && !o.mine(o.Lock.Record.Token))
 }
 
 // relied tells whether the caller holds the lock as it stands: the register
@@ -187,92 +195,49 @@ func withdrawOwn(o Observation) RegisterOp {
 	return RegisterNone
 }
 
-// decideRelease decides for Unlock (IntentUnlock) and for an operator's
-// release (IntentRelease). It releases what the caller holds (or, with no
-// caller or for an operator, whatever is held): first it retires the grant
-// register's value (a new token for the same Machine, so that no earlier
-// acquisition is relied on any more while the release is under way), and
-// once that is written it withdraws the grant and deletes the lock, in
-// parallel; the lock's delete is its release mark, then the delete. A
-// ConfigMap that is not a lock is never touched; once the
-// control plane is initialised the register no longer counts and is left
-// as it is.
-func decideRelease(o Observation, d Decision) Decision {
-	anyHolder := o.Intent == IntentRelease || o.Caller == nil
-	if o.Intent != IntentRelease && o.CallerCluster != "" && o.Cluster != nil && o.Cluster.UID != o.CallerCluster {
-		// The caller read its Cluster before a restore, a move or a
-		// re-creation: nothing it holds is known to be in this one. (An
-		// operator's release is bound by the UID and resourceVersion it
-		// inspected instead.)
-		d.Err = report.ErrStaleCluster
-		return d
+// recreated tells whether a Lock decision gives a lock that was lost while
+// granted back to its granted holder: it creates the missing lock for the
+// caller the register names from an earlier call (the lock is lost,
+// VerdictLost), or for
+// another Machine the register names, or hands over a lock this call wrote
+// to the Machine the register names.
+func recreated(o Observation, d Decision) bool {
+	switch d.Action {
+	case ActionCreate:
+		// A call that completes its own claim creates a lock no one held:
+		// its claim's answer, not a lock, was lost.
+		return d.Acquired && d.Verdict == VerdictLost && !completesClaim(o, d)
+	case ActionRecreate:
+		return true
+	case ActionYield:
+		return o.Lock != nil && o.mine(o.Lock.Record.Token)
+	case ActionNone:
+		// A write of this call whose answer was lost landed: it recreated
+		// the lock when its decision said so.
+		return d.Landed != "" && o.LostWrites[o.Lock.Record.Token].Recreated
 	}
-	if o.Intent == IntentRelease {
-		d.NeedsForce, d.ForceReason = needsForce(o)
-	}
-	if o.Lock != nil && o.Lock.Problem != nil && (isNotALock(o.Lock.Problem) || !anyHolder) {
-		d.Err = o.Lock.Problem
-		return d
-	}
-	if o.Cluster != nil && o.Cluster.Paused {
-		d.Err, d.Wait = report.ErrClusterPaused, WaitPaused
-		return d
-	}
-	if !anyHolder && (o.CallerLive == nil || (o.Caller.UID != "" && o.CallerLive.UID != o.Caller.UID)) {
-		// A record written before a restore names its Machine by name: only
-		// the live Machine of that name may release it, never an object of
-		// an earlier incarnation.
-		d.Err = report.ErrStaleMachine
-		return d
-	}
-	lockMine := o.Lock != nil && (anyHolder || o.Lock.Record.Names(o.Cluster, o.Caller))
-	g := grantThatCounts(o.Cluster)
-	regMine := g != nil && (anyHolder || (g.Held() && g.Names(o.Cluster, o.Caller)))
-	if !lockMine && !regMine {
-		if o.Lock != nil {
-			d.Err = report.ErrNotHolder
-		}
-		return d
-	}
-	d.Reason = ReasonUnlock
-	switch {
-	case regMine && g.Held() && !o.mine(g.Token):
-		d.Register = RegisterRetire
-	case regMine:
-		d.Register = RegisterWithdraw
-		if lockMine {
-			d.Action = ActionRelease
-		}
-	default:
-		d.Action = ActionRelease
-	}
-	if d.Action == ActionRelease && o.Lock != nil && o.Lock.Deleting {
-		d.Action = ActionNone // it is going already
-	}
-	return d
+	return false
 }
 
-// needsForce tells whether releasing the lock now may let a second Machine
-// run init, and names the Machine that may be running it.
-func needsForce(o Observation) (bool, string) {
-	cl := o.Cluster
-	if cl != nil && cl.Initialized {
-		return false, ""
-	}
-	if o.Lock != nil && o.Lock.Problem == nil && o.Holder != nil && o.Lock.Record.Names(cl, o.Holder) {
-		return true, o.Holder.Name
-	}
-	if cl == nil {
-		return false, ""
-	}
-	if o.Lock != nil && o.Lock.Problem != nil && !isNotALock(o.Lock.Problem) {
-		return true, ""
-	}
-	if g := cl.Grant; g.Damaged() {
-		return true, ""
-	}
-	if g := cl.Grant; g.Held() && o.Granted != nil && g.Names(cl, o.Granted) {
-		return true, o.Granted.Name
-	}
-	return false, ""
+// completesClaim tells whether a Lock decision writes the lock with the
+// token of this call's own standing claim, the register's: it writes a
+// record and makes no claim, and the register holds a grant this call
+// wrote. A claim brings a fresh token instead, and a write with neither
+// (after init) carries none.
+func completesClaim(o Observation, d Decision) bool {
+	writesRecord := d.Action == ActionCreate || d.Action == ActionTakeOver
+	g := o.Cluster.Grant
+	return d.Acquired && writesRecord && d.Register == RegisterNone && g.Held() && o.mine(g.Token)
+}
+
+// readCallerFirst tells whether a claim must wait for a live read of the
+// caller's Machine, made after the Cluster was read, instead of running
+// beside it: the claim replaces a grant that names the caller by name
+// only (written before a restore or a move). Such a grant protects the
+// restored Machine of that name, and an object read before the restore
+// must never replace it with a grant to its own, stale, UID.
+func readCallerFirst(o Observation, d Decision) bool {
+	g := o.Cluster.Grant
+	return d.Register == RegisterClaim && g.Held() && o.CallerLive != nil &&
+		g.Names(o.Cluster, o.CallerLive) && !g.Exact(o.Cluster, o.CallerLive)
 }

@@ -176,12 +176,13 @@ type want struct {
 	// recreated, completes and readFirst are the decision's Recreated,
 	// CompletesClaim and ReadCallerFirst.
 	recreated, completes, readFirst bool
-	// landed is the decision's Landed.
-	landed  engine.Action
-	err     error
-	wait    engine.Wait
-	force   bool
-	requeue time.Duration
+	// landed is the decision's Landed, heldBefore its HeldBefore.
+	landed     engine.Action
+	heldBefore bool
+	err        error
+	wait       engine.Wait
+	force      bool
+	requeue    time.Duration
 	// reason, when set, is the release's Reason.
 	reason string
 }
@@ -295,7 +296,19 @@ var decideRows = []struct {
 		nil, want{verdict: engine.VerdictConflict, action: engine.ActionNone, register: engine.RegisterWithdraw, holder: "m2"}},
 	{"the caller's own lock from before this call, rewritten by it, the register another's: kept, refused",
 		lockCall(engine.Observation{Lock: lockOf("m1", "mine", owned), Cluster: cluster(grantTo("m2", "t2")), Granted: machine("m2"), Tokens: []string{"mine"}, HeldBefore: true}),
-		nil, want{verdict: engine.VerdictConflict, action: engine.ActionNone, holder: "m2"}},
+		nil, want{verdict: engine.VerdictConflict, action: engine.ActionNone, holder: "m2", heldBefore: true}},
+	{"first read: the caller's own lock from an earlier call, the register another's: held before, kept, refused",
+		lockCall(engine.Observation{Lock: lockOf("m1", "t0", owned), Cluster: cluster(grantTo("m2", "t2")), Granted: machine("m2"), Tokens: []string{"mine"}, FirstRead: true}),
+		nil, want{verdict: engine.VerdictConflict, action: engine.ActionNone, holder: "m2", heldBefore: true}},
+	{"first read: an upstream lock naming the caller by name, the register another's: held before, kept, refused",
+		lockCall(engine.Observation{Lock: upstreamLock("m1", owned), Cluster: cluster(grantTo("m2", "t2")), Granted: machine("m2"), FirstRead: true}),
+		nil, want{verdict: engine.VerdictConflict, action: engine.ActionNone, holder: "m2", heldBefore: true}},
+	{"first read: a lock this call wrote (a lost answer), the register another's: not held before, handed to the register's Machine",
+		lockCall(engine.Observation{Lock: lockOf("m1", "mine", owned), Cluster: cluster(grantTo("m2", "t2")), Granted: machine("m2"), Tokens: []string{"mine"}, FirstRead: true}),
+		nil, want{verdict: engine.VerdictConflict, action: engine.ActionYield, holder: "m2", recreated: true}},
+	{"first read: another Machine's lock: not held before",
+		lockCall(engine.Observation{Lock: lockOf("m2", "t2", owned), Cluster: cluster(grantTo("m2", "t2")), Holder: machine("m2"), Granted: machine("m2"), FirstRead: true}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m2"}},
 	{"a claim of this call whose answer was lost, not in the register: fenced",
 		lockCall(engine.Observation{Lock: upstreamLock("m2", owned), Cluster: cluster(), Holder: machine("m2"), Tokens: []string{"mine"}, ClaimUncertain: true}),
 		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, register: engine.RegisterWithdraw, holder: "m2"}},
@@ -627,7 +640,7 @@ func TestDecide(t *testing.T) {
 			w := tt.want
 			if d.Verdict != w.verdict || d.Action != w.action || d.Register != w.register || d.Holder != w.holder ||
 				d.Acquired != w.acquired || d.Recreated != w.recreated ||
-				d.CompletesClaim != w.completes || d.ReadCallerFirst != w.readFirst || d.Landed != w.landed || d.Wait != w.wait || d.NeedsForce != w.force || d.RequeueAfter != w.requeue ||
+				d.CompletesClaim != w.completes || d.ReadCallerFirst != w.readFirst || d.Landed != w.landed || d.HeldBefore != w.heldBefore || d.Wait != w.wait || d.NeedsForce != w.force || d.RequeueAfter != w.requeue ||
 				(w.reason != "" && d.Reason != w.reason) {
 				t.Errorf("Decide() = %+v\nwant %+v", d, w)
 			}

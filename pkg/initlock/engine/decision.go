@@ -232,10 +232,12 @@ type Observation struct {
 	// releases and collects it when that is safe. A filter decides what a
 	// keeper takes care of, never what it lets go.
 	OutOfScope bool
-	// HeldBefore tells that the lock named the caller when this call first
-	// read it, before the call wrote it (an upstream lock of the caller's,
-	// or its own from an earlier call): a lock this call wrote since is
-	// then still the caller's, and is never handed to another Machine.
+	// FirstRead tells that this is the call's first live read of the lock
+	// (IntentLock): Decide then finds whether the lock named the caller
+	// before the call wrote it (Decision.HeldBefore).
+	FirstRead bool
+	// HeldBefore is the HeldBefore of the decision on the call's first
+	// read, carried on to the call's later rounds.
 	HeldBefore bool
 }
 
@@ -290,6 +292,13 @@ type Decision struct {
 	// caller's object: the claim replaces a grant naming the caller by
 	// name only. Otherwise the claim and the read run together.
 	ReadCallerFirst bool
+	// HeldBefore tells that the lock named the caller when this call first
+	// read it, before the call wrote it (an upstream lock of the caller's,
+	// or its own from an earlier call): a lock this call wrote since is
+	// then still the caller's, and is never handed to another Machine
+	// (IntentLock). The call carries it on to its later rounds
+	// (Observation.HeldBefore).
+	HeldBefore bool
 	// Landed is the action of a write of the lock this call made whose
 	// answer was lost, when the lock as read shows it applied: the record
 	// names the caller with that write's token (IntentLock). The caller

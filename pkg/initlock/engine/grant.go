@@ -46,16 +46,6 @@ func (g *Grant) Damaged() bool { return g != nil && g.MachineName == "" && g.Tok
 // Released tells that the register records a release: it names no Machine.
 func (g *Grant) Released() bool { return g != nil && g.MachineName == "" && g.Token != "" }
 
-// grantThatCounts is cl's grant register while it counts: nil when there
-// is no Cluster, when its control plane is initialised (no grant counts
-// after init) and when the register is empty or records a release.
-func grantThatCounts(cl *Cluster) *Grant {
-	if cl == nil || cl.Initialized || cl.Grant == nil || cl.Grant.Released() {
-		return nil
-	}
-	return cl.Grant
-}
-
 // Held tells that the register names a Machine.
 func (g *Grant) Held() bool { return g != nil && g.MachineName != "" }
 

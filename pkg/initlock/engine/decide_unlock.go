@@ -1,0 +1,93 @@
+package engine
+
+import "github.com/initlock/initlock/pkg/initlock/internal/report"
+
+// decideRelease decides for Unlock (IntentUnlock) and for an operator's
+// release (IntentRelease). It releases what the caller holds (or, with no
+// caller or for an operator, whatever is held): first it retires the grant
+// register's value (a new token for the same Machine, so that no earlier
+// acquisition is relied on any more while the release is under way), and
+// once that is written it withdraws the grant and deletes the lock, in
+// parallel; the lock's delete is its release mark, then the delete. A
+// ConfigMap that is not a lock is never touched; once the
+// control plane is initialised the register no longer counts and is left
+// as it is.
+func decideRelease(o Observation, d Decision) Decision {
+	anyHolder := o.Intent == IntentRelease || o.Caller == nil
+	if o.Intent != IntentRelease && o.CallerCluster != "" && o.Cluster != nil && o.Cluster.UID != o.CallerCluster {
+		// The caller read its Cluster before a restore, a move or a
+		// re-creation: nothing it holds is known to be in this one. (An
+		// operator's release is bound by the UID and resourceVersion it
+		// inspected instead.)
+		d.Err = report.ErrStaleCluster
+		return d
+	}
+	if o.Intent == IntentRelease {
+		d.NeedsForce, d.ForceReason = needsForce(o)
+	}
+	if o.Lock != nil && o.Lock.Problem != nil && (isNotALock(o.Lock.Problem) || !anyHolder) {
+		d.Err = o.Lock.Problem
+		return d
+	}
+	if o.Cluster != nil && o.Cluster.Paused {
+		d.Err, d.Wait = report.ErrClusterPaused, WaitPaused
+		return d
+	}
+	if !anyHolder && !sameMachine(o.Caller, o.CallerLive) {
+		// A record written before a restore names its Machine by name: only
+		// the live Machine of that name may release it, never an object of
+		// an earlier incarnation.
+		d.Err = report.ErrStaleMachine
+		return d
+	}
+	lockMine := o.Lock != nil && (anyHolder || o.Lock.Record.Names(o.Cluster, o.Caller))
+	g := grantThatCounts(o.Cluster)
+	regMine := g != nil && (anyHolder || (g.Held() && g.Names(o.Cluster, o.Caller)))
+	if !lockMine && !regMine {
+		if o.Lock != nil {
+			d.Err = report.ErrNotHolder
+		}
+		return d
+	}
+	d.Reason = ReasonUnlock
+	switch {
+	case regMine && g.Held() && !o.mine(g.Token):
+		d.Register = RegisterRetire
+	case regMine:
+		d.Register = RegisterWithdraw
+		if lockMine {
+			d.Action = ActionRelease
+		}
+	default:
+		d.Action = ActionRelease
+	}
+	if d.Action == ActionRelease && o.Lock != nil && o.Lock.Deleting {
+		d.Action = ActionNone // it is going already
+	}
+	return d
+}
+
+// needsForce tells whether releasing the lock now may let a second Machine
+// run init, and names the Machine that may be running it.
+func needsForce(o Observation) (bool, string) {
+	cl := o.Cluster
+	if cl != nil && cl.Initialized {
+		return false, ""
+	}
+	if o.Lock != nil && o.Lock.Problem == nil && o.Holder != nil && o.Lock.Record.Names(cl, o.Holder) {
+		return true, o.Holder.Name
+	}
+	if cl == nil {
+		return false, ""
+	}
+	if o.Lock != nil && o.Lock.Problem != nil && !isNotALock(o.Lock.Problem) {
+		return true, ""
+	}
+	if g := cl.Grant; g.Damaged() {
+		return true, ""
+	}
+	if g := cl.Grant; g.Held() && o.Granted != nil && g.Names(cl, o.Granted) {
+		return true, o.Granted.Name
+	}
+	return false, ""
+}
