@@ -40,7 +40,11 @@ func changeWhy(r row, p engine.Policy) string {
 		}
 		return "control plane initialised: the lock has done its job; mark it for release and delete it (--release-after-init)"
 	case engine.ActionMarkOrphan:
-		return fmt.Sprintf("Cluster not found: mark the lock now; a repair run %s or more later (--orphan-grace) collects it if the Cluster is still missing and the holder is gone", p.OrphanGrace)
+		unmark := ""
+		if d.Unmark {
+			unmark = ", dropping the mark left on it that lets anyone delete it"
+		}
+		return fmt.Sprintf("Cluster not found: mark the lock now%s; a repair run %s or more later (--orphan-grace) collects it if the Cluster is still missing and the holder is gone", unmark, p.OrphanGrace)
 	case engine.ActionCollect:
 		since := "-"
 		if o.Lock != nil && o.Lock.ClusterAbsentSince != nil {

@@ -104,17 +104,26 @@ func (r *Reconciler) record(clusterObj *unstructured.Unstructured, cm *corev1.Co
 			"Init lock %s, held by Machine %s, was released (%s): %s", cm.Name, d.Holder, d.Reason, releaseWhy(d.Reason))
 	case engine.ActionMarkOrphan:
 		absenceMarksTotal.Inc()
+		if d.Unmark {
+			r.unmarked(clusterObj, cm, obs, d)
+		}
 	case engine.ActionUnmark:
-		regarding, related := about(clusterObj, cm)
-		r.event(regarding, related, corev1.EventTypeWarning, ReasonLockUnmarked, "Unmark",
-			"Init lock %s, held by Machine %s, carried a mark that lets anyone delete it (%s) with no release or move under way; the mark was taken off, so that the lock guard holds the lock again",
-			cm.Name, d.Holder, marksOn(obs.Lock))
+		r.unmarked(clusterObj, cm, obs, d)
 	case engine.ActionCollect:
 		orphansCollectedTotal.Inc()
 		held()
 		r.event(cm, nil, corev1.EventTypeNormal, ReasonOrphanLockCollected, "Collect",
 			"Orphan init lock %s was deleted: its Cluster was absent for the grace period of %s and its holder Machine %s does not exist", cm.Name, r.Policy.OrphanGrace, d.Holder)
 	}
+}
+
+// unmarked reports that the write took off the marks that let anyone
+// delete the lock.
+func (r *Reconciler) unmarked(clusterObj *unstructured.Unstructured, cm *corev1.ConfigMap, obs engine.Observation, d engine.Decision) {
+	regarding, related := about(clusterObj, cm)
+	r.event(regarding, related, corev1.EventTypeWarning, ReasonLockUnmarked, "Unmark",
+		"Init lock %s, held by Machine %s, carried a mark that lets anyone delete it (%s) with no release or move under way; the mark was taken off, so that the lock guard holds the lock again",
+		cm.Name, d.Holder, marksOn(obs.Lock))
 }
 
 // marksOn names the marks lock l carries that let a delete through.

@@ -52,7 +52,7 @@ func Apply(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, o Observa
 			next.Annotations = map[string]string{}
 		}
 		next.Annotations[ClusterAbsentAnnotation] = absentMark(absentFrom(o, now), cm.UID)
-		if !releaseUnderWay(o, now) {
+		if d.Unmark {
 			dropMarks(next)
 		}
 		return c.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{}))

@@ -13,6 +13,12 @@ import (
 // release mark, then the delete).
 func decideKeeper(o Observation, p Policy, now time.Time, d Decision) Decision {
 	d = decideKeep(o, p, now, d)
+	if d.Action == ActionMarkOrphan {
+		// The orphan's mark takes the marks left off in the same write,
+		// unless their release is under way.
+		d.Unmark = marksLeft(o) && !releaseUnderWay(o, now)
+		return d
+	}
 	if d.Action != ActionNone || d.Err != nil || !marksLeft(o) {
 		return d
 	}

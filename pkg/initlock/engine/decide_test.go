@@ -179,10 +179,12 @@ type want struct {
 	// landed is the decision's Landed, heldBefore its HeldBefore.
 	landed     engine.Action
 	heldBefore bool
-	err        error
-	wait       engine.Wait
-	force      bool
-	requeue    time.Duration
+	// unmark is the decision's Unmark.
+	unmark  bool
+	err     error
+	wait    engine.Wait
+	force   bool
+	requeue time.Duration
 	// reason, when set, is the release's Reason.
 	reason string
 }
@@ -578,6 +580,15 @@ var decideRows = []struct {
 	{"keeper: orphan without mark is marked",
 		engine.Observation{Lock: upstreamLock("m1", ownerRef("c1", "old-uid"))},
 		nil, want{verdict: engine.VerdictOrphan, action: engine.ActionMarkOrphan, holder: "m1", requeue: 10 * time.Minute}},
+	{"keeper: orphan carrying a release mark left behind: marked, the release mark taken off in the same write",
+		engine.Observation{Lock: releaseStarted(releasable(upstreamLock("m1", ownerRef("c1", "old-uid"))), t0.Add(-2*time.Minute))},
+		nil, want{verdict: engine.VerdictOrphan, action: engine.ActionMarkOrphan, holder: "m1", requeue: 10 * time.Minute, unmark: true}},
+	{"keeper: orphan carrying a failed move's mark: marked, the move's mark taken off in the same write",
+		engine.Observation{Lock: moveMarked(upstreamLock("m1", ownerRef("c1", "old-uid")))},
+		nil, want{verdict: engine.VerdictOrphan, action: engine.ActionMarkOrphan, holder: "m1", requeue: 10 * time.Minute, unmark: true}},
+	{"keeper: orphan whose release is under way: marked, the release mark left to it",
+		engine.Observation{Lock: releaseStarted(releasable(upstreamLock("m1", ownerRef("c1", "old-uid"))), t0.Add(-5*time.Second))},
+		nil, want{verdict: engine.VerdictOrphan, action: engine.ActionMarkOrphan, holder: "m1", requeue: 10 * time.Minute}},
 	{"keeper: orphan first seen now, with a settle time: waits for it, no write",
 		engine.Observation{Lock: upstreamLock("m1", ownerRef("c1", "old-uid"))},
 		&settlePolicy, want{verdict: engine.VerdictOrphan, action: engine.ActionNone, holder: "m1", requeue: 30 * time.Second, wait: engine.WaitSettle}},
@@ -640,7 +651,7 @@ func TestDecide(t *testing.T) {
 			w := tt.want
 			if d.Verdict != w.verdict || d.Action != w.action || d.Register != w.register || d.Holder != w.holder ||
 				d.Acquired != w.acquired || d.Recreated != w.recreated ||
-				d.CompletesClaim != w.completes || d.ReadCallerFirst != w.readFirst || d.Landed != w.landed || d.HeldBefore != w.heldBefore || d.Wait != w.wait || d.NeedsForce != w.force || d.RequeueAfter != w.requeue ||
+				d.CompletesClaim != w.completes || d.ReadCallerFirst != w.readFirst || d.Landed != w.landed || d.HeldBefore != w.heldBefore || d.Unmark != w.unmark || d.Wait != w.wait || d.NeedsForce != w.force || d.RequeueAfter != w.requeue ||
 				(w.reason != "" && d.Reason != w.reason) {
 				t.Errorf("Decide() = %+v\nwant %+v", d, w)
 			}

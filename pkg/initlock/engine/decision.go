@@ -306,6 +306,12 @@ type Decision struct {
 	// the change it made (and Recreated as that write's decision said).
 	// Empty otherwise.
 	Landed Action
+	// Unmark tells that an orphan's mark (ActionMarkOrphan) takes off, in
+	// the same write, the marks a delete passes with (the release mark,
+	// clusterctl move's delete-for-move), as ActionUnmark would: the lock
+	// carries them and no release is under way. ActionUnmark, ActionAdopt
+	// and the lock's rewrites always take them off.
+	Unmark bool
 	// Reason is a fixed word for releases and collections (Reason*).
 	Reason string
 	// RequeueAfter is when to look again, for waits with a deadline.
