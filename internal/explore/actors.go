@@ -83,7 +83,11 @@ func (s *System) provider(ctx context.Context, p Provider) {
 		case wayInitFails:
 			s.checker.unlocking(machine, m.GetUID())
 			s.touch(hookUnlocking)
-			_ = l.Unlock(ctx, cl, m, engine.UnlockParams{})
+			if p.AnyHolder {
+				_ = l.Unlock(ctx, cl, nil, engine.UnlockParams{AnyHolder: true})
+			} else {
+				_ = l.Unlock(ctx, cl, m, engine.UnlockParams{})
+			}
 		case wayGoesOn:
 			return
 		}

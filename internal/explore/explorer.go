@@ -91,6 +91,10 @@ type Provider struct {
 	// Unlock lets its init fail after a grant, and the provider call
 	// Unlock.
 	Unlock bool
+	// AnyHolder makes its Unlock release the lock whoever holds it, with
+	// no Machine, as the drop-in mutex's Unlock(cluster) does (package
+	// locking): CABPK's failed-init path calls it so.
+	AnyHolder bool
 	// Upstream runs CABPK's own mutex instead of initlock's Locker.
 	Upstream bool
 	// Relock lets its reconcile end after a grant before the Machine's

@@ -35,6 +35,8 @@ func Scenarios() []Scenario {
 		{Name: "upstream-holder-lost", UpstreamHolder: "m1", Providers: []Provider{p("m1", 2), p("m2", 1)},
 			Faults: 1, FaultsOn: []string{"provider/m1 patch ConfigMap"}, FaultKinds: []faults.Class{faults.LostResponse},
 			Adversary: []EventKind{RevertRegister}, Events: 1, Losses: 1, MaxSteps: 120},
+		{Name: "mutex-unlock-lost", Providers: []Provider{{Machine: "m1", Attempts: 1, Unlock: true, AnyHolder: true}, p("m2", 1)},
+			Faults: 1, FaultsOn: []string{"provider/m1 delete ConfigMap"}, FaultKinds: []faults.Class{faults.LostResponse}, MaxSteps: 120},
 		{Name: "late-writes", Providers: []Provider{{Machine: "m1", Attempts: 2, Unlock: true}},
 			Faults: 2, Late: 2, FaultKinds: []faults.Class{faults.LateWrite, faults.Refused}, MaxSteps: 100},
 		{Name: "restore-unlock", Providers: []Provider{{Machine: "m1", Attempts: 2, Unlock: true}},

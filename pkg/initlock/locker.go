@@ -98,6 +98,9 @@ type UnlockOption func(*engine.UnlockParams)
 // AnyHolder makes Unlock release the lock whoever holds it, and release a
 // corrupt lock or a damaged register too; machine may then be nil. A
 // provider's join path uses it once the control plane is initialised.
+// Such a release is bound to what its first read found: should it try
+// again (a race lost, an answer lost), it never releases a lock or a grant
+// another call made meanwhile.
 func AnyHolder() UnlockOption { return func(p *engine.UnlockParams) { p.AnyHolder = true } }
 
 // Unlock releases cluster's lock held by machine: it empties the Cluster's

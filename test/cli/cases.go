@@ -21,6 +21,7 @@ var cases = []struct {
 	{"RepairWaitsForARestoredHolder", repairWaitsForARestoredHolder},
 	{"RepairTakesLeftMarksOff", repairTakesLeftMarksOff},
 	{"ReleaseReadsAgainAfterTheAnswer", releaseReadsAgainAfterTheAnswer},
+	{"ReleaseLeavesALockMadeSince", releaseLeavesALockMadeSince},
 	{"RepairConfirmsAfterTheAnswer", repairConfirmsAfterTheAnswer},
 	{"RepairUsesTheManagersPolicy", repairUsesTheManagersPolicy},
 	{"RepairWithoutManagerSaysSo", repairWithoutManagerSaysSo},

@@ -1,12 +1,15 @@
 package clisuite
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/initlock/initlock/internal/cli"
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
@@ -115,6 +119,54 @@ func releaseReadsAgainAfterTheAnswer(t *testing.T, b *Backend) {
 	r.ExpectCode(t, cli.ExitError)
 	if !strings.Contains(r.Err, "changed while you were asked") || c.Writes() != 0 || kubeenv.MustGetLock(t, b.Client, ns, "c1") == nil {
 		t.Fatalf("release answered y after the holder came back: %d writes\nstdout:\n%s\nstderr:\n%s", c.Writes(), r.Out, r.Err)
+	}
+}
+
+// releaseLeavesALockMadeSince: a release ends with the lock it inspected.
+// Released by someone else while the release runs (its mark loses the
+// race), and followed by another Machine's lock, created anew or taken
+// over, it leaves that lock and its grant alone.
+func releaseLeavesALockMadeSince(t *testing.T, b *Backend) {
+	for _, tt := range []struct {
+		name    string
+		replace func(ctx context.Context, c client.Client, cm *corev1.ConfigMap, cl, m2 *unstructured.Unstructured) error
+		granted string
+	}{
+		{"created by a stock provider", func(ctx context.Context, c client.Client, cm *corev1.ConfigMap, cl, _ *unstructured.Unstructured) error {
+			if err := kubeenv.ReleaseLock(ctx, c, cm); err != nil {
+				return err
+			}
+			return c.Create(ctx, kubeenv.NewLock(cm.Namespace, "c1", "m2", cl))
+		}, ""},
+		{"taken over by initlock's Lock", func(ctx context.Context, c client.Client, _ *corev1.ConfigMap, cl, m2 *unstructured.Unstructured) error {
+			res, err := initlock.New(c).Lock(ctx, cl, m2)
+			if err == nil && !res.Acquired {
+				err = fmt.Errorf("m2 refused: %+v", res)
+			}
+			return err
+		}, "m2"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ns := b.Namespace(t)
+			cl := b.newCluster(t, ns, "c1", false)
+			b.newLock(t, ns, "c1", "m1", cl) // m1 is gone: no --force needed
+			m2 := b.newMachine(t, ns, "c1", "m2", nil)
+			replace := func(ctx context.Context, c client.Client, cm *corev1.ConfigMap) error {
+				return tt.replace(ctx, c, cm, b.getCluster(t, cl), m2)
+			}
+			r := b.run(t, invocation{before: b.interfere(t, "patch", ns, "c1", 1, replace)}, "release", "c1", "-n", ns, "--yes")
+			r.ExpectCode(t, cli.ExitOK)
+			cm := kubeenv.MustGetLock(t, b.Client, ns, "c1")
+			if cm == nil {
+				t.Fatalf("the lock of m2, made while the release ran, was released\nstdout:\n%s\nstderr:\n%s", r.Out, r.Err)
+			}
+			if rec, err := engine.DecodeRecord(cm.Data[engine.DataKey]); err != nil || rec.MachineName != "m2" {
+				t.Errorf("lock record %+v, %v; want m2's", rec, err)
+			}
+			if got := b.grantOf(t, cl); got != tt.granted {
+				t.Errorf("grant register names %q, want %q", got, tt.granted)
+			}
+		})
 	}
 }
 

@@ -162,6 +162,22 @@ func restoredFrom(name string) *engine.Machine {
 	return m
 }
 
+// pinned is o on a later round of a release whose first read found lock
+// first and the register value register (Observation.Pinned).
+func pinned(o engine.Observation, first *engine.Lock, register string) engine.Observation {
+	o.Pinned, o.PinnedLock, o.PinnedRegister = true, first, register
+	return o
+}
+
+// otherUID is l created again: another ConfigMap of the lock's name.
+func otherUID(l *engine.Lock) *engine.Lock {
+	l.UID = "lock-uid-2"
+	return l
+}
+
+// grantOfM1 is the register's value grantTo("m1", "t1") records.
+const grantOfM1 = `{"machineName":"m1","machineUID":"m1-uid","clusterUID":"c1-uid","token":"t1"}`
+
 func operator(o engine.Observation) engine.Observation {
 	o.Intent = engine.IntentRelease
 	return o
@@ -423,6 +439,27 @@ var decideRows = []struct {
 	{"unlock of any holder: a corrupt lock and a damaged register go together",
 		unlockCall(nil, engine.Observation{Lock: &engine.Lock{Name: "c1-lock", Problem: report.ErrCorruptLock}, Cluster: cluster(damagedGrant)}),
 		nil, want{verdict: engine.VerdictCorrupt, action: engine.ActionRelease, register: engine.RegisterWithdraw}},
+	{"any holder, a later round: the lock its first read found, the grant it retired since: withdrawn and released",
+		unlockCall(nil, pinned(engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "u1")), Tokens: []string{"u1"}},
+			lockOf("m1", "t1", owned), grantOfM1)),
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionRelease, register: engine.RegisterWithdraw, holder: "m1", reason: engine.ReasonUnlock}},
+	{"any holder, a later round: a lock created since (another UID) and a grant claimed since by another call: nothing released, no error",
+		unlockCall(nil, pinned(engine.Observation{Lock: otherUID(lockOf("m2", "t2", owned)), Cluster: cluster(grantTo("m2", "t2")), Tokens: []string{"u1"}},
+			lockOf("m1", "t1", owned), grantOfM1)),
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionNone, holder: "m2"}},
+	{"any holder, a later round: the lock taken over since by another Machine (same UID, another record): nothing released",
+		unlockCall(nil, pinned(engine.Observation{Lock: lockOf("m2", "t2", owned), Cluster: cluster(grantTo("m2", "t2"))},
+			upstreamLock("m1", owned), "")),
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionNone, holder: "m2"}},
+	{"any holder, a later round: the lock its first read found is gone, a lock created since: nothing released",
+		unlockCall(nil, pinned(engine.Observation{Lock: otherUID(upstreamLock("m2", owned)), Cluster: cluster()}, nil, "")),
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionNone, holder: "m2"}},
+	{"operator, a later round: a lock created since by another Machine: nothing released",
+		operator(unlockCall(nil, pinned(engine.Observation{Lock: otherUID(upstreamLock("m2", owned)), Cluster: cluster()}, upstreamLock("m1", owned), ""))),
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionNone, holder: "m2"}},
+	{"the holder's own Unlock, a later round: its exact identity decides, not what the first read found",
+		unlockCall(machine("m1"), pinned(engine.Observation{Lock: otherUID(lockOf("m1", "t9", owned)), Cluster: cluster()}, nil, "")),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionRelease, holder: "m1", reason: engine.ReasonUnlock}},
 	{"unlock never touches a foreign ConfigMap",
 		unlockCall(nil, engine.Observation{Lock: &engine.Lock{Name: "c1-lock", Problem: report.ErrNotALock}, Cluster: cluster()}),
 		nil, want{verdict: engine.VerdictForeign, action: engine.ActionNone, err: report.ErrNotALock}},

@@ -40,11 +40,11 @@ func decideRelease(o Observation, d Decision) Decision {
 		d.Err = report.ErrStaleMachine
 		return d
 	}
-	lockMine := o.Lock != nil && (anyHolder || o.Lock.Record.Names(o.Cluster, o.Caller))
+	lockMine := o.Lock != nil && (anyHolder && foundFirst(o) || o.Lock.Record.Names(o.Cluster, o.Caller))
 	g := grantThatCounts(o.Cluster)
-	regMine := g != nil && (anyHolder || (g.Held() && g.Names(o.Cluster, o.Caller)))
+	regMine := g != nil && (anyHolder && grantFoundFirst(o, g) || (g.Held() && g.Names(o.Cluster, o.Caller)))
 	if !lockMine && !regMine {
-		if o.Lock != nil {
+		if o.Lock != nil && (!anyHolder || !o.Pinned) {
 			d.Err = report.ErrNotHolder
 		}
 		return d
@@ -90,4 +90,27 @@ func needsForce(o Observation) (bool, string) {
 		return true, o.Granted.Name
 	}
 	return false, ""
+}
+
+// foundFirst tells whether the lock is the one a release of whoever holds
+// it (with no Machine, or an operator's) found at its first read: the same
+// ConfigMap (UID) with the same record. A later round of the release (after
+// a race lost, or a write whose answer was lost) never releases a lock
+// created or taken over since by another call: what it set out to release
+// is gone, and the call ends as a release of it.
+func foundFirst(o Observation) bool {
+	if !o.Pinned {
+		return true
+	}
+	p, l := o.PinnedLock, o.Lock
+	return p != nil && l.UID == p.UID && l.Record.Ref == p.Record.Ref &&
+		l.Record.Token == p.Record.Token && l.Record.HandedOverBy == p.Record.HandedOverBy
+}
+
+// grantFoundFirst tells whether grant g is the one a release of whoever
+// holds the lock found at its first read (the register's exact value), or
+// one this call wrote since (its retirement): never a grant another call
+// recorded since.
+func grantFoundFirst(o Observation, g *Grant) bool {
+	return !o.Pinned || g.Raw() == o.PinnedRegister || o.mine(g.Token)
 }

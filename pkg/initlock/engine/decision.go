@@ -232,6 +232,16 @@ type Observation struct {
 	// releases and collects it when that is safe. A filter decides what a
 	// keeper takes care of, never what it lets go.
 	OutOfScope bool
+	// Pinned tells that PinnedLock and PinnedRegister are what the first
+	// read of this release found (IntentUnlock, IntentRelease): a release
+	// of whoever holds the lock releases, in its later rounds, only that
+	// lock and that grant (or the grant it wrote since).
+	Pinned bool
+	// PinnedLock is the lock as the release's first read found it, nil
+	// when there was none; PinnedRegister the grant register's value then
+	// (Grant.Raw).
+	PinnedLock     *Lock
+	PinnedRegister string
 	// FirstRead tells that this is the call's first live read of the lock
 	// (IntentLock): Decide then finds whether the lock named the caller
 	// before the call wrote it (Decision.HeldBefore).

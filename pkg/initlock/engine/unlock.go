@@ -55,6 +55,13 @@ type UnlockParams struct {
 // holds (initlock.ErrNotHolder, unless AnyHolder), and writes nothing while the
 // Cluster is paused (initlock.ErrClusterPaused). Once the control plane is
 // initialised the register no longer counts and is left as it is.
+//
+// A release of whoever holds the lock (AnyHolder, Operator) is bound to
+// what its first read found (Observation.Pinned): a later round, after a
+// race lost or a write whose answer was lost, releases only that lock (the
+// same UID and record) and that grant (or the one it wrote since), never a
+// lock or grant another call made meanwhile, and ends as done when they
+// are gone.
 func (l *Env) Unlock(ctx context.Context, cluster, machine client.Object, p UnlockParams) error {
 	o := unlockOptions{anyHolder: p.AnyHolder || p.Operator, uid: p.UID, resourceVersion: p.ResourceVersion,
 		register: p.Register, intent: IntentUnlock}
@@ -102,6 +109,10 @@ type release struct {
 	lockName   string
 	opts       unlockOptions
 	tokens     []string
+	// pinnedLock and pinnedRegister are what the first read found
+	// (Observation.Pinned).
+	pinnedLock     *Lock
+	pinnedRegister string
 }
 
 func (r *release) run(ctx context.Context) error {
@@ -127,6 +138,12 @@ func (r *release) run(ctx context.Context) error {
 				return err
 			}
 			obs.CallerCluster = r.cl.UID
+			r.pinnedLock, r.pinnedRegister = obs.Lock, ""
+			if obs.Cluster != nil {
+				r.pinnedRegister = obs.Cluster.Grant.Raw()
+			}
+		} else {
+			obs.Pinned, obs.PinnedLock, obs.PinnedRegister = true, r.pinnedLock, r.pinnedRegister
 		}
 		obs.Caller, obs.Tokens = r.m, r.tokens
 		d := Decide(obs, Policy{}, r.l.Clock.Now())

@@ -68,8 +68,10 @@ func (m *ControlPlaneInitMutex[C, M]) Lock(ctx context.Context, cluster C, machi
 // error, logged: in particular it never deletes a ConfigMap of the lock's
 // name that is not an init lock (initlock.ErrNotALock), releases nothing
 // with a Cluster object that is not the live Cluster (one read before a
-// restore or a move: initlock.ErrStaleCluster), and writes nothing while
-// the Cluster is paused.
+// restore or a move: initlock.ErrStaleCluster), writes nothing while
+// the Cluster is paused, and releases only the lock and grant it found:
+// trying again after a race or an answer lost, it leaves those another
+// Machine was given meanwhile.
 func (m *ControlPlaneInitMutex[C, M]) Unlock(ctx context.Context, cluster C) bool {
 	log := logger(ctx, cluster)
 	err := m.locker.Unlock(ctx, cluster, nil, initlock.AnyHolder())
