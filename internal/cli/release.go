@@ -147,7 +147,7 @@ func (a *app) runRelease(cmd *cobra.Command, o *releaseOptions, cluster string) 
 	}
 	// Release exactly what was decided on above.
 	raw := grantRaw(obs)
-	p := engine.UnlockParams{Operator: true, Register: &raw}
+	p := engine.UnlockParams{Operator: true, Force: o.force, Register: &raw}
 	if obs.Lock != nil {
 		p.UID, p.ResourceVersion = obs.Lock.UID, obs.Lock.ResourceVersion
 	}
@@ -160,6 +160,8 @@ func (a *app) runRelease(cmd *cobra.Command, o *releaseOptions, cluster string) 
 			return fmt.Errorf("%w; kubectl-initlock needs \"get\" and \"patch\" on \"clusters.cluster.x-k8s.io\" (to empty the grant register) and \"delete\" on \"configmaps\" in namespace %q: ask an administrator to grant them", err, ns)
 		case apierrors.IsConflict(err):
 			return fmt.Errorf("namespace %q: cluster %q: its init lock changed while releasing it: %w; run 'kubectl initlock list -n %s' and try again", ns, cluster, err, ns)
+		case errors.Is(err, initlock.ErrNotHolder):
+			return fmt.Errorf("namespace %q: cluster %q: %w: a Machine it names came back while releasing it: %w", ns, cluster, errRefused, err)
 		}
 		return err
 	}

@@ -144,6 +144,37 @@ func (s *System) manager(ctx context.Context) {
 	}
 }
 
+// operator is kubectl initlock release, without --force: it reads live,
+// decides, and, when the release needs no --force, releases what it
+// inspected.
+func (s *System) operator(ctx context.Context) {
+	const actor = "operator"
+	defer s.actorDone(actor)
+	c := s.client(actor)
+	s.wait(actor, "release")
+	obs, _, err := engine.Read(ctx, engine.From(c), engine.Query{Namespace: namespace, ClusterName: clusterName,
+		APIVersion: "cluster.x-k8s.io/v1beta2", Intent: engine.IntentRelease})
+	if err != nil || obs.Cluster == nil {
+		return
+	}
+	d := engine.Decide(obs, engine.Policy{}, start)
+	if d.Err != nil || d.NeedsForce || !d.Writes() {
+		return
+	}
+	raw := obs.Cluster.Grant.Raw()
+	p := engine.UnlockParams{Operator: true, Register: &raw}
+	if obs.Lock != nil {
+		p.UID, p.ResourceVersion = obs.Lock.UID, obs.Lock.ResourceVersion
+	}
+	cl := &unstructured.Unstructured{}
+	cl.SetGroupVersionKind(apimodel.ClusterGVK)
+	cl.SetNamespace(namespace)
+	cl.SetName(clusterName)
+	cl.SetUID(obs.Cluster.UID)
+	l := &engine.Env{Client: c, Reader: c, Tokens: s.token(actor), Clock: clocktesting.NewFakePassiveClock(start)}
+	_ = l.Unlock(ctx, cl, nil, p)
+}
+
 func uidOf(obj map[string]any) string {
 	meta, _ := obj["metadata"].(map[string]any)
 	uid, _ := meta["uid"].(string)

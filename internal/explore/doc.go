@@ -44,10 +44,12 @@
 //   - The actors' own choices: a provider's init failing (it then calls
 //     Unlock and tries again), its reconcile ending before the data is
 //     written (it calls Lock again), or going on.
-//   - Actors: providers using initlock's Locker; providers running CABPK
-//     v1.14's own mutex (Provider.Upstream: create, read the holder on a
-//     taken name, delete without preconditions); the manager's lock
-//     reconciler. Scenario.Guard installs the lock guard in the model API
+//   - Actors: providers using initlock's Locker (Provider.AnyHolder: its
+//     Unlock that of the drop-in mutex); providers running CABPK v1.14's
+//     own mutex (Provider.Upstream: create, read the holder on a taken
+//     name, delete without preconditions); the manager's lock reconciler;
+//     an operator's kubectl initlock release without --force
+//     (Scenario.Operator). Scenario.Guard installs the lock guard in the model API
 //     server: the shipped admission policy (config/protection), evaluated
 //     by kube-apiserver's own policy code (apimodel.Guard), refusing every
 //     delete of a lock not marked for release, the adversary's included.

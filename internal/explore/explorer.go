@@ -47,6 +47,11 @@ type Scenario struct {
 	// Losses how many of them lose a protection (the lock or the register).
 	Adversary      []EventKind
 	Events, Losses int
+	// Operator runs kubectl initlock release once, without --force, as the
+	// command does: it reads live, decides, and releases what it
+	// inspected (Unlock as an operator, bound to the lock's UID and
+	// resourceVersion and the register's value it read).
+	Operator bool
 	// UpstreamHolder, when set, holds the lock from the start, written as
 	// an upstream provider writes it.
 	UpstreamHolder string

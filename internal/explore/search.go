@@ -110,6 +110,10 @@ func (x *explorer) execute(t task) {
 		s.actorStarted("manager")
 		go s.manager(ctx)
 	}
+	if x.sc.Operator {
+		s.actorStarted("operator")
+		go s.operator(ctx)
+	}
 	path := slices.Clone(t.path)
 	defer func() {
 		s.abort()

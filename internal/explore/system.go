@@ -137,7 +137,7 @@ func newSystem(sc *Scenario, initial *System) *System {
 	for _, p := range sc.Providers {
 		s.actorNames = append(s.actorNames, p.actor())
 	}
-	s.actorNames = append(s.actorNames, "manager")
+	s.actorNames = append(s.actorNames, "manager", "operator")
 	if initial != nil {
 		s.sym = initial.sym
 		s.store = initial.store.Clone()

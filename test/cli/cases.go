@@ -22,6 +22,7 @@ var cases = []struct {
 	{"RepairTakesLeftMarksOff", repairTakesLeftMarksOff},
 	{"ReleaseReadsAgainAfterTheAnswer", releaseReadsAgainAfterTheAnswer},
 	{"ReleaseLeavesALockMadeSince", releaseLeavesALockMadeSince},
+	{"ReleaseStopsForAHolderBack", releaseStopsForAHolderBack},
 	{"RepairConfirmsAfterTheAnswer", repairConfirmsAfterTheAnswer},
 	{"RepairUsesTheManagersPolicy", repairUsesTheManagersPolicy},
 	{"RepairWithoutManagerSaysSo", repairWithoutManagerSaysSo},

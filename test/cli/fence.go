@@ -170,6 +170,35 @@ func releaseLeavesALockMadeSince(t *testing.T, b *Backend) {
 	}
 }
 
+// releaseStopsForAHolderBack: a release without --force reads the holder
+// again once it has marked the lock, before its delete. The holder Machine
+// restored just before the mark keeps its lock: the release stops, refused,
+// and takes its mark off again.
+func releaseStopsForAHolderBack(t *testing.T, b *Backend) {
+	ns := b.Namespace(t)
+	cl := b.newCluster(t, ns, "c1", false)
+	b.newLock(t, ns, "c1", "m1", cl) // m1 is gone: no --force needed
+	restore := func(ctx context.Context, c client.Client, _ *corev1.ConfigMap) error {
+		return c.Create(ctx, kubeenv.NewMachine(b.CAPIVersion, ns, "c1", "m1"))
+	}
+	var c kubeenv.Counter
+	r := b.run(t, invocation{counter: &c, before: b.interfere(t, "patch", ns, "c1", 1, restore)}, "release", "c1", "-n", ns, "--yes")
+	r.ExpectCode(t, cli.ExitError)
+	cm := kubeenv.MustGetLock(t, b.Client, ns, "c1")
+	if cm == nil {
+		t.Fatalf("the lock of m1, restored while the release ran, was released\nstdout:\n%s\nstderr:\n%s", r.Out, r.Err)
+	}
+	if _, marked := cm.Annotations[engine.ReleaseAnnotation]; marked {
+		t.Errorf("the release mark was left on the lock: %v", cm.Annotations)
+	}
+	if !strings.Contains(r.Err, "a Machine it names came back while releasing it") || !strings.Contains(r.Err, "machine m1, which it names, exists") {
+		t.Errorf("stderr:\n%s", r.Err)
+	}
+	if got := c.Writes(); got != 2 {
+		t.Errorf("writes = %d, want 2 (the mark, then its removal)", got)
+	}
+}
+
 // repairConfirmsAfterTheAnswer: repair plans the release of a gone
 // holder's lock and asks; the holder Machine restored while the question
 // waits changes the decision on the live read that precedes each write, so

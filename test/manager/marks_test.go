@@ -207,7 +207,7 @@ func TestOperatorReleaseNotFought(t *testing.T) {
 	})
 	cl = getCluster(t, cl)
 	register := cl.GetAnnotations()[engine.GrantAnnotation]
-	p := engine.UnlockParams{Operator: true, Register: &register, UID: cm.UID, ResourceVersion: cm.ResourceVersion}
+	p := engine.UnlockParams{Operator: true, Force: true, Register: &register, UID: cm.UID, ResourceVersion: cm.ResourceVersion}
 	if err := engine.NewEnv(slow).Unlock(t.Context(), cl, nil, p); err != nil {
 		t.Fatalf("release --force of a held lock with 300ms between its mark and its delete: %v", err)
 	}

@@ -29,9 +29,17 @@ type UnlockParams struct {
 	Register *string
 	// Operator makes Unlock decide as an operator's release
 	// (IntentRelease), as kubectl initlock release does: whoever holds the
-	// lock (it implies AnyHolder). The caller decides beforehand, with
-	// Decide, whether the release needs its --force.
+	// lock (it implies AnyHolder).
 	Operator bool
+	// Force, with Operator, releases the lock even when the release needs
+	// it (Decision.NeedsForce): the Machine the lock or the grant register
+	// names exists and the control plane is not initialised. Without it,
+	// an operator's release reads those Machines live in each round, and
+	// again between the lock's release mark and its delete, and stops
+	// (initlock.ErrNotHolder; the mark taken off again) once one exists: a
+	// holder restored or created again while the release runs keeps its
+	// lock.
+	Force bool
 }
 
 // Unlock releases cluster's lock held by machine. When the Cluster's grant
@@ -64,7 +72,7 @@ type UnlockParams struct {
 // are gone.
 func (l *Env) Unlock(ctx context.Context, cluster, machine client.Object, p UnlockParams) error {
 	o := unlockOptions{anyHolder: p.AnyHolder || p.Operator, uid: p.UID, resourceVersion: p.ResourceVersion,
-		register: p.Register, intent: IntentUnlock}
+		register: p.Register, intent: IntentUnlock, force: p.Force}
 	if p.Operator {
 		o.intent = IntentRelease
 	}
@@ -98,7 +106,13 @@ type unlockOptions struct {
 	resourceVersion string
 	register        *string
 	intent          Intent
+	force           bool
 }
+
+// checksForce tells whether the release is an operator's made without
+// Force: it reads the Machines the lock and the register name, and stops
+// once one exists.
+func (o unlockOptions) checksForce() bool { return o.intent == IntentRelease && !o.force }
 
 // release is one Unlock call.
 type release struct {
@@ -126,8 +140,12 @@ func (r *release) run(ctx context.Context) error {
 			obs, known = *known, nil
 		} else {
 			var err error
+			intent := IntentUnlock
+			if r.opts.checksForce() {
+				intent = IntentRelease // reads the holder and the grantee too
+			}
 			obs, cm, err = Read(ctx, From(r.l.Reader), Query{Namespace: cl.Namespace, ClusterName: cl.Name,
-				APIVersion: cl.APIVersion, Intent: IntentUnlock, Caller: r.m})
+				APIVersion: cl.APIVersion, Intent: intent, Caller: r.m})
 			if err != nil {
 				return fmt.Errorf("unlocking %s/%s: %w", cl.Namespace, lockName, err)
 			}
@@ -164,6 +182,8 @@ func (r *release) run(ctx context.Context) error {
 			return lockError(cl.Namespace, lockName, d.Err)
 		case !d.Writes():
 			return nil
+		case d.NeedsForce && r.opts.checksForce():
+			return r.needsForceError(d)
 		}
 		after, err := r.write(ctx, cm, obs, d)
 		switch {
@@ -178,7 +198,7 @@ func (r *release) run(ctx context.Context) error {
 				r.l.event(r.clusterObj, corev1.EventTypeNormal, report.EventLockReleased, "Init lock held by %s released", d.Holder)
 			}
 			return nil
-		case fatal(err):
+		case fatal(err) || errors.Is(err, report.ErrNotHolder):
 			return err
 		}
 		last = err
@@ -230,7 +250,7 @@ func (r *release) unchanged(cm *corev1.ConfigMap, cl *Cluster) error {
 func (r *release) write(ctx context.Context, cm *corev1.ConfigMap, obs Observation, d Decision) (*Cluster, error) {
 	if d.Register == RegisterNone {
 		if cm != nil && d.Action == ActionRelease {
-			if err := releaseLock(ctx, r.l.Client, cm, r.l.Clock.Now()); err != nil {
+			if err := r.releaseLock(ctx, cm, obs); err != nil {
 				return nil, fmt.Errorf("releasing lock %s/%s: %w", r.cl.Namespace, r.lockName, err)
 			}
 		}
@@ -256,4 +276,55 @@ func (r *release) write(ctx context.Context, cm *corev1.ConfigMap, obs Observati
 		return nil, fmt.Errorf("releasing the init-lock grant on cluster %s/%s: the API server's answer is not a Cluster: %w", r.cl.Namespace, r.cl.Name, err)
 	}
 	return &after, nil
+}
+
+// releaseLock deletes lock cm: its release mark, then its delete. An
+// operator's release made without Force reads the Machines the lock and
+// the register name again between the two, after the mark, and decides
+// again: a holder restored or created again since the round's reading
+// stops it, and the mark is taken off again, as a keeper's release does
+// (Keep).
+func (r *release) releaseLock(ctx context.Context, cm *corev1.ConfigMap, obs Observation) error {
+	now := r.l.Clock.Now()
+	if !r.opts.checksForce() {
+		return releaseLock(ctx, r.l.Client, cm, now)
+	}
+	marked, err := markLock(ctx, r.l.Client, cm, now)
+	if err != nil {
+		return err
+	}
+	again := obs
+	again.Lock = ObserveLock(marked, r.cl.Name)
+	granted := ""
+	if g := grantThatCounts(again.Cluster); g.Held() {
+		granted = g.MachineName
+	}
+	var stop error
+	if found, err := getMachines(ctx, r.l.Reader, r.cl.APIVersion, r.cl.Namespace, nil, nil, again.Lock.Record.MachineName, granted); err != nil {
+		stop = fmt.Errorf("reading its holder again once marked: %w", err)
+	} else {
+		again.Holder, again.Granted = found[again.Lock.Record.MachineName], found[granted]
+		d := Decide(again, Policy{}, now)
+		if !d.NeedsForce {
+			return deleteMarked(ctx, r.l.Client, marked)
+		}
+		stop = r.needsForceError(d)
+	}
+	next := marked.DeepCopy()
+	dropMarks(next)
+	if err := r.l.Client.Patch(ctx, next, client.MergeFromWithOptions(marked, client.MergeFromWithOptimisticLock{})); err != nil {
+		return errors.Join(stop, err)
+	}
+	return stop
+}
+
+// needsForceError is the refusal of an operator's release, made without
+// Force, that decision d says needs it.
+func (r *release) needsForceError(d Decision) error {
+	why := "a Machine it names exists"
+	if d.ForceReason != "" {
+		why = fmt.Sprintf("machine %s, which it names, exists", d.ForceReason)
+	}
+	return &report.Error{Namespace: r.cl.Namespace, Name: r.lockName, Kind: "configmap", Err: report.ErrNotHolder,
+		Detail: why + " and the control plane is not initialised: kubeadm init may be running there; nothing was released (Force releases it anyway)"}
 }
