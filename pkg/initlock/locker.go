@@ -112,7 +112,9 @@ func AnyHolder() UnlockOption { return func(p *engine.UnlockParams) { p.AnyHolde
 // success. Unlock never deletes a ConfigMap that is not a lock
 // (ErrNotALock), a lock it cannot read (ErrCorruptLock, unless AnyHolder)
 // or a lock another Machine holds (ErrNotHolder, unless AnyHolder), and
-// writes nothing while the Cluster is paused (ErrClusterPaused).
+// starts nothing while the Cluster is paused (ErrClusterPaused): a pause
+// that lands once the register's write is made does not stop the lock's
+// release, whose preconditions bind the lock, not the Cluster.
 func (l *Locker) Unlock(ctx context.Context, cluster, machine client.Object, opts ...UnlockOption) error {
 	var p engine.UnlockParams
 	for _, o := range opts {

@@ -1,13 +1,19 @@
 package clisuite
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/cli"
@@ -15,6 +21,7 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 func (b *Backend) backup(t *testing.T, obj client.Object, gvkObj *unstructured.Unstructured) *unstructured.Unstructured {
@@ -154,5 +161,53 @@ func TestReleaseGuardedLockWithoutTheManager(t *testing.T) {
 	// patch marks the lock for release, one delete removes it.
 	if p, d := c.Count("patch"), c.Count("delete"); p != 1 || d != 1 {
 		t.Errorf("release --force made %d patches and %d deletes, want 1 (the release mark) and 1", p, d)
+	}
+}
+
+// TestReleaseTakesItsMarkOffAfterALostAnswer: a release without --force
+// whose release mark is applied but whose answer is lost, the holder
+// Machine created again meanwhile, reads again, refuses, and takes the mark
+// it wrote off: the lock guard holds the lock again.
+func TestReleaseTakesItsMarkOffAfterALostAnswer(t *testing.T) {
+	b := apiServer()
+	ns := b.Namespace(t)
+	cl := b.newCluster(t, ns, "c1", false)
+	b.newLock(t, ns, "c1", "m1", cl) // m1 is gone: no --force needed
+	var lost atomic.Bool
+	opts := cli.Options{IOStreams: genericiooptions.IOStreams{In: strings.NewReader("")}}
+	args := b.connect(t, &opts, nil, nil)
+	wrap := opts.WrapConfig
+	opts.WrapConfig = func(cfg *rest.Config) *rest.Config {
+		cfg = rest.CopyConfig(wrap(cfg))
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return kubeenv.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+				r := kubeenv.Classify(req)
+				resp, err := rt.RoundTrip(req)
+				if err != nil || r.Verb != "patch" || r.Resource != "configmaps" || resp.StatusCode >= 300 || lost.Swap(true) {
+					return resp, err
+				}
+				_ = resp.Body.Close()
+				if err := b.Client.Create(context.WithoutCancel(req.Context()), kubeenv.NewMachine(b.CAPIVersion, ns, "c1", "m1")); err != nil {
+					t.Errorf("creating m1: %v", err)
+				}
+				return nil, errors.New("connection reset by peer")
+			})
+		})
+		return cfg
+	}
+	r := Execute(t, opts, append([]string{"release", "c1", "-n", ns, "--yes"}, args...)...)
+	r.ExpectCode(t, cli.ExitError)
+	if !lost.Load() {
+		t.Fatal("no release mark was written")
+	}
+	cm := kubeenv.MustGetLock(t, b.Client, ns, "c1")
+	if cm == nil {
+		t.Fatalf("the lock of m1 was released\nstderr:\n%s", r.Err)
+	}
+	if _, marked := cm.Annotations[engine.ReleaseAnnotation]; marked {
+		t.Errorf("the release mark was left on the held lock: %v\nstderr:\n%s", cm.Annotations, r.Err)
+	}
+	if err := b.Client.Delete(t.Context(), cm); err == nil {
+		t.Errorf("the lock guard let a plain delete of the held lock through")
 	}
 }

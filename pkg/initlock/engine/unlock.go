@@ -60,8 +60,10 @@ type UnlockParams struct {
 // Machine holds. A missing lock and an empty register are success. Unlock
 // never deletes a ConfigMap that is not a lock (initlock.ErrNotALock), a lock it
 // cannot read (initlock.ErrCorruptLock, unless AnyHolder) or a lock another Machine
-// holds (initlock.ErrNotHolder, unless AnyHolder), and writes nothing while the
-// Cluster is paused (initlock.ErrClusterPaused). Once the control plane is
+// holds (initlock.ErrNotHolder, unless AnyHolder), and starts nothing while the
+// Cluster is paused (initlock.ErrClusterPaused; a pause that lands once the
+// register's write is made does not stop the lock's release, whose
+// preconditions bind the lock, not the Cluster). Once the control plane is
 // initialised the register no longer counts and is left as it is.
 //
 // A release of whoever holds the lock (AnyHolder, Operator) is bound to
@@ -123,6 +125,9 @@ type release struct {
 	lockName   string
 	opts       unlockOptions
 	tokens     []string
+	// markedLock is the lock this call wrote its release mark on, or tried
+	// to, when it reads the holder again before its delete.
+	markedLock types.UID
 	// pinnedLock and pinnedRegister are what the first read found
 	// (Observation.Pinned).
 	pinnedLock     *Lock
@@ -183,7 +188,9 @@ func (r *release) run(ctx context.Context) error {
 		case !d.Writes():
 			return nil
 		case d.NeedsForce && r.opts.checksForce():
-			return r.needsForceError(d)
+			// A mark of this call's, written in an earlier round whose
+			// answer was lost, is taken off: the lock is held again.
+			return errors.Join(r.needsForceError(d), r.unmarkOwn(ctx, cm))
 		}
 		after, err := r.write(ctx, cm, obs, d)
 		switch {
@@ -289,6 +296,7 @@ func (r *release) releaseLock(ctx context.Context, cm *corev1.ConfigMap, obs Obs
 	if !r.opts.checksForce() {
 		return releaseLock(ctx, r.l.Client, cm, now)
 	}
+	r.markedLock = cm.UID
 	marked, err := markLock(ctx, r.l.Client, cm, now)
 	if err != nil {
 		return err
@@ -327,4 +335,19 @@ func (r *release) needsForceError(d Decision) error {
 	}
 	return &report.Error{Namespace: r.cl.Namespace, Name: r.lockName, Kind: "configmap", Err: report.ErrNotHolder,
 		Detail: why + " and the control plane is not initialised: kubeadm init may be running there; nothing was released (Force releases it anyway)"}
+}
+
+// unmarkOwn takes off lock cm, as read, the release mark this call wrote
+// on it in an earlier round (its answer lost, or its delete failed), with
+// the marks that go with it; nil when cm carries no mark of this call's.
+func (r *release) unmarkOwn(ctx context.Context, cm *corev1.ConfigMap) error {
+	if cm == nil || cm.UID != r.markedLock || !marked(cm) {
+		return nil
+	}
+	next := cm.DeepCopy()
+	dropMarks(next)
+	if err := r.l.Client.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("taking the release mark off lock %s/%s again: %w", r.cl.Namespace, r.lockName, err)
+	}
+	return nil
 }
