@@ -57,9 +57,7 @@ func Apply(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, o Observa
 		}
 		return c.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{}))
 	case ActionUnmark:
-		next := cm.DeepCopy()
-		dropMarks(next)
-		return c.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{}))
+		return unmarkLock(ctx, c, cm)
 	}
 	return fmt.Errorf("applying %s to lock %s/%s: not a keeper action", d.Action, cm.Namespace, cm.Name)
 }
@@ -148,9 +146,7 @@ func Keep(ctx context.Context, live client.Reader, c client.Writer, cm *corev1.C
 	// now paused or initialised (nothing is written then; the mark is
 	// taken off once it is unpaused).
 	if err == nil && marksLeft(seen) {
-		next := marked.DeepCopy()
-		dropMarks(next)
-		if err := c.Patch(ctx, next, client.MergeFromWithOptions(marked, client.MergeFromWithOptimisticLock{})); err != nil {
+		if err := unmarkLock(ctx, c, marked); err != nil {
 			return obs, confirmed, err
 		}
 	}

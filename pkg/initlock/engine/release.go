@@ -50,6 +50,14 @@ func dropMarks(cm *corev1.ConfigMap) {
 	delete(cm.Annotations, MoveAnnotation)
 }
 
+// unmarkLock takes the marks off lock cm (dropMarks), conditional on the
+// resourceVersion read: a lock that changed since keeps them (Conflict).
+func unmarkLock(ctx context.Context, c client.Writer, cm *corev1.ConfigMap) error {
+	next := cm.DeepCopy()
+	dropMarks(next)
+	return c.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{}))
+}
+
 // marked tells whether cm carries its own release mark.
 func marked(cm *corev1.ConfigMap) bool {
 	v, ok := cm.Annotations[ReleaseAnnotation]

@@ -318,9 +318,7 @@ func (r *release) releaseLock(ctx context.Context, cm *corev1.ConfigMap, obs Obs
 		}
 		stop = r.needsForceError(d)
 	}
-	next := marked.DeepCopy()
-	dropMarks(next)
-	if err := r.l.Client.Patch(ctx, next, client.MergeFromWithOptions(marked, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := unmarkLock(ctx, r.l.Client, marked); err != nil {
 		return errors.Join(stop, err)
 	}
 	return stop
@@ -344,9 +342,7 @@ func (r *release) unmarkOwn(ctx context.Context, cm *corev1.ConfigMap) error {
 	if cm == nil || cm.UID != r.markedLock || !marked(cm) {
 		return nil
 	}
-	next := cm.DeepCopy()
-	dropMarks(next)
-	if err := r.l.Client.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := unmarkLock(ctx, r.l.Client, cm); err != nil {
 		return fmt.Errorf("taking the release mark off lock %s/%s again: %w", r.cl.Namespace, r.lockName, err)
 	}
 	return nil
