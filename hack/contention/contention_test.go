@@ -18,9 +18,9 @@ import (
 
 	"github.com/initlock/initlock/internal/benchreport/loadavg"
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // BenchmarkContention has contention.callers control-plane Machines of one
@@ -201,7 +201,7 @@ func (r *round) check(b *testing.B, out []outcome, w int) {
 	if err := env.Client.Get(b.Context(), client.ObjectKeyFromObject(cl), cl); err != nil {
 		b.Fatal(err)
 	}
-	if g := engine.GrantFrom(cl.GetAnnotations()); !g.Held() || g.MachineName != want {
+	if g := wire.GrantFrom(cl.GetAnnotations()); !g.Held() || g.MachineName != want {
 		b.Fatalf("initlock: the grant register is %s, the winner is %s", g.Raw(), want)
 	}
 	for i, o := range out {

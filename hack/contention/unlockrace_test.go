@@ -16,9 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // TestUpstreamUnlockRace runs CABPK v1.14.2's own mutex against a lock
@@ -92,7 +92,7 @@ func TestUpstreamUnlockRace(t *testing.T) {
 			if m2Acquired {
 				t.Fatal("with the lock guard: m2 acquired the lock while m1 holds it")
 			}
-			if rec, _ := engine.DecodeRecord(cm.Data[engine.DataKey]); err != nil || cm.DeletionTimestamp != nil || rec.MachineName != "m1" {
+			if rec, _ := wire.DecodeRecord(cm.Data[wire.DataKey]); err != nil || cm.DeletionTimestamp != nil || rec.MachineName != "m1" {
 				t.Fatalf("with the lock guard: want m1's lock as it was; got %s", describe(cm, err))
 			}
 			again, err := initlock.New(env.Client).Lock(ctx, cl, m1)
@@ -123,6 +123,6 @@ func describe(cm *corev1.ConfigMap, err error) string {
 	if err != nil {
 		return err.Error()
 	}
-	rec, _ := engine.DecodeRecord(cm.Data[engine.DataKey])
+	rec, _ := wire.DecodeRecord(cm.Data[wire.DataKey])
 	return fmt.Sprintf("holder %q, being deleted %t", rec.MachineName, cm.DeletionTimestamp != nil)
 }

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/initlock/initlock/internal/chaos"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 )
 
 // TestCheckerOverlap: the checker catches two machines holding one lock,
@@ -98,12 +98,12 @@ func TestCheckerUnsafeDelete(t *testing.T) {
 	}
 	lock := func(rv int64, typ watch.EventType) chaos.Observed {
 		return chaos.Observed{Kind: chaos.KindConfigMap, Type: typ, Name: "c1-lock", UID: lockUID, RV: rv, LockOf: "c1", Holder: "m1",
-			HolderRef: engine.Ref{MachineName: "m1"}}
+			HolderRef: wire.Ref{MachineName: "m1"}}
 	}
 	// lockOfOld is a lock initlock wrote for an earlier incarnation of m1.
 	lockOfOld := func(rv int64, typ watch.EventType) chaos.Observed {
 		o := lock(rv, typ)
-		o.HolderRef = engine.Ref{MachineName: "m1", MachineUID: "m-old", ClusterUID: "cl"}
+		o.HolderRef = wire.Ref{MachineName: "m1", MachineUID: "m-old", ClusterUID: "cl"}
 		return o
 	}
 	granted := func(rv int64) chaos.Observed {

@@ -5,7 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 )
 
 // Incarnation names, by UID, the Cluster and the Machine objects a Lock
@@ -44,7 +44,7 @@ func (c *Checker) ClusterDeleting(cluster string) {
 // a new UID, and its register names its Machine by name. Otherwise it
 // ends, as pkg/initlock documents: restoring a Cluster from a backup older
 // than a grant removes the grant's protection.
-func (c *Checker) ClusterCreated(cluster string, uid types.UID, grant *engine.Grant) {
+func (c *Checker) ClusterCreated(cluster string, uid types.UID, grant *wire.Grant) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.clusterUIDs[cluster] = uid

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/initlock/initlock/internal/chaos"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 )
 
 // TestCheckerIdentity: a grant is to one Machine incarnation in one Cluster
@@ -13,8 +13,8 @@ import (
 // hold; a hold survives a Cluster restored from an older backup only if the
 // restored register names its Machine.
 func TestCheckerIdentity(t *testing.T) {
-	grantOf := func(machine string) *engine.Grant {
-		return engine.GrantFrom(map[string]string{engine.GrantAnnotation: `{"machineName":"` + machine + `","token":"t1"}`})
+	grantOf := func(machine string) *wire.Grant {
+		return wire.GrantFrom(map[string]string{wire.GrantAnnotation: `{"machineName":"` + machine + `","token":"t1"}`})
 	}
 	a1 := chaos.Incarnation{Cluster: "k1", Machine: "a1"}
 	b1 := chaos.Incarnation{Cluster: "k1", Machine: "b1"}
@@ -23,7 +23,7 @@ func TestCheckerIdentity(t *testing.T) {
 		c.MachineCreated("a", "a1")
 		c.MachineCreated("b", "b1")
 	}
-	restoreOld := func(c *chaos.Checker, g *engine.Grant) {
+	restoreOld := func(c *chaos.Checker, g *wire.Grant) {
 		c.ClusterDeleting("c1")
 		c.ClusterCreated("c1", "k2", g)
 	}

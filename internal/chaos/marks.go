@@ -11,8 +11,8 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/faults"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // leaveMark leaves on a lock owned by its live Cluster and naming an
@@ -31,7 +31,7 @@ func (r *runner) leaveMark(ctx context.Context, name string, move bool) error {
 	if err := r.admin.Get(ctx, client.ObjectKeyFromObject(cl), cl); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	holder := engine.ObserveLock(cm, name).Record.MachineName
+	holder := wire.LockOf(cm, name).Record.MachineName
 	m := &unstructured.Unstructured{}
 	m.SetGroupVersionKind(capi.MachineGVK(capi.V1Beta2))
 	err = r.admin.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: holder}, m)
@@ -41,9 +41,9 @@ func (r *runner) leaveMark(ctx context.Context, name string, move bool) error {
 	} else if err != nil {
 		return err
 	}
-	key, value := engine.ReleaseAnnotation, string(cm.UID)
+	key, value := wire.ReleaseAnnotation, string(cm.UID)
 	if move {
-		key, value = engine.MoveAnnotation, ""
+		key, value = wire.MoveAnnotation, ""
 	}
 	next := cm.DeepCopy()
 	if next.Annotations == nil {

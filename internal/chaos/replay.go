@@ -1,7 +1,7 @@
 package chaos
 
 import (
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 
 	"strings"
 	"time"
@@ -39,7 +39,7 @@ type Observed struct {
 	// reference to it (by UID too, while the Cluster keeps the UID the
 	// record was written under).
 	Holder    string
-	HolderRef engine.Ref
+	HolderRef wire.Ref
 	// Owners are the Cluster ownerReferences of the lock, as name/uid.
 	Owners []string
 
@@ -181,7 +181,7 @@ func (c *Checker) process(o Observed) {
 		cs.initialised = cs.initialised || o.Initialized
 		cs.uid = o.UID
 		cs.grantee = ""
-		if g := engine.GrantFrom(map[string]string{engine.GrantAnnotation: o.Grant}); o.Grant != "" && g.Held() {
+		if g := wire.GrantFrom(map[string]string{wire.GrantAnnotation: o.Grant}); o.Grant != "" && g.Held() {
 			cs.grantee = g.MachineName
 		}
 	case KindMachine:
@@ -201,11 +201,11 @@ func (c *Checker) process(o Observed) {
 			// the Cluster keeps the UID the record was written under (a
 			// Machine created again under the holder's name is another
 			// Machine), by name otherwise.
-			var cl *engine.Cluster
+			var clusterUID types.UID
 			if cs != nil {
-				cl = &engine.Cluster{UID: cs.uid}
+				clusterUID = cs.uid
 			}
-			ld.holderExists = o.HolderRef.Names(cl, &engine.Machine{Name: o.Holder, UID: uid})
+			ld.holderExists = o.HolderRef.Names(clusterUID, o.Holder, uid)
 		}
 		if cs != nil {
 			ld.clusterLive = cs.exists && !cs.deleting

@@ -17,9 +17,9 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/internal/velero"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // backup is what a backup holds of one Cluster.
@@ -112,7 +112,7 @@ func (r *runner) restoreOld(ctx context.Context, name string, age time.Duration,
 		}
 		sleep(ctx, age)
 	}
-	r.h.Add("driver", "old backup", name, snap.GetResourceVersion(), grantDetail(snap.GetAnnotations()[engine.GrantAnnotation]))
+	r.h.Add("driver", "old backup", name, snap.GetResourceVersion(), grantDetail(snap.GetAnnotations()[wire.GrantAnnotation]))
 	r.c.LockLost("driver", name)
 	r.c.ClusterDeleting(name)
 	if err := r.admin.Delete(ctx, r.clusterObject(name)); err != nil && !apierrors.IsNotFound(err) {
@@ -239,7 +239,7 @@ func (r *runner) restoreItem(ctx context.Context, rs restore, backed *unstructur
 	obj := out[0]
 	switch {
 	case obj.GetKind() == capi.ClusterKind:
-		r.c.ClusterCreated(obj.GetName(), obj.GetUID(), engine.GrantFrom(obj.GetAnnotations()))
+		r.c.ClusterCreated(obj.GetName(), obj.GetUID(), wire.GrantFrom(obj.GetAnnotations()))
 		switch restored := obj.GetLabels()[velerov1.RestoreNameLabel]; {
 		case rs.name != "":
 			r.c.ClusterRestored(obj.GetUID(), rs.name)

@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // settle ends the faults, unpauses every Cluster, lets every replica run and
@@ -95,7 +95,7 @@ func (r *runner) unsettled(ctx context.Context) ([]string, error) {
 	for i := range cms.Items {
 		cm := &cms.Items[i]
 		cluster := cm.Labels[capi.ClusterNameLabel]
-		if cluster == "" || cm.Name != cluster+engine.LockSuffix || engine.ObserveLock(cm, cluster).Problem != nil {
+		if cluster == "" || cm.Name != cluster+wire.LockSuffix || wire.LockOf(cm, cluster).Err != nil {
 			continue
 		}
 		u := byName[cluster]

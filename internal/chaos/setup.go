@@ -8,8 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // setup plants the ConfigMaps that are not locks and creates the Clusters,
@@ -26,14 +26,14 @@ func (r *runner) setup(ctx context.Context) error {
 		record := fmt.Sprintf(`{"machineName":%q}`, cp.Machines[0])
 		switch cp.Foreign {
 		case ForeignUnlabelled:
-			foreign = append(foreign, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cp.Name + engine.LockSuffix},
-				Data: map[string]string{engine.DataKey: record}})
+			foreign = append(foreign, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cp.Name + wire.LockSuffix},
+				Data: map[string]string{wire.DataKey: record}})
 		case ForeignNoKey:
-			foreign = append(foreign, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cp.Name + engine.LockSuffix,
+			foreign = append(foreign, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cp.Name + wire.LockSuffix,
 				Labels: map[string]string{capi.ClusterNameLabel: cp.Name}}, Data: map[string]string{"owner": "someone else"}})
 		case ForeignOtherCluster:
-			foreign = append(foreign, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cp.Name + engine.LockSuffix,
-				Labels: map[string]string{capi.ClusterNameLabel: "other"}}, Data: map[string]string{engine.DataKey: record}})
+			foreign = append(foreign, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cp.Name + wire.LockSuffix,
+				Labels: map[string]string{capi.ClusterNameLabel: "other"}}, Data: map[string]string{wire.DataKey: record}})
 		}
 	}
 	for _, cm := range foreign {
@@ -64,11 +64,11 @@ func (r *runner) setup(ctx context.Context) error {
 		}
 		if cp.UpstreamLock {
 			cm := &corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: cp.Name + engine.LockSuffix,
+				ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: cp.Name + wire.LockSuffix,
 					Labels: map[string]string{capi.ClusterNameLabel: cp.Name},
 					OwnerReferences: []metav1.OwnerReference{{APIVersion: u.GetAPIVersion(), Kind: capi.ClusterKind,
 						Name: cp.Name, UID: u.GetUID()}}},
-				Data: map[string]string{engine.DataKey: fmt.Sprintf(`{"machineName":%q}`, cp.Machines[0])},
+				Data: map[string]string{wire.DataKey: fmt.Sprintf(`{"machineName":%q}`, cp.Machines[0])},
 			}
 			if err := r.admin.Create(ctx, cm); err != nil {
 				return fmt.Errorf("creating the upstream lock of %s: %w", cp.Name, err)

@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // Watcher watches the ConfigMaps, Machines and Clusters of a namespace
@@ -187,7 +187,7 @@ func (w *Watcher) observe(kind int, typ watch.EventType, u *unstructured.Unstruc
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, cm); err != nil {
 			return o, fmt.Errorf("configmap %s: %w", u.GetName(), err)
 		}
-		cluster := cm.Labels[engine.ClusterNameLabel]
+		cluster := cm.Labels[wire.ClusterNameLabel]
 		if cluster != "" && cm.Name == cluster+addOnSuffix {
 			o.AddOnOf = cluster
 			var owners []string
@@ -201,12 +201,12 @@ func (w *Watcher) observe(kind int, typ watch.EventType, u *unstructured.Unstruc
 				"owners="+strings.Join(owners, ",")+" uid="+shortUID(string(o.UID))+" restore="+cm.Labels[velerov1.RestoreNameLabel])
 			break
 		}
-		if cluster == "" || cm.Name != cluster+engine.LockSuffix {
+		if cluster == "" || cm.Name != cluster+wire.LockSuffix {
 			w.h.Add("watch", "configmap "+ev, o.Name, u.GetResourceVersion(), "")
 			break
 		}
-		lk := engine.ObserveLock(cm, cluster)
-		if lk.Problem != nil {
+		lk := wire.LockOf(cm, cluster)
+		if lk.Err != nil {
 			w.h.Add("watch", "configmap "+ev, o.Name, u.GetResourceVersion(), "not a lock")
 			break
 		}
@@ -217,7 +217,7 @@ func (w *Watcher) observe(kind int, typ watch.EventType, u *unstructured.Unstruc
 			}
 		}
 		detail := "holder=" + o.Holder + " owners=" + strings.Join(o.Owners, ",") + " uid=" + shortUID(string(o.UID))
-		if _, ok := cm.Annotations[engine.ClusterAbsentAnnotation]; ok {
+		if _, ok := cm.Annotations[wire.ClusterAbsentAnnotation]; ok {
 			detail += " absent-mark"
 		}
 		w.h.Add("watch", "lock "+ev, o.Name, u.GetResourceVersion(), detail)
@@ -229,7 +229,7 @@ func (w *Watcher) observe(kind int, typ watch.EventType, u *unstructured.Unstruc
 		o.Initialized = capi.IsControlPlaneInitialized(u)
 		o.Paused = capi.IsPaused(u)
 		o.Deleting = u.GetDeletionTimestamp() != nil
-		o.Grant = u.GetAnnotations()[engine.GrantAnnotation]
+		o.Grant = u.GetAnnotations()[wire.GrantAnnotation]
 		w.h.Add("watch", "cluster "+ev, o.Name, u.GetResourceVersion(),
 			fmt.Sprintf("initialised=%t paused=%t deleting=%t %s uid=%s", o.Initialized, o.Paused, o.Deleting, grantDetail(o.Grant), shortUID(string(o.UID))))
 	}

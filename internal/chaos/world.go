@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 func (r *runner) clusterObject(name string) *unstructured.Unstructured {
@@ -119,7 +119,7 @@ func (r *runner) cluster(name string) *clusterRT {
 // the ConfigMap of its name is not a lock.
 func (r *runner) lockOf(ctx context.Context, name string) (*corev1.ConfigMap, error) {
 	cm, err := kubeenv.GetLock(ctx, r.admin, r.ns, name)
-	if cm == nil || err != nil || engine.ObserveLock(cm, name).Problem != nil {
+	if cm == nil || err != nil || wire.LockOf(cm, name).Err != nil {
 		return nil, err
 	}
 	return cm, nil

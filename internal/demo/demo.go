@@ -19,12 +19,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/internal/manager"
 	"github.com/initlock/initlock/internal/relink"
 	"github.com/initlock/initlock/internal/relink/secrets"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // Options configure Run.
@@ -299,7 +299,7 @@ func (d *demo) keep() string {
 	p("\n%s\n", d.tl.paint(bold, "== The control plane and initlock-manager keep running =="))
 	p("   export KUBECONFIG=%s\n", kc)
 	p("   kubectl get clusters.cluster.x-k8s.io,machines.cluster.x-k8s.io -A\n")
-	p("   kubectl get configmaps -A -l %s --show-labels\n", engine.ClusterNameLabel)
+	p("   kubectl get configmaps -A -l %s --show-labels\n", wire.ClusterNameLabel)
 	p("   kubectl get events.events.k8s.io -A -o custom-columns=REASON:.reason,OBJECT:.regarding.name,NOTE:.note\n")
 	p("   curl -s http://%s/metrics | grep ^initlock_\n", d.metricsAddr)
 	p("   The kubectl plugin, from the repository root:\n")

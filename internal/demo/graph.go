@@ -19,10 +19,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/internal/relink"
 	"github.com/initlock/initlock/internal/velero"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // The object graph of the relink part.
@@ -215,7 +215,7 @@ func (d *demo) createGraph(n note) (map[string]string, error) {
 	if err := d.takeLock(n, cluster, cp); err != nil {
 		return nil, err
 	}
-	out["ConfigMap/"+graphCluster+engine.LockSuffix] = label(cluster)
+	out["ConfigMap/"+graphCluster+wire.LockSuffix] = label(cluster)
 	return out, nil
 }
 

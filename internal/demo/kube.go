@@ -24,6 +24,7 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
@@ -202,7 +203,7 @@ func describeLock(cm *corev1.ConfigMap) string {
 		return "no lock"
 	}
 	holder := "(unreadable record)"
-	if rec, err := engine.DecodeRecord(cm.Data[engine.DataKey]); err == nil {
+	if rec, err := wire.DecodeRecord(cm.Data[wire.DataKey]); err == nil {
 		holder = rec.MachineName
 	}
 	return fmt.Sprintf("%s/%s: holder %s, %s", cm.Namespace, cm.Name, holder, owners(cm.OwnerReferences))

@@ -14,8 +14,8 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/stack"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/internal/relink"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // seedUpstream: CAPI core and CABPK create the seed's Cluster, CABPK takes
@@ -126,7 +126,7 @@ func (d *realDemo) seedUpstream() {
 		if err != nil {
 			return err
 		}
-		if !slices.Contains(left, "ConfigMap/"+seedCluster+engine.LockSuffix) {
+		if !slices.Contains(left, "ConfigMap/"+seedCluster+wire.LockSuffix) {
 			return fmt.Errorf("%w: the lock went with its Cluster (left: %v)", errNotReproduced, left)
 		}
 		n("left behind 3s after the Cluster was gone: %s", strings.Join(left, ", "))

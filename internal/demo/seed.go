@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
@@ -63,7 +64,7 @@ func (d *demo) seedScenario() {
 	tl.step("kubectl initlock list shows it unowned", s.list(engine.VerdictUnowned))
 	tl.step("Unpause Cluster "+seedCluster+": initlock-manager re-adopts the lock", s.unpause)
 	tl.step("kubectl initlock list shows it healthy", s.list(engine.VerdictHealthy))
-	tl.step("kubectl delete configmap "+seedCluster+engine.LockSuffix+": the lock guard refuses it", s.guardRefusesDelete)
+	tl.step("kubectl delete configmap "+seedCluster+wire.LockSuffix+": the lock guard refuses it", s.guardRefusesDelete)
 	tl.step("Delete Cluster "+seedCluster+" and its Machine: initlock-manager collects the lock", s.deleteCluster)
 }
 
@@ -138,7 +139,7 @@ func (s *seedStory) restoreLockAndMachine(n note) error {
 		return err
 	}
 	if cm == nil {
-		return fmt.Errorf("the backup held no lock %s%s", seedCluster, engine.LockSuffix)
+		return fmt.Errorf("the backup held no lock %s%s", seedCluster, wire.LockSuffix)
 	}
 	s.lockUID = cm.UID
 	n("restored %d ConfigMap and %d Machine; Cluster %s is not back yet", len(cms), len(machines), seedCluster)
@@ -158,7 +159,7 @@ func (s *seedStory) slowRestore(n note) error {
 		return err
 	}
 	seen := time.Now()
-	n("initlock-manager recorded the absence on the lock: %s=%q", engine.ClusterAbsentAnnotation, mark)
+	n("initlock-manager recorded the absence on the lock: %s=%q", wire.ClusterAbsentAnnotation, mark)
 	n("the mark names the lock's UID (%s): a lock restored again later starts a new grace period", short(s.lockUID))
 	// The manager looks again when the grace period is over; give it a
 	// moment beyond that.
@@ -194,7 +195,7 @@ func (d *demo) waitAbsenceMark() (string, error) {
 		if cm == nil {
 			return fmt.Errorf("%w: the lock is gone", errStop)
 		}
-		if mark = cm.Annotations[engine.ClusterAbsentAnnotation]; mark == "" {
+		if mark = cm.Annotations[wire.ClusterAbsentAnnotation]; mark == "" {
 			return errors.New("initlock-manager has not recorded the Cluster's absence yet")
 		}
 		return nil
@@ -216,7 +217,7 @@ func (s *seedStory) restoreCluster(n note) error {
 		return fmt.Errorf("the restored Cluster kept its UID %s", s.oldUID)
 	}
 	n("Cluster %s uid %s (was %s), spec.paused kept from the backup", seedCluster, short(s.cluster.GetUID()), short(s.oldUID))
-	n("its grant register %s is back too: %s", engine.GrantAnnotation, s.cluster.GetAnnotations()[engine.GrantAnnotation])
+	n("its grant register %s is back too: %s", wire.GrantAnnotation, s.cluster.GetAnnotations()[wire.GrantAnnotation])
 	return nil
 }
 
@@ -293,7 +294,7 @@ func (d *demo) waitAdopted(cluster *unstructured.Unstructured) (*corev1.ConfigMa
 			return fmt.Errorf("%w: the lock is gone", errStop)
 		case !ownedBy(cm, cluster):
 			return fmt.Errorf("lock %s", describeLock(cm))
-		case cm.Annotations[engine.ClusterAbsentAnnotation] != "":
+		case cm.Annotations[wire.ClusterAbsentAnnotation] != "":
 			return errors.New("the lock still carries its cluster-absent mark")
 		}
 		return nil
@@ -348,6 +349,6 @@ func (s *seedStory) deleteCluster(n note) error {
 		return err
 	}
 	_, writes := d.lockWrites.take()
-	n("the lock guard refuses the garbage collector's delete; lock %s%s gone %s after its Cluster, once its Cluster was absent for the orphan grace and its holder was gone; initlock-manager's writes: %s (its absence recorded, the release mark, then the delete)", seedCluster, engine.LockSuffix, duration(time.Since(started)), writes)
+	n("the lock guard refuses the garbage collector's delete; lock %s%s gone %s after its Cluster, once its Cluster was absent for the orphan grace and its holder was gone; initlock-manager's writes: %s (its absence recorded, the release mark, then the delete)", seedCluster, wire.LockSuffix, duration(time.Since(started)), writes)
 	return nil
 }

@@ -11,8 +11,8 @@ import (
 
 	"github.com/initlock/initlock/internal/cli"
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // takeLock acquires cluster's lock for machine with the library, as a
@@ -33,8 +33,8 @@ func (d *demo) takeLock(n note, cluster, machine *unstructured.Unstructured) err
 		return errors.New("acquired, yet there is no lock ConfigMap")
 	}
 	n("acquired (action %s): lock %s", res.Action, describeLock(cm))
-	n("%s: %s", engine.DataKey, cm.Data[engine.DataKey])
-	n("grant register on Cluster %s: %s", cluster.GetName(), cluster.GetAnnotations()[engine.GrantAnnotation])
+	n("%s: %s", wire.DataKey, cm.Data[wire.DataKey])
+	n("grant register on Cluster %s: %s", cluster.GetName(), cluster.GetAnnotations()[wire.GrantAnnotation])
 	return nil
 }
 

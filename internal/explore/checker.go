@@ -226,8 +226,8 @@ func (c *checker) lockReturned(s *System, actor, machine string, uid types.UID, 
 	if s.initialisedLocked() {
 		return
 	}
-	sn, m := s.snapshot(), &engine.Machine{Namespace: namespace, Name: machine, UID: live}
-	g := grant{machine: machine, uid: live, register: !cl.lostRegister || sn.registerNames(m), lock: !cl.lostLock || sn.lockNames(m)}
+	sn := s.snapshot()
+	g := grant{machine: machine, uid: live, register: !cl.lostRegister || sn.registerNames(machine, live), lock: !cl.lostLock || sn.lockNames(machine, live)}
 	if g.register || g.lock {
 		c.grants = append(c.grants, g)
 		c.defended(s)
@@ -263,7 +263,7 @@ func (c *checker) staleLeftover(s *System, actor, machine string, uid types.UID,
 	if g := sn.cluster; !cl.lostRegister && g != nil && g.Grant.Held() && g.Grant.MachineUID == uid && mine(g.Grant.Token) {
 		c.violate(InvStaleLeftover, "%s was refused as stale, but left its grant for machine %s of uid %s", actor, machine, uid)
 	}
-	if lk := sn.lock; !cl.lostLock && lk != nil && lk.Problem == nil && lk.Record.MachineUID == uid && mine(lk.Record.Token) {
+	if lk := sn.lock; !cl.lostLock && lk != nil && lk.Err == nil && lk.Record.MachineUID == uid && mine(lk.Record.Token) {
 		c.violate(InvStaleLeftover, "%s was refused as stale, but left its lock for machine %s of uid %s", actor, machine, uid)
 	}
 }
@@ -325,28 +325,37 @@ func (c *checker) defended(s *System) {
 	}
 	sn := s.snapshot()
 	for _, g := range c.grants {
-		m := &engine.Machine{Namespace: namespace, Name: g.machine, UID: g.uid}
-		if g.register && !sn.registerNames(m) {
+		if g.register && !sn.registerNames(g.machine, g.uid) {
 			raw := ""
 			if sn.cluster != nil {
 				raw = sn.cluster.Grant.Raw()
 			}
 			c.violate(InvDefence, "machine %s (uid %s) holds a grant, but the grant register no longer names it: %s", g.machine, g.uid, raw)
 		}
-		if g.lock && !sn.lockNames(m) {
+		if g.lock && !sn.lockNames(g.machine, g.uid) {
 			c.violate(InvDefence, "machine %s (uid %s) holds a grant, but the lock no longer names it", g.machine, g.uid)
 		}
 	}
 }
 
-// registerNames tells whether the grant register names m.
-func (sn snapshot) registerNames(m *engine.Machine) bool {
-	return sn.cluster != nil && sn.cluster.Grant.Held() && sn.cluster.Grant.Names(sn.cluster, m)
+// registerNames tells whether the grant register names the Machine called
+// machine of UID uid.
+func (sn snapshot) registerNames(machine string, uid types.UID) bool {
+	return sn.cluster != nil && sn.cluster.Grant.Held() && sn.cluster.Grant.Names(sn.cluster.UID, machine, uid)
 }
 
-// lockNames tells whether the lock names m.
-func (sn snapshot) lockNames(m *engine.Machine) bool {
-	return sn.lock != nil && sn.lock.Problem == nil && sn.lock.Record.Names(sn.cluster, m)
+// lockNames tells whether the lock names the Machine called machine of
+// UID uid.
+func (sn snapshot) lockNames(machine string, uid types.UID) bool {
+	return sn.lock != nil && sn.lock.Err == nil && sn.lock.Record.Names(sn.clusterUID(), machine, uid)
+}
+
+// clusterUID is the Cluster's UID; empty when it does not exist.
+func (sn snapshot) clusterUID() types.UID {
+	if sn.cluster == nil {
+		return ""
+	}
+	return sn.cluster.UID
 }
 
 func (c *checker) drop(match func(grant) bool) {

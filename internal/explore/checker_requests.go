@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/initlock/initlock/internal/kubeenv/apimodel"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 func (c *checker) reconcileStarted(s *System) {
@@ -48,12 +48,12 @@ func (c *checker) lockRemoved(s *System, before map[string]any, by string) {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(before, cm); err != nil {
 		panic(err)
 	}
-	lk, sn := engine.ObserveLock(cm, clusterName), s.snapshot()
-	if lk.Problem != nil || sn.cluster == nil || sn.cluster.Initialized {
+	lk, sn := wire.LockOf(cm, clusterName), s.snapshot()
+	if lk.Err != nil || sn.cluster == nil || sn.cluster.Initialized {
 		return
 	}
 	holder := lk.Record.MachineName
-	if m := sn.machines[holder]; m != nil && lk.Record.Names(sn.cluster, m) && c.releasing[holder] == "" {
+	if m := sn.machines[holder]; m != nil && lk.Record.Names(sn.cluster.UID, holder, m.UID) && c.releasing[holder] == "" {
 		c.violate(InvHeldLock, "%s removed lock %s while machine %s, which it names, exists, has not released it, and the control plane is not initialised", by, lk.UID, holder)
 	}
 	// A Machine a restore is still bringing back exists for the promise:
@@ -160,7 +160,7 @@ func strip(obj map[string]any) map[string]any {
 	}
 	delete(meta, "resourceVersion")
 	if ann, ok := meta["annotations"].(map[string]any); ok {
-		delete(ann, engine.GrantAnnotation)
+		delete(ann, wire.GrantAnnotation)
 		if len(ann) == 0 {
 			delete(meta, "annotations")
 		}

@@ -12,7 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/initlock/initlock/internal/kubeenv/apimodel"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 )
 
 // actorHistory is what an actor was told, with revisions named by their
@@ -218,7 +218,7 @@ func (s *System) registers() section {
 		}
 		meta, _ := v.Object["metadata"].(map[string]any)
 		ann, _ := meta["annotations"].(map[string]any)
-		val, _ := ann[engine.GrantAnnotation].(string)
+		val, _ := ann[wire.GrantAnnotation].(string)
 		line := fmt.Sprintf("register %v %s", meta["uid"], val)
 		if !seen[line] {
 			seen[line] = true

@@ -151,6 +151,11 @@
 //     (a corrupt lock or register, a ConfigMap in the way, or a conflict
 //     a restore brought back: counted in Result.OperatorNeeded).
 //
+// The checker reads the objects as docs/design.md documents them
+// (internal/kubeenv/wire), not through the engine's own reading, so that a
+// fault in how the engine reads a lock, a register or a mark is caught
+// rather than shared.
+//
 // Across a restore, a Machine restored is the Machine it restores (its
 // grant goes on under the new UID); a protection the backup did not hold
 // is lost, and a grant that lost both is no longer checked, the limit

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/initlock/initlock/internal/kubeenv"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 )
 
 type eventCost int
@@ -69,7 +69,7 @@ func (s *System) eventsOf(k EventKind) []*event {
 					meta := o["metadata"].(map[string]any)
 					meta["finalizers"] = []any{otherFinalizer}
 					meta["deletionTimestamp"] = start.Format(time.RFC3339)
-					setAnnotation(o, engine.ReleaseAnnotation, ptrTo(meta["uid"].(string)))
+					setAnnotation(o, wire.ReleaseAnnotation, ptrTo(meta["uid"].(string)))
 				})
 			})}
 		}
@@ -87,7 +87,7 @@ func (s *System) eventsOf(k EventKind) []*event {
 	case RemoveRegister:
 		if sn.cluster != nil && sn.cluster.Grant != nil {
 			return []*event{ev("the grant register's annotation is removed", func(s *System) {
-				s.store.Mutate(clusterKey, func(o map[string]any) { setAnnotation(o, engine.GrantAnnotation, nil) })
+				s.store.Mutate(clusterKey, func(o map[string]any) { setAnnotation(o, wire.GrantAnnotation, nil) })
 				s.checker.registerLost()
 			})}
 		}
@@ -201,13 +201,13 @@ func (s *System) eventsOf(k EventKind) []*event {
 	case LeaveReleaseMark:
 		if sn.lock != nil && !sn.lock.Deleting && !sn.lock.Releasable {
 			return []*event{ev("a release stops between its mark and its delete", func(s *System) {
-				s.store.Mutate(lockKey, func(o map[string]any) { setAnnotation(o, engine.ReleaseAnnotation, ptrTo(uidOf(o))) })
+				s.store.Mutate(lockKey, func(o map[string]any) { setAnnotation(o, wire.ReleaseAnnotation, ptrTo(uidOf(o))) })
 			})}
 		}
 	case LeaveMoveMark:
 		if sn.lock != nil && !sn.lock.Deleting && !sn.lock.MoveMark {
 			return []*event{ev("a move that failed leaves delete-for-move on the lock", func(s *System) {
-				s.store.Mutate(lockKey, func(o map[string]any) { setAnnotation(o, engine.MoveAnnotation, ptrTo("")) })
+				s.store.Mutate(lockKey, func(o map[string]any) { setAnnotation(o, wire.MoveAnnotation, ptrTo("")) })
 			})}
 		}
 	case InitCompletes:
@@ -261,7 +261,7 @@ func (s *System) revertEvents(sn snapshot) []*event {
 			continue
 		}
 		ann, _ := meta["annotations"].(map[string]any)
-		val, _ := ann[engine.GrantAnnotation].(string)
+		val, _ := ann[wire.GrantAnnotation].(string)
 		if seen[val] {
 			continue
 		}
@@ -269,9 +269,9 @@ func (s *System) revertEvents(sn snapshot) []*event {
 		out = append(out, &event{name: fmt.Sprintf("the grant register goes back to %s", describeRegister(val)), kind: RevertRegister, cost: costLoss, run: func(s *System) {
 			s.store.Mutate(clusterKey, func(o map[string]any) {
 				if val == "" {
-					setAnnotation(o, engine.GrantAnnotation, nil)
+					setAnnotation(o, wire.GrantAnnotation, nil)
 				} else {
-					setAnnotation(o, engine.GrantAnnotation, &val)
+					setAnnotation(o, wire.GrantAnnotation, &val)
 				}
 			})
 			s.checker.registerLost()

@@ -57,7 +57,7 @@ func (s *System) protection(ctx context.Context) {
 func (s *System) heldForAMachine() bool {
 	sn := s.snapshot()
 	if (sn.cluster != nil && (sn.cluster.Initialized || sn.cluster.Paused)) ||
-		sn.lock == nil || sn.lock.Problem != nil || sn.lock.Deleting {
+		sn.lock == nil || sn.lock.Err != nil || sn.lock.Deleting {
 		return false
 	}
 	holder := sn.lock.Record.MachineName
@@ -66,7 +66,7 @@ func (s *System) heldForAMachine() bool {
 		// A Machine a restore is still bringing back holds its lock.
 		m = s.pendingMachine(holder)
 	}
-	if m == nil || !sn.lock.Record.Names(sn.cluster, m) {
+	if m == nil || !sn.lock.Record.Names(sn.clusterUID(), holder, m.UID) {
 		return false
 	}
 	s.mu.Lock()

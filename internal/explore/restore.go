@@ -13,7 +13,6 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv/apimodel"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // backup is a backup of the namespace: every object as it stood when it was
@@ -146,10 +145,10 @@ func (s *System) restoreItems(its []*unstructured.Unstructured) {
 
 // pendingMachine is the backup's object of Machine name while a restore
 // has yet to bring it back; nil otherwise.
-func (s *System) pendingMachine(name string) *engine.Machine {
+func (s *System) pendingMachine(name string) *machineState {
 	for _, it := range s.pending {
 		if it.GetName() == name {
-			return &engine.Machine{Namespace: namespace, Name: name, UID: it.GetUID(), APIVersion: apimodel.MachineGVK.GroupVersion().String()}
+			return &machineState{UID: it.GetUID()}
 		}
 	}
 	return nil
@@ -180,8 +179,8 @@ func (c *checker) restored(s *System, before map[string]types.UID) {
 			continue
 		}
 		g.uid = m.UID
-		g.register = g.register && sn.registerNames(m)
-		g.lock = g.lock && sn.lockNames(m)
+		g.register = g.register && sn.registerNames(g.machine, m.UID)
+		g.lock = g.lock && sn.lockNames(g.machine, m.UID)
 		if !g.lock && s.sc.upstreamProviders() {
 			// A backup older than the lock brings back no lock: stock
 			// providers read nothing else, so in a fleet that mixes them

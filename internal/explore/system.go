@@ -15,6 +15,7 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/apimodel"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
@@ -316,12 +317,25 @@ func (s *System) anyRunning() bool {
 	return false
 }
 
-// snapshot is the live state the checker judges a write against.
+// snapshot is the live state the checker judges a write against, read
+// as documented (kubeenv/wire), not as the engine reads it.
 type snapshot struct {
-	cluster *engine.Cluster
-	lock    *engine.Lock
-	// machines by name, as initlock sees them
-	machines map[string]*engine.Machine
+	cluster *clusterState
+	lock    *wire.Lock
+	// machines by name
+	machines map[string]*machineState
+}
+
+// clusterState is what the checker and the events need of the Cluster.
+type clusterState struct {
+	UID                           types.UID
+	Paused, Initialized, Deleting bool
+	Grant                         *wire.Grant
+}
+
+// machineState is a Machine that exists.
+type machineState struct {
+	UID types.UID
 }
 
 // snapshot returns the live state, computed once per revision of the
@@ -331,27 +345,29 @@ func (s *System) snapshot() snapshot {
 	if s.snap != nil && s.snapRev == rev {
 		return *s.snap
 	}
-	sn := snapshot{machines: map[string]*engine.Machine{}}
+	sn := snapshot{machines: map[string]*machineState{}}
 	if obj := s.store.Peek(clusterKey); obj != nil {
-		cl, err := engine.ClusterFrom(&unstructured.Unstructured{Object: obj}, nil)
-		if err != nil {
-			panic(err)
-		}
-		sn.cluster = &cl
+		u := &unstructured.Unstructured{Object: obj}
+		_, annotated := u.GetAnnotations()["cluster.x-k8s.io/paused"]
+		paused, _, _ := unstructured.NestedBool(obj, "spec", "paused")
+		initialized, _, _ := unstructured.NestedBool(obj, "status", "initialization", "controlPlaneInitialized")
+		sn.cluster = &clusterState{UID: u.GetUID(), Paused: paused || annotated, Initialized: initialized,
+			Deleting: u.GetDeletionTimestamp() != nil, Grant: wire.GrantFrom(u.GetAnnotations())}
 	}
 	if obj := s.store.Peek(lockKey); obj != nil {
 		cm := &corev1.ConfigMap{}
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, cm); err != nil {
 			panic(err)
 		}
-		sn.lock = engine.ObserveLock(cm, clusterName)
+		lk := wire.LockOf(cm, clusterName)
+		sn.lock = &lk
 	}
 	for _, k := range s.store.Keys() {
 		if k.Kind != "Machine" {
 			continue
 		}
 		meta := s.store.Peek(k)["metadata"].(map[string]any)
-		sn.machines[k.Name] = &engine.Machine{Namespace: namespace, Name: k.Name, UID: typesUID(meta["uid"]), APIVersion: apimodel.MachineGVK.GroupVersion().String()}
+		sn.machines[k.Name] = &machineState{UID: typesUID(meta["uid"])}
 	}
 	s.snap, s.snapRev = &sn, rev
 	return sn

@@ -7,8 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // NewCluster returns a valid Cluster of the given version (v1beta2 or
@@ -80,10 +80,10 @@ func NewLock(namespace, cluster, machine string, owner *unstructured.Unstructure
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: namespace,
-			Name:      cluster + engine.LockSuffix,
-			Labels:    map[string]string{engine.ClusterNameLabel: cluster},
+			Name:      cluster + wire.LockSuffix,
+			Labels:    map[string]string{wire.ClusterNameLabel: cluster},
 		},
-		Data: map[string]string{engine.DataKey: fmt.Sprintf(`{"machineName":%q}`, machine)},
+		Data: map[string]string{wire.DataKey: fmt.Sprintf(`{"machineName":%q}`, machine)},
 	}
 	if owner != nil {
 		cm.OwnerReferences = []metav1.OwnerReference{{

@@ -33,6 +33,9 @@
 //     own with its output in a log file, and end the group.
 //   - Restoring as Velero does is velerosim's, with velerosim.Restore for
 //     tests.
+//   - Reading and writing initlock's objects as documented (the lock's
+//     record, the grant register, the marks) is wire's, which shares no
+//     code with the library, so that the tests check the format too.
 //
 // The package guarantees that Stop ends every process it started and removes
 // every temporary folder it made, that StartProcess and StartManager end

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 )
 
 // LockGuardFile is the admission policy that keeps a held init lock from
@@ -146,7 +146,7 @@ func (e *Env) UninstallLockGuard(ctx context.Context) error {
 }
 
 // ReleaseLock deletes the lock cm names as a release does, past the lock
-// guard: it marks the lock for release (engine.ReleaseAnnotation, its own
+// guard: it marks the lock for release (wire.ReleaseAnnotation, its own
 // UID), then deletes it. Tests use it to lose a lock on purpose. A lock
 // that is gone already is no error.
 func ReleaseLock(ctx context.Context, c client.Client, cm *corev1.ConfigMap) error {
@@ -158,8 +158,8 @@ func ReleaseLock(ctx context.Context, c client.Client, cm *corev1.ConfigMap) err
 	if marked.Annotations == nil {
 		marked.Annotations = map[string]string{}
 	}
-	marked.Annotations[engine.ReleaseAnnotation] = string(cur.UID)
-	marked.Annotations[engine.ReleaseStartedAnnotation] = time.Now().UTC().Format(time.RFC3339)
+	marked.Annotations[wire.ReleaseAnnotation] = string(cur.UID)
+	marked.Annotations[wire.ReleaseStartedAnnotation] = time.Now().UTC().Format(time.RFC3339)
 	if err := c.Patch(ctx, marked, client.MergeFrom(cur)); err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("marking lock %s/%s for release: %w", cur.Namespace, cur.Name, err))
 	}

@@ -13,15 +13,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // GetLock reads the lock of cluster in namespace ns, live through c: nil,
 // without an error, when there is none.
 func GetLock(ctx context.Context, c client.Reader, ns, cluster string) (*corev1.ConfigMap, error) {
 	cm := &corev1.ConfigMap{}
-	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster + engine.LockSuffix}, cm)
+	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster + wire.LockSuffix}, cm)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}

@@ -19,10 +19,10 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/internal/manager"
 	"github.com/initlock/initlock/internal/relink"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 	"github.com/initlock/initlock/test/managertest"
 )
 
@@ -109,7 +109,7 @@ func TestStalledLock(t *testing.T) {
 	ns := env.Namespace(t)
 	_, tg := startManager(t, m, ns, nil)
 	cluster := managertest.CreateCluster(t, env.Client, env.CAPIVersion, ns, "c1", func(u *unstructured.Unstructured) {
-		u.SetAnnotations(map[string]string{engine.GrantAnnotation: `{"machineName":"c1-cp-1","token":"t1"}`})
+		u.SetAnnotations(map[string]string{wire.GrantAnnotation: `{"machineName":"c1-cp-1","token":"t1"}`})
 	})
 	managertest.CreateMachine(t, env.Client, env.CAPIVersion, ns, "c1", "c1-cp-1")
 	managertest.Create(t, env.Client, kubeenv.NewLock(ns, "c1", "c1-cp-gone", cluster))
@@ -168,7 +168,7 @@ func TestNeedsOperator(t *testing.T) {
 	managertest.CreateCluster(t, env.Client, env.CAPIVersion, ns, "c1")
 	c2 := managertest.CreateCluster(t, env.Client, env.CAPIVersion, ns, "c2")
 	corrupt := kubeenv.NewLock(ns, "c2", "c2-cp-0", c2)
-	corrupt.Data[engine.DataKey] = "not json"
+	corrupt.Data[wire.DataKey] = "not json"
 	managertest.Create(t, env.Client, corrupt)
 	waitForMetric(t, tg, "initlock_locks", map[string]string{"state": "foreign"}, 1)
 	waitForMetric(t, tg, "initlock_locks", map[string]string{"state": "corrupt"}, 1)

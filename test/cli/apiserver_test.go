@@ -19,9 +19,9 @@ import (
 	"github.com/initlock/initlock/internal/cli"
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 func (b *Backend) backup(t *testing.T, obj client.Object, gvkObj *unstructured.Unstructured) *unstructured.Unstructured {
@@ -204,7 +204,7 @@ func TestReleaseTakesItsMarkOffAfterALostAnswer(t *testing.T) {
 	if cm == nil {
 		t.Fatalf("the lock of m1 was released\nstderr:\n%s", r.Err)
 	}
-	if _, marked := cm.Annotations[engine.ReleaseAnnotation]; marked {
+	if _, marked := cm.Annotations[wire.ReleaseAnnotation]; marked {
 		t.Errorf("the release mark was left on the held lock: %v\nstderr:\n%s", cm.Annotations, r.Err)
 	}
 	if err := b.Client.Delete(t.Context(), cm); err == nil {

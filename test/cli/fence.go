@@ -17,6 +17,7 @@ import (
 
 	"github.com/initlock/initlock/internal/cli"
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
@@ -55,8 +56,8 @@ func repairWaitsForARestoredHolder(t *testing.T, b *Backend) {
 // write (an adoption), after which the guard holds the lock again.
 func repairTakesLeftMarksOff(t *testing.T, b *Backend) {
 	for _, tc := range []struct{ key, protection string }{
-		{engine.ReleaseAnnotation, "releasable"},
-		{engine.MoveAnnotation, "moving"},
+		{wire.ReleaseAnnotation, "releasable"},
+		{wire.MoveAnnotation, "moving"},
 	} {
 		t.Run(tc.protection, func(t *testing.T) {
 			ns := b.Namespace(t)
@@ -64,7 +65,7 @@ func repairTakesLeftMarksOff(t *testing.T, b *Backend) {
 			b.newMachine(t, ns, "c1", "c1-cp-0", nil)
 			lock := b.newLock(t, ns, "c1", "c1-cp-0", cl)
 			value := ""
-			if tc.key == engine.ReleaseAnnotation {
+			if tc.key == wire.ReleaseAnnotation {
 				value = string(lock.UID)
 			}
 			mark := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, tc.key, value)
@@ -160,7 +161,7 @@ func releaseLeavesALockMadeSince(t *testing.T, b *Backend) {
 			if cm == nil {
 				t.Fatalf("the lock of m2, made while the release ran, was released\nstdout:\n%s\nstderr:\n%s", r.Out, r.Err)
 			}
-			if rec, err := engine.DecodeRecord(cm.Data[engine.DataKey]); err != nil || rec.MachineName != "m2" {
+			if rec, err := wire.DecodeRecord(cm.Data[wire.DataKey]); err != nil || rec.MachineName != "m2" {
 				t.Errorf("lock record %+v, %v; want m2's", rec, err)
 			}
 			if got := b.grantOf(t, cl); got != tt.granted {
@@ -188,7 +189,7 @@ func releaseStopsForAHolderBack(t *testing.T, b *Backend) {
 	if cm == nil {
 		t.Fatalf("the lock of m1, restored while the release ran, was released\nstdout:\n%s\nstderr:\n%s", r.Out, r.Err)
 	}
-	if _, marked := cm.Annotations[engine.ReleaseAnnotation]; marked {
+	if _, marked := cm.Annotations[wire.ReleaseAnnotation]; marked {
 		t.Errorf("the release mark was left on the lock: %v", cm.Annotations)
 	}
 	if !strings.Contains(r.Err, "a Machine it names came back while releasing it") || !strings.Contains(r.Err, "machine m1, which it names, exists") {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/initlock/initlock/internal/cli/inventory"
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
@@ -27,7 +28,7 @@ func Gather(t *testing.T, b *Backend) {
 	b.newCluster(t, ns, "c-foreign", false)
 	b.newConfigMap(t, ns, "c-foreign-lock", nil, nil, nil)
 	// Labelled for a cluster but not named as its lock: not a lock.
-	b.newConfigMap(t, ns, "c-healthy-settings", map[string]string{engine.ClusterNameLabel: "c-healthy"}, nil, nil)
+	b.newConfigMap(t, ns, "c-healthy-settings", map[string]string{wire.ClusterNameLabel: "c-healthy"}, nil, nil)
 
 	var c kubeenv.Counter
 	cl := b.counted(t, &c)

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 )
 
 // fleet makes, in namespace ns, one cluster for every verdict:
@@ -35,8 +35,8 @@ import (
 func (b *Backend) fleet(t *testing.T, ns string) {
 	t.Helper()
 	corrupt := b.newCluster(t, ns, "c-corrupt", false)
-	b.newConfigMap(t, ns, "c-corrupt-lock", map[string]string{engine.ClusterNameLabel: "c-corrupt"},
-		map[string]string{engine.DataKey: "not json"}, corrupt)
+	b.newConfigMap(t, ns, "c-corrupt-lock", map[string]string{wire.ClusterNameLabel: "c-corrupt"},
+		map[string]string{wire.DataKey: "not json"}, corrupt)
 
 	b.newCluster(t, ns, "c-foreign", false)
 	b.newConfigMap(t, ns, "c-foreign-lock", nil, map[string]string{"settings": "mine"}, nil)
@@ -56,7 +56,7 @@ func (b *Backend) fleet(t *testing.T, ns string) {
 	}
 	// A delete of a lock passes the lock guard only once it is marked.
 	marked := heldLock.DeepCopy()
-	marked.Annotations = map[string]string{engine.ReleaseAnnotation: string(heldLock.UID)}
+	marked.Annotations = map[string]string{wire.ReleaseAnnotation: string(heldLock.UID)}
 	if err := b.Client.Patch(t.Context(), marked, client.MergeFrom(heldLock)); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func (b *Backend) fleet(t *testing.T, ns string) {
 	b.newLock(t, ns, "c-init", "m-init", initialised)
 
 	b.newCluster(t, ns, "c-lost", false, func(u *unstructured.Unstructured) {
-		u.SetAnnotations(map[string]string{engine.GrantAnnotation: `{"machineName":"m-lost","acquiredAt":"2026-01-01T00:00:00Z"}`})
+		u.SetAnnotations(map[string]string{wire.GrantAnnotation: `{"machineName":"m-lost","acquiredAt":"2026-01-01T00:00:00Z"}`})
 	})
 	b.newMachine(t, ns, "c-lost", "m-lost", nil)
 

@@ -9,15 +9,15 @@ import (
 
 	"github.com/initlock/initlock/internal/cli"
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // grantOf reads the grant register of cluster live: the machine it names,
 // "" when it is empty.
 func (b *Backend) grantOf(t *testing.T, cluster *unstructured.Unstructured) string {
 	t.Helper()
-	if g := engine.GrantFrom(b.getCluster(t, cluster).GetAnnotations()); g != nil {
+	if g := wire.GrantFrom(b.getCluster(t, cluster).GetAnnotations()); g != nil {
 		return g.MachineName
 	}
 	return ""
@@ -116,7 +116,7 @@ func releaseLostLockEmptiesTheGrantRegister(t *testing.T, b *Backend) {
 	var c kubeenv.Counter
 	r := b.run(t, invocation{counter: &c}, "release", "c1", "-n", ns, "--yes")
 	r.ExpectCode(t, cli.ExitError)
-	if want := `cluster "c1": refusing to release: its init lock is missing, but its grant register (annotation ` + engine.GrantAnnotation + `) names m1`; !strings.Contains(r.Err, want) {
+	if want := `cluster "c1": refusing to release: its init lock is missing, but its grant register (annotation ` + wire.GrantAnnotation + `) names m1`; !strings.Contains(r.Err, want) {
 		t.Errorf("stderr lacks %q:\n%s", want, r.Err)
 	}
 	if c.Writes() != 0 || b.grantOf(t, cluster) != "m1" {
@@ -166,7 +166,7 @@ func releaseOrphanAndStaleHolder(t *testing.T, b *Backend) {
 func releaseCorrupt(t *testing.T, b *Backend) {
 	ns := b.Namespace(t)
 	cl := b.newCluster(t, ns, "c1", false)
-	b.newConfigMap(t, ns, "c1-lock", map[string]string{engine.ClusterNameLabel: "c1"}, map[string]string{engine.DataKey: "{"}, cl)
+	b.newConfigMap(t, ns, "c1-lock", map[string]string{wire.ClusterNameLabel: "c1"}, map[string]string{wire.DataKey: "{"}, cl)
 	r := b.run(t, invocation{}, "release", "c1", "-n", ns, "--yes")
 	r.ExpectCode(t, cli.ExitError)
 	if !strings.Contains(r.Err, "so its holder is unknown") {
@@ -182,7 +182,7 @@ func releaseCorrupt(t *testing.T, b *Backend) {
 func releaseRefusesForeignConfigMapEvenWithForce(t *testing.T, b *Backend) {
 	ns := b.Namespace(t)
 	b.newCluster(t, ns, "c1", true)
-	b.newConfigMap(t, ns, "c1-lock", map[string]string{engine.ClusterNameLabel: "c1"}, map[string]string{"other": "data"}, nil)
+	b.newConfigMap(t, ns, "c1-lock", map[string]string{wire.ClusterNameLabel: "c1"}, map[string]string{"other": "data"}, nil)
 	want := `error: namespace "` + ns + `": configmap "c1-lock" is not an init lock (no lock-information key); refusing to touch it`
 	for _, args := range [][]string{{"release", "c1", "-n", ns}, {"release", "c1", "-n", ns, "--force"}} {
 		var c kubeenv.Counter

@@ -15,7 +15,7 @@ import (
 
 	"github.com/initlock/initlock/internal/cli"
 	"github.com/initlock/initlock/internal/kubeenv"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 )
 
 func repairDryRunChangesNothing(t *testing.T, b *Backend) {
@@ -105,7 +105,7 @@ func repairCollectsOrphanAfterGrace(t *testing.T, b *Backend) {
 	if !strings.Contains(r.Out, "mark-orphan") || !strings.Contains(r.Out, "marked") {
 		t.Fatalf("first repair:\n%s", r.Out)
 	}
-	if kubeenv.MustGetLock(t, b.Client, ns, "c1").Annotations[engine.ClusterAbsentAnnotation] == "" {
+	if kubeenv.MustGetLock(t, b.Client, ns, "c1").Annotations[wire.ClusterAbsentAnnotation] == "" {
 		t.Fatal("lock not marked")
 	}
 
@@ -150,7 +150,7 @@ func repairNeverDeletesLockOfRunningInit(t *testing.T, b *Backend) {
 		{"stale cluster-absent mark", func(t *testing.T, ns string) {
 			cl := b.newCluster(t, ns, "c1", false)
 			cm := b.newLock(t, ns, "c1", "m1", cl)
-			cm.Annotations = map[string]string{engine.ClusterAbsentAnnotation: "2020-01-01T00:00:00Z some-old-uid"}
+			cm.Annotations = map[string]string{wire.ClusterAbsentAnnotation: "2020-01-01T00:00:00Z some-old-uid"}
 			if err := b.Client.Update(t.Context(), cm); err != nil {
 				t.Fatal(err)
 			}
@@ -177,8 +177,8 @@ func repairNeverDeletesLockOfRunningInit(t *testing.T, b *Backend) {
 				if cm == nil {
 					t.Fatalf("the lock of a running init was deleted:\n%s", r.Out)
 				}
-				if rec, err := engine.DecodeRecord(cm.Data[engine.DataKey]); err != nil || rec.MachineName != "m1" {
-					t.Fatalf("lock record changed: %q (%v)", cm.Data[engine.DataKey], err)
+				if rec, err := wire.DecodeRecord(cm.Data[wire.DataKey]); err != nil || rec.MachineName != "m1" {
+					t.Fatalf("lock record changed: %q (%v)", cm.Data[wire.DataKey], err)
 				}
 				clk.SetTime(clk.Now().Add(time.Hour))
 			}
@@ -194,7 +194,7 @@ func (b *Backend) interfere(t *testing.T, verb, ns, cluster string, n int, chang
 	left.Store(int32(n))
 	var mu sync.Mutex
 	return func(ctx context.Context, r kubeenv.Request) {
-		if r.Verb != verb || r.Resource != "configmaps" || r.Namespace != ns || r.Name != cluster+engine.LockSuffix || left.Add(-1) < 0 {
+		if r.Verb != verb || r.Resource != "configmaps" || r.Namespace != ns || r.Name != cluster+wire.LockSuffix || left.Add(-1) < 0 {
 			return
 		}
 		mu.Lock()
@@ -309,7 +309,7 @@ func repairExitCodes(t *testing.T, b *Backend) {
 	t.Run("corrupt", func(t *testing.T) {
 		ns := b.Namespace(t)
 		cl := b.newCluster(t, ns, "c1", false)
-		b.newConfigMap(t, ns, "c1-lock", map[string]string{engine.ClusterNameLabel: "c1"}, map[string]string{engine.DataKey: `{"machineName":""}`}, cl)
+		b.newConfigMap(t, ns, "c1-lock", map[string]string{wire.ClusterNameLabel: "c1"}, map[string]string{wire.DataKey: `{"machineName":""}`}, cl)
 		r := b.run(t, invocation{}, "repair", "-n", ns, "--yes")
 		r.ExpectCode(t, cli.ExitNeedsHuman)
 		if !strings.Contains(r.Out, "kubectl initlock release c1 -n "+ns+" --force") {

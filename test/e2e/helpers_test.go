@@ -13,9 +13,9 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 	"github.com/initlock/initlock/test/managertest"
 )
 
@@ -28,7 +28,7 @@ const (
 	secondName = "cp-1"
 )
 
-var lockName = clusterName + engine.LockSuffix
+var lockName = clusterName + wire.LockSuffix
 
 // newCluster returns the workload Cluster of namespace ns, not yet created.
 func newCluster(ns string) *unstructured.Unstructured {
@@ -111,10 +111,10 @@ func heldLock(t *testing.T, ns string, grant bool) {
 		create(t, source, &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{
 				Namespace: ns, Name: lockName,
-				Labels:          map[string]string{engine.ClusterNameLabel: clusterName},
+				Labels:          map[string]string{wire.ClusterNameLabel: clusterName},
 				OwnerReferences: []metav1.OwnerReference{clusterRef(cluster)},
 			},
-			Data: map[string]string{engine.DataKey: fmt.Sprintf(`{"machineName":%q}`, holderName)},
+			Data: map[string]string{wire.DataKey: fmt.Sprintf(`{"machineName":%q}`, holderName)},
 		})
 	}
 	// Lock wrote the grant register: read the Cluster again before its
@@ -185,7 +185,7 @@ func ownedOnlyBy(cm *corev1.ConfigMap, cluster *unstructured.Unstructured) error
 // holderOf returns the Machine cm's record names.
 func holderOf(t *testing.T, cm *corev1.ConfigMap) string {
 	t.Helper()
-	rec, err := engine.DecodeRecord(cm.Data[engine.DataKey])
+	rec, err := wire.DecodeRecord(cm.Data[wire.DataKey])
 	if err != nil {
 		t.Fatalf("lock %s/%s: %v", cm.Namespace, cm.Name, err)
 	}
@@ -208,7 +208,7 @@ func leftInSource(t *testing.T, ns string) []string {
 		}
 	}
 	cms := &corev1.ConfigMapList{}
-	if err := source.Client.List(t.Context(), cms, client.InNamespace(ns), client.HasLabels{engine.ClusterNameLabel}); err != nil {
+	if err := source.Client.List(t.Context(), cms, client.InNamespace(ns), client.HasLabels{wire.ClusterNameLabel}); err != nil {
 		t.Fatalf("listing configmaps in %s: %v", ns, err)
 	}
 	for _, i := range cms.Items {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
@@ -127,7 +128,7 @@ func TestMoveAfterRestoreBeforeHealing(t *testing.T) {
 			if cm := kubeenv.MustGetLock(t, target.Client, ns, clusterName); cm != nil {
 				t.Fatalf("lock %s/%s reached the target: %v", ns, lockName, cm)
 			}
-			g := engine.GrantFrom(get(t, target, capi.ClusterKind, ns, clusterName).GetAnnotations())
+			g := wire.GrantFrom(get(t, target, capi.ClusterKind, ns, clusterName).GetAnnotations())
 			if (g != nil && g.MachineName == holderName) != tc.grant {
 				t.Fatalf("grant register of cluster %s/%s in the target: %+v; want a grant to %s: %t", ns, clusterName, g, holderName, tc.grant)
 			}

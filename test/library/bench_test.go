@@ -16,6 +16,7 @@ import (
 
 	"github.com/initlock/initlock/internal/benchreport/loadavg"
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
@@ -170,9 +171,9 @@ func parallel(requests ...func() error) error {
 // rawLock is a lock of the upstream format for the Cluster named cluster,
 // as a raw client would create it.
 func rawLock(ns, cluster string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster + engine.LockSuffix,
-		Labels: map[string]string{engine.ClusterNameLabel: cluster}},
-		Data: map[string]string{engine.DataKey: `{"machineName":"` + cluster + `-m"}`}}
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster + wire.LockSuffix,
+		Labels: map[string]string{wire.ClusterNameLabel: cluster}},
+		Data: map[string]string{wire.DataKey: `{"machineName":"` + cluster + `-m"}`}}
 }
 
 // BenchmarkReLock compares a healthy re-Lock by the holder with a raw Get
@@ -188,7 +189,7 @@ func BenchmarkReLock(b *testing.B) {
 	if res := f.mustLock(m); !res.Acquired {
 		b.Fatalf("first Lock = %+v", res)
 	}
-	key := client.ObjectKey{Namespace: f.ns, Name: f.cluster.GetName() + engine.LockSuffix}
+	key := client.ObjectKey{Namespace: f.ns, Name: f.cluster.GetName() + wire.LockSuffix}
 	lock := &timed{name: "healthy re-Lock", reads: reLockReads, writes: reLockWrites}
 	get := &timed{name: "raw ConfigMap Get", reads: 1}
 	round := &timed{name: "raw parallel reads", reads: reLockReads}
@@ -246,7 +247,7 @@ func registerLikePatch(b *testing.B, cl *unstructured.Unstructured) []byte {
 		{"op": "test", "path": "/metadata/uid", "value": string(cl.GetUID())},
 		{"op": "test", "path": "/spec/paused", "value": nil},
 		{"op": "test", "path": "/metadata/annotations", "value": nil},
-		{"op": "add", "path": "/metadata/annotations", "value": map[string]string{engine.GrantAnnotation: value}},
+		{"op": "add", "path": "/metadata/annotations", "value": map[string]string{wire.GrantAnnotation: value}},
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/initlock/initlock/internal/benchreport/loadavg"
 	"github.com/initlock/initlock/internal/kubeenv"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 )
 
 // guardTimers are the requests BenchmarkLockGuard times, in one state of
@@ -159,7 +159,7 @@ func guardRound(b *testing.B, f *fixture, name string, g *guardTimers, guarded b
 		b.StartTimer()
 	}
 	marked := lock.DeepCopy()
-	marked.Annotations = map[string]string{engine.ReleaseAnnotation: string(lock.UID)}
+	marked.Annotations = map[string]string{wire.ReleaseAnnotation: string(lock.UID)}
 	g.lockMark.run(b, f, func() error {
 		return f.client.Patch(ctx, marked, client.MergeFromWithOptions(lock, client.MergeFromWithOptimisticLock{}))
 	})

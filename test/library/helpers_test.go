@@ -8,13 +8,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/initlock/initlock/internal/kubeenv"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 )
 
 // grant reads the Cluster's grant register live.
-func (f *fixture) grant() *engine.Grant {
+func (f *fixture) grant() *wire.Grant {
 	f.t.Helper()
-	return engine.GrantFrom(f.get(f.cluster).GetAnnotations())
+	return wire.GrantFrom(f.get(f.cluster).GetAnnotations())
 }
 
 // expectGrant checks that the Cluster's grant register names machine, or
@@ -39,7 +39,7 @@ func (f *fixture) expectHeld(t *testing.T, machine string) {
 	if cm == nil {
 		t.Fatalf("no lock, want one held by %s", machine)
 	}
-	r, err := engine.DecodeRecord(cm.Data[engine.DataKey])
+	r, err := wire.DecodeRecord(cm.Data[wire.DataKey])
 	if err != nil {
 		t.Fatal(err)
 	}

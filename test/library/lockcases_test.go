@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
@@ -187,7 +188,7 @@ var lockCases = []lockCase{{
 	name: "damaged grant register: refused, nothing written",
 	setup: func(f *fixture) *unstructured.Unstructured {
 		f.cluster = f.update(func(c *unstructured.Unstructured) {
-			c.SetAnnotations(map[string]string{engine.GrantAnnotation: "{oops"})
+			c.SetAnnotations(map[string]string{wire.GrantAnnotation: "{oops"})
 		})
 		return f.machine("m1")
 	},

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
@@ -74,7 +75,7 @@ func TestLockKeepsTheCallerObjectConsistent(t *testing.T) {
 	f := newFixture(t)
 	m := f.machine("m1")
 	f.mustLock(m)
-	if g := engine.GrantFrom(f.cluster.GetAnnotations()); !g.Held() || g.MachineName != "m1" {
+	if g := wire.GrantFrom(f.cluster.GetAnnotations()); !g.Held() || g.MachineName != "m1" {
 		t.Fatalf("caller's object register = %s, want the grant to m1", g.Raw())
 	}
 	labels := map[string]string{"user": "edit"}
@@ -85,7 +86,7 @@ func TestLockKeepsTheCallerObjectConsistent(t *testing.T) {
 	if err := f.locker.Unlock(t.Context(), f.cluster, m); err != nil {
 		t.Fatal(err)
 	}
-	if g := engine.GrantFrom(f.cluster.GetAnnotations()); g.Held() {
+	if g := wire.GrantFrom(f.cluster.GetAnnotations()); g.Held() {
 		t.Errorf("caller's object register = %s after Unlock, want released", g.Raw())
 	}
 	f.cluster.SetLabels(map[string]string{"user": "edit-again"})
@@ -156,7 +157,7 @@ func TestUnlock(t *testing.T) {
 			t.Error("lock still exists")
 		}
 		f.expectGrant(t, "")
-		if g := engine.GrantFrom(f.cluster.GetAnnotations()); g.Held() {
+		if g := wire.GrantFrom(f.cluster.GetAnnotations()); g.Held() {
 			t.Error("the caller's cluster object still shows the grant")
 		}
 		if res := f.mustLock(f.machine("m2")); !res.Acquired {

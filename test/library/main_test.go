@@ -10,9 +10,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 	"github.com/initlock/initlock/pkg/initlock/initlocktest"
 )
 
@@ -104,7 +104,7 @@ func (f *fixture) lockCM() *corev1.ConfigMap {
 
 func (f *fixture) lockHolder() string {
 	f.t.Helper()
-	r, err := engine.DecodeRecord(f.lockCM().Data[engine.DataKey])
+	r, err := wire.DecodeRecord(f.lockCM().Data[wire.DataKey])
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -16,8 +16,8 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/pkg/initlock"
 
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 	"github.com/initlock/initlock/pkg/initlock/locking"
 )
 
@@ -198,7 +198,7 @@ func TestMutexKeepsTheCallerObjectConsistent(t *testing.T) {
 	if !mu.Lock(ctx, f.cluster, f.machine("m1")) {
 		t.Fatal("Lock() = false on a free lock")
 	}
-	if g := engine.GrantFrom(f.cluster.GetAnnotations()); !g.Held() || g.MachineName != "m1" {
+	if g := wire.GrantFrom(f.cluster.GetAnnotations()); !g.Held() || g.MachineName != "m1" {
 		t.Fatalf("caller's object register = %s, want the grant to m1", g.Raw())
 	}
 	f.cluster.SetLabels(map[string]string{"provider": "after-lock"})
@@ -208,7 +208,7 @@ func TestMutexKeepsTheCallerObjectConsistent(t *testing.T) {
 	if !mu.Unlock(ctx, f.cluster) {
 		t.Fatal("Unlock() = false")
 	}
-	if g := engine.GrantFrom(f.cluster.GetAnnotations()); g.Held() {
+	if g := wire.GrantFrom(f.cluster.GetAnnotations()); g.Held() {
 		t.Errorf("caller's object register = %s after Unlock, want released", g.Raw())
 	}
 	f.cluster.SetLabels(map[string]string{"provider": "after-unlock"})

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/initlock/initlock/internal/kubeenv"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 )
 
 // otherFinalizer is a finalizer of a controller other than initlock's.
@@ -57,7 +57,7 @@ func TestLockHeldWhileBeingDeleted(t *testing.T) {
 	res, err := f.locker.Lock(t.Context(), f.get(f.cluster), m2)
 	expectRefused(t, "m2", res, err, "m1")
 	if after := f.lockCM(); after.ResourceVersion != held.ResourceVersion {
-		t.Fatalf("a refused caller wrote the lock being deleted: %s", after.Data[engine.DataKey])
+		t.Fatalf("a refused caller wrote the lock being deleted: %s", after.Data[wire.DataKey])
 	}
 	f.counter.Reset()
 	res, err = f.locker.Lock(t.Context(), f.get(f.cluster), m1)

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
@@ -56,7 +57,7 @@ func TestRegressionStaleCachedGrantAfterWithdrawnClaim(t *testing.T) {
 			t.Fatalf("%d claims applied behind a lost answer, want 1", len(fl.applied))
 		}
 		cached := snapshot(fl.applied[0])
-		claimed := engine.GrantFrom(cached.GetAnnotations())
+		claimed := wire.GrantFrom(cached.GetAnnotations())
 		f.expectHeld(t, "m1")
 		if g := f.grant(); g.Token != claimed.Token {
 			t.Errorf("register = %s, want the claim whose answer was lost (token %s)", g.Raw(), claimed.Token)
@@ -90,7 +91,7 @@ func TestRegressionStaleCachedGrantAfterWithdrawnClaim(t *testing.T) {
 		// claim's answer did not say it was written.
 		f.counts(t, "Lock(m1)", 5, 2)
 		cached := snapshot(fl.applied[0])
-		if g := engine.GrantFrom(cached.GetAnnotations()); !g.Held() || g.MachineName != "m1" {
+		if g := wire.GrantFrom(cached.GetAnnotations()); !g.Held() || g.MachineName != "m1" {
 			t.Fatalf("cached Cluster register = %s, want m1's claim", g.Raw())
 		}
 		if g := f.grant(); !g.Released() {
@@ -179,13 +180,13 @@ func TestRegressionStaleCachedGrantAfterFailedUnlock(t *testing.T) {
 			// The lock keeps m1's record, marked for release: its holder
 			// gave it up.
 			after, rv2, ok := f.lockRecord(t)
-			if !ok || after.Ref != before.Ref || after.Token != before.Token || !engine.ObserveLock(f.lockCM(), "c1").Releasable {
+			if !ok || after.Ref != before.Ref || after.Token != before.Token || !wire.LockOf(f.lockCM(), "c1").Releasable {
 				t.Fatalf("lock after the failed Unlock = %+v (resourceVersion %s), want m1's record, marked for release", after, rv2)
 			}
 			if g := f.grant(); !g.Released() {
 				t.Fatalf("register after the failed Unlock = %s, want released", g.Raw())
 			}
-			if g := engine.GrantFrom(cached.GetAnnotations()); g.MachineName != "m1" || g.Token != before.Token {
+			if g := wire.GrantFrom(cached.GetAnnotations()); g.MachineName != "m1" || g.Token != before.Token {
 				t.Fatalf("cached Cluster register = %s, want m1's grant", g.Raw())
 			}
 

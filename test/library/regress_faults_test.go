@@ -13,9 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // The regression tests inject, with interceptor.Funcs around a client of
@@ -52,7 +52,7 @@ type write struct {
 
 // grant returns the value a patch writes into a Cluster's grant register,
 // or nil when it writes none.
-func (w write) grant() *engine.Grant {
+func (w write) grant() *wire.Grant {
 	if w.verb != "patch" || w.patchType != types.JSONPatchType || w.obj.GetObjectKind().GroupVersionKind().Kind != capi.ClusterKind {
 		return nil
 	}
@@ -79,11 +79,11 @@ func (w write) grant() *engine.Grant {
 			if json.Unmarshal(op.Value, &m) != nil {
 				return nil
 			}
-			v = m[engine.GrantAnnotation]
+			v = m[wire.GrantAnnotation]
 		default:
 			continue
 		}
-		return engine.GrantFrom(map[string]string{engine.GrantAnnotation: v})
+		return wire.GrantFrom(map[string]string{wire.GrantAnnotation: v})
 	}
 	return nil
 }
@@ -204,13 +204,13 @@ func snapshot(obj client.Object) *unstructured.Unstructured {
 
 // lockRecord decodes the live lock's record; ok is false when there is no
 // lock.
-func (f *fixture) lockRecord(t *testing.T) (engine.Record, string, bool) {
+func (f *fixture) lockRecord(t *testing.T) (wire.Record, string, bool) {
 	t.Helper()
 	cm := kubeenv.MustGetLock(f.t, env.Client, f.ns, "c1")
 	if cm == nil {
-		return engine.Record{}, "", false
+		return wire.Record{}, "", false
 	}
-	r, err := engine.DecodeRecord(cm.Data[engine.DataKey])
+	r, err := wire.DecodeRecord(cm.Data[wire.DataKey])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
@@ -166,7 +167,7 @@ func TestRegressionStaleCallerLeavesNothing(t *testing.T) {
 		// m1; PATCH register (the claim withdrawn). No lock write.
 		f.counts(t, "Lock(stale m1)", 4, 2)
 		if cm := kubeenv.MustGetLock(f.t, env.Client, f.ns, "c1"); cm != nil {
-			t.Errorf("a lock was left behind: %s", cm.Data[engine.DataKey])
+			t.Errorf("a lock was left behind: %s", cm.Data[wire.DataKey])
 		}
 		if g := f.grant(); g.Held() {
 			t.Errorf("a grant was left behind: %s", g.Raw())

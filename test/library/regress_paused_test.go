@@ -10,9 +10,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // TestRegressionPausedLiveFreePath: the caller's Cluster comes from a cache
@@ -67,7 +67,7 @@ func TestRegressionPausedLiveFreePath(t *testing.T) {
 				t.Errorf("register of the paused Cluster = %s, want none", g.Raw())
 			}
 			if leftover := kubeenv.MustGetLock(f.t, env.Client, f.ns, "c1"); leftover != nil {
-				t.Errorf("Lock(m1) returned ErrClusterPaused but wrote a lock: %s", leftover.Data[engine.DataKey])
+				t.Errorf("Lock(m1) returned ErrClusterPaused but wrote a lock: %s", leftover.Data[wire.DataKey])
 			}
 
 			// Once unpaused, the next Machine to ask gets the lock.

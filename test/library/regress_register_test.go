@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 )
 
 // TestRegressionLostRegister: the grant register is lost while the lock
@@ -31,7 +31,7 @@ func TestRegressionLostRegister(t *testing.T) {
 	}{{
 		name: "annotation edited away",
 		lose: func(t *testing.T, f *fixture, m1 *unstructured.Unstructured, _ []*unstructured.Unstructured) *unstructured.Unstructured {
-			patch := []byte(`{"metadata":{"annotations":{"` + engine.GrantAnnotation + `":null}}}`)
+			patch := []byte(`{"metadata":{"annotations":{"` + wire.GrantAnnotation + `":null}}}`)
 			if err := env.Client.Patch(t.Context(), f.get(f.cluster), client.RawPatch(types.MergePatchType, patch)); err != nil {
 				t.Fatal(err)
 			}
@@ -42,7 +42,7 @@ func TestRegressionLostRegister(t *testing.T) {
 		lose: func(t *testing.T, f *fixture, m1 *unstructured.Unstructured, _ []*unstructured.Unstructured) *unstructured.Unstructured {
 			f.update(func(u *unstructured.Unstructured) {
 				a := u.GetAnnotations()
-				delete(a, engine.GrantAnnotation)
+				delete(a, wire.GrantAnnotation)
 				u.SetAnnotations(a)
 			})
 			return m1

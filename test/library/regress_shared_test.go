@@ -10,9 +10,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // TestRegressionSharedClusterObject: a provider passes one Cluster object,
@@ -62,11 +62,11 @@ func TestRegressionSharedClusterObject(t *testing.T) {
 		if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: f.ns, Name: name + "-lock"}, cm); err != nil {
 			t.Fatalf("round %d: %v", i, err)
 		}
-		rec, err := engine.DecodeRecord(cm.Data[engine.DataKey])
+		rec, err := wire.DecodeRecord(cm.Data[wire.DataKey])
 		if err != nil {
 			t.Fatal(err)
 		}
-		g := engine.GrantFrom(f.get(shared).GetAnnotations())
+		g := wire.GrantFrom(f.get(shared).GetAnnotations())
 		if acquired != "" && (rec.MachineName != acquired || g.MachineName != acquired || rec.Token != g.Token) {
 			t.Errorf("round %d: %s acquired, but the lock names %s and the register %s", i, acquired, rec.MachineName, g.Raw())
 		}

@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/internal/manager"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 	"github.com/initlock/initlock/test/managertest"
 )
 
@@ -54,7 +54,7 @@ func namesHolder(t testing.TB, ns, cluster, holder string) func() error {
 		if err != nil {
 			return err
 		}
-		if rec, _ := engine.DecodeRecord(cm.Data[engine.DataKey]); rec.MachineName != holder {
+		if rec, _ := wire.DecodeRecord(cm.Data[wire.DataKey]); rec.MachineName != holder {
 			return fmt.Errorf("the lock names %q, want its holder %s", rec.MachineName, holder)
 		}
 		return nil

@@ -13,8 +13,8 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 	"github.com/initlock/initlock/test/managertest"
 )
 
@@ -203,7 +203,7 @@ func TestOrphanCollection(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if _, ok := cm.Annotations[engine.ClusterAbsentAnnotation]; !ok {
+		if _, ok := cm.Annotations[wire.ClusterAbsentAnnotation]; !ok {
 			return fmt.Errorf("lock not marked yet")
 		}
 		return nil
@@ -253,12 +253,12 @@ func TestNotALock(t *testing.T) {
 		}, "ForeignConfigMap", "foreign"},
 		{"other-cluster-label", func(ns string) *corev1.ConfigMap {
 			cm := lockFor(ns, "x", "x-cp-0", nil)
-			cm.Labels[engine.ClusterNameLabel] = "y"
+			cm.Labels[wire.ClusterNameLabel] = "y"
 			return cm
 		}, "ForeignConfigMap", "foreign"},
 		{"corrupt", func(ns string) *corev1.ConfigMap {
 			cm := lockFor(ns, "x", "x-cp-0", nil)
-			cm.Data[engine.DataKey] = "{not json"
+			cm.Data[wire.DataKey] = "{not json"
 			return cm
 		}, "CorruptLock", "corrupt"},
 	} {
@@ -353,7 +353,7 @@ func TestDeletingClusterReleasesItsLock(t *testing.T) {
 func TestConflictWarning(t *testing.T) {
 	ns := env.Namespace(t)
 	cluster := createCluster(t, v, ns, "x", func(u *unstructured.Unstructured) {
-		u.SetAnnotations(map[string]string{engine.GrantAnnotation: `{"machineName":"x-cp-1","token":"t1"}`})
+		u.SetAnnotations(map[string]string{wire.GrantAnnotation: `{"machineName":"x-cp-1","token":"t1"}`})
 	})
 	createMachine(t, v, ns, "x", "x-cp-0")
 	createMachine(t, v, ns, "x", "x-cp-1")
@@ -375,8 +375,8 @@ func TestConflictWarning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Data[engine.DataKey] != cm.Data[engine.DataKey] {
-		t.Fatalf("the record of the lock in conflict was written: %s", got.Data[engine.DataKey])
+	if got.Data[wire.DataKey] != cm.Data[wire.DataKey] {
+		t.Fatalf("the record of the lock in conflict was written: %s", got.Data[wire.DataKey])
 	}
 	if n := rm.Counter.Of("configmaps", "").Writes(); n != 0 {
 		t.Fatalf("configmap writes = %d, want none:\n%s", n, rm.Counter)

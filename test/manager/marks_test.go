@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
@@ -46,7 +47,7 @@ func TestLeftMarksTakenOff(t *testing.T) {
 			t.Fatalf("update %s of a held lock: %v; want a refusal naming kubectl initlock release --force", patch, err)
 		}
 	}
-	marks := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:""}}}`, engine.ReleaseAnnotation, lock.UID, engine.MoveAnnotation)
+	marks := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:""}}}`, wire.ReleaseAnnotation, lock.UID, wire.MoveAnnotation)
 	if err := env.Client.Patch(t.Context(), lock, client.RawPatch(types.MergePatchType, []byte(marks))); err != nil {
 		t.Fatalf("an update that keeps the shape: %v", err)
 	}
@@ -70,12 +71,12 @@ func TestLeftMarksTakenOff(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		for _, k := range []string{engine.ReleaseAnnotation, engine.MoveAnnotation} {
+		for _, k := range []string{wire.ReleaseAnnotation, wire.MoveAnnotation} {
 			if _, ok := cm.Annotations[k]; ok {
 				return fmt.Errorf("lock still carries %s", k)
 			}
 		}
-		if rec, _ := engine.DecodeRecord(cm.Data[engine.DataKey]); rec.MachineName != "c1-cp-0" {
+		if rec, _ := wire.DecodeRecord(cm.Data[wire.DataKey]); rec.MachineName != "c1-cp-0" {
 			return fmt.Errorf("lock names %q, want c1-cp-0", rec.MachineName)
 		}
 		return nil
@@ -103,7 +104,7 @@ func TestMoveMarkedCopyHeld(t *testing.T) {
 	lock := lockFor(ns, "c1", "c1-cp-0", nil)
 	lock.OwnerReferences = []metav1.OwnerReference{{APIVersion: "cluster.x-k8s.io/v1beta2", Kind: "Cluster", Name: "c1",
 		UID: types.UID("00000000-0000-0000-0000-00000000dead")}}
-	lock.Annotations = map[string]string{engine.MoveAnnotation: ""}
+	lock.Annotations = map[string]string{wire.MoveAnnotation: ""}
 	create(t, lock)
 	kubeenv.Consistently(t, 4*time.Second, func() error { // the collector's turn, the manager down
 		cm, err := getLock(t, ns, "c1")
@@ -122,8 +123,8 @@ func TestMoveMarkedCopyHeld(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if _, ok := cm.Annotations[engine.MoveAnnotation]; ok {
-			return fmt.Errorf("the copy still carries %s", engine.MoveAnnotation)
+		if _, ok := cm.Annotations[wire.MoveAnnotation]; ok {
+			return fmt.Errorf("the copy still carries %s", wire.MoveAnnotation)
 		}
 		return nil
 	})
@@ -206,7 +207,7 @@ func TestOperatorReleaseNotFought(t *testing.T) {
 		},
 	})
 	cl = getCluster(t, cl)
-	register := cl.GetAnnotations()[engine.GrantAnnotation]
+	register := cl.GetAnnotations()[wire.GrantAnnotation]
 	p := engine.UnlockParams{Operator: true, Force: true, Register: &register, UID: cm.UID, ResourceVersion: cm.ResourceVersion}
 	if err := engine.NewEnv(slow).Unlock(t.Context(), cl, nil, p); err != nil {
 		t.Fatalf("release --force of a held lock with 300ms between its mark and its delete: %v", err)
@@ -234,11 +235,11 @@ func TestStaleRegisterKeepsNoMark(t *testing.T) {
 	if err := l.Unlock(t.Context(), cl, m0); err != nil {
 		t.Fatal(err)
 	}
-	released := getCluster(t, cl).GetAnnotations()[engine.GrantAnnotation]
+	released := getCluster(t, cl).GetAnnotations()[wire.GrantAnnotation]
 	if r, err := l.Lock(t.Context(), getCluster(t, cl), m1); err != nil || !r.Acquired {
 		t.Fatalf("c1-cp-1's Lock: %+v, %v", r, err)
 	}
-	back := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, engine.GrantAnnotation, released)
+	back := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, wire.GrantAnnotation, released)
 	if err := env.Client.Patch(t.Context(), getCluster(t, cl), client.RawPatch(types.MergePatchType, []byte(back))); err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +247,7 @@ func TestStaleRegisterKeepsNoMark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mark := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, engine.ReleaseAnnotation, cm.UID)
+	mark := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, wire.ReleaseAnnotation, cm.UID)
 	if err := env.Client.Patch(t.Context(), cm, client.RawPatch(types.MergePatchType, []byte(mark))); err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +257,7 @@ func TestStaleRegisterKeepsNoMark(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if _, ok := cm.Annotations[engine.ReleaseAnnotation]; ok {
+		if _, ok := cm.Annotations[wire.ReleaseAnnotation]; ok {
 			return fmt.Errorf("the lock held for c1-cp-1 still carries its release mark")
 		}
 		return nil

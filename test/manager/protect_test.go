@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
@@ -258,8 +259,8 @@ func TestClusterFirstRestoreWaitsForTheHolder(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if cm.DeletionTimestamp != nil || !strings.Contains(cm.Data[engine.DataKey], `"c1-cp-0"`) {
-			return fmt.Errorf("the lock changed: deleting %v, record %s", cm.DeletionTimestamp != nil, cm.Data[engine.DataKey])
+		if cm.DeletionTimestamp != nil || !strings.Contains(cm.Data[wire.DataKey], `"c1-cp-0"`) {
+			return fmt.Errorf("the lock changed: deleting %v, record %s", cm.DeletionTimestamp != nil, cm.Data[wire.DataKey])
 		}
 		return ownedBy(cm, cluster)
 	})

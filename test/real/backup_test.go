@@ -15,7 +15,7 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/stack"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 )
 
 // heldBackOutcome is what a backup taken after a delete of a held lock
@@ -61,7 +61,7 @@ func runHeldBackup(t *testing.T, withInitlock bool) heldBackOutcome {
 		o.mode += ", the lock held back by a finalizer"
 	}
 	lock := &corev1.ConfigMap{}
-	lock.Namespace, lock.Name = ns, cluster+engine.LockSuffix
+	lock.Namespace, lock.Name = ns, cluster+wire.LockSuffix
 	if !withInitlock {
 		must(t, source.Client.Patch(ctx, lock, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":["`+heldBackFinalizer+`"]}}`))))
 		t.Cleanup(func() {
@@ -91,7 +91,7 @@ func runHeldBackup(t *testing.T, withInitlock bool) heldBackOutcome {
 		o.whileFirst = m != nil
 	}
 	if cm, err := kubeenv.GetLock(ctx, source.Client, restored, cluster); err == nil && cm != nil {
-		rec, _ := engine.DecodeRecord(cm.Data[engine.DataKey])
+		rec, _ := wire.DecodeRecord(cm.Data[wire.DataKey])
 		o.lockHolder = rec.MachineName
 	}
 	return o

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/initlock/initlock/internal/kubeenv/stack"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 )
 
 // failedInitWait bounds each wait for init data once the failure is fixed
@@ -152,7 +152,7 @@ func runFailedInit(t *testing.T, mode failedMode, scenario string) failedOutcome
 	if err == nil && done(ctx) == nil {
 		o.dataAfter = time.Since(start)
 	}
-	o.refused = guardRefusals(t, source, userCABPK, ns, cluster+engine.LockSuffix)
+	o.refused = guardRefusals(t, source, userCABPK, ns, cluster+wire.LockSuffix)
 	t.Logf("%s, %s", scenario, o)
 	return o
 }

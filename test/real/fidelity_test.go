@@ -28,8 +28,8 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv/stack"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/internal/velero"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // deletingName is the ConfigMap of fidelityGraph that is being deleted when
@@ -56,8 +56,8 @@ func fidelityGraph(t *testing.T, ns string) {
 	ctrlOwner.Controller, ctrlOwner.BlockOwnerDeletion = ptr.To(true), ptr.To(true)
 	labels := map[string]string{"cluster.x-k8s.io/cluster-name": name, "app": "fidelity"}
 	for _, o := range []client.Object{
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + engine.LockSuffix, Labels: labels,
-			OwnerReferences: []metav1.OwnerReference{owner}}, Data: map[string]string{engine.DataKey: `{"machineName":"fid-cp-0"}`}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + wire.LockSuffix, Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{owner}}, Data: map[string]string{wire.DataKey: `{"machineName":"fid-cp-0"}`}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a-plain", Annotations: map[string]string{"note": "kept"},
 			Finalizers: []string{"initlock.dev/fidelity"}}, Data: map[string]string{"k": "v"}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-ca", Labels: labels,

@@ -20,8 +20,8 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv/stack"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/internal/velero"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // compareUpdates changes the objects a first restore created in realNS and
@@ -44,7 +44,7 @@ func compareUpdates(t *testing.T, v *stack.Velero, backup string, backed []*unst
 		setLabel.SetNamespace(n)
 		setLabel.SetName("fid")
 		must(t, source.Client.Patch(ctx, setLabel, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"someone"}}}`))))
-		must(t, source.Client.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "fid" + engine.LockSuffix}}))
+		must(t, source.Client.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "fid" + wire.LockSuffix}}))
 	}
 	restore, _ := restoreBackup(t, v, backup, "--namespace-mappings", backedNS(backed)+":"+realNS, "--existing-resource-policy", "update")
 	cfg := velero.DefaultConfig()

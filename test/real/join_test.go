@@ -13,7 +13,7 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/stack"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 )
 
 // conflicts lists the writes of CABPK and initlock-manager to a Cluster and
@@ -30,7 +30,7 @@ func conflicts(ws []stack.Write, ns, cluster string) (clashes []string, lockWrit
 		if w.Namespace != ns || (w.User != userCABPK && w.User != userManager) {
 			continue
 		}
-		isLock := w.Resource == "configmaps" && w.Name == cluster+engine.LockSuffix
+		isLock := w.Resource == "configmaps" && w.Name == cluster+wire.LockSuffix
 		isCluster := w.Resource == "clusters" && w.Name == cluster
 		if !isLock && !isCluster {
 			continue
@@ -144,7 +144,7 @@ func TestJoinAfterRestore(t *testing.T) {
 	if len(clashes) != 0 {
 		t.Errorf("%d conflicting writes between CABPK and initlock-manager: %v; writes to the lock: %v", len(clashes), clashes, lockWrites)
 	}
-	refused := guardRefusals(t, target, userCABPK, mapped, cluster+engine.LockSuffix)
+	refused := guardRefusals(t, target, userCABPK, mapped, cluster+wire.LockSuffix)
 	if refused != 0 {
 		t.Errorf("CABPK's deletes of the lock refused: %d; want none: the manager releases the lock at init, before CABPK's join path", refused)
 	}

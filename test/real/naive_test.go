@@ -20,7 +20,7 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/stack"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 )
 
 // naiveRuns is how many naive copies each variant of TestNaiveRestore makes.
@@ -200,7 +200,7 @@ func naiveCopy(t *testing.T, from, to string, backed []*unstructured.Unstructure
 	items := make([]*unstructured.Unstructured, 0, len(backed))
 	for _, u := range backed {
 		u = u.DeepCopy()
-		if u.GetKind() != "ConfigMap" || u.GetName() != naiveCluster+engine.LockSuffix {
+		if u.GetKind() != "ConfigMap" || u.GetName() != naiveCluster+wire.LockSuffix {
 			u.SetOwnerReferences(nil)
 		}
 		items = append(items, u)
@@ -233,7 +233,7 @@ func naiveCopy(t *testing.T, from, to string, backed []*unstructured.Unstructure
 	cm, err := kubeenv.GetLock(ctx, source.Client, to, naiveCluster)
 	must(t, err)
 	if cm != nil {
-		rec, _ := engine.DecodeRecord(cm.Data[engine.DataKey])
+		rec, _ := wire.DecodeRecord(cm.Data[wire.DataKey])
 		out.lockHolder = rec.MachineName
 		if out.lockGone == 0 && cm.UID != lock.UID {
 			out.lockGone = time.Since(copied)
@@ -241,7 +241,7 @@ func naiveCopy(t *testing.T, from, to string, backed []*unstructured.Unstructure
 	} else if out.lockGone == 0 {
 		out.lockGone = time.Since(copied)
 	}
-	out.gcRefused = guardRefusals(t, source, userGC, to, naiveCluster+engine.LockSuffix)
+	out.gcRefused = guardRefusals(t, source, userGC, to, naiveCluster+wire.LockSuffix)
 	t.Logf("copy %s: lock gone %s, garbage collector refused %d times, cp-1 granted %t while cp-0 existed %t, lock holder %q",
 		to, out.lockGone.Round(time.Millisecond), out.gcRefused, out.secondInit, out.firstExisted, out.lockHolder)
 	return out

@@ -14,7 +14,7 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/stack"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 )
 
 // TestSeedWithPatchedCABPK runs the seed's story with CABPK built from
@@ -43,8 +43,8 @@ func TestSeedWithPatchedCABPK(t *testing.T) {
 	must(t, m.CreateCluster(ctx, ns, seedCluster, stack.ClusterOptions{}))
 	must(t, m.CreateMachine(ctx, ns, seedCluster, seedMachine, true))
 	cm := waitLockHeld(t, m, ns, seedCluster, seedMachine)
-	if rec, err := engine.DecodeRecord(cm.Data[engine.DataKey]); err != nil || rec.MachineUID == "" || rec.Token == "" {
-		t.Errorf("the lock record %q is in the upstream format: CABPK did not take it through initlock", cm.Data[engine.DataKey])
+	if rec, err := wire.DecodeRecord(cm.Data[wire.DataKey]); err != nil || rec.MachineUID == "" || rec.Token == "" {
+		t.Errorf("the lock record %q is in the upstream format: CABPK did not take it through initlock", cm.Data[wire.DataKey])
 	}
 	// The lock and the grant are written in parallel: the lock may be
 	// seen first.
@@ -53,7 +53,7 @@ func TestSeedWithPatchedCABPK(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if g := engine.GrantFrom(cluster.GetAnnotations()); !g.Held() || g.MachineName != seedMachine {
+		if g := wire.GrantFrom(cluster.GetAnnotations()); !g.Held() || g.MachineName != seedMachine {
 			return fmt.Errorf("the grant register holds %q, want a grant to %s", g.Raw(), seedMachine)
 		}
 		return nil

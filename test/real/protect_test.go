@@ -19,7 +19,7 @@ import (
 	"github.com/initlock/initlock/internal/cli"
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/stack"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 )
 
 // heldOutcome is what a delete of a held lock came to.
@@ -56,7 +56,7 @@ type deleteHow func(t *testing.T, ns, cluster string) error
 // operatorDelete is `kubectl delete configmap <cluster>-lock`.
 func operatorDelete(t *testing.T, ns, cluster string) error {
 	cm := &corev1.ConfigMap{}
-	cm.Namespace, cm.Name = ns, cluster+engine.LockSuffix
+	cm.Namespace, cm.Name = ns, cluster+wire.LockSuffix
 	return source.Client.Delete(t.Context(), cm)
 }
 
@@ -150,10 +150,10 @@ func runHeldDelete(t *testing.T, withInitlock bool, del deleteHow) heldOutcome {
 	cm, err := kubeenv.GetLock(ctx, source.Client, ns, cluster)
 	must(t, err)
 	if cm != nil {
-		rec, _ := engine.DecodeRecord(cm.Data[engine.DataKey])
+		rec, _ := wire.DecodeRecord(cm.Data[wire.DataKey])
 		o.lockHolder = rec.MachineName
 	}
-	o.refused = guardRefusals(t, source, "", ns, cluster+engine.LockSuffix)
+	o.refused = guardRefusals(t, source, "", ns, cluster+wire.LockSuffix)
 	if withInitlock {
 		managerDown(t, ns, cluster)
 	}
@@ -191,7 +191,7 @@ func managerDown(t *testing.T, ns, cluster string) {
 		return kubeenv.LockGone(ctx, source.Client, ns, cluster)()
 	})
 	result(t, "manager down, guard installed: the Cluster was deleted in %s; its lock stayed, not terminating, the garbage collector's deletes refused (%d); "+
-		"'kubectl initlock release %s -n <ns> --force' released it", deleted.Round(time.Millisecond), guardRefusals(t, source, userGC, ns, cluster+engine.LockSuffix), cluster)
+		"'kubectl initlock release %s -n <ns> --force' released it", deleted.Round(time.Millisecond), guardRefusals(t, source, userGC, ns, cluster+wire.LockSuffix), cluster)
 }
 
 // answer names the API server's answer to a delete of a lock: "OK", or

@@ -14,8 +14,8 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/stack"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // waitInitialized waits until core reports the Cluster's control plane
@@ -78,7 +78,7 @@ func TestSingleControlPlane(t *testing.T) {
 		}
 		if cm == nil {
 			return fmt.Errorf("the lock was released without initlock (%s): upstream releases after init now",
-				describeWrites(writesTo(t, source, ns, cluster+engine.LockSuffix)))
+				describeWrites(writesTo(t, source, ns, cluster+wire.LockSuffix)))
 		}
 		return nil
 	})

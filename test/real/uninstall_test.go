@@ -12,7 +12,7 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/stack"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 )
 
 // TestUninstall: with initlock-manager down and its lock guard still
@@ -81,8 +81,8 @@ func TestUninstall(t *testing.T) {
 	if err := hasInitData(source, cpDel, cp1)(ctx); err == nil {
 		t.Fatalf("%s got init data while the lock named %s", cp1, cp0)
 	}
-	refusedGC := guardRefusals(t, source, userGC, clDel, cluster+engine.LockSuffix)
-	refusedCABPK := guardRefusals(t, source, userCABPK, cpDel, cluster+engine.LockSuffix)
+	refusedGC := guardRefusals(t, source, userGC, clDel, cluster+wire.LockSuffix)
+	refusedCABPK := guardRefusals(t, source, userCABPK, cpDel, cluster+wire.LockSuffix)
 
 	// Uninstall the guard: its binding, then its policy.
 	start = time.Now()

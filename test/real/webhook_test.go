@@ -17,9 +17,9 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/stack"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // freePathRuns is how many Locks and raw Creates each half measures.
@@ -56,7 +56,7 @@ func freePath(t *testing.T, ns, label string) (lock, raw, upstream []time.Durati
 		}
 		u, err := source.Get(ctx, stack.ClusterGVK, ns, name)
 		must(t, err)
-		if u.GetAnnotations()[engine.GrantAnnotation] == "" {
+		if u.GetAnnotations()[wire.GrantAnnotation] == "" {
 			t.Fatalf("cluster %s has no grant register after Lock with %s", name, label)
 		}
 

@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/internal/relink"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 	"github.com/initlock/initlock/test/managertest"
 )
 
@@ -30,13 +30,13 @@ func TestRelinkerInInitlockManager(t *testing.T) {
 	managertest.StartNoWait(t, env.Config, opts)
 
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1-kubeconfig",
-		Labels:      map[string]string{engine.ClusterNameLabel: "c1"},
+		Labels:      map[string]string{wire.ClusterNameLabel: "c1"},
 		Annotations: map[string]string{relink.Annotation: relink.Encode([]relink.OwnerRef{controllerOwner("Cluster", "c1")})},
 	}}
-	lock := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1" + engine.LockSuffix,
-		Labels:      map[string]string{engine.ClusterNameLabel: "c1", velerov1.RestoreNameLabel: restoreName},
+	lock := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1" + wire.LockSuffix,
+		Labels:      map[string]string{wire.ClusterNameLabel: "c1", velerov1.RestoreNameLabel: restoreName},
 		Annotations: map[string]string{relink.Annotation: relink.Encode([]relink.OwnerRef{clusterOwner("c1")})},
-	}, Data: map[string]string{engine.DataKey: engine.Record{Ref: engine.Ref{MachineName: "c1-cp-0"}}.Encode()}}
+	}, Data: map[string]string{wire.DataKey: wire.Record{Ref: wire.Ref{MachineName: "c1-cp-0"}}.Encode()}}
 	if err := env.Client.Create(t.Context(), secret); err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestRelinkerInInitlockManager(t *testing.T) {
 
 	// The lock controller may adopt the lock first; either way it ends
 	// with one reference to the Cluster and without the annotation.
-	kubeenv.Eventually(t, 30*time.Second, linked(t, configMapGVK, ns, "c1"+engine.LockSuffix, refTo(cluster, false)))
+	kubeenv.Eventually(t, 30*time.Second, linked(t, configMapGVK, ns, "c1"+wire.LockSuffix, refTo(cluster, false)))
 	got := &corev1.Secret{}
 	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(secret), got); err != nil {
 		t.Fatal(err)

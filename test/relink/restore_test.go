@@ -17,10 +17,10 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/internal/relink"
 	"github.com/initlock/initlock/internal/relink/secrets"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // backedUp is one item of a backup: the resource it was listed from
@@ -132,10 +132,10 @@ func TestVeleroRestoreRelinksTheGraph(t *testing.T) {
 		Labels:          map[string]string{capi.ClusterNameLabel: "c1"},
 		OwnerReferences: []metav1.OwnerReference{refTo(cluster, false)}}}
 	lock := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1" + engine.LockSuffix,
-			Labels:          map[string]string{engine.ClusterNameLabel: "c1"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1" + wire.LockSuffix,
+			Labels:          map[string]string{wire.ClusterNameLabel: "c1"},
 			OwnerReferences: []metav1.OwnerReference{refTo(cluster, false)}},
-		Data: map[string]string{engine.DataKey: engine.Record{Ref: engine.Ref{MachineName: "c1-md-0-x7k2p-0"}}.Encode()},
+		Data: map[string]string{wire.DataKey: wire.Record{Ref: wire.Ref{MachineName: "c1-md-0-x7k2p-0"}}.Encode()},
 	}
 	for _, cm := range []*corev1.ConfigMap{addons, lock} {
 		if err := env.Client.Create(ctx, cm); err != nil {

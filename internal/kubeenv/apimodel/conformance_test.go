@@ -19,8 +19,8 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/apimodel"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 var env *kubeenv.Env
@@ -135,7 +135,7 @@ var scripts = map[string][]step{
 		{"clusterctl move deletes it", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
 		{"a ConfigMap of the lock's name for another cluster", func(ctx context.Context, b *backend) error {
 			cm := kubeenv.NewLock(b.ns, "c1", "m1", nil)
-			cm.Labels[engine.ClusterNameLabel] = "c2"
+			cm.Labels[wire.ClusterNameLabel] = "c2"
 			return b.c.Create(ctx, cm)
 		}},
 		{"is not a lock: deleted", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
@@ -355,7 +355,7 @@ func (b *backend) state(t *testing.T) map[string]any {
 		paused, _, _ := unstructured.NestedFieldNoCopy(cl.Object, "spec", "paused")
 		status, _, _ := unstructured.NestedFieldNoCopy(cl.Object, "status", "initialization")
 		out["cluster"] = map[string]any{"annotations": cl.GetAnnotations(), "paused": paused, "generation": cl.GetGeneration(),
-			"initialization": status, "register": engine.GrantFrom(cl.GetAnnotations()).Raw()}
+			"initialization": status, "register": wire.GrantFrom(cl.GetAnnotations()).Raw()}
 	}
 	cm := &corev1.ConfigMap{}
 	switch err := b.c.Get(t.Context(), client.ObjectKey{Namespace: b.ns, Name: "c1-lock"}, cm); {

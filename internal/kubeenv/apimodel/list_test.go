@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // scriptLabel marks the objects of one run of the list script, with its
@@ -54,10 +54,10 @@ var listScript = []step{
 		}
 		return nil
 	}},
-	{"list the ConfigMaps of one cluster", listConfigMaps(client.MatchingLabels{engine.ClusterNameLabel: "c1"})},
-	{"list the ConfigMaps with a cluster-name label", listConfigMaps(client.HasLabels{engine.ClusterNameLabel})},
+	{"list the ConfigMaps of one cluster", listConfigMaps(client.MatchingLabels{wire.ClusterNameLabel: "c1"})},
+	{"list the ConfigMaps with a cluster-name label", listConfigMaps(client.HasLabels{wire.ClusterNameLabel})},
 	{"list by a set-based selector", listConfigMaps(setBased())},
-	{"list by a selector nothing matches", listConfigMaps(client.MatchingLabels{engine.ClusterNameLabel: "c3"})},
+	{"list by a selector nothing matches", listConfigMaps(client.MatchingLabels{wire.ClusterNameLabel: "c3"})},
 	{"list the Clusters of the namespace", listUnstructured(capi.ClusterGVK(capi.V1Beta2))},
 	{"list the Machines of the namespace", listUnstructured(capi.MachineGVK(capi.V1Beta2))},
 	{"list the metadata of one cluster's Machines", listMetadata(client.MatchingLabels{capi.ClusterNameLabel: "c2"})},
@@ -96,7 +96,7 @@ func (b *backend) labelled(obj client.Object) client.Object {
 }
 
 func setBased() client.ListOption {
-	in, _ := labels.NewRequirement(engine.ClusterNameLabel, selection.In, []string{"c1", "c2"})
+	in, _ := labels.NewRequirement(wire.ClusterNameLabel, selection.In, []string{"c1", "c2"})
 	notOther, _ := labels.NewRequirement("example.com/other", selection.DoesNotExist, nil)
 	return client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*in, *notOther)}
 }

@@ -17,8 +17,8 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // WaitLockHeld waits until a Cluster's lock exists and names machine, as
@@ -33,7 +33,7 @@ func (m *Mgmt) WaitLockHeld(ctx context.Context, ns, cluster, machine string) (*
 		if cm == nil {
 			return errors.New("no lock yet")
 		}
-		rec, err := engine.DecodeRecord(cm.Data[engine.DataKey])
+		rec, err := wire.DecodeRecord(cm.Data[wire.DataKey])
 		if err != nil {
 			return err
 		}

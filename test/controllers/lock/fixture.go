@@ -18,6 +18,7 @@ import (
 
 	"github.com/initlock/initlock/internal/controllers/lock"
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
@@ -111,7 +112,7 @@ func (f *fixture) lockCM(cluster, machine string, owner *unstructured.Unstructur
 	f.t.Helper()
 	cm := kubeenv.NewLock(f.ns, cluster, machine, owner)
 	if record != "" {
-		cm.Data[engine.DataKey] = record
+		cm.Data[wire.DataKey] = record
 	}
 	f.create(cm)
 	return cm
@@ -177,7 +178,7 @@ func hasRecord(want string) func(*fixture) error {
 		if cm == nil {
 			return cmp.Or(err, errNoLock)
 		}
-		if got := cm.Data[engine.DataKey]; got != want {
+		if got := cm.Data[wire.DataKey]; got != want {
 			return fmt.Errorf("record = %q, want %q", got, want)
 		}
 		return nil

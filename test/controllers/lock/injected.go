@@ -17,9 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/initlock/initlock/internal/controllers/lock"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // laggingCache makes c answer reads the way a manager's cache that never
@@ -38,7 +38,7 @@ type laggingCache struct {
 func newLaggingCache(t *testing.T, c client.Client, ns string) *laggingCache {
 	t.Helper()
 	list := &corev1.ConfigMapList{}
-	if err := c.List(t.Context(), list, client.InNamespace(ns), client.HasLabels{engine.ClusterNameLabel}); err != nil {
+	if err := c.List(t.Context(), list, client.InNamespace(ns), client.HasLabels{wire.ClusterNameLabel}); err != nil {
 		t.Fatal(err)
 	}
 	lc := &laggingCache{configMaps: map[types.NamespacedName]*corev1.ConfigMap{}}
@@ -111,7 +111,7 @@ func (lc *laggingCache) client(c client.WithWatch) client.WithWatch {
 func (f *fixture) markAbsent(cm *corev1.ConfigMap, since time.Time) {
 	f.t.Helper()
 	before := cm.DeepCopy()
-	cm.Annotations = map[string]string{engine.ClusterAbsentAnnotation: since.UTC().Format(time.RFC3339) + " " + string(cm.UID)}
+	cm.Annotations = map[string]string{wire.ClusterAbsentAnnotation: since.UTC().Format(time.RFC3339) + " " + string(cm.UID)}
 	if err := f.c.Patch(f.t.Context(), cm, client.MergeFrom(before)); err != nil {
 		f.t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func Injected(t *testing.T, b Backend) {
 				f.cluster("c1")
 				f.create(&corev1.ConfigMap{
 					ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "c1-lock"},
-					Data:       map[string]string{engine.DataKey: `{"machineName":"m1"}`},
+					Data:       map[string]string{wire.DataKey: `{"machineName":"m1"}`},
 				})
 			},
 			reconciles: 2, wantWrites: 0, wantRequeue: lock.ForeignRecheck,

@@ -12,9 +12,9 @@ import (
 
 	"github.com/initlock/initlock/internal/controllers/lock"
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // step is one reconcile and what it must do.
@@ -154,7 +154,7 @@ func Reconcile(t *testing.T, b Backend) {
 				if cm == nil {
 					return cmp.Or(err, errNoLock)
 				}
-				mark, ok := cm.Annotations[engine.ClusterAbsentAnnotation]
+				mark, ok := cm.Annotations[wire.ClusterAbsentAnnotation]
 				if !ok {
 					return fmt.Errorf("absence not recorded on the lock: %v", cm.Annotations)
 				}

@@ -15,9 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // staleClusters makes c answer reads of a Cluster with the copy in old, as
@@ -135,8 +135,8 @@ func lockStands(f *fixture, before *corev1.ConfigMap, live *unstructured.Unstruc
 		return fmt.Errorf("the lock of the live Cluster %s was deleted", live.GetUID())
 	case cm.UID != before.UID:
 		return fmt.Errorf("the lock was deleted and created again: UID %s, was %s", cm.UID, before.UID)
-	case cm.Data[engine.DataKey] != before.Data[engine.DataKey]:
-		return fmt.Errorf("the lock's record changed: %s", cm.Data[engine.DataKey])
+	case cm.Data[wire.DataKey] != before.Data[wire.DataKey]:
+		return fmt.Errorf("the lock's record changed: %s", cm.Data[wire.DataKey])
 	}
 	return kubeenv.LockOwnedBy(cm, live)
 }

@@ -21,8 +21,8 @@ import (
 	"github.com/initlock/initlock/internal/benchreport/loadavg"
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 	"github.com/initlock/initlock/test/managertest"
 )
 
@@ -330,7 +330,7 @@ func patchAll(b *testing.B, c client.Client, ns string, n int) {
 		b.Fatal(err)
 	}
 	var locks corev1.ConfigMapList
-	if err := c.List(b.Context(), &locks, client.InNamespace(ns), client.HasLabels{engine.ClusterNameLabel}); err != nil {
+	if err := c.List(b.Context(), &locks, client.InNamespace(ns), client.HasLabels{wire.ClusterNameLabel}); err != nil {
 		b.Fatal(err)
 	}
 	uids := map[string]metav1.OwnerReference{}
@@ -343,7 +343,7 @@ func patchAll(b *testing.B, c client.Client, ns string, n int) {
 	for i := range locks.Items {
 		cm := &locks.Items[i]
 		next := cm.DeepCopy()
-		next.OwnerReferences = []metav1.OwnerReference{uids[cm.Labels[engine.ClusterNameLabel]]}
+		next.OwnerReferences = []metav1.OwnerReference{uids[cm.Labels[wire.ClusterNameLabel]]}
 		if err := c.Patch(b.Context(), next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{})); err != nil {
 			b.Fatal(err)
 		}
@@ -354,7 +354,7 @@ func patchAll(b *testing.B, c client.Client, ns string, n int) {
 func verifyOwned(b *testing.B, ns string, n int) {
 	b.Helper()
 	var locks corev1.ConfigMapList
-	if err := env.Client.List(b.Context(), &locks, client.InNamespace(ns), client.HasLabels{engine.ClusterNameLabel}); err != nil {
+	if err := env.Client.List(b.Context(), &locks, client.InNamespace(ns), client.HasLabels{wire.ClusterNameLabel}); err != nil {
 		b.Fatal(err)
 	}
 	owned := 0

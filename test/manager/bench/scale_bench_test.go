@@ -29,9 +29,9 @@ import (
 
 	"github.com/initlock/initlock/internal/benchreport/loadavg"
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/internal/manager"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 	"github.com/initlock/initlock/test/managertest"
 )
 
@@ -150,7 +150,7 @@ func runBare(b *testing.B, ns string, n int) startup {
 // reconciles Clusters by calling reconciled, watching lock ConfigMaps and
 // Machine metadata without mapping them to anything.
 func bareManager(cfg *rest.Config, ns string, reconciled func()) (ctrl.Manager, error) {
-	lockLabel, err := labels.NewRequirement(engine.ClusterNameLabel, selection.Exists, nil)
+	lockLabel, err := labels.NewRequirement(wire.ClusterNameLabel, selection.Exists, nil)
 	if err != nil {
 		return nil, fmt.Errorf("the lock label selector: %w", err)
 	}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 	"github.com/initlock/initlock/test/managertest"
 )
 
@@ -96,7 +96,7 @@ func TestV1Beta1OrphanCollected(t *testing.T) {
 		case cm == nil:
 			return errors.New("no lock")
 		}
-		if _, ok := cm.Annotations[engine.ClusterAbsentAnnotation]; !ok {
+		if _, ok := cm.Annotations[wire.ClusterAbsentAnnotation]; !ok {
 			return fmt.Errorf("lock not marked yet")
 		}
 		return nil
