@@ -22,7 +22,10 @@
 // lock; a lock whose holder is gone is taken over in place. A ConfigMap
 // that is not a lock is never modified, and no call that begins its
 // writes on a paused Cluster writes anything (a Lock whose claim was
-// applied before the pause may still create the lock it claimed). Lock and
+// applied before the pause may still create the lock it claimed). A
+// release with no grant to retire writes the lock alone, and its
+// preconditions cannot test the Cluster: a pause landing between its
+// reading and its writes does not stop it. Lock and
 // Unlock never wait: a refused caller gets Result.RetryAfter.
 //
 // Limits. Losing both records at once (the ConfigMap deleted and the

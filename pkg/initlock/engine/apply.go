@@ -117,7 +117,10 @@ var ErrNotConfirmed = errors.New("decision not confirmed by the API server")
 // (Apply) when its action is d's. A release or a collection confirms it
 // once more between its mark and its delete (the Machines read live again,
 // after the mark): a restore that brought the holder back since the first
-// reading stops it, and the mark is taken off again. It returns the
+// reading stops it, and the mark is taken off again. A mark whose answer
+// was lost, or that could not be taken off again, is left to the next
+// keeper's reconcile, which takes it off once ReleaseMarkGrace has passed;
+// until then the lock guard lets a delete of that lock through. It returns the
 // observation and the decision as confirmed, and ErrNotConfirmed when the
 // action differs (the confirmed decision says what it is now), or the
 // writes' error.

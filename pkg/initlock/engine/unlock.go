@@ -37,8 +37,14 @@ type UnlockParams struct {
 	// an operator's release reads those Machines live in each round, and
 	// again between the lock's release mark and its delete, and stops
 	// (initlock.ErrNotHolder; the mark taken off again) once one exists: a
-	// holder restored or created again while the release runs keeps its
-	// lock.
+	// holder restored while the release runs keeps its lock. A Machine
+	// created again under the holder's name, while the Cluster keeps its
+	// UID, is another Machine (the record names its holder by UID) and
+	// stops nothing. When taking the mark off fails (another writer
+	// changed the lock, or the request failed), the mark stays until a
+	// keeper takes it off (ReleaseMarkGrace after it was written, or a
+	// kubectl initlock repair), and meanwhile the lock guard lets a delete
+	// of that lock through.
 	Force bool
 }
 
@@ -61,10 +67,13 @@ type UnlockParams struct {
 // never deletes a ConfigMap that is not a lock (initlock.ErrNotALock), a lock it
 // cannot read (initlock.ErrCorruptLock, unless AnyHolder) or a lock another Machine
 // holds (initlock.ErrNotHolder, unless AnyHolder), and starts nothing while the
-// Cluster is paused (initlock.ErrClusterPaused; a pause that lands once the
-// register's write is made does not stop the lock's release, whose
-// preconditions bind the lock, not the Cluster). Once the control plane is
-// initialised the register no longer counts and is left as it is.
+// Cluster is paused (initlock.ErrClusterPaused). The register's writes test
+// the pause: one landing between the retire and the withdraw stops the
+// release there, the grant retired, the lock kept. The lock's writes
+// cannot: one landing after the register's writes, or, when there is no
+// grant to retire, after the reading, does not stop the lock's release.
+// Once the control plane is initialised the register no longer counts and
+// is left as it is.
 //
 // A release of whoever holds the lock (AnyHolder, Operator) is bound to
 // what its first read found (Observation.Pinned): a later round, after a
@@ -288,9 +297,8 @@ func (r *release) write(ctx context.Context, cm *corev1.ConfigMap, obs Observati
 // releaseLock deletes lock cm: its release mark, then its delete. An
 // operator's release made without Force reads the Machines the lock and
 // the register name again between the two, after the mark, and decides
-// again: a holder restored or created again since the round's reading
-// stops it, and the mark is taken off again, as a keeper's release does
-// (Keep).
+// again: a holder restored since the round's reading stops it, and the
+// mark is taken off again, as a keeper's release does (Keep).
 func (r *release) releaseLock(ctx context.Context, cm *corev1.ConfigMap, obs Observation) error {
 	now := r.l.Clock.Now()
 	if !r.opts.checksForce() {

@@ -68,10 +68,13 @@ func (m *ControlPlaneInitMutex[C, M]) Lock(ctx context.Context, cluster C, machi
 // error, logged: in particular it never deletes a ConfigMap of the lock's
 // name that is not an init lock (initlock.ErrNotALock), releases nothing
 // with a Cluster object that is not the live Cluster (one read before a
-// restore or a move: initlock.ErrStaleCluster), writes nothing while
-// the Cluster is paused, and releases only the lock and grant it found:
+// restore or a move: initlock.ErrStaleCluster), writes nothing to a
+// Cluster it reads paused, and releases only the lock and grant it found:
 // trying again after a race or an answer lost, it leaves those another
-// Machine was given meanwhile.
+// Machine was given meanwhile. What it found is read in two requests, the
+// lock, then the Cluster: a grant made between the two counts as found. So
+// a Machine that may not hold the lock must not call it while kubeadm init
+// may run elsewhere.
 func (m *ControlPlaneInitMutex[C, M]) Unlock(ctx context.Context, cluster C) bool {
 	log := logger(ctx, cluster)
 	err := m.locker.Unlock(ctx, cluster, nil, initlock.AnyHolder())
