@@ -60,7 +60,8 @@ const (
 	// InvHeldLock: with the lock guard installed (Scenario.Guard), nothing
 	// removes the lock, from the instant it exists, while the Machine it
 	// names exists, the Cluster exists and is not initialised, and that
-	// Machine has not released it.
+	// Machine has not released it; but in the window docs/design.md
+	// accepts (checker.inWindow).
 	InvHeldLock = "held-lock"
 )
 
@@ -110,6 +111,15 @@ type checker struct {
 	// pausedSeen tells that the newest Cluster the manager read in its
 	// reconcile (from its cache or live) was paused.
 	pausedSeen bool
+	// backUnseen are the actors that have not seen the upstream holder's
+	// Machine since it came back (MachineBack).
+	backUnseen map[string]bool
+	// marker is the actor whose release mark is on the lock while its call
+	// (a Lock or Unlock, a release, a reconcile) runs; markerBack tells
+	// that the Machine the lock names came back after that actor last saw
+	// it, before its mark or since.
+	marker     string
+	markerBack bool
 }
 
 type call struct {
@@ -147,6 +157,12 @@ func (c *checker) stateParts() [][]string {
 		}
 	}
 	live := []string{fmt.Sprint("reconciling ", c.reconciling, " paused seen ", c.pausedSeen)}
+	if c.marker != "" {
+		live = append(live, fmt.Sprint("marker ", c.marker, " ", c.markerBack))
+	}
+	for a := range c.backUnseen {
+		live = append(live, "back unseen by "+a)
+	}
 	for m, uid := range c.releasing {
 		live = append(live, "releasing "+m+" "+string(uid))
 	}
@@ -287,6 +303,28 @@ func (c *checker) unlocking(machine string, uid types.UID) {
 	c.releasing[machine] = uid
 }
 
+// machineBack: the upstream holder's Machine came back; no actor has seen
+// it since.
+func (c *checker) machineBack(s *System) {
+	c.backUnseen = map[string]bool{}
+	for _, a := range s.actorNames {
+		if s.running[a] {
+			c.backUnseen[a] = true
+		}
+	}
+	if c.marker != "" {
+		c.markerBack = true
+	}
+}
+
+// callEnded: actor's call is over; a release mark of its left on the lock
+// is no longer one of a release under way.
+func (c *checker) callEnded(actor string) {
+	if c.marker == actor {
+		c.marker, c.markerBack = "", false
+	}
+}
+
 func (c *checker) machineGone(machine string) {
 	c.drop(func(g grant) bool { return g.machine == machine })
 }
@@ -298,6 +336,7 @@ func (c *checker) initialised()     { c.grants = nil }
 // it, a limit of upstream locks that pkg/initlock documents. Other grants
 // lose the lock's protection.
 func (c *checker) lockDeleted() {
+	c.marker, c.markerBack = "", false
 	c.drop(func(g grant) bool { return g.upstream })
 	for i := range c.grants {
 		c.grants[i].lock = false

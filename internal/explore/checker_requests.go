@@ -7,6 +7,7 @@ package explore
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,6 +33,7 @@ func (c *checker) reconcileEnded(s *System) {
 	defer s.mu.Unlock()
 	c.reconciling, c.pausedSeen = false, false
 	c.liveUIDs = nil
+	c.callEnded("manager")
 }
 
 // lockRemoved judges a delete that removed the lock (before is the lock as
@@ -53,6 +55,9 @@ func (c *checker) lockRemoved(s *System, before map[string]any, by string) {
 		return
 	}
 	holder := lk.Record.MachineName
+	if c.inWindow(by, lk) {
+		return
+	}
 	if m := sn.machines[holder]; m != nil && lk.Record.Names(sn.cluster.UID, holder, m.UID) && c.releasing[holder] == "" {
 		c.violate(InvHeldLock, "%s removed lock %s while machine %s, which it names, exists, has not released it, and the control plane is not initialised", by, lk.UID, holder)
 	}
@@ -61,6 +66,46 @@ func (c *checker) lockRemoved(s *System, before map[string]any, by string) {
 	if m := s.pendingMachine(holder); m != nil && sn.machines[holder] == nil && c.releasing[holder] == "" {
 		c.violate(InvHeldLock, "%s removed lock %s while machine %s, which it names, was still being restored, and the control plane is not initialised", by, lk.UID, holder)
 	}
+}
+
+// inWindow tells whether a removal of lock lk by `by` falls in the window
+// docs/design.md accepts ("A holder restored between the manager's last
+// live read and its delete"): the Machine the lock names came back after
+// the releaser last saw it, and the releaser deletes it, or another's
+// delete passes with the releaser's mark while its release is under way.
+// A mark left once the releaser's call is over is no longer in it.
+func (c *checker) inWindow(by string, lk wire.Lock) bool {
+	if c.backUnseen[by] {
+		return true
+	}
+	return c.marker != "" && c.markerBack && lk.Releasable
+}
+
+// marks follows the release marks actors write, in a scenario where the
+// holder may come back: the latest lock write of actor that put its own
+// release mark on the lock makes it the marker; a write that leaves none
+// ends the marker.
+func (c *checker) marks(s *System, actor string, before, after map[string]any) {
+	if !slices.Contains(s.sc.Adversary, MachineBack) {
+		return
+	}
+	had, has := ownMark(before), ownMark(after)
+	switch {
+	case has && !had:
+		c.marker, c.markerBack = actor, c.backUnseen[actor]
+	case !has:
+		c.marker, c.markerBack = "", false
+	}
+}
+
+// ownMark tells whether lock obj carries its own release mark.
+func ownMark(obj map[string]any) bool {
+	if obj == nil {
+		return false
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	v, ok := u.GetAnnotations()[wire.ReleaseAnnotation]
+	return ok && types.UID(v) == u.GetUID()
 }
 
 // observe notes the live Cluster and Machine UIDs, and checks the grants'
@@ -105,6 +150,8 @@ func (c *checker) applied(s *System, r *apimodel.Request, before [2]map[string]a
 		if r.Verb == "delete" && before[1] != nil && s.store.Peek(lockKey) == nil {
 			c.lockRemoved(s, before[1], r.Actor)
 		}
+		after, _ := s.store.Get(lockKey)
+		c.marks(s, r.Actor, before[1], after)
 		if r.Actor != "manager" {
 			return
 		}
@@ -170,6 +217,9 @@ func strip(obj map[string]any) map[string]any {
 
 // read notes what actor was told of k: obj, nil when it was not found.
 func (c *checker) read(actor string, k apimodel.Key, obj map[string]any) {
+	if obj != nil && k.Kind == "Machine" {
+		delete(c.backUnseen, actor)
+	}
 	if actor == "manager" && k == clusterKey {
 		c.pausedSeen = obj != nil && capi.IsPaused(&unstructured.Unstructured{Object: obj})
 	}

@@ -144,7 +144,11 @@
 //     restored holder keeps both protections.
 //   - Held lock: with the lock guard installed, nothing removes a lock,
 //     from the instant it exists, while the Machine it names exists and
-//     has not released it and the Cluster is not initialised.
+//     has not released it and the Cluster is not initialised. The one
+//     window docs/design.md accepts is not counted: a Machine back
+//     (machine-back) that a releaser has not seen since, while that
+//     releaser deletes the lock or runs with its release mark on it. A
+//     mark left once its release has returned is counted.
 //   - Liveness: once every actor is done, with no holder and the control
 //     plane not initialised, some Machine asking again (probe, no fault)
 //     is granted the lock, unless only an operator can resolve the state

@@ -33,6 +33,10 @@ const (
 	RecreateMachine EventKind = "recreate-machine"
 	// DeleteMachine: the upstream holder's Machine is deleted for good.
 	DeleteMachine EventKind = "delete-machine"
+	// MachineBack: the upstream holder's Machine, deleted, comes back under
+	// its name (restored alone, or created again by a person or a tool):
+	// the upstream record, which names it without a UID, names it again.
+	MachineBack EventKind = "machine-back"
 	// DeleteCluster: the Cluster is deleted while Cluster API's finalizer
 	// holds it (it deletes the Cluster's Machines first): it stays, being
 	// deleted, to the end of the execution.
@@ -96,6 +100,7 @@ var eventClasses = map[EventKind]faults.Class{
 	RemoveRegister:      faults.RegisterRemoved,
 	RecreateMachine:     faults.MachineRecreated,
 	DeleteMachine:       faults.MachineDeleted,
+	MachineBack:         faults.MachineRecreated,
 	DeleteCluster:       faults.ClusterDeleted,
 	Pause:               faults.Pause,
 	Unpause:             faults.Pause,

@@ -100,6 +100,13 @@ func (s *System) eventsOf(k EventKind) []*event {
 				s.checker.machineGone(m)
 			})}
 		}
+	case MachineBack:
+		if m := s.sc.UpstreamHolder; m != "" && sn.machines[m] == nil && s.pendingMachine(m) == nil {
+			return []*event{ev("machine "+m+" comes back", func(s *System) {
+				s.mustCreate(machineKey(m), kubeenv.NewMachine("v1beta2", namespace, clusterName, m).Object)
+				s.checker.machineBack(s)
+			})}
+		}
 	case RecreateMachine:
 		var out []*event
 		for _, m := range s.sc.machines() {

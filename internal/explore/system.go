@@ -281,6 +281,7 @@ func (s *System) actorStarted(name string) {
 func (s *System) actorDone(name string) {
 	s.mu.Lock()
 	s.running[name] = false
+	s.checker.callEnded(name)
 	s.stepFP = s.stepFP.union(hookDone)
 	s.mu.Unlock()
 	s.forget(name, "done")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -199,6 +200,61 @@ func TestReleaseTakesItsMarkOffAfterALostAnswer(t *testing.T) {
 	r.ExpectCode(t, cli.ExitError)
 	if !lost.Load() {
 		t.Fatal("no release mark was written")
+	}
+	cm := kubeenv.MustGetLock(t, b.Client, ns, "c1")
+	if cm == nil {
+		t.Fatalf("the lock of m1 was released\nstderr:\n%s", r.Err)
+	}
+	if _, marked := cm.Annotations[wire.ReleaseAnnotation]; marked {
+		t.Errorf("the release mark was left on the held lock: %v\nstderr:\n%s", cm.Annotations, r.Err)
+	}
+	if err := b.Client.Delete(t.Context(), cm); err == nil {
+		t.Errorf("the lock guard let a plain delete of the held lock through")
+	}
+}
+
+// TestReleaseTakesItsMarkOffWhenTheFirstTryFails: a release without
+// --force whose holder Machine is created again after its release mark, and
+// whose first try at taking the mark off fails (503, not applied), tries
+// again on the lock read again: the lock guard holds the lock again.
+func TestReleaseTakesItsMarkOffWhenTheFirstTryFails(t *testing.T) {
+	b := apiServer()
+	ns := b.Namespace(t)
+	cl := b.newCluster(t, ns, "c1", false)
+	b.newLock(t, ns, "c1", "m1", cl) // m1 is gone: no --force needed
+	var patches atomic.Int32
+	opts := cli.Options{IOStreams: genericiooptions.IOStreams{In: strings.NewReader("")}}
+	args := b.connect(t, &opts, nil, nil)
+	wrap := opts.WrapConfig
+	opts.WrapConfig = func(cfg *rest.Config) *rest.Config {
+		cfg = rest.CopyConfig(wrap(cfg))
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return kubeenv.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+				r := kubeenv.Classify(req)
+				if r.Verb != "patch" || r.Resource != "configmaps" {
+					return rt.RoundTrip(req)
+				}
+				switch patches.Add(1) {
+				case 1: // the mark; then m1 comes back
+					resp, err := rt.RoundTrip(req)
+					if err := b.Client.Create(context.WithoutCancel(req.Context()), kubeenv.NewMachine(b.CAPIVersion, ns, "c1", "m1")); err != nil {
+						t.Errorf("creating m1: %v", err)
+					}
+					return resp, err
+				case 2: // the unmark fails, not applied
+					return &http.Response{StatusCode: http.StatusServiceUnavailable, Request: req,
+						Header: http.Header{"Content-Type": []string{"application/json"}},
+						Body:   io.NopCloser(strings.NewReader(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"ServiceUnavailable","code":503}`))}, nil
+				}
+				return rt.RoundTrip(req)
+			})
+		})
+		return cfg
+	}
+	r := Execute(t, opts, append([]string{"release", "c1", "-n", ns, "--yes"}, args...)...)
+	r.ExpectCode(t, cli.ExitError)
+	if n := patches.Load(); n < 3 {
+		t.Fatalf("%d patches of the lock, want the mark, the failed unmark and the unmark again", n)
 	}
 	cm := kubeenv.MustGetLock(t, b.Client, ns, "c1")
 	if cm == nil {

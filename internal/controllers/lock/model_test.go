@@ -43,3 +43,5 @@ func TestReconcileInjected(t *testing.T) { locksuite.Injected(t, model()) }
 func TestRegressionCachedClusterRecreated(t *testing.T) {
 	locksuite.CachedClusterRecreated(t, model())
 }
+
+func TestMarkNeverOutlivesRelease(t *testing.T) { locksuite.MarkNeverOutlivesRelease(t, model()) }

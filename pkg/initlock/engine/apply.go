@@ -117,10 +117,13 @@ var ErrNotConfirmed = errors.New("decision not confirmed by the API server")
 // (Apply) when its action is d's. A release or a collection confirms it
 // once more between its mark and its delete (the Machines read live again,
 // after the mark): a restore that brought the holder back since the first
-// reading stops it, and the mark is taken off again. A mark whose answer
-// was lost, or that could not be taken off again, is left to the next
-// keeper's reconcile, which takes it off once ReleaseMarkGrace has passed;
-// until then the lock guard lets a delete of that lock through. It returns the
+// reading stops it, and the mark is taken off again (takeMarkOff: read
+// again and retried while it fails). A mark whose outcome is not known (its
+// answer lost) is read again live and, found, followed through the same
+// way (markLockLive). Only a mark the API server fails every try at
+// confirming or taking off is left to the next keeper's reconcile, which
+// takes it off once ReleaseMarkGrace has passed; until then the lock guard
+// lets a delete of that lock through. It returns the
 // observation and the decision as confirmed, and ErrNotConfirmed when the
 // action differs (the confirmed decision says what it is now), or the
 // writes' error.
@@ -134,7 +137,7 @@ func Keep(ctx context.Context, live client.Reader, c client.Writer, cm *corev1.C
 	case d.Action != ActionRelease && d.Action != ActionCollect || obs.Lock == nil || obs.Lock.Problem != nil:
 		return obs, confirmed, Apply(ctx, c, cm, obs, confirmed, now)
 	}
-	marked, err := markLock(ctx, c, cm, now)
+	marked, err := markLockLive(ctx, live, c, cm, now)
 	if err != nil {
 		return obs, confirmed, err
 	}
@@ -149,7 +152,7 @@ func Keep(ctx context.Context, live client.Reader, c client.Writer, cm *corev1.C
 	// now paused or initialised (nothing is written then; the mark is
 	// taken off once it is unpaused).
 	if err == nil && marksLeft(seen) {
-		if err := unmarkLock(ctx, c, marked); err != nil {
+		if err := takeMarkOff(ctx, live, c, marked); err != nil {
 			return obs, confirmed, err
 		}
 	}

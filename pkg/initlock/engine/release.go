@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -56,6 +58,56 @@ func unmarkLock(ctx context.Context, c client.Writer, cm *corev1.ConfigMap) erro
 	next := cm.DeepCopy()
 	dropMarks(next)
 	return c.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{}))
+}
+
+// takeMarkOff takes off lock cm, as a release marked it, that release's
+// mark: the unmark (unmarkLock) and, while it fails on a lock changed since
+// (another writer's patch) or with an outcome not known (a server error, a
+// timeout), a live read of the lock and the unmark again, for as long as
+// the lock read is the one marked (its UID) and carries that mark (its
+// release-started), up to maxAttempts. A lock gone, or marked by another
+// release since, is left as it is (nil).
+func takeMarkOff(ctx context.Context, live client.Reader, c client.Writer, cm *corev1.ConfigMap) error {
+	started := cm.Annotations[ReleaseStartedAnnotation]
+	var err error
+	for range maxAttempts {
+		err = unmarkLock(ctx, c, cm)
+		switch {
+		case err == nil || apierrors.IsNotFound(err):
+			return nil
+		case definite(err) && !apierrors.IsConflict(err):
+			return err
+		}
+		again, rerr := getConfigMap(ctx, live, cm.Namespace, cm.Name)
+		switch {
+		case rerr != nil:
+			err = errors.Join(err, rerr)
+			continue
+		case again == nil || again.UID != cm.UID || !marked(again) || again.Annotations[ReleaseStartedAnnotation] != started:
+			return nil
+		}
+		cm = again
+	}
+	return err
+}
+
+// markLockLive is markLock for a release that goes on from the lock as
+// marked: when the mark's outcome is not known (a server error, a timeout,
+// an answer lost), the lock is read again live, and one that carries the
+// mark this call wrote (its UID, its release-started) is returned as
+// marked, so that the release confirms and then deletes it, or takes the
+// mark off, rather than leave it to the next keeper.
+func markLockLive(ctx context.Context, live client.Reader, c client.Writer, cm *corev1.ConfigMap, now time.Time) (*corev1.ConfigMap, error) {
+	next, err := markLock(ctx, c, cm, now)
+	if err == nil || definite(err) {
+		return next, err
+	}
+	again, rerr := getConfigMap(ctx, live, cm.Namespace, cm.Name)
+	if rerr != nil || again == nil || again.UID != cm.UID || !marked(again) ||
+		again.Annotations[ReleaseStartedAnnotation] != now.UTC().Format(time.RFC3339) {
+		return nil, errors.Join(err, rerr)
+	}
+	return again, nil
 }
 
 // marked tells whether cm carries its own release mark.

@@ -41,10 +41,12 @@ type UnlockParams struct {
 	// created again under the holder's name, while the Cluster keeps its
 	// UID, is another Machine (the record names its holder by UID) and
 	// stops nothing. When taking the mark off fails (another writer
-	// changed the lock, or the request failed), the mark stays until a
+	// changed the lock, or the request failed), the release reads the
+	// lock again and takes its mark off again while the lock carries it
+	// (takeMarkOff); only when every try fails does the mark stay until a
 	// keeper takes it off (ReleaseMarkGrace after it was written, or a
-	// kubectl initlock repair), and meanwhile the lock guard lets a delete
-	// of that lock through.
+	// kubectl initlock repair), the lock guard letting a delete of that
+	// lock through meanwhile.
 	Force bool
 }
 
@@ -326,7 +328,7 @@ func (r *release) releaseLock(ctx context.Context, cm *corev1.ConfigMap, obs Obs
 		}
 		stop = r.needsForceError(d)
 	}
-	if err := unmarkLock(ctx, r.l.Client, marked); err != nil {
+	if err := takeMarkOff(ctx, r.l.Reader, r.l.Client, marked); err != nil {
 		return errors.Join(stop, err)
 	}
 	return stop
@@ -350,7 +352,7 @@ func (r *release) unmarkOwn(ctx context.Context, cm *corev1.ConfigMap) error {
 	if cm == nil || cm.UID != r.markedLock || !marked(cm) {
 		return nil
 	}
-	if err := unmarkLock(ctx, r.l.Client, cm); err != nil {
+	if err := takeMarkOff(ctx, r.l.Reader, r.l.Client, cm); err != nil {
 		return fmt.Errorf("taking the release mark off lock %s/%s again: %w", r.cl.Namespace, r.lockName, err)
 	}
 	return nil

@@ -45,3 +45,5 @@ func TestReconcileInjected(t *testing.T) { locksuite.Injected(t, apiServer()) }
 func TestRegressionCachedClusterRecreated(t *testing.T) {
 	locksuite.CachedClusterRecreated(t, apiServer())
 }
+
+func TestMarkNeverOutlivesRelease(t *testing.T) { locksuite.MarkNeverOutlivesRelease(t, apiServer()) }
