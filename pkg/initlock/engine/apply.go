@@ -137,27 +137,23 @@ func Keep(ctx context.Context, live client.Reader, c client.Writer, cm *corev1.C
 	case d.Action != ActionRelease && d.Action != ActionCollect || obs.Lock == nil || obs.Lock.Problem != nil:
 		return obs, confirmed, Apply(ctx, c, cm, obs, confirmed, now)
 	}
-	marked, err := markLockLive(ctx, live, c, cm, now)
-	if err != nil {
-		return obs, confirmed, err
-	}
-	again := obs
-	again.Lock = ObserveLock(marked, o.ClusterName)
-	seen, last, err := Confirm(ctx, live, again, confirmed, p, now)
-	if err == nil && last.Action == confirmed.Action {
-		return obs, confirmed, deleteMarked(ctx, c, marked)
-	}
-	// Its holder, or a grant's Machine, is back (or the reading failed):
-	// the release stops, and takes its mark off, unless the Cluster is
-	// now paused or initialised (nothing is written then; the mark is
-	// taken off once it is unpaused).
-	if err == nil && marksLeft(seen) {
-		if err := takeMarkOff(ctx, live, c, marked); err != nil {
-			return obs, confirmed, err
+	// Its holder, or a grant's Machine, back (or the reading failed) stops
+	// the release, which takes its mark off, unless the Cluster is now
+	// paused or initialised (nothing is written then; the mark is taken
+	// off once it is unpaused).
+	last := confirmed
+	err = releaseChecked(ctx, live, c, cm, now, func(marked *corev1.ConfigMap) (bool, error) {
+		again := obs
+		again.Lock = ObserveLock(marked, o.ClusterName)
+		seen, d2, err := Confirm(ctx, live, again, confirmed, p, now)
+		switch {
+		case err != nil:
+			return false, fmt.Errorf("confirming %s of lock %s/%s live once marked: %w", d.Action, cm.Namespace, cm.Name, err)
+		case d2.Action == confirmed.Action:
+			return false, nil
 		}
-	}
-	if err != nil {
-		return obs, confirmed, fmt.Errorf("confirming %s of lock %s/%s live once marked: %w", d.Action, cm.Namespace, cm.Name, err)
-	}
-	return obs, last, ErrNotConfirmed
+		last = d2
+		return marksLeft(seen), ErrNotConfirmed
+	})
+	return obs, last, err
 }

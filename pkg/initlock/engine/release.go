@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -114,6 +115,32 @@ func markLockLive(ctx context.Context, live client.Reader, c client.Writer, cm *
 func marked(cm *corev1.ConfigMap) bool {
 	v, ok := cm.Annotations[ReleaseAnnotation]
 	return ok && types.UID(v) == cm.UID
+}
+
+// releaseChecked deletes lock cm the way a release that decides again
+// once it has marked the lock does: the mark (markLockLive), then check on
+// the lock as marked, then the delete when check lets the release go on
+// (nil). A check that stops the release returns why, and whether the mark
+// is to be taken off again (takeMarkOff); its error is returned, or, when
+// the mark could not be taken off, that failure, which says the mark stays.
+func releaseChecked(ctx context.Context, live client.Reader, c client.Writer, cm *corev1.ConfigMap, now time.Time,
+	check func(marked *corev1.ConfigMap) (unmark bool, stop error)) error {
+	marked, err := markLockLive(ctx, live, c, cm, now)
+	if err != nil {
+		return err
+	}
+	unmark, stop := check(marked)
+	switch {
+	case stop == nil:
+		return deleteMarked(ctx, c, marked)
+	case !unmark:
+		return stop
+	}
+	if err := takeMarkOff(ctx, live, c, marked); err != nil {
+		return fmt.Errorf("%v; its release mark could not be taken off again, and lets a delete of lock %s/%s through until a keeper takes it off (%s after it was written, or kubectl initlock repair): %w",
+			stop, cm.Namespace, cm.Name, ReleaseMarkGrace, err)
+	}
+	return stop
 }
 
 // releaseLock deletes lock cm as read: it writes the release mark,

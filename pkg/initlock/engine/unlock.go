@@ -307,31 +307,23 @@ func (r *release) releaseLock(ctx context.Context, cm *corev1.ConfigMap, obs Obs
 		return releaseLock(ctx, r.l.Client, cm, now)
 	}
 	r.markedLock = cm.UID
-	marked, err := markLock(ctx, r.l.Client, cm, now)
-	if err != nil {
-		return err
-	}
-	again := obs
-	again.Lock = ObserveLock(marked, r.cl.Name)
-	granted := ""
-	if g := grantThatCounts(again.Cluster); g.Held() {
-		granted = g.MachineName
-	}
-	var stop error
-	if found, err := getMachines(ctx, r.l.Reader, r.cl.APIVersion, r.cl.Namespace, nil, nil, again.Lock.Record.MachineName, granted); err != nil {
-		stop = fmt.Errorf("reading its holder again once marked: %w", err)
-	} else {
-		again.Holder, again.Granted = found[again.Lock.Record.MachineName], found[granted]
-		d := Decide(again, Policy{}, now)
-		if !d.NeedsForce {
-			return deleteMarked(ctx, r.l.Client, marked)
+	return releaseChecked(ctx, r.l.Reader, r.l.Client, cm, now, func(marked *corev1.ConfigMap) (bool, error) {
+		again := obs
+		again.Lock = ObserveLock(marked, r.cl.Name)
+		granted := ""
+		if g := grantThatCounts(again.Cluster); g.Held() {
+			granted = g.MachineName
 		}
-		stop = r.needsForceError(d)
-	}
-	if err := takeMarkOff(ctx, r.l.Reader, r.l.Client, marked); err != nil {
-		return errors.Join(stop, err)
-	}
-	return stop
+		found, err := getMachines(ctx, r.l.Reader, r.cl.APIVersion, r.cl.Namespace, nil, nil, again.Lock.Record.MachineName, granted)
+		if err != nil {
+			return true, fmt.Errorf("reading its holder again once marked: %w", err)
+		}
+		again.Holder, again.Granted = found[again.Lock.Record.MachineName], found[granted]
+		if d := Decide(again, Policy{}, now); d.NeedsForce {
+			return true, r.needsForceError(d)
+		}
+		return false, nil
+	})
 }
 
 // needsForceError is the refusal of an operator's release, made without
