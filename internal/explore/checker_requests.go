@@ -98,6 +98,15 @@ func (c *checker) marks(s *System, actor string, before, after map[string]any) {
 	}
 }
 
+// hasAnnotation tells whether obj carries annotation key.
+func hasAnnotation(obj map[string]any, key string) bool {
+	if obj == nil {
+		return false
+	}
+	_, ok := (&unstructured.Unstructured{Object: obj}).GetAnnotations()[key]
+	return ok
+}
+
 // ownMark tells whether lock obj carries its own release mark.
 func ownMark(obj map[string]any) bool {
 	if obj == nil {
@@ -151,6 +160,12 @@ func (c *checker) applied(s *System, r *apimodel.Request, before [2]map[string]a
 			c.lockRemoved(s, before[1], r.Actor)
 		}
 		after, _ := s.store.Get(lockKey)
+		// A release takes off its own mark, never a move's on the lock
+		// of a paused Cluster (one in the middle of a move).
+		if r.Actor == c.marker && after != nil && hasAnnotation(before[1], wire.MoveAnnotation) && !hasAnnotation(after, wire.MoveAnnotation) &&
+			before[0] != nil && capi.IsPaused(&unstructured.Unstructured{Object: before[0]}) {
+			c.violate(InvNotPaused, "%s, taking its release mark off, took a move's delete-for-move off the lock of the paused cluster: %s", r.Actor, r.Body)
+		}
 		c.marks(s, r.Actor, before[1], after)
 		if r.Actor != "manager" {
 			return

@@ -115,18 +115,20 @@ var ErrNotConfirmed = errors.New("decision not confirmed by the API server")
 // writes a lock: it confirms decision d, taken on o as observed from lock
 // cm, against the API server (Confirm), and applies the confirmed decision
 // (Apply) when its action is d's. A release or a collection confirms it
-// once more between its mark and its delete (the Machines read live again,
-// after the mark): a restore that brought the holder back since the first
-// reading stops it, and the mark is taken off again (takeMarkOff: read
-// again and retried while it fails). A mark whose outcome is not known (its
-// answer lost) is read again live and, found, followed through the same
-// way (markLockLive). Only a mark the API server fails every try at
-// confirming or taking off is left to the next keeper's reconcile, which
-// takes it off once ReleaseMarkGrace has passed; until then the lock guard
-// lets a delete of that lock through. It returns the
-// observation and the decision as confirmed, and ErrNotConfirmed when the
-// action differs (the confirmed decision says what it is now), or the
-// writes' error.
+// once more between its mark and its delete (the Cluster and the Machines
+// read live again, after the mark, releaseChecked): a restore that brought
+// the holder back since the first reading stops it, and so does a reading
+// or a delete that fails; the release then takes its own mark off again
+// (takeMarkOff, read again and retried while it fails), unless the Cluster
+// read again is paused or initialised (the mark is taken off once it is
+// unpaused). A mark whose answer was lost is read again live and, found,
+// followed through the same way (markLockLive). Only a mark the API server
+// fails every try at taking off (maxAttempts), or of a Cluster paused
+// since, is left to the keepers, which take it off once ReleaseMarkGrace
+// has passed and the Cluster is not paused; until then the lock guard lets
+// a delete of that lock through. It returns the observation and the
+// decision as confirmed, and ErrNotConfirmed when the action differs (the
+// confirmed decision says what it is now), or the writes' error.
 func Keep(ctx context.Context, live client.Reader, c client.Writer, cm *corev1.ConfigMap, o Observation, d Decision, p Policy, now time.Time) (Observation, Decision, error) {
 	obs, confirmed, err := Confirm(ctx, live, o, d, p, now)
 	switch {
@@ -137,10 +139,9 @@ func Keep(ctx context.Context, live client.Reader, c client.Writer, cm *corev1.C
 	case d.Action != ActionRelease && d.Action != ActionCollect || obs.Lock == nil || obs.Lock.Problem != nil:
 		return obs, confirmed, Apply(ctx, c, cm, obs, confirmed, now)
 	}
-	// Its holder, or a grant's Machine, back (or the reading failed) stops
-	// the release, which takes its mark off, unless the Cluster is now
-	// paused or initialised (nothing is written then; the mark is taken
-	// off once it is unpaused).
+	// Its holder, or a grant's Machine, back stops the release, which
+	// takes its mark off, unless the Cluster is now paused or initialised
+	// (nothing is written then); a reading that fails stops it too.
 	last := confirmed
 	err = releaseChecked(ctx, live, c, cm, now, func(marked *corev1.ConfigMap) (bool, error) {
 		again := obs
@@ -148,7 +149,7 @@ func Keep(ctx context.Context, live client.Reader, c client.Writer, cm *corev1.C
 		seen, d2, err := Confirm(ctx, live, again, confirmed, p, now)
 		switch {
 		case err != nil:
-			return false, fmt.Errorf("confirming %s of lock %s/%s live once marked: %w", d.Action, cm.Namespace, cm.Name, err)
+			return true, fmt.Errorf("confirming %s of lock %s/%s live once marked: %w", d.Action, cm.Namespace, cm.Name, err)
 		case d2.Action == confirmed.Action:
 			return false, nil
 		}

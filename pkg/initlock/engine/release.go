@@ -34,7 +34,9 @@ const ReleaseAnnotation = AnnotationPrefix + "releasable"
 const ReleaseStartedAnnotation = AnnotationPrefix + "release-started"
 
 // ReleaseMarkGrace is how long a release mark is left to the release that
-// wrote it: its delete follows at once, retried while the lock changes.
+// wrote it: its delete follows at once, and a release that stops, or whose
+// delete fails, takes its mark off itself (releaseChecked), so that only a
+// releaser killed, cut off or failed on every try leaves it longer.
 const ReleaseMarkGrace = 30 * time.Second
 
 // MoveAnnotation is clusterctl move's mark on the objects it is deleting
@@ -62,28 +64,32 @@ func unmarkLock(ctx context.Context, c client.Writer, cm *corev1.ConfigMap) erro
 }
 
 // takeMarkOff takes off lock cm, as a release marked it, that release's
-// mark: the unmark (unmarkLock) and, while it fails on a lock changed since
-// (another writer's patch) or with an outcome not known (a server error, a
-// timeout), a live read of the lock and the unmark again, for as long as
-// the lock read is the one marked (its UID) and carries that mark (its
-// release-started), up to maxAttempts. A lock gone, or marked by another
-// release since, is left as it is (nil).
+// mark (the release mark and when it began; a move's delete-for-move, or
+// any other writer's, stays), conditional on the resourceVersion read.
+// While that fails and may succeed on a second try (retryable: another
+// writer's change, a server error, a timeout, too many requests), it reads
+// the lock again live and tries again, for as long as the lock read is the
+// one marked (its UID) and carries that mark (its release-started), up to
+// maxAttempts. A lock gone, or marked by another release since, is left as
+// it is (nil).
 func takeMarkOff(ctx context.Context, live client.Reader, c client.Writer, cm *corev1.ConfigMap) error {
 	started := cm.Annotations[ReleaseStartedAnnotation]
 	var err error
 	for range maxAttempts {
-		err = unmarkLock(ctx, c, cm)
+		next := cm.DeepCopy()
+		delete(next.Annotations, ReleaseAnnotation)
+		delete(next.Annotations, ReleaseStartedAnnotation)
+		err = c.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{}))
 		switch {
 		case err == nil || apierrors.IsNotFound(err):
 			return nil
-		case definite(err) && !apierrors.IsConflict(err):
+		case !retryable(err):
 			return err
 		}
-		again, rerr := getConfigMap(ctx, live, cm.Namespace, cm.Name)
+		again, rerr := readAgain(ctx, live, cm)
 		switch {
 		case rerr != nil:
-			err = errors.Join(err, rerr)
-			continue
+			return errors.Join(err, rerr)
 		case again == nil || again.UID != cm.UID || !marked(again) || again.Annotations[ReleaseStartedAnnotation] != started:
 			return nil
 		}
@@ -92,18 +98,39 @@ func takeMarkOff(ctx context.Context, live client.Reader, c client.Writer, cm *c
 	return err
 }
 
+// retryable tells whether a write that failed with err may succeed when
+// made again: its outcome is not known (a server error, a timeout, a
+// connection lost), or the server turned it down for now (a conflict with
+// another writer's change, too many requests).
+func retryable(err error) bool {
+	return !definite(err) || apierrors.IsConflict(err) || apierrors.IsTooManyRequests(err)
+}
+
+// readAgain reads lock cm live, trying again up to maxAttempts while the
+// read fails; nil when it is gone.
+func readAgain(ctx context.Context, live client.Reader, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	var err error
+	for range maxAttempts {
+		var again *corev1.ConfigMap
+		if again, err = getConfigMap(ctx, live, cm.Namespace, cm.Name); err == nil {
+			return again, nil
+		}
+	}
+	return nil, err
+}
+
 // markLockLive is markLock for a release that goes on from the lock as
 // marked: when the mark's outcome is not known (a server error, a timeout,
-// an answer lost), the lock is read again live, and one that carries the
-// mark this call wrote (its UID, its release-started) is returned as
-// marked, so that the release confirms and then deletes it, or takes the
-// mark off, rather than leave it to the next keeper.
+// an answer lost), the lock is read again live (readAgain), and one that
+// carries the mark this call wrote (its UID, its release-started) is
+// returned as marked, so that the release decides again and then deletes
+// it, or takes the mark off, rather than leave it to the next keeper.
 func markLockLive(ctx context.Context, live client.Reader, c client.Writer, cm *corev1.ConfigMap, now time.Time) (*corev1.ConfigMap, error) {
 	next, err := markLock(ctx, c, cm, now)
 	if err == nil || definite(err) {
 		return next, err
 	}
-	again, rerr := getConfigMap(ctx, live, cm.Namespace, cm.Name)
+	again, rerr := readAgain(ctx, live, cm)
 	if rerr != nil || again == nil || again.UID != cm.UID || !marked(again) ||
 		again.Annotations[ReleaseStartedAnnotation] != now.UTC().Format(time.RFC3339) {
 		return nil, errors.Join(err, rerr)
@@ -121,8 +148,11 @@ func marked(cm *corev1.ConfigMap) bool {
 // once it has marked the lock does: the mark (markLockLive), then check on
 // the lock as marked, then the delete when check lets the release go on
 // (nil). A check that stops the release returns why, and whether the mark
-// is to be taken off again (takeMarkOff); its error is returned, or, when
-// the mark could not be taken off, that failure, which says the mark stays.
+// is to be taken off again (takeMarkOff); a delete that fails takes it off
+// too, the lock left to the next decision (a delete whose answer was lost
+// and that was applied leaves nothing to take off). The stop's error, or
+// the delete's, is returned; when the mark could not be taken off, the
+// error says that it stays.
 func releaseChecked(ctx context.Context, live client.Reader, c client.Writer, cm *corev1.ConfigMap, now time.Time,
 	check func(marked *corev1.ConfigMap) (unmark bool, stop error)) error {
 	marked, err := markLockLive(ctx, live, c, cm, now)
@@ -130,15 +160,20 @@ func releaseChecked(ctx context.Context, live client.Reader, c client.Writer, cm
 		return err
 	}
 	unmark, stop := check(marked)
-	switch {
-	case stop == nil:
-		return deleteMarked(ctx, c, marked)
-	case !unmark:
+	if stop == nil {
+		if stop = deleteMarked(ctx, c, marked); stop == nil || apierrors.IsNotFound(stop) {
+			return stop
+		}
+		unmark = true
+	}
+	if !unmark {
 		return stop
 	}
 	if err := takeMarkOff(ctx, live, c, marked); err != nil {
-		return fmt.Errorf("%v; its release mark could not be taken off again, and lets a delete of lock %s/%s through until a keeper takes it off (%s after it was written, or kubectl initlock repair): %w",
-			stop, cm.Namespace, cm.Name, ReleaseMarkGrace, err)
+		// The stop's own error is only told: what the caller must act on
+		// is the mark left.
+		return fmt.Errorf("%s; its release mark could not be taken off again, and lets a delete of lock %s/%s through until a keeper takes it off (%s after it was written, or kubectl initlock repair): %w",
+			stop.Error(), cm.Namespace, cm.Name, ReleaseMarkGrace, err)
 	}
 	return stop
 }

@@ -40,13 +40,15 @@ type UnlockParams struct {
 	// holder restored while the release runs keeps its lock. A Machine
 	// created again under the holder's name, while the Cluster keeps its
 	// UID, is another Machine (the record names its holder by UID) and
-	// stops nothing. When taking the mark off fails (another writer
-	// changed the lock, or the request failed), the release reads the
-	// lock again and takes its mark off again while the lock carries it
-	// (takeMarkOff); only when every try fails does the mark stay until a
-	// keeper takes it off (ReleaseMarkGrace after it was written, or a
-	// kubectl initlock repair), the lock guard letting a delete of that
-	// lock through meanwhile.
+	// stops nothing. A reading or a delete that fails after the mark
+	// stops the round too, and the mark comes off. When taking the mark
+	// off fails (another writer changed the lock, or the request failed),
+	// the release reads the lock again and takes its mark off again while
+	// the lock carries it (takeMarkOff); only when every try fails does the
+	// mark stay until a keeper takes it off (ReleaseMarkGrace after it was
+	// written, once the Cluster is not paused, or a kubectl initlock
+	// repair), the lock guard letting a delete of that lock through
+	// meanwhile.
 	Force bool
 }
 
