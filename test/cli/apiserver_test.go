@@ -165,105 +165,94 @@ func TestReleaseGuardedLockWithoutTheManager(t *testing.T) {
 	}
 }
 
-// TestReleaseTakesItsMarkOffAfterALostAnswer: a release without --force
-// whose release mark is applied but whose answer is lost, the holder
-// Machine created again meanwhile, reads again, refuses, and takes the mark
-// it wrote off: the lock guard holds the lock again.
-func TestReleaseTakesItsMarkOffAfterALostAnswer(t *testing.T) {
-	b := apiServer()
-	ns := b.Namespace(t)
-	cl := b.newCluster(t, ns, "c1", false)
-	b.newLock(t, ns, "c1", "m1", cl) // m1 is gone: no --force needed
-	var lost atomic.Bool
-	opts := cli.Options{IOStreams: genericiooptions.IOStreams{In: strings.NewReader("")}}
-	args := b.connect(t, &opts, nil, nil)
-	wrap := opts.WrapConfig
-	opts.WrapConfig = func(cfg *rest.Config) *rest.Config {
-		cfg = rest.CopyConfig(wrap(cfg))
-		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-			return kubeenv.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
-				r := kubeenv.Classify(req)
-				resp, err := rt.RoundTrip(req)
-				if err != nil || r.Verb != "patch" || r.Resource != "configmaps" || resp.StatusCode >= 300 || lost.Swap(true) {
+// TestReleaseTakesItsMarkOff: a release without --force of a gone holder's
+// lock, whose holder Machine is created again around its release mark,
+// refuses and takes the mark it wrote off, whatever fails on the way: the
+// lock guard holds the lock again.
+func TestReleaseTakesItsMarkOff(t *testing.T) {
+	unavailable := func(req *http.Request) *http.Response {
+		return &http.Response{StatusCode: http.StatusServiceUnavailable, Request: req,
+			Header: http.Header{"Content-Type": []string{"application/json"}},
+			Body:   io.NopCloser(strings.NewReader(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"ServiceUnavailable","code":503}`))}
+	}
+	for _, tc := range []struct {
+		name string
+		// patch answers the n-th patch of the lock (from 1); holderBack
+		// creates m1 again.
+		patch func(n int32, req *http.Request, send func() (*http.Response, error), holderBack func()) (*http.Response, error)
+		// wantPatches is the fewest patches of the lock the case makes.
+		wantPatches int32
+	}{
+		{
+			name: "the mark applied, its answer lost",
+			patch: func(n int32, req *http.Request, send func() (*http.Response, error), holderBack func()) (*http.Response, error) {
+				resp, err := send()
+				if n != 1 || err != nil || resp.StatusCode >= 300 {
 					return resp, err
 				}
 				_ = resp.Body.Close()
-				if err := b.Client.Create(context.WithoutCancel(req.Context()), kubeenv.NewMachine(b.CAPIVersion, ns, "c1", "m1")); err != nil {
-					t.Errorf("creating m1: %v", err)
-				}
+				holderBack()
 				return nil, errors.New("connection reset by peer")
-			})
-		})
-		return cfg
-	}
-	r := Execute(t, opts, append([]string{"release", "c1", "-n", ns, "--yes"}, args...)...)
-	r.ExpectCode(t, cli.ExitError)
-	if !lost.Load() {
-		t.Fatal("no release mark was written")
-	}
-	cm := kubeenv.MustGetLock(t, b.Client, ns, "c1")
-	if cm == nil {
-		t.Fatalf("the lock of m1 was released\nstderr:\n%s", r.Err)
-	}
-	if _, marked := cm.Annotations[wire.ReleaseAnnotation]; marked {
-		t.Errorf("the release mark was left on the held lock: %v\nstderr:\n%s", cm.Annotations, r.Err)
-	}
-	if err := b.Client.Delete(t.Context(), cm); err == nil {
-		t.Errorf("the lock guard let a plain delete of the held lock through")
-	}
-}
-
-// TestReleaseTakesItsMarkOffWhenTheFirstTryFails: a release without
-// --force whose holder Machine is created again after its release mark, and
-// whose first try at taking the mark off fails (503, not applied), tries
-// again on the lock read again: the lock guard holds the lock again.
-func TestReleaseTakesItsMarkOffWhenTheFirstTryFails(t *testing.T) {
-	b := apiServer()
-	ns := b.Namespace(t)
-	cl := b.newCluster(t, ns, "c1", false)
-	b.newLock(t, ns, "c1", "m1", cl) // m1 is gone: no --force needed
-	var patches atomic.Int32
-	opts := cli.Options{IOStreams: genericiooptions.IOStreams{In: strings.NewReader("")}}
-	args := b.connect(t, &opts, nil, nil)
-	wrap := opts.WrapConfig
-	opts.WrapConfig = func(cfg *rest.Config) *rest.Config {
-		cfg = rest.CopyConfig(wrap(cfg))
-		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-			return kubeenv.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
-				r := kubeenv.Classify(req)
-				if r.Verb != "patch" || r.Resource != "configmaps" {
-					return rt.RoundTrip(req)
-				}
-				switch patches.Add(1) {
-				case 1: // the mark; then m1 comes back
-					resp, err := rt.RoundTrip(req)
-					if err := b.Client.Create(context.WithoutCancel(req.Context()), kubeenv.NewMachine(b.CAPIVersion, ns, "c1", "m1")); err != nil {
-						t.Errorf("creating m1: %v", err)
-					}
+			},
+			wantPatches: 2,
+		},
+		{
+			name: "the first try at taking the mark off failing, not applied",
+			patch: func(n int32, req *http.Request, send func() (*http.Response, error), holderBack func()) (*http.Response, error) {
+				switch n {
+				case 1:
+					resp, err := send()
+					holderBack()
 					return resp, err
-				case 2: // the unmark fails, not applied
-					return &http.Response{StatusCode: http.StatusServiceUnavailable, Request: req,
-						Header: http.Header{"Content-Type": []string{"application/json"}},
-						Body:   io.NopCloser(strings.NewReader(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"ServiceUnavailable","code":503}`))}, nil
+				case 2:
+					return unavailable(req), nil
 				}
-				return rt.RoundTrip(req)
-			})
+				return send()
+			},
+			wantPatches: 3,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := apiServer()
+			ns := b.Namespace(t)
+			cl := b.newCluster(t, ns, "c1", false)
+			b.newLock(t, ns, "c1", "m1", cl) // m1 is gone: no --force needed
+			var patches atomic.Int32
+			opts := cli.Options{IOStreams: genericiooptions.IOStreams{In: strings.NewReader("")}}
+			args := b.connect(t, &opts, nil, nil)
+			wrap := opts.WrapConfig
+			opts.WrapConfig = func(cfg *rest.Config) *rest.Config {
+				cfg = rest.CopyConfig(wrap(cfg))
+				cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+					return kubeenv.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+						if r := kubeenv.Classify(req); r.Verb != "patch" || r.Resource != "configmaps" {
+							return rt.RoundTrip(req)
+						}
+						holderBack := func() {
+							if err := b.Client.Create(context.WithoutCancel(req.Context()), kubeenv.NewMachine(b.CAPIVersion, ns, "c1", "m1")); err != nil {
+								t.Errorf("creating m1: %v", err)
+							}
+						}
+						return tc.patch(patches.Add(1), req, func() (*http.Response, error) { return rt.RoundTrip(req) }, holderBack)
+					})
+				})
+				return cfg
+			}
+			r := Execute(t, opts, append([]string{"release", "c1", "-n", ns, "--yes"}, args...)...)
+			r.ExpectCode(t, cli.ExitError)
+			if n := patches.Load(); n < tc.wantPatches {
+				t.Fatalf("%d patches of the lock, want %d at least (the mark, and its unmark)", n, tc.wantPatches)
+			}
+			cm := kubeenv.MustGetLock(t, b.Client, ns, "c1")
+			if cm == nil {
+				t.Fatalf("the lock of m1 was released\nstderr:\n%s", r.Err)
+			}
+			if _, marked := cm.Annotations[wire.ReleaseAnnotation]; marked {
+				t.Errorf("the release mark was left on the held lock: %v\nstderr:\n%s", cm.Annotations, r.Err)
+			}
+			if err := b.Client.Delete(t.Context(), cm); err == nil {
+				t.Errorf("the lock guard let a plain delete of the held lock through")
+			}
 		})
-		return cfg
-	}
-	r := Execute(t, opts, append([]string{"release", "c1", "-n", ns, "--yes"}, args...)...)
-	r.ExpectCode(t, cli.ExitError)
-	if n := patches.Load(); n < 3 {
-		t.Fatalf("%d patches of the lock, want the mark, the failed unmark and the unmark again", n)
-	}
-	cm := kubeenv.MustGetLock(t, b.Client, ns, "c1")
-	if cm == nil {
-		t.Fatalf("the lock of m1 was released\nstderr:\n%s", r.Err)
-	}
-	if _, marked := cm.Annotations[wire.ReleaseAnnotation]; marked {
-		t.Errorf("the release mark was left on the held lock: %v\nstderr:\n%s", cm.Annotations, r.Err)
-	}
-	if err := b.Client.Delete(t.Context(), cm); err == nil {
-		t.Errorf("the lock guard let a plain delete of the held lock through")
 	}
 }

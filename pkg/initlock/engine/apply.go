@@ -123,8 +123,10 @@ var ErrNotConfirmed = errors.New("decision not confirmed by the API server")
 // read again is paused or initialised (the mark is taken off once it is
 // unpaused). A mark whose answer was lost is read again live and, found,
 // followed through the same way (markLockLive). Only a mark the API server
-// fails every try at taking off (maxAttempts), or of a Cluster paused
-// since, is left to the keepers, which take it off once ReleaseMarkGrace
+// fails every try at taking off (maxAttempts, back to back), one whose
+// timed-out request the server applied after the release read the lock
+// again, or one on a Cluster paused or initialised since, is left to the
+// keepers, which take it off once ReleaseMarkGrace
 // has passed and the Cluster is not paused; until then the lock guard lets
 // a delete of that lock through. It returns the observation and the
 // decision as confirmed, and ErrNotConfirmed when the action differs (the

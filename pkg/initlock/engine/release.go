@@ -98,6 +98,10 @@ func takeMarkOff(ctx context.Context, live client.Reader, c client.Writer, cm *c
 	return err
 }
 
+// unmarkTimeout bounds how long a release that stops goes on taking its
+// mark off once its caller's context is done.
+const unmarkTimeout = 10 * time.Second
+
 // retryable tells whether a write that failed with err may succeed when
 // made again: its outcome is not known (a server error, a timeout, a
 // connection lost), or the server turned it down for now (a conflict with
@@ -148,9 +152,10 @@ func marked(cm *corev1.ConfigMap) bool {
 // once it has marked the lock does: the mark (markLockLive), then check on
 // the lock as marked, then the delete when check lets the release go on
 // (nil). A check that stops the release returns why, and whether the mark
-// is to be taken off again (takeMarkOff); a delete that fails takes it off
-// too, the lock left to the next decision (a delete whose answer was lost
-// and that was applied leaves nothing to take off). The stop's error, or
+// is to be taken off again (takeMarkOff, on a context that outlives ctx's
+// cancellation by unmarkTimeout); a delete that fails takes it off too,
+// the lock left to the next decision (a delete whose answer was lost and
+// that was applied leaves nothing to take off). The stop's error, or
 // the delete's, is returned; when the mark could not be taken off, the
 // error says that it stays.
 func releaseChecked(ctx context.Context, live client.Reader, c client.Writer, cm *corev1.ConfigMap, now time.Time,
@@ -169,7 +174,11 @@ func releaseChecked(ctx context.Context, live client.Reader, c client.Writer, cm
 	if !unmark {
 		return stop
 	}
-	if err := takeMarkOff(ctx, live, c, marked); err != nil {
+	// The mark comes off even when ctx is done (the manager stopping, a
+	// caller's deadline): the unmark outlives it, for unmarkTimeout.
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unmarkTimeout)
+	defer cancel()
+	if err := takeMarkOff(uctx, live, c, marked); err != nil {
 		// The stop's own error is only told: what the caller must act on
 		// is the mark left.
 		return fmt.Errorf("%s; its release mark could not be taken off again, and lets a delete of lock %s/%s through until a keeper takes it off (%s after it was written, or kubectl initlock repair): %w",

@@ -57,6 +57,9 @@ type fixture struct {
 	clock   *clocktesting.FakePassiveClock
 	events  *kubeenv.Recorder
 	r       *lock.Reconciler
+	// stop cancels the context of the reconcile under way, when a case
+	// sets it.
+	stop context.CancelFunc
 }
 
 func newFixture(t *testing.T, b Backend) *fixture {

@@ -165,6 +165,18 @@ func MarkNeverOutlivesRelease(t *testing.T, b Backend) {
 			wantMove: true,
 		},
 		{
+			name: "the holder back and the manager stopping after the mark",
+			on: func(f *fixture, r string, n int, marked bool) (bool, error) {
+				switch {
+				case r == "patch ConfigMap" && n == 1:
+					holderBack(f)
+				case marked:
+					f.stop() // the request after the mark goes out cancelled
+				}
+				return true, nil
+			},
+		},
+		{
 			name: "the holder back and the Cluster paused after the mark",
 			on: func(f *fixture, r string, n int, _ bool) (bool, error) {
 				if r == "patch ConfigMap" && n == 1 {
@@ -183,7 +195,10 @@ func MarkNeverOutlivesRelease(t *testing.T, b Backend) {
 			f.clock.SetTime(cm.CreationTimestamp.Add(grace + time.Minute))
 			c := f.faulty(tc.on)
 			f.r.Client, f.r.APIReader = c, c
-			_, _ = f.r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: f.ns, Name: "c1"}})
+			ctx, stop := context.WithCancel(t.Context())
+			defer stop()
+			f.stop = stop
+			_, _ = f.r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: f.ns, Name: "c1"}})
 			got := kubeenv.MustGetLock(t, f.c, f.ns, "c1")
 			if got == nil {
 				t.Fatal("the lock of m1, back, was released")
