@@ -10,82 +10,13 @@ import (
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
-// Texts of the plan. They name no UIDs or times of day except where they are
-// the point, so that the same fleet gives the same plan.
-
-func changeWhy(r row, p engine.Policy) string {
-	d, o := r.decision, r.entry.Observation
-	switch d.Action {
-	case engine.ActionAdopt:
-		switch d.Owner {
-		case engine.OwnerMissing:
-			return "no ownerReference to its Cluster (as after a restore): point it at the Cluster"
-		case engine.OwnerStaleUID:
-			return "ownerReference to an old UID of its Cluster (as after a restore or move): point it at the current one"
-		case engine.OwnerWrongCluster:
-			return "ownerReference to another Cluster: point it at its own"
-		}
-		return "stale cluster-absent mark: the Cluster exists again; drop the mark"
-	case engine.ActionUnmark:
-		if o.Lock.MoveMark {
-			return "delete-for-move left by a clusterctl move that stopped half-way (the Cluster is not paused): drop it, so that the lock guard holds the lock again"
-		}
-		return "release mark left with no release under way (a release cut off): drop it, so that the lock guard holds the lock again"
-	case engine.ActionRelease:
-		switch d.Reason {
-		case engine.ReasonClusterDeleting:
-			return "Cluster is being deleted and no Machine the lock or its grant names exists: mark the lock for release and delete it (the admission policy refuses the garbage collector's delete)"
-		case engine.ReasonHolderGone:
-			return fmt.Sprintf("holder machine %q does not exist and no grant protects another machine: mark the lock for release and delete it, so that the next machine may take it", d.Holder)
-		}
-		return "control plane initialised: the lock has done its job; mark it for release and delete it (--release-after-init)"
-	case engine.ActionMarkOrphan:
-		unmark := ""
-		if d.Unmark {
-			unmark = ", dropping the mark left on it that lets anyone delete it"
-		}
-		return fmt.Sprintf("Cluster not found: mark the lock now%s; a repair run %s or more later (--orphan-grace) collects it if the Cluster is still missing and the holder is gone", unmark, p.OrphanGrace)
-	case engine.ActionCollect:
-		since := "-"
-		if o.Lock != nil && o.Lock.ClusterAbsentSince != nil {
-			since = o.Lock.ClusterAbsentSince.UTC().Format(time.RFC3339)
-		}
-		return fmt.Sprintf("Cluster missing since %s, longer than %s, and holder gone: delete the lock", since, p.OrphanGrace)
-	}
-	return string(d.Action)
-}
-
-// waitingWhy renders why Decide leaves a lock that is not healthy as it is
-// for now.
-func waitingWhy(r row) string {
+// waitingWhy renders why a lock is left as it is for now: no installed
+// manager acts on it, or Decide waits (engine.Explain).
+func waitingWhy(r row, p engine.Policy) string {
 	if r.unhandled != "" {
 		return fmt.Sprintf("%s: %s is left to whoever handles it; --release-after-init and --orphan-grace together make repair act on it", r.unhandled, r.decision.Action)
 	}
-	d, o := r.decision, r.entry.Observation
-	since := "-"
-	if o.Lock != nil && o.Lock.ClusterAbsentSince != nil {
-		since = o.Lock.ClusterAbsentSince.UTC().Format(time.RFC3339)
-	}
-	switch d.Wait {
-	case engine.WaitPaused:
-		return "cluster is paused (a move or restore may be in progress): unpause it and run repair again"
-	case engine.WaitHolder:
-		if o.Cluster != nil {
-			return fmt.Sprintf("Cluster is being deleted, but machine %q, which the lock or its grant names, exists: released once Cluster API has deleted it", d.Holder)
-		}
-		return fmt.Sprintf("Cluster missing since %s, but holder machine %q exists (a restore may still be bringing the Cluster back): looked at again by later repairs; 'kubectl initlock release' removes it", since, d.Holder)
-	case engine.WaitGrace:
-		return fmt.Sprintf("Cluster missing since %s: a repair from %s on collects it", since, d.WaitUntil.UTC().Format(time.RFC3339))
-	case engine.WaitHolderRestore:
-		return fmt.Sprintf("holder machine %q does not exist, but the lock or its Cluster is younger than the grace period (a restore may bring the Cluster and the lock back before the machines): a repair from %s on releases it if the machine is still gone", d.Holder, d.WaitUntil.UTC().Format(time.RFC3339))
-	case engine.WaitLockRecreated:
-		return fmt.Sprintf("lock deleted while machine %q holds the grant: the bootstrap provider recreates it for that machine at its next lock attempt", d.Holder)
-	case engine.WaitTakeOver:
-		return fmt.Sprintf("holder machine %q does not exist, and the Cluster's grant register names another machine: the next lock attempt of a provider using initlock hands the lock to that machine", d.Holder)
-	case engine.WaitDeleting:
-		return "being deleted, held back by another controller's finalizer: it counts as held by its holder until it is gone"
-	}
-	return string(d.Wait)
+	return engine.Explain(r.entry.Observation, r.decision, p)
 }
 
 // humanWhy renders what a person has to do about a lock Decide leaves to
@@ -103,10 +34,7 @@ func humanWhy(r row) string {
 	if engine.Decide(rel, engine.Policy{}, time.Time{}).NeedsForce {
 		force = " --force"
 	}
-	problem := "the lock and the Cluster's grant register name two different existing machines"
-	if d.Err != nil {
-		problem = d.Err.Error()
-	}
+	problem := engine.Explain(r.entry.Observation, d, engine.Policy{})
 	return fmt.Sprintf("%s; it is never taken over silently. Once no machine of the cluster is running kubeadm init: kubectl initlock release %s -n %s%s",
 		problem, cluster, ns, force)
 }
@@ -127,9 +55,11 @@ func printPlan(w io.Writer, p planned, policy engine.Policy, now time.Time) erro
 		cells func(row) []string
 	}{
 		{"Planned changes", p.changes, []string{"ACTION", "WHY"},
-			func(r row) []string { return []string{string(r.decision.Action), changeWhy(r, policy)} }},
+			func(r row) []string {
+				return []string{string(r.decision.Action), engine.Explain(r.entry.Observation, r.decision, policy)}
+			}},
 		{"Left as they are for now", p.waiting, []string{"WHY"},
-			func(r row) []string { return []string{waitingWhy(r)} }},
+			func(r row) []string { return []string{waitingWhy(r, policy)} }},
 		{"Need a person", p.human, []string{"WHAT TO DO"},
 			func(r row) []string { return []string{humanWhy(r)} }},
 	}

@@ -2,7 +2,8 @@
 // control-plane init lock for Cluster API bootstrap providers: the wire
 // format, the reader, the decision, the writes and their preconditions.
 // Package initlock's Locker is a thin layer over Env; initlock-manager and
-// kubectl-initlock use Read, Decide, Confirm and Apply directly.
+// kubectl-initlock use Read, Decide, Confirm and Apply directly,
+// and Explain to tell a person why.
 //
 // Providers use package initlock, not this one. This package has no
 // compatibility promise before v1: its names change with the protocol.
