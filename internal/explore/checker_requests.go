@@ -73,12 +73,14 @@ func (c *checker) lockRemoved(s *System, before map[string]any, by string) {
 // live read and its delete"): the Machine the lock names came back after
 // the releaser last saw it, and the releaser deletes it, or another's
 // delete passes with the releaser's mark while its release is under way.
-// A mark left once the releaser's call is over is no longer in it.
+// A mark left once the releaser's call is over is no longer in it, and a
+// releaser that has seen the Machine since deletes outside it, its mark
+// or not.
 func (c *checker) inWindow(by string, lk wire.Lock) bool {
 	if c.backUnseen[by] {
 		return true
 	}
-	return c.marker != "" && c.markerBack && lk.Releasable
+	return c.marker != "" && c.marker != by && c.markerBack && lk.Releasable
 }
 
 // marks follows the release marks actors write, in a scenario where the
