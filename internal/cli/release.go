@@ -102,7 +102,7 @@ func (a *app) runRelease(cmd *cobra.Command, o *releaseOptions, cluster string) 
 	if obs.Lock == nil && obs.Cluster == nil {
 		return clusterNotFound(cluster)
 	}
-	obs.Intent = engine.IntentRelease
+	obs.Intent, obs.Force = engine.IntentRelease, o.force
 	d := engine.Decide(obs, engine.Policy{}, a.clock.Now())
 	if err := releaseRefusal(d, obs, e, ns, cluster, o.force); err != nil {
 		return err
@@ -187,7 +187,7 @@ func (a *app) releaseAgain(ctx context.Context, conn *connection, ns, cluster st
 		return asked, err
 	}
 	obs := e.Observation
-	obs.Intent = engine.IntentRelease
+	obs.Intent, obs.Force = engine.IntentRelease, force
 	d := engine.Decide(obs, engine.Policy{}, a.clock.Now())
 	if err := releaseRefusal(d, obs, e, ns, cluster, force); err != nil {
 		return asked, fmt.Errorf("nothing was released: the lock changed while you were asked: %w", err)
@@ -216,11 +216,13 @@ func releaseRefusal(d engine.Decision, obs engine.Observation, e inventory.Entry
 			ns, e.LockName, d.Err)
 	case errors.Is(d.Err, initlock.ErrClusterPaused):
 		return fmt.Errorf("namespace %q: cluster %q: %w: %w; nothing is released while a move or restore may be in progress: unpause it and try again", ns, cluster, errRefused, d.Err)
-	case d.Err != nil:
+	case d.Err != nil && !d.NeedsForce:
 		return fmt.Errorf("namespace %q: cluster %q: %w", ns, cluster, d.Err)
 	case !d.NeedsForce || force:
 		return nil
 	}
+	// Decide refuses the release without --force (d.Err), or it writes
+	// nothing: say why it needs --force.
 	if obs.Lock == nil {
 		return fmt.Errorf("namespace %q: cluster %q: %w: its init lock is missing, but its grant register (annotation %s) names %s and the control plane is not initialised, so kubeadm init may be running there and the lock is recreated for it. Wait for the control plane to initialise, delete that machine if its init failed, or pass --force if you are sure no init is running",
 			ns, cluster, errRefused, engine.GrantAnnotation, grantName(obs))

@@ -183,6 +183,13 @@ func operator(o engine.Observation) engine.Observation {
 	return o
 }
 
+// forced is an operator's release made with Force.
+func forced(o engine.Observation) engine.Observation {
+	o = operator(o)
+	o.Force = true
+	return o
+}
+
 type want struct {
 	verdict  engine.Verdict
 	action   engine.Action
@@ -480,8 +487,11 @@ var decideRows = []struct {
 		nil, want{verdict: engine.VerdictFree, action: engine.ActionNone}},
 
 	// An operator's release.
-	{"release: the holder exists and the cluster is not initialised: needs --force",
+	{"release: the holder exists and the cluster is not initialised: refused without --force",
 		operator(engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1")), Holder: machine("m1"), Granted: machine("m1")}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1", force: true, err: report.ErrNotHolder}},
+	{"release: the holder exists and the cluster is not initialised: --force retires the grant",
+		forced(engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1")), Holder: machine("m1"), Granted: machine("m1")}),
 		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, register: engine.RegisterRetire, holder: "m1", force: true}},
 	{"release: the holder is gone: no --force",
 		operator(engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1"))}),
@@ -489,14 +499,23 @@ var decideRows = []struct {
 	{"release: initialised: no --force, the register is left",
 		operator(engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(initialized, grantTo("m1", "t1")), Holder: machine("m1")}),
 		nil, want{verdict: engine.VerdictHeldAfterInit, action: engine.ActionRelease, holder: "m1"}},
-	{"release: lost lock of an existing granted Machine: needs --force",
+	{"release: lost lock of an existing granted Machine: refused without --force",
 		operator(engine.Observation{Cluster: cluster(grantTo("m1", "t1")), Granted: machine("m1")}),
+		nil, want{verdict: engine.VerdictLost, action: engine.ActionNone, holder: "m1", force: true, err: report.ErrNotHolder}},
+	{"release: lost lock of an existing granted Machine: --force retires the grant",
+		forced(engine.Observation{Cluster: cluster(grantTo("m1", "t1")), Granted: machine("m1")}),
 		nil, want{verdict: engine.VerdictLost, action: engine.ActionNone, register: engine.RegisterRetire, holder: "m1", force: true}},
-	{"release: corrupt lock of an uninitialised cluster: needs --force",
+	{"release: corrupt lock of an uninitialised cluster: refused without --force",
 		operator(engine.Observation{Lock: &engine.Lock{Name: "c1-lock", Problem: report.ErrCorruptLock}, Cluster: cluster()}),
+		nil, want{verdict: engine.VerdictCorrupt, action: engine.ActionNone, force: true, err: report.ErrNotHolder}},
+	{"release: corrupt lock of an uninitialised cluster: --force releases it",
+		forced(engine.Observation{Lock: &engine.Lock{Name: "c1-lock", Problem: report.ErrCorruptLock}, Cluster: cluster()}),
 		nil, want{verdict: engine.VerdictCorrupt, action: engine.ActionRelease, force: true}},
-	{"release: cluster missing while the holder exists: needs --force",
+	{"release: cluster missing while the holder exists: refused without --force",
 		operator(engine.Observation{Lock: lockOf("m1", "t1"), Holder: machine("m1")}),
+		nil, want{verdict: engine.VerdictOrphan, action: engine.ActionNone, holder: "m1", force: true, err: report.ErrNotHolder}},
+	{"release: cluster missing while the holder exists: --force releases it",
+		forced(engine.Observation{Lock: lockOf("m1", "t1"), Holder: machine("m1")}),
 		nil, want{verdict: engine.VerdictOrphan, action: engine.ActionRelease, holder: "m1", force: true}},
 
 	// Keepers (the manager and kubectl initlock repair).

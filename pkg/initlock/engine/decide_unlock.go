@@ -1,6 +1,10 @@
 package engine
 
-import "github.com/initlock/initlock/pkg/initlock/internal/report"
+import (
+	"fmt"
+
+	"github.com/initlock/initlock/pkg/initlock/internal/report"
+)
 
 // decideRelease decides for Unlock (IntentUnlock) and for an operator's
 // release (IntentRelease). It releases what the caller holds (or, with no
@@ -64,8 +68,18 @@ func decideRelease(o Observation, d Decision) Decision {
 	if d.Action == ActionRelease && o.Lock != nil && o.Lock.Deleting {
 		d.Action = ActionNone // it is going already
 	}
+	if d.NeedsForce && !o.Force && d.Writes() {
+		// An operator's release that may let a second Machine run init
+		// goes ahead only when the operator forces it.
+		d.Err, d.Action, d.Register = errNeedsForce, ActionNone, RegisterNone
+	}
 	return d
 }
+
+// errNeedsForce refuses an operator's release, made without Force, of a
+// lock whose holder, or the Machine its grant names, exists while the
+// control plane is not initialised.
+var errNeedsForce = fmt.Errorf("%w: a Machine it names exists and the control plane is not initialised (Force releases it anyway)", report.ErrNotHolder)
 
 // needsForce tells whether releasing the lock now may let a second Machine
 // run init, and names the Machine that may be running it.

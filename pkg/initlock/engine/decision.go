@@ -204,6 +204,11 @@ type Observation struct {
 	// another incarnation of the Cluster than the live one (deleted and
 	// created again, restored, moved) is refused (initlock.ErrStaleCluster).
 	CallerCluster types.UID
+	// Force tells that an operator's release (IntentRelease) goes ahead
+	// although it needs Force (Decision.NeedsForce). Without it, Decide
+	// refuses such a release: it writes nothing, and Err wraps
+	// initlock.ErrNotHolder.
+	Force bool
 	// CallerLive is the Machine of the caller's name as read live, nil when
 	// none exists (IntentLock).
 	CallerLive *Machine
@@ -332,7 +337,8 @@ type Decision struct {
 	WaitUntil time.Time
 	// NeedsForce tells that an operator's release (IntentRelease) may let
 	// a second Machine run init: the holder exists and the control plane
-	// is not initialised. ForceReason says which Machine.
+	// is not initialised. ForceReason says which Machine. Without
+	// Observation.Force, such a release that would write is refused.
 	NeedsForce  bool
 	ForceReason string
 	// Err is set when the lock cannot be used or must not be touched: it

@@ -181,7 +181,7 @@ func (r *release) run(ctx context.Context) error {
 		} else {
 			obs.Pinned, obs.PinnedLock, obs.PinnedRegister = true, r.pinnedLock, r.pinnedRegister
 		}
-		obs.Caller, obs.Tokens = r.m, r.tokens
+		obs.Caller, obs.Tokens, obs.Force = r.m, r.tokens, r.opts.force
 		d := Decide(obs, Policy{}, r.l.Clock.Now())
 		if obs.Cluster != nil {
 			r.cl = *obs.Cluster
@@ -191,6 +191,10 @@ func (r *release) run(ctx context.Context) error {
 			return staleClusterError(r.cl, obs.Cluster)
 		case errors.Is(d.Err, report.ErrStaleMachine):
 			return staleMachineError(*r.m, obs.CallerLive, "nothing was released")
+		case errors.Is(d.Err, errNeedsForce):
+			// A mark of this call's, written in an earlier round whose
+			// answer was lost, is taken off: the lock is held again.
+			return errors.Join(r.needsForceError(d), r.unmarkOwn(ctx, cm))
 		case errors.Is(d.Err, report.ErrNotHolder):
 			return &report.Error{Namespace: cl.Namespace, Name: lockName, Kind: "configmap", Err: report.ErrNotHolder,
 				Detail: notHolderDetail(obs, d, *r.m)}
@@ -200,10 +204,6 @@ func (r *release) run(ctx context.Context) error {
 			return lockError(cl.Namespace, lockName, d.Err)
 		case !d.Writes():
 			return nil
-		case d.NeedsForce && r.opts.checksForce():
-			// A mark of this call's, written in an earlier round whose
-			// answer was lost, is taken off: the lock is held again.
-			return errors.Join(r.needsForceError(d), r.unmarkOwn(ctx, cm))
 		}
 		after, err := r.write(ctx, cm, obs, d)
 		switch {
