@@ -150,6 +150,8 @@ func (a *app) runRelease(cmd *cobra.Command, o *releaseOptions, cluster string) 
 	p := engine.UnlockParams{Operator: true, Force: o.force, Register: &raw}
 	if obs.Lock != nil {
 		p.UID, p.ResourceVersion = obs.Lock.UID, obs.Lock.ResourceVersion
+	} else {
+		p.NoLock = true
 	}
 	cl := clusterIdentity(conn, ns, cluster, obs.Cluster)
 	env := engine.NewEnv(conn.client)
@@ -223,6 +225,10 @@ func releaseRefusal(d engine.Decision, obs engine.Observation, e inventory.Entry
 	}
 	// Decide refuses the release without --force (d.Err), or it writes
 	// nothing: say why it needs --force.
+	if obs.Lock == nil && d.ForceReason == "" {
+		return fmt.Errorf("namespace %q: cluster %q: %w: its init lock is missing and its grant register (annotation %s) is damaged, so the machine it granted is unknown, and the control plane is not initialised: kubeadm init may be running. Pass --force once you are sure no machine of the cluster is running kubeadm init",
+			ns, cluster, errRefused, engine.GrantAnnotation)
+	}
 	if obs.Lock == nil {
 		return fmt.Errorf("namespace %q: cluster %q: %w: its init lock is missing, but its grant register (annotation %s) names %s and the control plane is not initialised, so kubeadm init may be running there and the lock is recreated for it. Wait for the control plane to initialise, delete that machine if its init failed, or pass --force if you are sure no init is running",
 			ns, cluster, errRefused, engine.GrantAnnotation, grantName(obs))
@@ -245,8 +251,11 @@ func forced(d engine.Decision, obs engine.Observation, cluster string) string {
 
 // heldBecause says why a release needs --force.
 func heldBecause(d engine.Decision, obs engine.Observation, cluster string) string {
-	if d.ForceReason == "" {
+	switch {
+	case d.ForceReason == "":
 		return clusterState(obs, cluster)
+	case obs.Lock == nil:
+		return fmt.Sprintf("machine %q, which its grant register names, exists and %s", d.ForceReason, clusterState(obs, cluster))
 	}
 	return fmt.Sprintf("machine %q holds it and %s", d.ForceReason, clusterState(obs, cluster))
 }

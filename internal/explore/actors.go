@@ -157,14 +157,22 @@ func (s *System) operator(ctx context.Context) {
 	if err != nil || obs.Cluster == nil {
 		return
 	}
+	obs.Force = s.sc.OperatorForce
 	d := engine.Decide(obs, engine.Policy{}, start)
-	if d.Err != nil || d.NeedsForce || !d.Writes() {
+	if d.Err != nil || !d.Writes() {
 		return
 	}
 	raw := obs.Cluster.Grant.Raw()
-	p := engine.UnlockParams{Operator: true, Register: &raw}
+	p := engine.UnlockParams{Operator: true, Force: s.sc.OperatorForce, Register: &raw}
 	if obs.Lock != nil {
 		p.UID, p.ResourceVersion = obs.Lock.UID, obs.Lock.ResourceVersion
+		if s.sc.OperatorForce {
+			s.mu.Lock()
+			s.checker.forced = obs.Lock.UID
+			s.mu.Unlock()
+		}
+	} else {
+		p.NoLock = true
 	}
 	cl := &unstructured.Unstructured{}
 	cl.SetGroupVersionKind(apimodel.ClusterGVK)

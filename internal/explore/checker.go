@@ -120,6 +120,13 @@ type checker struct {
 	// it, before its mark or since.
 	marker     string
 	markerBack bool
+	// retired are the actors whose release retired a grant and has not
+	// read a Machine since: its withdraw of that grant decides on Machines
+	// read before the retire.
+	retired map[string]bool
+	// forced is the UID of the lock the operator's forced release
+	// inspected: it releases that lock whoever holds it.
+	forced types.UID
 }
 
 type call struct {
@@ -162,6 +169,12 @@ func (c *checker) stateParts() [][]string {
 	}
 	for a := range c.backUnseen {
 		live = append(live, "back unseen by "+a)
+	}
+	if c.forced != "" {
+		live = append(live, "forced "+string(c.forced))
+	}
+	for a := range c.retired {
+		live = append(live, "retired, unread by "+a)
 	}
 	for m, uid := range c.releasing {
 		live = append(live, "releasing "+m+" "+string(uid))

@@ -55,6 +55,12 @@ func (c *checker) lockRemoved(s *System, before map[string]any, by string) {
 		return
 	}
 	holder := lk.Record.MachineName
+	if by == "operator" && s.sc.OperatorForce && lk.UID == c.forced {
+		// A forced release removes what its operator inspected, whoever
+		// holds it: a loss the operator chose.
+		c.lockDeleted()
+		return
+	}
 	if c.inWindow(by, lk) {
 		return
 	}
@@ -98,6 +104,34 @@ func (c *checker) marks(s *System, actor string, before, after map[string]any) {
 	case !has:
 		c.marker, c.markerBack = "", false
 	}
+}
+
+// grantKept checks a write of the grant register by the operator's
+// release made without --force: once it has retired a grant (the first of
+// its two writes), it reads the Machine the grant names again before it
+// withdraws it, and it never takes the grant off a Machine that exists
+// while the control plane is not initialised. A Machine back after that
+// reading is the window docs/design.md accepts, as for the lock.
+func (c *checker) grantKept(s *System, r *apimodel.Request, before map[string]any) {
+	if r.Actor != "operator" || s.sc.OperatorForce || before == nil {
+		return
+	}
+	g := wire.GrantFrom((&unstructured.Unstructured{Object: before}).GetAnnotations())
+	sn := s.snapshot()
+	if !g.Held() || sn.cluster == nil || sn.cluster.Initialized {
+		return
+	}
+	if after := sn.cluster.Grant; after.Held() && after.MachineName == g.MachineName {
+		if c.retired == nil {
+			c.retired = map[string]bool{}
+		}
+		c.retired[r.Actor] = true
+		return
+	}
+	if sn.machines[g.MachineName] == nil || c.backUnseen[r.Actor] && !c.retired[r.Actor] {
+		return
+	}
+	c.violate(InvHeldLock, "%s took the grant off machine %s, which exists, while the control plane is not initialised", r.Actor, g.MachineName)
 }
 
 // hasAnnotation tells whether obj carries annotation key.
@@ -154,6 +188,7 @@ func (c *checker) applied(s *System, r *apimodel.Request, before [2]map[string]a
 		if !onlyRegisterChanged(s) {
 			c.violate(InvOnlyLocks, "%s changed more of the cluster than its grant register: %s", r.Actor, r.Body)
 		}
+		c.grantKept(s, r, before[0])
 	case "ConfigMap":
 		if start, ok := c.origin[r]; ok && before[1] != nil && typesUID(before[1]["metadata"].(map[string]any)["uid"]) == start {
 			c.violate(InvKeepHeld, "%s deleted the lock %s that existed before its Lock call began", r.Actor, start)
@@ -234,6 +269,9 @@ func strip(obj map[string]any) map[string]any {
 
 // read notes what actor was told of k: obj, nil when it was not found.
 func (c *checker) read(actor string, k apimodel.Key, obj map[string]any) {
+	if k.Kind == "Machine" {
+		delete(c.retired, actor)
+	}
 	if obj != nil && k.Kind == "Machine" {
 		delete(c.backUnseen, actor)
 	}

@@ -94,14 +94,14 @@ func (s *System) eventsOf(k EventKind) []*event {
 	case RevertRegister:
 		return s.revertEvents(sn)
 	case DeleteMachine:
-		if m := s.sc.UpstreamHolder; m != "" && sn.machines[m] != nil {
+		if m := s.sc.holder(); m != "" && sn.machines[m] != nil {
 			return []*event{ev("machine "+m+" is deleted", func(s *System) {
 				_ = s.store.Delete(machineKey(m), nil, nil)
 				s.checker.machineGone(m)
 			})}
 		}
 	case MachineBack:
-		if m := s.sc.UpstreamHolder; m != "" && sn.machines[m] == nil && s.pendingMachine(m) == nil {
+		if m := s.sc.holder(); m != "" && sn.machines[m] == nil && s.pendingMachine(m) == nil {
 			return []*event{ev("machine "+m+" comes back", func(s *System) {
 				s.mustCreate(machineKey(m), kubeenv.NewMachine("v1beta2", namespace, clusterName, m).Object)
 				s.checker.machineBack(s)

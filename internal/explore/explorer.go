@@ -52,9 +52,17 @@ type Scenario struct {
 	// inspected (Unlock as an operator, bound to the lock's UID and
 	// resourceVersion and the register's value it read).
 	Operator bool
+	// OperatorForce makes the operator's release a forced one (--force):
+	// it releases what it inspected even while a Machine it names exists.
+	OperatorForce bool
 	// UpstreamHolder, when set, holds the lock from the start, written as
 	// an upstream provider writes it.
 	UpstreamHolder string
+	// GrantHolder, when set, is named by the Cluster's grant register from
+	// the start, by name only (as a restore leaves it), with no lock: the
+	// lock lost. DeleteMachine and MachineBack act on it as on
+	// UpstreamHolder.
+	GrantHolder string
 	// Annotated starts the Cluster with an annotation of another tool, so
 	// that the register's first write is a test of its key, not of the
 	// annotations map.
@@ -122,11 +130,19 @@ func (sc *Scenario) machines() []string {
 			ms = append(ms, p.Machine)
 		}
 	}
-	if sc.UpstreamHolder != "" && !slices.Contains(ms, sc.UpstreamHolder) {
-		ms = append(ms, sc.UpstreamHolder)
+	if h := sc.holder(); h != "" && !slices.Contains(ms, h) {
+		ms = append(ms, h)
 	}
 	slices.Sort(ms)
 	return ms
+}
+
+// holder is the Machine that holds the lock, or the grant, from the start.
+func (sc *Scenario) holder() string {
+	if sc.UpstreamHolder != "" {
+		return sc.UpstreamHolder
+	}
+	return sc.GrantHolder
 }
 
 // upstreamProviders tells whether a provider runs CABPK's own mutex.

@@ -164,6 +164,10 @@ func (s *System) setUp() {
 	for _, m := range s.sc.machines() {
 		s.mustCreate(machineKey(m), kubeenv.NewMachine("v1beta2", namespace, clusterName, m).Object)
 	}
+	if m := s.sc.GrantHolder; m != "" {
+		grant := `{"machineName":"` + m + `","token":"restored"}`
+		s.store.Mutate(clusterKey, func(o map[string]any) { setAnnotation(o, wire.GrantAnnotation, &grant) })
+	}
 	if s.sc.UpstreamHolder != "" {
 		lock := kubeenv.NewLock(namespace, clusterName, s.sc.UpstreamHolder, nil)
 		u, err := toUnstructured(lock)

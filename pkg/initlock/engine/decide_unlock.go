@@ -91,11 +91,13 @@ func needsForce(o Observation) (bool, string) {
 	if o.Lock != nil && o.Lock.Problem == nil && o.Holder != nil && o.Lock.Record.Names(cl, o.Holder) {
 		return true, o.Holder.Name
 	}
+	if o.Lock != nil && o.Lock.Problem != nil && !isNotALock(o.Lock.Problem) {
+		// A corrupt lock's holder is unknown: it may exist, whether or
+		// not the Cluster does.
+		return true, ""
+	}
 	if cl == nil {
 		return false, ""
-	}
-	if o.Lock != nil && o.Lock.Problem != nil && !isNotALock(o.Lock.Problem) {
-		return true, ""
 	}
 	if g := cl.Grant; g.Damaged() {
 		return true, ""

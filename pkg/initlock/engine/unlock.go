@@ -23,6 +23,11 @@ type UnlockParams struct {
 	// otherwise Unlock returns a Conflict error and changes nothing.
 	UID             types.UID
 	ResourceVersion string
+	// NoLock tells that the caller found no lock: otherwise, when Unlock
+	// first reads one, it returns a Conflict error and changes nothing. A
+	// lock another Machine created since is never released on what was
+	// inspected without it.
+	NoLock bool
 	// Register, when set, is what the Cluster's grant register must still
 	// hold (Grant.Raw; "" for an absent register) when Unlock first reads
 	// it: otherwise Unlock returns a Conflict error and changes nothing.
@@ -87,7 +92,7 @@ type UnlockParams struct {
 // are gone.
 func (l *Env) Unlock(ctx context.Context, cluster, machine client.Object, p UnlockParams) error {
 	o := unlockOptions{anyHolder: p.AnyHolder || p.Operator, uid: p.UID, resourceVersion: p.ResourceVersion,
-		register: p.Register, intent: IntentUnlock, force: p.Force}
+		noLock: p.NoLock, register: p.Register, intent: IntentUnlock, force: p.Force}
 	if p.Operator {
 		o.intent = IntentRelease
 	}
@@ -119,6 +124,7 @@ type unlockOptions struct {
 	anyHolder       bool
 	uid             types.UID
 	resourceVersion string
+	noLock          bool
 	register        *string
 	intent          Intent
 	force           bool
@@ -210,8 +216,13 @@ func (r *release) run(ctx context.Context) error {
 		case err == nil && d.Register != RegisterNone:
 			// The register is written: go on from the Cluster the API
 			// server answered and the lock as read (withdraw the retired
-			// grant, then delete the lock).
-			obs.Cluster, known = after, &obs
+			// grant, then delete the lock). An operator's release made
+			// without Force reads them all again instead, the Machines
+			// too: one back since the retire stops it before the
+			// withdraw, as one back since the mark stops the delete.
+			if !r.opts.checksForce() {
+				obs.Cluster, known = after, &obs
+			}
 			continue
 		case err == nil:
 			if cm != nil && d.Action == ActionRelease {
@@ -249,6 +260,10 @@ func (r *release) unchanged(cm *corev1.ConfigMap, cl *Cluster) error {
 	if r.opts.uid != "" && (cm == nil || cm.UID != r.opts.uid || cm.ResourceVersion != r.opts.resourceVersion) {
 		return apierrors.NewConflict(corev1.Resource("configmaps"), r.lockName,
 			fmt.Errorf("lock %s/%s changed since it was inspected; look at it again", r.cl.Namespace, r.lockName))
+	}
+	if r.opts.noLock && cm != nil {
+		return apierrors.NewConflict(corev1.Resource("configmaps"), r.lockName,
+			fmt.Errorf("lock %s/%s was created since none was found; look at it again", r.cl.Namespace, r.lockName))
 	}
 	if r.opts.register != nil {
 		raw := ""
