@@ -6,8 +6,10 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/initlock/initlock/internal/cli/inventory"
 	"github.com/initlock/initlock/pkg/initlock"
@@ -175,8 +177,28 @@ func (a *app) runRelease(cmd *cobra.Command, o *releaseOptions, cluster string) 
 	if obs.Lock.Problem == nil {
 		holder = fmt.Sprintf("holder %q", obs.Lock.Record.MachineName)
 	}
+	if now := lockNow(ctx, conn, ns, e.LockName, cluster); now != "" {
+		// Unlock ends as done when what it set out to release is gone: a
+		// lock of another Machine's stands in its place.
+		_, err = fmt.Fprintf(out, "namespace %q: the init lock %q of cluster %q (%s) was replaced while releasing it; the lock that stands now names %s and was left alone.\n", ns, e.LockName, cluster, holder, now)
+		return err
+	}
 	_, err = fmt.Fprintf(out, "namespace %q: released init lock %q of cluster %q (%s).\n", ns, e.LockName, cluster, holder)
 	return err
+}
+
+// lockNow reads the lock again once a release has ended: the machine the
+// lock that stands names, quoted ("an unknown machine" for a lock that is
+// not one), or "" when there is none or it cannot be read.
+func lockNow(ctx context.Context, conn *connection, ns, lockName, cluster string) string {
+	cm := &corev1.ConfigMap{}
+	if err := conn.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: lockName}, cm); err != nil {
+		return ""
+	}
+	if lk := engine.ObserveLock(cm, cluster); lk.Problem == nil {
+		return fmt.Sprintf("%q", lk.Record.MachineName)
+	}
+	return "an unknown machine"
 }
 
 // releaseAgain reads and decides again, after the operator's answer, the

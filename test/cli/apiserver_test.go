@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/cli"
@@ -220,24 +219,17 @@ func TestReleaseTakesItsMarkOff(t *testing.T) {
 			var patches atomic.Int32
 			opts := cli.Options{IOStreams: genericiooptions.IOStreams{In: strings.NewReader("")}}
 			args := b.connect(t, &opts, nil, nil)
-			wrap := opts.WrapConfig
-			opts.WrapConfig = func(cfg *rest.Config) *rest.Config {
-				cfg = rest.CopyConfig(wrap(cfg))
-				cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-					return kubeenv.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
-						if r := kubeenv.Classify(req); r.Verb != "patch" || r.Resource != "configmaps" {
-							return rt.RoundTrip(req)
-						}
-						holderBack := func() {
-							if err := b.Client.Create(context.WithoutCancel(req.Context()), kubeenv.NewMachine(b.CAPIVersion, ns, "c1", "m1")); err != nil {
-								t.Errorf("creating m1: %v", err)
-							}
-						}
-						return tc.patch(patches.Add(1), req, func() (*http.Response, error) { return rt.RoundTrip(req) }, holderBack)
-					})
-				})
-				return cfg
-			}
+			intercept(&opts, func(req *http.Request, send func() (*http.Response, error)) (*http.Response, error) {
+				if r := kubeenv.Classify(req); r.Verb != "patch" || r.Resource != "configmaps" {
+					return send()
+				}
+				holderBack := func() {
+					if err := b.Client.Create(context.WithoutCancel(req.Context()), kubeenv.NewMachine(b.CAPIVersion, ns, "c1", "m1")); err != nil {
+						t.Errorf("creating m1: %v", err)
+					}
+				}
+				return tc.patch(patches.Add(1), req, send, holderBack)
+			})
 			r := Execute(t, opts, append([]string{"release", "c1", "-n", ns, "--yes"}, args...)...)
 			r.ExpectCode(t, cli.ExitError)
 			if n := patches.Load(); n < tc.wantPatches {

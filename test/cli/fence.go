@@ -161,6 +161,9 @@ func releaseLeavesALockMadeSince(t *testing.T, b *Backend) {
 			if cm == nil {
 				t.Fatalf("the lock of m2, made while the release ran, was released\nstdout:\n%s\nstderr:\n%s", r.Out, r.Err)
 			}
+			if want := `was replaced while releasing it; the lock that stands now names "m2" and was left alone`; !strings.Contains(r.Out, want) {
+				t.Errorf("stdout lacks %q:\n%s", want, r.Out)
+			}
 			if rec, err := wire.DecodeRecord(cm.Data[wire.DataKey]); err != nil || rec.MachineName != "m2" {
 				t.Errorf("lock record %+v, %v; want m2's", rec, err)
 			}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/cli"
 	"github.com/initlock/initlock/internal/kubeenv"
@@ -20,7 +21,9 @@ import (
 // release whose lock or grant changes between its reading and its writes:
 // a Machine the grant names back once the grant is retired stops a release
 // made without --force before the withdraw, and a lock created after the
-// release found none is left alone, even with --force.
+// release found none is left alone, even with --force, and a grant
+// rewritten for its Machine by another call ends the release with an
+// error, not a report of a grant it did not empty.
 func TestReleaseReleasesWhatItInspected(t *testing.T) {
 	restored := func(machine string) func(*unstructured.Unstructured) {
 		return func(u *unstructured.Unstructured) {
@@ -63,6 +66,21 @@ func TestReleaseReleasesWhatItInspected(t *testing.T) {
 			wantGrant: "m1",
 			wantLock:  true,
 		},
+		{
+			name:     "the grant rewritten for its Machine by another call before the retire, --force",
+			args:     []string{"--force", "--yes"},
+			machines: []string{"m1"},
+			before: func(t *testing.T, b *Backend, ns string, cl *unstructured.Unstructured, r kubeenv.Request, n int32) {
+				if r.Verb == "patch" && r.Resource == "clusters" && n == 1 {
+					other := cl.DeepCopy()
+					other.SetAnnotations(map[string]string{wire.GrantAnnotation: `{"machineName":"m1","token":"another-acquisition"}`})
+					if err := b.Client.Patch(t.Context(), other, client.MergeFrom(cl)); err != nil {
+						t.Errorf("rewriting the grant: %v", err)
+					}
+				}
+			},
+			wantGrant: "m1",
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := apiServer()
@@ -74,25 +92,18 @@ func TestReleaseReleasesWhatItInspected(t *testing.T) {
 			var counts sync32
 			opts := cli.Options{IOStreams: genericiooptions.IOStreams{In: strings.NewReader("")}}
 			args := b.connect(t, &opts, nil, nil)
-			wrap := opts.WrapConfig
-			opts.WrapConfig = func(cfg *rest.Config) *rest.Config {
-				cfg = rest.CopyConfig(wrap(cfg))
-				cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-					return kubeenv.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
-						r := kubeenv.Classify(req)
-						n := counts.add(r.Verb + " " + r.Resource)
-						if tc.before != nil {
-							tc.before(t, b, ns, cl, r, n)
-						}
-						resp, err := rt.RoundTrip(req)
-						if tc.after != nil && err == nil && resp.StatusCode < 300 {
-							tc.after(t, b, ns, cl, r, n)
-						}
-						return resp, err
-					})
-				})
-				return cfg
-			}
+			intercept(&opts, func(req *http.Request, send func() (*http.Response, error)) (*http.Response, error) {
+				r := kubeenv.Classify(req)
+				n := counts.add(r.Verb + " " + r.Resource)
+				if tc.before != nil {
+					tc.before(t, b, ns, cl, r, n)
+				}
+				resp, err := send()
+				if tc.after != nil && err == nil && resp.StatusCode < 300 {
+					tc.after(t, b, ns, cl, r, n)
+				}
+				return resp, err
+			})
 			r := Execute(t, opts, append(append([]string{"release", "c1", "-n", ns}, tc.args...), args...)...)
 			r.ExpectCode(t, cli.ExitError)
 			if got := b.grantOf(t, cl); got != tc.wantGrant {
@@ -102,6 +113,21 @@ func TestReleaseReleasesWhatItInspected(t *testing.T) {
 				t.Errorf("lock left: %v, want %v\nstderr:\n%s", lock != nil, tc.wantLock, r.Err)
 			}
 		})
+	}
+}
+
+// intercept routes every request the command sends through fn, which
+// sends it on with send.
+func intercept(opts *cli.Options, fn func(req *http.Request, send func() (*http.Response, error)) (*http.Response, error)) {
+	wrap := opts.WrapConfig
+	opts.WrapConfig = func(cfg *rest.Config) *rest.Config {
+		cfg = rest.CopyConfig(wrap(cfg))
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return kubeenv.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+				return fn(req, func() (*http.Response, error) { return rt.RoundTrip(req) })
+			})
+		})
+		return cfg
 	}
 }
 

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/initlock/initlock/pkg/initlock/internal/report"
@@ -44,6 +45,12 @@ func decideRelease(o Observation, d Decision) Decision {
 		d.Err = report.ErrStaleMachine
 		return d
 	}
+	if o.Intent == IntentRelease && changedSince(o) {
+		// An operator's release releases what the operator inspected:
+		// another writer rewrote it since.
+		d.Err = errChangedSince
+		return d
+	}
 	lockMine := o.Lock != nil && (anyHolder && foundFirst(o) || o.Lock.Record.Names(o.Cluster, o.Caller))
 	g := grantThatCounts(o.Cluster)
 	regMine := g != nil && (anyHolder && grantFoundFirst(o, g) || (g.Held() && g.Names(o.Cluster, o.Caller)))
@@ -74,6 +81,31 @@ func decideRelease(o Observation, d Decision) Decision {
 		d.Err, d.Action, d.Register = errNeedsForce, ActionNone, RegisterNone
 	}
 	return d
+}
+
+// errChangedSince refuses a later round of an operator's release once
+// another writer has rewritten what its first read found.
+var errChangedSince = errors.New("changed since the release read it")
+
+// changedSince tells, in a later round of a release of whoever holds the
+// lock (Observation.Pinned), that another writer has rewritten what its
+// first read found for the same Machine: the lock it found (the same UID)
+// names that Machine by another record, or the register names it by a
+// grant neither found first nor written by this call. That Machine still
+// holds what the release set out to release. A lock or a grant gone, one
+// created again, or one naming another Machine now, is not: the release's
+// own write, its answer lost, may have removed them, and what it set out to
+// release is gone (Observation.Pinned).
+func changedSince(o Observation) bool {
+	if !o.Pinned {
+		return false
+	}
+	if p := o.PinnedLock; o.Lock != nil && p != nil && o.Lock.UID == p.UID && !foundFirst(o) &&
+		o.Lock.Problem == nil && p.Problem == nil && o.Lock.Record.MachineName == p.Record.MachineName {
+		return true
+	}
+	g, first := grantThatCounts(o.Cluster), GrantFrom(map[string]string{GrantAnnotation: o.PinnedRegister})
+	return g.Held() && !grantFoundFirst(o, g) && first.Held() && g.MachineName == first.MachineName
 }
 
 // errNeedsForce refuses an operator's release, made without Force, of a

@@ -25,8 +25,9 @@
 //
 // A ConfigMap with the lock's name but without the label (for this cluster)
 // or the data key is not a lock (initlock.ErrNotALock) and is never modified or
-// deleted. A lock whose record is not JSON or names no machine is corrupt
-// (initlock.ErrCorruptLock) and is never taken over silently.
+// deleted. A lock whose record is not JSON or names no machine (no name, or
+// one no Machine can have) is corrupt (initlock.ErrCorruptLock) and is never
+// taken over silently.
 //
 // # Two protections
 //

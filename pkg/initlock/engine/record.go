@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -110,8 +111,10 @@ func truncate(s string) string {
 }
 
 // DecodeRecord parses lock-information. It fails, wrapping initlock.ErrCorruptLock,
-// when the data is not a JSON object or names no machine. Unknown fields are
-// ignored, as upstream decoders ignore initlock's.
+// when the data is not a JSON object or names no machine: no name, or one
+// that no Machine can have (not a DNS subdomain, as the API server requires
+// of every Machine's). Unknown fields are ignored, as upstream decoders
+// ignore initlock's.
 func DecodeRecord(data string) (Record, error) {
 	var r Record
 	if err := json.Unmarshal([]byte(data), &r); err != nil {
@@ -119,6 +122,9 @@ func DecodeRecord(data string) (Record, error) {
 	}
 	if r.MachineName == "" {
 		return Record{}, fmt.Errorf("%w: %s names no machine (empty machineName)", report.ErrCorruptLock, DataKey)
+	}
+	if errs := validation.IsDNS1123Subdomain(r.MachineName); len(errs) > 0 {
+		return Record{}, fmt.Errorf("%w: %s names no machine (machineName %q is not a Machine's name: %s)", report.ErrCorruptLock, DataKey, r.MachineName, strings.Join(errs, "; "))
 	}
 	return r, nil
 }

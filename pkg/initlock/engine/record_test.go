@@ -53,6 +53,9 @@ func TestDecodeRecord(t *testing.T) {
 		{data: ``, wantErr: true},
 		{data: `["m1"]`, wantErr: true},
 		{data: `{"machineName":7}`, wantErr: true},
+		{data: `{"machineName":"  "}`, wantErr: true},
+		{data: `{"machineName":"M1"}`, wantErr: true},
+		{data: `{"machineName":"cp-0.example"}`, want: "cp-0.example"},
 	}
 	for _, tt := range tests {
 		r, err := engine.DecodeRecord(tt.data)

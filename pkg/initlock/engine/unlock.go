@@ -197,10 +197,13 @@ func (r *release) run(ctx context.Context) error {
 			return staleClusterError(r.cl, obs.Cluster)
 		case errors.Is(d.Err, report.ErrStaleMachine):
 			return staleMachineError(*r.m, obs.CallerLive, "nothing was released")
+		case errors.Is(d.Err, errChangedSince):
+			return apierrors.NewConflict(corev1.Resource("configmaps"), r.lockName,
+				fmt.Errorf("the lock %s/%s or the grant register of cluster %s changed since the release read them; look at them again", r.cl.Namespace, r.lockName, r.cl.Name))
 		case errors.Is(d.Err, errNeedsForce):
 			// A mark of this call's, written in an earlier round whose
 			// answer was lost, is taken off: the lock is held again.
-			return errors.Join(r.needsForceError(d), r.unmarkOwn(ctx, cm))
+			return errors.Join(r.needsForceError(d, obs.Lock != nil), r.unmarkOwn(ctx, cm))
 		case errors.Is(d.Err, report.ErrNotHolder):
 			return &report.Error{Namespace: cl.Namespace, Name: lockName, Kind: "configmap", Err: report.ErrNotHolder,
 				Detail: notHolderDetail(obs, d, *r.m)}
@@ -337,21 +340,31 @@ func (r *release) releaseLock(ctx context.Context, cm *corev1.ConfigMap, obs Obs
 		}
 		again.Holder, again.Granted = found[again.Lock.Record.MachineName], found[granted]
 		if d := Decide(again, Policy{}, now); d.NeedsForce {
-			return true, r.needsForceError(d)
+			return true, r.needsForceError(d, true)
 		}
 		return false, nil
 	})
 }
 
 // needsForceError is the refusal of an operator's release, made without
-// Force, that decision d says needs it.
-func (r *release) needsForceError(d Decision) error {
-	why := "a Machine it names exists"
-	if d.ForceReason != "" {
-		why = fmt.Sprintf("machine %s, which it names, exists", d.ForceReason)
+// Force, that decision d says needs it; with no lock (lockFound false), the
+// grant register is what names the Machine.
+func (r *release) needsForceError(d Decision, lockFound bool) error {
+	const after = " and the control plane is not initialised: kubeadm init may be running there; nothing was released (Force releases it anyway)"
+	e := &report.Error{Namespace: r.cl.Namespace, Name: r.lockName, Kind: "configmap", Err: report.ErrNotHolder}
+	switch {
+	case lockFound && d.ForceReason != "":
+		e.Detail = fmt.Sprintf("machine %s, which it names, exists", d.ForceReason) + after
+	case lockFound:
+		e.Detail = "a Machine it names exists" + after
+	case d.ForceReason != "":
+		e.Name, e.Kind = r.cl.Name, "cluster"
+		e.Detail = fmt.Sprintf("its lock is missing, but its grant register (annotation %s) names machine %s, which exists,", GrantAnnotation, d.ForceReason) + after
+	default:
+		e.Name, e.Kind = r.cl.Name, "cluster"
+		e.Detail = fmt.Sprintf("its lock is missing and its grant register (annotation %s) is damaged, so the Machine it granted is unknown,", GrantAnnotation) + after
 	}
-	return &report.Error{Namespace: r.cl.Namespace, Name: r.lockName, Kind: "configmap", Err: report.ErrNotHolder,
-		Detail: why + " and the control plane is not initialised: kubeadm init may be running there; nothing was released (Force releases it anyway)"}
+	return e
 }
 
 // unmarkOwn takes off lock cm, as read, the release mark this call wrote
