@@ -18,6 +18,7 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv/faults"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/keeper"
 )
 
 // start is the time of every execution: the code under test reads its
@@ -128,7 +129,7 @@ func (s *System) manager(ctx context.Context) {
 		Client:      viewClient{Client: live, sys: s},
 		APIReader:   live,
 		CAPIVersion: "v1beta2",
-		Policy:      engine.DefaultPolicy,
+		Policy:      keeper.DefaultPolicy(),
 		Clock:       clocktesting.NewFakePassiveClock(start),
 	}
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: namespace, Name: clusterName}}

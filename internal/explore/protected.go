@@ -8,7 +8,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/initlock/initlock/internal/controllers/lock"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/keeper"
 )
 
 // InvProtected is checked with the lock guard installed and the manager
@@ -32,7 +32,7 @@ func (s *System) protection(ctx context.Context) {
 	s.auto = true
 	s.mu.Unlock()
 	live := s.client("manager")
-	r := &lock.Reconciler{Client: live, APIReader: live, CAPIVersion: "v1beta2", Policy: engine.DefaultPolicy,
+	r := &lock.Reconciler{Client: live, APIReader: live, CAPIVersion: "v1beta2", Policy: keeper.DefaultPolicy(),
 		Clock: clocktesting.NewFakePassiveClock(start)}
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: namespace, Name: clusterName}}
 	for range 2 {

@@ -16,7 +16,7 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/apimodel"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/keeper"
 )
 
 // The world every scenario starts from: one Cluster and its control-plane
@@ -148,7 +148,7 @@ func newSystem(sc *Scenario, initial *System) *System {
 	s.sym = newSymmetry(sc)
 	// The starting objects were created a grace period before the
 	// execution: what is created during it is young.
-	s.store.SetNow(start.Add(-engine.DefaultPolicy.OrphanGrace))
+	s.store.SetNow(start.Add(-keeper.DefaultPolicy().OrphanGrace))
 	s.setUp()
 	s.store.SetNow(start)
 	return s

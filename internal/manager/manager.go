@@ -23,7 +23,7 @@ import (
 
 	"github.com/initlock/initlock/internal/controllers/lock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/keeper"
 )
 
 // Leader election needs the Lease and, for its events, core Events in the
@@ -81,7 +81,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		APIReader:   mgr.GetAPIReader(),
 		Recorder:    lock.NewEventBudget(mgr.GetEventRecorder(lock.EventSource), opts.EventQPS, opts.EventBurst, clk),
 		CAPIVersion: version,
-		Policy: engine.Policy{
+		Policy: keeper.Policy{
 			ReleaseAfterInit: opts.ReleaseAfterInit,
 			OrphanGrace:      opts.OrphanGrace,
 			OrphanSettle:     opts.OrphanSettle,
@@ -120,7 +120,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 
 // managerOptions translates Options for controller-runtime.
 func managerOptions(opts Options) ctrl.Options {
-	lockLabel, err := labels.NewRequirement(engine.ClusterNameLabel, selection.Exists, nil)
+	lockLabel, err := labels.NewRequirement(capi.ClusterNameLabel, selection.Exists, nil)
 	utilruntime.Must(err) // a constant, valid label key
 
 	cacheOpts := cache.Options{

@@ -18,7 +18,7 @@ import (
 
 	"github.com/initlock/initlock/internal/controllers/lock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/keeper"
 )
 
 // Options configure the manager New builds. Start from DefaultOptions: the
@@ -124,9 +124,9 @@ const (
 // authentication and authorisation.
 func DefaultOptions() Options {
 	return Options{
-		OrphanGrace:            engine.DefaultPolicy.OrphanGrace,
+		OrphanGrace:            keeper.DefaultPolicy().OrphanGrace,
 		OrphanSettle:           DefaultOrphanSettle,
-		ReleaseAfterInit:       engine.DefaultPolicy.ReleaseAfterInit,
+		ReleaseAfterInit:       keeper.DefaultPolicy().ReleaseAfterInit,
 		LockGuard:              DefaultLockGuard,
 		Concurrency:            DefaultConcurrency,
 		KubeAPIQPS:             DefaultKubeAPIQPS,

@@ -56,13 +56,27 @@ type Action = engine.Action
 // that a Locker uses to emit events on the Cluster.
 type EventRecorder = report.EventRecorder
 
-// Event reasons a Locker emits on the Cluster when given an EventRecorder.
+// Event reasons a Locker emits on the Cluster when given an EventRecorder;
+// a keeper (package keeper) emits EventLockAdopted and EventLockReleased
+// too.
 const (
 	EventLockAcquired  = report.EventLockAcquired
 	EventLockTakenOver = report.EventLockTakenOver
 	EventLockAdopted   = report.EventLockAdopted
 	EventLockRecreated = report.EventLockRecreated
 	EventLockReleased  = report.EventLockReleased
+)
+
+// Event reasons only a keeper emits: OrphanLockCollected (Normal, on the
+// lock) and the Warnings CorruptLock, ForeignConfigMap, LockConflict and
+// LockUnmarked, on the Cluster, or on the ConfigMap when there is no
+// Cluster.
+const (
+	EventOrphanLockCollected = report.EventOrphanLockCollected
+	EventCorruptLock         = report.EventCorruptLock
+	EventForeignConfigMap    = report.EventForeignConfigMap
+	EventLockConflict        = report.EventLockConflict
+	EventLockUnmarked        = report.EventLockUnmarked
 )
 
 // LockName returns the name of cluster's lock ConfigMap, "<cluster>-lock",

@@ -1,42 +1,19 @@
 // Package lock is the controller that keeps every control-plane init lock of
 // a management cluster owned, released and collected. It reconciles one
 // Cluster at a time (the request is the Cluster's namespace and name, which
-// also names its lock "<cluster>-lock"), observes the lock, the Cluster and
-// the holder Machine, and acts through engine.Decide and engine.Apply.
-//
-// # What it guarantees
-//
-//   - At most one write per reconcile, made with the resourceVersion read
-//     (patches) or the UID and resourceVersion as preconditions (deletes).
-//     A healthy lock gets no write, and a lock is not written twice from the
-//     same resourceVersion: after a write the controller waits for its cache
-//     to show the result before deciding again.
-//   - No write at all, not even an event, while the Cluster is paused.
-//   - A ConfigMap with the lock's name that is not a lock, and a corrupt
-//     lock, are never written; each gets one Warning event per
-//     resourceVersion (ForeignConfigMap, CorruptLock) and shows in the
-//     initlock_locks gauge.
-//   - An orphan lock is collected only after its Cluster has been absent for
-//     the grace period recorded on the lock (so restarts do not reset it),
-//     after a live read has confirmed that its holder Machine is gone.
-//     The absence is recorded only after the lock has been seen orphaned for
-//     Policy.OrphanSettle: the reconciler remembers since when
-//     (engine.Observation.AbsentSince) and engine.Decide waits, which spares
-//     a write per lock when a restore brings ConfigMaps back before their
-//     Clusters. The pause, too, is engine.Decide's: the reconciler makes no
-//     decision of its own.
-//   - A holder Machine the cache does not know is confirmed absent by a live
-//     read before any write that depends on it.
+// also names its lock "<cluster>-lock") through the library's
+// keeper.Keeper, whose documentation states what a reconcile guarantees
+// (at most one write, confirmed against the API server; nothing while the
+// Cluster is paused; an orphan collected only after its grace period), and
+// keeps the metrics below from what each reconcile reports.
 //
 // # What it reads
 //
-// The cache holds only ConfigMaps with the cluster-name label, Clusters and
-// Machine metadata. A ConfigMap named "<cluster>-lock" without the label is
-// therefore invisible to the cache: the controller looks for one with a live
-// GET only for Clusters that exist, are neither paused, deleting nor
-// initialised, and have no lock in the cache, once per Cluster UID and
-// generation (and on every reconcile while one is found). Initialized
-// Clusters, whose locks are released, cost no live read.
+// The manager's cache holds only ConfigMaps with the cluster-name label,
+// Clusters and Machine metadata, which is what a Keeper needs: a
+// ConfigMap named "<cluster>-lock" without the label is looked for live by
+// the Keeper, once per Cluster UID and generation. Initialized Clusters,
+// whose locks are released, cost no live read.
 //
 // # What it does not do
 //

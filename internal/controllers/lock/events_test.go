@@ -25,7 +25,7 @@ func TestEventBudget(t *testing.T) {
 	for range 3 {
 		emit(corev1.EventTypeNormal, initlock.EventLockAdopted)
 	}
-	emit(corev1.EventTypeWarning, ReasonCorruptLock) // over the budget, emitted
+	emit(corev1.EventTypeWarning, initlock.EventCorruptLock) // over the budget, emitted
 	clk.SetTime(clk.Now().Add(time.Second))
 	emit(corev1.EventTypeNormal, initlock.EventLockAdopted) // one token back
 	emit(corev1.EventTypeNormal, initlock.EventLockAdopted)

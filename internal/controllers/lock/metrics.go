@@ -75,10 +75,10 @@ func registerMetrics() {
 		for _, r := range []string{engine.ReasonInitialized, engine.ReasonClusterDeleting, engine.ReasonHolderGone} {
 			releasesTotal.WithLabelValues(r)
 		}
-		for _, r := range []string{ReasonCorruptLock, ReasonForeignConfigMap, ReasonLockConflict} {
+		for _, r := range []string{initlock.EventCorruptLock, initlock.EventForeignConfigMap, initlock.EventLockConflict} {
 			warningsTotal.WithLabelValues(r)
 		}
-		for _, r := range []string{initlock.EventLockAdopted, initlock.EventLockReleased, ReasonOrphanLockCollected} {
+		for _, r := range []string{initlock.EventLockAdopted, initlock.EventLockReleased, initlock.EventOrphanLockCollected} {
 			eventsDroppedTotal.WithLabelValues(r)
 		}
 	})
@@ -96,9 +96,6 @@ type stateTracker struct {
 
 // set records the verdict of a cluster's lock; "" forgets it.
 func (t *stateTracker) set(key types.NamespacedName, v initlock.Verdict) {
-	if v == engine.VerdictFree || v == engine.VerdictLost {
-		v = ""
-	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	old := t.states[key]

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/initlock/initlock/internal/controllers/lock"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
@@ -142,14 +141,14 @@ func Injected(t *testing.T, b Backend) {
 		{
 			name:       "adopt once even when the cache lags",
 			setUp:      unownedLock,
-			reconciles: 3, wantWrites: 1, wantRequeue: lock.CacheLagRetry,
+			reconciles: 3, wantWrites: 1, wantRequeue: 10 * time.Second,
 			wantEvents: []emitted{{corev1.EventTypeNormal, initlock.EventLockAdopted}},
 		},
 		{
 			name:       "conflict: look again soon, no error, no event",
 			setUp:      unownedLock,
 			writeErr:   conflict,
-			reconciles: 1, wantWrites: 1, wantRequeue: lock.ConflictRetry,
+			reconciles: 1, wantWrites: 1, wantRequeue: time.Second,
 		},
 		{
 			name:       "lock gone meanwhile: nothing to do",
@@ -172,8 +171,8 @@ func Injected(t *testing.T, b Backend) {
 					Data:       map[string]string{wire.DataKey: `{"machineName":"m1"}`},
 				})
 			},
-			reconciles: 2, wantWrites: 0, wantRequeue: lock.ForeignRecheck,
-			wantEvents: []emitted{{corev1.EventTypeWarning, lock.ReasonForeignConfigMap}},
+			reconciles: 2, wantWrites: 0, wantRequeue: 5 * time.Minute,
+			wantEvents: []emitted{{corev1.EventTypeWarning, initlock.EventForeignConfigMap}},
 		},
 		{
 			name: "orphan past its grace: the cache misses the holder, a live read finds it",
@@ -189,8 +188,8 @@ func Injected(t *testing.T, b Backend) {
 			setUp: func(f *fixture) {
 				f.markAbsent(f.lockCM("c1", "m1", nil, ""), f.clock.Now().Add(-time.Hour))
 			},
-			reconciles: 2, wantWrites: 2, wantRequeue: lock.CacheLagRetry,
-			wantEvents: []emitted{{corev1.EventTypeNormal, lock.ReasonOrphanLockCollected}},
+			reconciles: 2, wantWrites: 2, wantRequeue: 10 * time.Second,
+			wantEvents: []emitted{{corev1.EventTypeNormal, initlock.EventOrphanLockCollected}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

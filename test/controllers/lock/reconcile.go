@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/initlock/initlock/internal/controllers/lock"
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
@@ -104,7 +103,7 @@ func Reconcile(t *testing.T, b Backend) {
 			},
 			steps:      []step{{}, {}, {}},
 			check:      hasRecord("garbage"),
-			wantEvents: []emitted{{corev1.EventTypeWarning, lock.ReasonCorruptLock}},
+			wantEvents: []emitted{{corev1.EventTypeWarning, initlock.EventCorruptLock}},
 		},
 		{
 			name: "ConfigMap with the lock's name but no label: warned about, left alone",
@@ -131,7 +130,7 @@ func Reconcile(t *testing.T, b Backend) {
 				}
 				return nil
 			},
-			wantEvents: []emitted{{corev1.EventTypeWarning, lock.ReasonForeignConfigMap}},
+			wantEvents: []emitted{{corev1.EventTypeWarning, initlock.EventForeignConfigMap}},
 		},
 		{
 			name: "orphan: recorded after the settle time, kept while its holder exists",
@@ -213,5 +212,5 @@ func OrphanCollectedAfterHolderGone(t *testing.T, b Backend) {
 	if _, writes := f.reconcile("c1"); writes != 0 {
 		t.Errorf("after collection: %d writes, want 0", writes)
 	}
-	f.wantEvents(emitted{corev1.EventTypeNormal, lock.ReasonOrphanLockCollected})
+	f.wantEvents(emitted{corev1.EventTypeNormal, initlock.EventOrphanLockCollected})
 }

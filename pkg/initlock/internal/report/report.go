@@ -84,3 +84,12 @@ const (
 	EventLockRecreated = "LockRecreated"
 	EventLockReleased  = "LockReleased"
 )
+
+// Event reasons only a keeper emits (package keeper).
+const (
+	EventOrphanLockCollected = "OrphanLockCollected"
+	EventCorruptLock         = "CorruptLock"
+	EventForeignConfigMap    = "ForeignConfigMap"
+	EventLockConflict        = "LockConflict"
+	EventLockUnmarked        = "LockUnmarked"
+)

@@ -1,4 +1,4 @@
-package lock
+package keeper
 
 import (
 	"fmt"
@@ -9,15 +9,15 @@ import (
 	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
-// memo is what the reconciler remembers about one Cluster between
-// reconciles. It is an optimisation and a spam filter only: losing it (a
-// restart) costs at most one read, one repeated warning or a longer orphan
-// grace, never a wrong write.
+// memo is what the Keeper remembers about one Cluster between Keeps. It is
+// an optimisation and a spam filter only: losing it (a restart) costs at
+// most one read, one repeated warning or a longer orphan grace, never a
+// wrong write.
 type memo struct {
 	// writtenFrom is the lock (UID and resourceVersion; any version of
-	// that UID once it was deleted) the last write was
-	// made from; while the cache still shows it, the write is not visible
-	// yet and deciding again would repeat it.
+	// that UID once it was deleted) the last write was made from; while
+	// the cache still shows it, the write is not visible yet and deciding
+	// again would repeat it.
 	writtenFrom objectVersion
 	// orphanUID and orphanSince: since when this lock has been seen
 	// without its Cluster.
@@ -38,7 +38,7 @@ type objectVersion struct {
 }
 
 // anyVersion, as a resourceVersion, stands for every version of a lock the
-// reconciler deleted: a release writes the release mark, then deletes, and
+// Keeper deleted: a release writes the release mark, then deletes, and
 // the cache may show the marked version before the deletion.
 const anyVersion = "*"
 
@@ -48,31 +48,30 @@ func (v objectVersion) shows(uid types.UID, resourceVersion string) bool {
 }
 
 // memoFor returns the memo of a Cluster, creating it.
-func (r *Reconciler) memoFor(key types.NamespacedName) *memo {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.memos == nil {
-		r.memos = map[types.NamespacedName]*memo{}
+func (k *Keeper) memoFor(key types.NamespacedName) *memo {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.memos == nil {
+		k.memos = map[types.NamespacedName]*memo{}
 	}
-	m, ok := r.memos[key]
+	m, ok := k.memos[key]
 	if !ok {
 		m = &memo{}
-		r.memos[key] = m
+		k.memos[key] = m
 	}
 	return m
 }
 
-func (r *Reconciler) forget(key types.NamespacedName) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.memos, key)
-	r.states.set(key, "")
+func (k *Keeper) forget(key types.NamespacedName) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.memos, key)
 }
 
 // needsLiveCheck tells whether to look for an unlabelled ConfigMap with the
 // lock's name: only for a Cluster whose lock still matters (it exists, is
 // not deleting and not initialised), once per UID and generation.
-func (r *Reconciler) needsLiveCheck(m *memo, cl *engine.Cluster) bool {
+func (m *memo) needsLiveCheck(cl *engine.Cluster) bool {
 	if cl == nil || cl.Deleting || cl.Initialized {
 		return false
 	}
@@ -83,16 +82,16 @@ func checkKey(cl *engine.Cluster) string {
 	return fmt.Sprintf("%s/%d", cl.UID, cl.Generation)
 }
 
-// noteAbsence gives the observation since when this reconciler has seen
-// the lock without its Cluster (engine.Observation.AbsentSince), and
-// forgets it once the Cluster is seen again.
-func (r *Reconciler) noteAbsence(m *memo, obs *engine.Observation) {
+// noteAbsence gives the observation since when this Keeper has seen the
+// lock without its Cluster (engine.Observation.AbsentSince), and forgets it
+// once the Cluster is seen again.
+func (k *Keeper) noteAbsence(m *memo, obs *engine.Observation) {
 	if obs.Cluster != nil || obs.Lock == nil || obs.Lock.Problem != nil {
 		m.orphanUID, m.orphanSince = "", time.Time{}
 		return
 	}
 	if m.orphanUID != obs.Lock.UID {
-		m.orphanUID, m.orphanSince = obs.Lock.UID, r.now()
+		m.orphanUID, m.orphanSince = obs.Lock.UID, k.now()
 	}
 	since := m.orphanSince
 	obs.AbsentSince = &since
