@@ -82,7 +82,7 @@ func (r *runner) leaveMark(ctx context.Context, name string, move bool) error {
 // ownedBy tells whether refs point at Cluster cl by its UID.
 func ownedBy(refs []metav1.OwnerReference, cl *unstructured.Unstructured) bool {
 	for _, ref := range refs {
-		if ref.Kind == capi.ClusterKind && ref.Name == cl.GetName() && ref.UID == cl.GetUID() {
+		if ref.Kind == "Cluster" && ref.Name == cl.GetName() && ref.UID == cl.GetUID() {
 			return true
 		}
 	}

@@ -24,7 +24,7 @@ const addOnSuffix = "-addons"
 func newAddOn(ns string, cluster *unstructured.Unstructured) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster.GetName() + addOnSuffix,
 		Labels: map[string]string{capi.ClusterNameLabel: cluster.GetName()},
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: cluster.GetAPIVersion(), Kind: capi.ClusterKind,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: cluster.GetAPIVersion(), Kind: "Cluster",
 			Name: cluster.GetName(), UID: cluster.GetUID()}}},
 		Data: map[string]string{"addons": "cni"}}
 }

@@ -167,7 +167,7 @@ func (r *runner) partialRestore(ctx context.Context, crt *clusterRT) error {
 		return err
 	}
 	for _, it := range b.items {
-		if it.GetKind() == capi.ClusterKind {
+		if it.GetKind() == "Cluster" {
 			r.h.Add("driver", "restore skipped", it.GetKind()+"/"+it.GetName(), "", "a cluster of that name exists")
 			continue
 		}
@@ -238,7 +238,7 @@ func (r *runner) restoreItem(ctx context.Context, rs restore, backed *unstructur
 	}
 	obj := out[0]
 	switch {
-	case obj.GetKind() == capi.ClusterKind:
+	case obj.GetKind() == "Cluster":
 		r.c.ClusterCreated(obj.GetName(), obj.GetUID(), wire.GrantFrom(obj.GetAnnotations()))
 		switch restored := obj.GetLabels()[velerov1.RestoreNameLabel]; {
 		case rs.name != "":
@@ -249,12 +249,12 @@ func (r *runner) restoreItem(ctx context.Context, rs restore, backed *unstructur
 			// rule takes for it (docs/design.md, the relinker).
 			r.c.ClusterRestored(obj.GetUID(), restored)
 		}
-	case obj.GetKind() == capi.MachineKind:
+	case obj.GetKind() == "Machine":
 		r.c.MachineCreated(obj.GetName(), obj.GetUID())
 	case strings.HasSuffix(obj.GetName(), addOnSuffix) && rs.name != "":
 		var backedUp types.UID
 		for _, ref := range backed.GetOwnerReferences() {
-			if ref.Kind == capi.ClusterKind {
+			if ref.Kind == "Cluster" {
 				backedUp = ref.UID
 			}
 		}

@@ -66,7 +66,7 @@ func (r *runner) setup(ctx context.Context) error {
 			cm := &corev1.ConfigMap{
 				ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: cp.Name + wire.LockSuffix,
 					Labels: map[string]string{capi.ClusterNameLabel: cp.Name},
-					OwnerReferences: []metav1.OwnerReference{{APIVersion: u.GetAPIVersion(), Kind: capi.ClusterKind,
+					OwnerReferences: []metav1.OwnerReference{{APIVersion: u.GetAPIVersion(), Kind: "Cluster",
 						Name: cp.Name, UID: u.GetUID()}}},
 				Data: map[string]string{wire.DataKey: fmt.Sprintf(`{"machineName":%q}`, cp.Machines[0])},
 			}

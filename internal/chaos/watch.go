@@ -192,7 +192,7 @@ func (w *Watcher) observe(kind int, typ watch.EventType, u *unstructured.Unstruc
 			o.AddOnOf = cluster
 			var owners []string
 			for _, ref := range cm.OwnerReferences {
-				if ref.Kind == capi.ClusterKind {
+				if ref.Kind == "Cluster" {
 					o.OwnerUIDs = append(o.OwnerUIDs, ref.UID)
 					owners = append(owners, shortUID(string(ref.UID)))
 				}
@@ -212,7 +212,7 @@ func (w *Watcher) observe(kind int, typ watch.EventType, u *unstructured.Unstruc
 		}
 		o.LockOf, o.Holder, o.HolderRef = cluster, lk.Record.MachineName, lk.Record.Ref
 		for _, ref := range cm.OwnerReferences {
-			if ref.Kind == capi.ClusterKind {
+			if ref.Kind == "Cluster" {
 				o.Owners = append(o.Owners, ref.Name+"/"+shortUID(string(ref.UID)))
 			}
 		}

@@ -196,7 +196,7 @@ func (r *runner) staleOwner(ctx context.Context, name string) error {
 		return err
 	}
 	next := cm.DeepCopy()
-	next.OwnerReferences = []metav1.OwnerReference{{APIVersion: capi.Group + "/" + capi.V1Beta2, Kind: capi.ClusterKind,
+	next.OwnerReferences = []metav1.OwnerReference{{APIVersion: capi.Group + "/" + capi.V1Beta2, Kind: "Cluster",
 		Name: name, UID: types.UID(uuid.NewString())}}
 	err = r.admin.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{}))
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {

@@ -15,8 +15,9 @@
 //
 // # What it guarantees
 //
-//   - Every verdict and action comes from engine.Decide, and every repair
-//     write is made by engine.Apply (a patch with a resourceVersion
+//   - Every verdict and action comes from the library's decision
+//     (keeper.Inspect), and every repair write is made by keeper.Apply,
+//     confirmed against the API server first (a patch with a resourceVersion
 //     precondition; a release is the release mark, then a delete with UID
 //     and resourceVersion preconditions); a lock that changed meanwhile is
 //     observed and decided again, at most 5 times.
@@ -26,11 +27,10 @@
 //     or to a ConfigMap that is not a lock.
 //   - release refuses while the holder exists and the control plane is not
 //     initialised unless --force, and never touches a ConfigMap that is not
-//     a lock. It releases through initlock.Locker.Unlock given the holder it
-//     checked, so that the holder's grant is emptied from the Cluster's
-//     grant register (else the lock would be recreated for it) and a lock that changed hands in between is
-//     not released (initlock.ErrNotHolder). A corrupt lock, which names no
-//     holder, is released with initlock.AnyHolder.
+//     a lock. It releases through keeper.Release, bound to what it
+//     inspected: the lock's UID and resourceVersion (or that there was
+//     none) and the grant register's value; a lock or a register that
+//     changed in between is not released (a conflict).
 //   - The JSON and YAML output of list is a LockList of apiVersion
 //     initlock.dev/v1alpha1, to which fields are only ever added.
 //   - list (-o wide, json, yaml) and repair decide with the settings of the

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/initlock/initlock/internal/cli/inventory"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/keeper"
 )
 
 // policyFlags are the repair policy, shared by list (for its action
@@ -21,20 +21,20 @@ type policyFlags struct {
 }
 
 func (p *policyFlags) add(fs *pflag.FlagSet) {
-	fs.BoolVar(&p.releaseAfterInit, "release-after-init", engine.DefaultPolicy.ReleaseAfterInit,
+	fs.BoolVar(&p.releaseAfterInit, "release-after-init", keeper.DefaultPolicy().ReleaseAfterInit,
 		"Release a lock once its cluster's control plane is initialised. By default, the installed initlock-manager's setting.")
-	fs.DurationVar(&p.orphanGrace, "orphan-grace", engine.DefaultPolicy.OrphanGrace,
+	fs.DurationVar(&p.orphanGrace, "orphan-grace", keeper.DefaultPolicy().OrphanGrace,
 		"How long a lock's Cluster must have been missing before the lock is collected; the time counts from the cluster-absent mark that a first repair writes on the lock. By default, the installed initlock-manager's setting.")
 }
 
-func (p *policyFlags) policy() (engine.Policy, error) {
+func (p *policyFlags) policy() (keeper.Policy, error) {
 	if p.orphanGrace < 0 {
-		return engine.Policy{}, fmt.Errorf("--orphan-grace must not be negative (got %s)", p.orphanGrace)
+		return keeper.Policy{}, fmt.Errorf("--orphan-grace must not be negative (got %s)", p.orphanGrace)
 	}
-	return engine.Policy{ReleaseAfterInit: p.releaseAfterInit, OrphanGrace: p.orphanGrace}, nil
+	return keeper.Policy{ReleaseAfterInit: p.releaseAfterInit, OrphanGrace: p.orphanGrace}, nil
 }
 
-func policyStatus(p engine.Policy) PolicyStatus {
+func policyStatus(p keeper.Policy) PolicyStatus {
 	return PolicyStatus{ReleaseAfterInit: p.ReleaseAfterInit, OrphanGrace: p.OrphanGrace.String()}
 }
 
@@ -70,12 +70,12 @@ func (s *scopeFlags) parse(args []string) error {
 
 // gather reads the inventory of the scope: the namespace it is in ("" for
 // all) and the entries.
-func (a *app) gather(cmd *cobra.Command, conn *connection, s *scopeFlags) (string, *inventory.Inventory, error) {
+func (a *app) gather(cmd *cobra.Command, conn *connection, s *scopeFlags, p keeper.Policy, now time.Time) (string, *inventory.Inventory, error) {
 	ns, err := a.namespace(s.allNamespaces)
 	if err != nil {
 		return "", nil, err
 	}
-	opts := inventory.Options{Namespace: ns, CAPIVersion: conn.capiVersion}
+	opts := inventory.Options{Namespace: ns, CAPIVersion: conn.capiVersion, Policy: p, Now: now}
 	if s.selector != "" {
 		if opts.ClusterSelector, err = labels.Parse(s.selector); err != nil {
 			return "", nil, fmt.Errorf("invalid selector %q: %w", s.selector, err)
@@ -170,23 +170,23 @@ func (a *app) runList(cmd *cobra.Command, o *listOptions) error {
 	} else {
 		used.Policy, _ = o.policy.policy()
 	}
-	ns, inv, err := a.gather(cmd, conn, &o.scope)
+	now := a.clock.Now()
+	ns, inv, err := a.gather(cmd, conn, &o.scope, used.Policy, now)
 	if err != nil {
 		return err
 	}
-	now := a.clock.Now()
 	list := LockList{APIVersion: ListAPIVersion, Kind: ListKind, Policy: policyStatus(used.Policy), PolicySource: used.source, Items: []LockStatus{}}
-	rows := decideAll(inv, used, now)
+	rows := decideAll(inv, used)
 	if o.scope.cluster != "" {
 		if rows, err = onlyCluster(rows, o.scope.cluster); err != nil {
 			return err
 		}
 	}
 	for _, r := range rows {
-		if r.decision.Verdict == engine.VerdictFree && !o.showFree && o.scope.cluster == "" {
+		if r.status().Verdict == "free" && !o.showFree && o.scope.cluster == "" {
 			continue
 		}
-		list.Items = append(list.Items, r.status())
+		list.Items = append(list.Items, r.lockStatus())
 	}
 	out := cmd.OutOrStdout()
 	switch o.output {

@@ -4,42 +4,37 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
-	"github.com/initlock/initlock/pkg/initlock"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/keeper"
 )
 
 // waitingWhy renders why a lock is left as it is for now: no installed
-// manager acts on it, or Decide waits (engine.Explain).
-func waitingWhy(r row, p engine.Policy) string {
+// manager acts on it, or the decision waits (keeper.Status.Why).
+func waitingWhy(r row) string {
 	if r.unhandled != "" {
-		return fmt.Sprintf("%s: %s is left to whoever handles it; --release-after-init and --orphan-grace together make repair act on it", r.unhandled, r.decision.Action)
+		return fmt.Sprintf("%s: %s is left to whoever handles it; --release-after-init and --orphan-grace together make repair act on it", r.unhandled, r.status().Action)
 	}
-	return engine.Explain(r.entry.Observation, r.decision, p)
+	return r.status().Why
 }
 
-// humanWhy renders what a person has to do about a lock Decide leaves to
-// one, with the release command and, when Decide says the release needs
+// humanWhy renders what a person has to do about a lock the decision
+// leaves to one, with the release command and, when the release needs
 // it, --force.
 func humanWhy(r row) string {
-	d := r.decision
+	s := r.status()
 	ns, cluster, lock := r.entry.Namespace, r.entry.ClusterName, r.entry.LockName
-	if d.Verdict == engine.VerdictForeign {
-		return fmt.Sprintf("configmap %q is %v; refusing to touch it. Rename or delete it if nothing uses it, or rename the cluster", lock, d.Err)
+	if s.Verdict == "foreign" {
+		return fmt.Sprintf("configmap %q is %v; refusing to touch it. Rename or delete it if nothing uses it, or rename the cluster", lock, s.Err)
 	}
-	rel := r.entry.Observation
-	rel.Intent = engine.IntentRelease
 	force := ""
-	if engine.Decide(rel, engine.Policy{}, time.Time{}).NeedsForce {
+	if s.ReleaseNeedsForce {
 		force = " --force"
 	}
-	problem := engine.Explain(r.entry.Observation, d, engine.Policy{})
 	return fmt.Sprintf("%s; it is never taken over silently. Once no machine of the cluster is running kubeadm init: kubectl initlock release %s -n %s%s",
-		problem, cluster, ns, force)
+		s.Why, cluster, ns, force)
 }
 
-func printPlan(w io.Writer, p planned, policy engine.Policy, now time.Time) error {
+func printPlan(w io.Writer, p planned, policy keeper.Policy) error {
 	after := "kept"
 	if policy.ReleaseAfterInit {
 		after = "released"
@@ -56,10 +51,10 @@ func printPlan(w io.Writer, p planned, policy engine.Policy, now time.Time) erro
 	}{
 		{"Planned changes", p.changes, []string{"ACTION", "WHY"},
 			func(r row) []string {
-				return []string{string(r.decision.Action), engine.Explain(r.entry.Observation, r.decision, policy)}
+				return []string{r.status().Action, r.status().Why}
 			}},
 		{"Left as they are for now", p.waiting, []string{"WHY"},
-			func(r row) []string { return []string{waitingWhy(r, policy)} }},
+			func(r row) []string { return []string{waitingWhy(r)} }},
 		{"Need a person", p.human, []string{"WHAT TO DO"},
 			func(r row) []string { return []string{humanWhy(r)} }},
 	}
@@ -71,7 +66,7 @@ func printPlan(w io.Writer, p planned, policy engine.Policy, now time.Time) erro
 		t := newTable(w, false)
 		t.row(append([]string{"NAMESPACE", "CLUSTER", "LOCK", "VERDICT"}, s.last...)...)
 		for _, r := range s.rows {
-			t.row(append([]string{r.entry.Namespace, r.entry.ClusterName, r.entry.LockName, string(r.decision.Verdict)}, s.cells(r)...)...)
+			t.row(append([]string{r.entry.Namespace, r.entry.ClusterName, r.entry.LockName, r.status().Verdict}, s.cells(r)...)...)
 		}
 		if err := t.flush(); err != nil {
 			return err
@@ -80,9 +75,9 @@ func printPlan(w io.Writer, p planned, policy engine.Policy, now time.Time) erro
 	return nil
 }
 
-func printSummary(w io.Writer, done map[initlock.Action]int, failed, human int, policy engine.Policy) {
+func printSummary(w io.Writer, done map[string]int, failed, human int, policy keeper.Policy) {
 	var parts []string
-	for _, a := range []initlock.Action{engine.ActionAdopt, engine.ActionUnmark, engine.ActionRelease, engine.ActionMarkOrphan, engine.ActionCollect, engine.ActionNone} {
+	for _, a := range []string{"adopt", "unmark", "release", "mark-orphan", "collect", "none"} {
 		if n := done[a]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, pastTense(a)))
 		}
@@ -91,7 +86,7 @@ func printSummary(w io.Writer, done map[initlock.Action]int, failed, human int, 
 		parts = append(parts, "nothing changed")
 	}
 	_, _ = fmt.Fprintf(w, "\nDone: %s; %d failed.\n", strings.Join(parts, ", "), failed)
-	if done[engine.ActionMarkOrphan] > 0 {
+	if done["mark-orphan"] > 0 {
 		_, _ = fmt.Fprintf(w, "Marked orphan locks are collected by a repair run %s or more from now, if their Cluster is still missing.\n", policy.OrphanGrace)
 	}
 	if human > 0 {
@@ -99,22 +94,22 @@ func printSummary(w io.Writer, done map[initlock.Action]int, failed, human int, 
 	}
 }
 
-func pastTense(a initlock.Action) string {
+func pastTense(a string) string {
 	switch a {
-	case engine.ActionAdopt:
+	case "adopt":
 		return "adopted"
-	case engine.ActionUnmark:
+	case "unmark":
 		return "unmarked"
-	case engine.ActionRelease:
+	case "release":
 		return "released"
-	case engine.ActionMarkOrphan:
+	case "mark-orphan":
 		return "marked"
-	case engine.ActionCollect:
+	case "collect":
 		return "collected"
-	case engine.ActionNone:
+	case "none":
 		return "unchanged"
 	}
-	return string(a)
+	return a
 }
 
 func plural(n int, one, many string) string {

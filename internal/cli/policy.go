@@ -17,7 +17,7 @@ import (
 
 	"github.com/initlock/initlock/internal/cli/inventory"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/keeper"
 )
 
 // ManagerLabel is the label of the initlock-manager Deployment that
@@ -29,7 +29,7 @@ const ManagerLabel = "app.kubernetes.io/name=initlock-manager"
 // from, and the installed managers whose scope limits what they act on.
 // Print it with report.
 type usedPolicy struct {
-	engine.Policy
+	keeper.Policy
 	// source names where the policy came from, for the user.
 	source string
 	// managers are the installed initlock-managers; when there are any, a
@@ -59,10 +59,10 @@ func (m managerScope) handles(e inventory.Entry) bool {
 	if m.watchFilter == "" {
 		return true
 	}
-	if e.Observation.Cluster != nil {
+	if e.Status.ClusterExists {
 		return e.ClusterLabels[capi.WatchFilterLabel] == m.watchFilter
 	}
-	return e.ConfigMap != nil && capi.InWatchFilter(e.ConfigMap, m.watchFilter)
+	return e.ConfigMap != nil && e.ConfigMap.Labels[capi.WatchFilterLabel] == m.watchFilter
 }
 
 func (m managerScope) String() string {
@@ -126,7 +126,7 @@ func (a *app) managerPolicy(ctx context.Context, cmd *cobra.Command, conn *conne
 	}
 	type found struct {
 		scope  managerScope
-		policy engine.Policy
+		policy keeper.Policy
 	}
 	var all []found
 	for _, d := range list.Items {
@@ -169,7 +169,7 @@ func (a *app) managerPolicy(ctx context.Context, cmd *cobra.Command, conn *conne
 // managerSettings are the arguments of an initlock-manager that decide
 // what it does to a lock.
 type managerSettings struct {
-	policy engine.Policy
+	policy keeper.Policy
 	scope  managerScope
 }
 
@@ -180,7 +180,7 @@ type managerSettings struct {
 // parses them: -name or --name, =value, or a separate value for a
 // non-boolean flag.
 func settingsFromArgs(containers []corev1.Container) (managerSettings, error) {
-	s := managerSettings{policy: engine.DefaultPolicy}
+	s := managerSettings{policy: keeper.DefaultPolicy()}
 	if len(containers) == 0 {
 		return s, nil
 	}

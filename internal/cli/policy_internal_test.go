@@ -10,7 +10,7 @@ import (
 
 	"github.com/initlock/initlock/internal/cli/inventory"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/keeper"
 )
 
 // The manager's arguments are read as its flag package parses them.
@@ -23,12 +23,12 @@ func TestSettingsFromArgs(t *testing.T) {
 		wantErr string
 	}{
 		{name: "defaults", command: []string{"/initlock-manager"}, args: []string{"--leader-elect"},
-			want: managerSettings{policy: engine.DefaultPolicy}},
+			want: managerSettings{policy: keeper.DefaultPolicy()}},
 		{name: "every form", command: []string{"/initlock-manager"},
 			args: []string{"-release-after-init=false", "--orphan-grace", "1h", "--namespace=capi", "-watch-filter", "fleet-a", "--", "--namespace=ignored"},
-			want: managerSettings{policy: engine.Policy{ReleaseAfterInit: false, OrphanGrace: time.Hour},
+			want: managerSettings{policy: keeper.Policy{ReleaseAfterInit: false, OrphanGrace: time.Hour},
 				scope: managerScope{namespace: "capi", watchFilter: "fleet-a"}}},
-		{name: "bare boolean", args: []string{"--release-after-init"}, want: managerSettings{policy: engine.DefaultPolicy}},
+		{name: "bare boolean", args: []string{"--release-after-init"}, want: managerSettings{policy: keeper.DefaultPolicy()}},
 		{name: "bad duration", args: []string{"--orphan-grace=soon"}, wantErr: `argument "--orphan-grace=soon": time: invalid duration "soon"`},
 		{name: "no value", args: []string{"--watch-filter"}, wantErr: `argument "--watch-filter" has no value`},
 		{name: "environment", args: []string{"--orphan-grace=$(GRACE)"}, wantErr: "refers to an environment variable"},
@@ -51,7 +51,7 @@ func TestSettingsFromArgs(t *testing.T) {
 // A manager handles the locks of its namespace and watch filter; an orphan
 // by the lock's own label, as its lock controller does.
 func TestManagerScopeHandles(t *testing.T) {
-	cluster := &engine.Cluster{}
+	cluster := keeper.Status{ClusterExists: true}
 	lock := func(labels map[string]string) *corev1.ConfigMap {
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Labels: labels}}
 	}
@@ -65,8 +65,8 @@ func TestManagerScopeHandles(t *testing.T) {
 		{"everything", managerScope{}, inventory.Entry{Namespace: "x"}, true},
 		{"other namespace", managerScope{namespace: "capi"}, inventory.Entry{Namespace: "x"}, false},
 		{"its namespace", managerScope{namespace: "capi"}, inventory.Entry{Namespace: "capi"}, true},
-		{"labelled cluster", managerScope{watchFilter: "a"}, inventory.Entry{Observation: engine.Observation{Cluster: cluster}, ClusterLabels: watched}, true},
-		{"unlabelled cluster, labelled lock", managerScope{watchFilter: "a"}, inventory.Entry{Observation: engine.Observation{Cluster: cluster}, ConfigMap: lock(watched)}, false},
+		{"labelled cluster", managerScope{watchFilter: "a"}, inventory.Entry{Status: cluster, ClusterLabels: watched}, true},
+		{"unlabelled cluster, labelled lock", managerScope{watchFilter: "a"}, inventory.Entry{Status: cluster, ConfigMap: lock(watched)}, false},
 		{"orphan with the label", managerScope{watchFilter: "a"}, inventory.Entry{ConfigMap: lock(watched)}, true},
 		{"orphan without it", managerScope{watchFilter: "a"}, inventory.Entry{ConfigMap: lock(nil)}, false},
 	} {

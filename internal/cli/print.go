@@ -12,9 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/yaml"
 
-	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // Output formats of list.
@@ -68,12 +66,12 @@ func (t *table) verdict(v string) string {
 		return v
 	}
 	c := sgrDefault
-	switch initlock.Verdict(v) {
-	case engine.VerdictHealthy, engine.VerdictFree:
+	switch v {
+	case "healthy", "free":
 		c = sgrGreen
-	case engine.VerdictCorrupt, engine.VerdictForeign, engine.VerdictLost:
+	case "corrupt", "foreign", "lost":
 		c = sgrRed
-	case engine.VerdictUnowned, engine.VerdictHeldAfterInit, engine.VerdictStaleHolder, engine.VerdictOrphan:
+	case "unowned", "held-after-init", "stale-holder", "orphan":
 		c = sgrYellow
 	}
 	return c + v + sgrReset

@@ -6,15 +6,11 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/initlock/initlock/internal/cli/inventory"
 	"github.com/initlock/initlock/pkg/initlock"
-	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/keeper"
 )
 
 type releaseOptions struct {
@@ -64,19 +60,6 @@ and changes nothing.`,
 	return cmd
 }
 
-// clusterIdentity is the Cluster Unlock is given: its version, namespace,
-// name and, when it exists, UID.
-func clusterIdentity(conn *connection, ns, cluster string, observed *engine.Cluster) *unstructured.Unstructured {
-	cl := &unstructured.Unstructured{}
-	cl.SetGroupVersionKind(capi.ClusterGVK(conn.capiVersion))
-	cl.SetNamespace(ns)
-	cl.SetName(cluster)
-	if observed != nil {
-		cl.SetUID(observed.UID)
-	}
-	return cl
-}
-
 // errRefused marks a release refused for safety.
 var errRefused = errors.New("refusing to release")
 
@@ -96,40 +79,39 @@ func (a *app) runRelease(cmd *cobra.Command, o *releaseOptions, cluster string) 
 		return err
 	}
 	ctx := cmd.Context()
-	e, err := inventory.Observe(ctx, conn.client, conn.capiVersion, ns, cluster)
+	q := keeper.Query{Namespace: ns, Cluster: cluster, CAPIVersion: conn.capiVersion, Release: true, Force: o.force, Now: a.clock.Now()}
+	e, err := inventory.Observe(ctx, conn.client, q)
 	if err != nil {
 		return err
 	}
-	obs := e.Observation
-	if obs.Lock == nil && obs.Cluster == nil {
+	s := e.Status
+	if !s.LockExists && !s.ClusterExists {
 		return clusterNotFound(cluster)
 	}
-	obs.Intent, obs.Force = engine.IntentRelease, o.force
-	d := engine.Decide(obs, engine.Policy{}, a.clock.Now())
-	if err := releaseRefusal(d, obs, e, ns, cluster, o.force); err != nil {
+	if err := releaseRefusal(s, e.LockName); err != nil {
 		return err
 	}
 	out := cmd.OutOrStdout()
-	if !d.Writes() {
+	if !s.Writes {
 		_, err := fmt.Fprintf(out, "namespace %q: cluster %q has no init lock (no configmap %q); nothing to release.\n", ns, cluster, e.LockName)
 		return err
 	}
-	what := releasedWhat(obs, e)
+	what := releasedWhat(s)
 	switch {
-	case obs.Lock == nil:
-		what += fmt.Sprintf(", which names %s", grantName(obs))
-	case obs.Lock.Problem == nil:
-		what += fmt.Sprintf(" of cluster %q (holder %q)", cluster, obs.Lock.Record.MachineName)
+	case !s.LockExists:
+		what += fmt.Sprintf(", which names %s", grantName(s))
+	case s.LockProblem == nil:
+		what += fmt.Sprintf(" of cluster %q (holder %q)", cluster, s.RecordHolder)
 	default:
 		what += fmt.Sprintf(" of cluster %q", cluster)
 	}
 	if o.dryRun == dryRunClient {
-		_, err := fmt.Fprintf(out, "namespace %q: would release %s%s.\nDry run: nothing was changed.\n", ns, what, forced(d, obs, cluster))
+		_, err := fmt.Fprintf(out, "namespace %q: would release %s%s.\nDry run: nothing was changed.\n", ns, what, forced(s))
 		return err
 	}
 	question := fmt.Sprintf("Release %s in namespace %q? [y/N]: ", what, ns)
-	if d.NeedsForce {
-		_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "warning: releasing %s although %s (--force): if kubeadm init is running there, a second machine may run it too\n", what, heldBecause(d, obs, cluster))
+	if s.NeedsForce {
+		_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "warning: releasing %s although %s (--force): if kubeadm init is running there, a second machine may run it too\n", what, heldBecause(s))
 		question = "Release it anyway? [y/N]: "
 	}
 	if !o.yes {
@@ -143,22 +125,12 @@ func (a *app) runRelease(cmd *cobra.Command, o *releaseOptions, cluster string) 
 		// The answer may come long after the reading: a Machine restored or
 		// created again meanwhile changes the decision. Read and decide
 		// again; release only what was asked about, if it still may be.
-		if obs, err = a.releaseAgain(ctx, conn, ns, cluster, obs, o.force); err != nil {
+		if s, err = a.releaseAgain(ctx, conn, s); err != nil {
 			return err
 		}
 	}
 	// Release exactly what was decided on above.
-	raw := grantRaw(obs)
-	p := engine.UnlockParams{Operator: true, Force: o.force, Register: &raw}
-	if obs.Lock != nil {
-		p.UID, p.ResourceVersion = obs.Lock.UID, obs.Lock.ResourceVersion
-	} else {
-		p.NoLock = true
-	}
-	cl := clusterIdentity(conn, ns, cluster, obs.Cluster)
-	env := engine.NewEnv(conn.client)
-	env.Clock = a.clock
-	if err := env.Unlock(ctx, cl, nil, p); err != nil {
+	if err := keeper.Release(ctx, conn.client, s, initlock.WithClock(a.clock)); err != nil {
 		switch {
 		case apierrors.IsForbidden(err):
 			return fmt.Errorf("%w; kubectl-initlock needs \"get\" and \"patch\" on \"clusters.cluster.x-k8s.io\" (to empty the grant register) and \"delete\" on \"configmaps\" in namespace %q: ask an administrator to grant them", err, ns)
@@ -169,15 +141,15 @@ func (a *app) runRelease(cmd *cobra.Command, o *releaseOptions, cluster string) 
 		}
 		return err
 	}
-	if obs.Lock == nil {
-		_, err = fmt.Fprintf(out, "namespace %q: cluster %q has no init lock; emptied its grant register, which named %s.\n", ns, cluster, grantName(obs))
+	if !s.LockExists {
+		_, err = fmt.Fprintf(out, "namespace %q: cluster %q has no init lock; emptied its grant register, which named %s.\n", ns, cluster, grantName(s))
 		return err
 	}
 	holder := "unknown holder"
-	if obs.Lock.Problem == nil {
-		holder = fmt.Sprintf("holder %q", obs.Lock.Record.MachineName)
+	if s.LockProblem == nil {
+		holder = fmt.Sprintf("holder %q", s.RecordHolder)
 	}
-	if now := lockNow(ctx, conn, ns, e.LockName, cluster); now != "" {
+	if now := a.lockNow(ctx, conn, q); now != "" {
 		// Unlock ends as done when what it set out to release is gone: a
 		// lock of another Machine's stands in its place.
 		_, err = fmt.Fprintf(out, "namespace %q: the init lock %q of cluster %q (%s) was replaced while releasing it; the lock that stands now names %s and was left alone.\n", ns, e.LockName, cluster, holder, now)
@@ -190,13 +162,14 @@ func (a *app) runRelease(cmd *cobra.Command, o *releaseOptions, cluster string) 
 // lockNow reads the lock again once a release has ended: the machine the
 // lock that stands names, quoted ("an unknown machine" for a lock that is
 // not one), or "" when there is none or it cannot be read.
-func lockNow(ctx context.Context, conn *connection, ns, lockName, cluster string) string {
-	cm := &corev1.ConfigMap{}
-	if err := conn.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: lockName}, cm); err != nil {
+func (a *app) lockNow(ctx context.Context, conn *connection, q keeper.Query) string {
+	q.Now = a.clock.Now()
+	s, err := keeper.Inspect(ctx, conn.client, q)
+	switch {
+	case err != nil || !s.LockExists:
 		return ""
-	}
-	if lk := engine.ObserveLock(cm, cluster); lk.Problem == nil {
-		return fmt.Sprintf("%q", lk.Record.MachineName)
+	case s.LockProblem == nil:
+		return fmt.Sprintf("%q", s.RecordHolder)
 	}
 	return "an unknown machine"
 }
@@ -204,111 +177,105 @@ func lockNow(ctx context.Context, conn *connection, ns, lockName, cluster string
 // releaseAgain reads and decides again, after the operator's answer, the
 // release decided on asked: an error when Decide now refuses it, or needs
 // --force where it did not, or when the lock or the grant register is no
-// longer what was asked about; otherwise the new observation.
-func (a *app) releaseAgain(ctx context.Context, conn *connection, ns, cluster string, asked engine.Observation, force bool) (engine.Observation, error) {
-	e, err := inventory.Observe(ctx, conn.client, conn.capiVersion, ns, cluster)
+// longer what was asked about; otherwise the new Status.
+func (a *app) releaseAgain(ctx context.Context, conn *connection, asked keeper.Status) (keeper.Status, error) {
+	q := asked.Query
+	q.Now = a.clock.Now()
+	e, err := inventory.Observe(ctx, conn.client, q)
 	if err != nil {
 		return asked, err
 	}
-	obs := e.Observation
-	obs.Intent, obs.Force = engine.IntentRelease, force
-	d := engine.Decide(obs, engine.Policy{}, a.clock.Now())
-	if err := releaseRefusal(d, obs, e, ns, cluster, force); err != nil {
+	s := e.Status
+	if err := releaseRefusal(s, e.LockName); err != nil {
 		return asked, fmt.Errorf("nothing was released: the lock changed while you were asked: %w", err)
 	}
-	if lockVersion(obs) != lockVersion(asked) || grantRaw(obs) != grantRaw(asked) {
-		return asked, fmt.Errorf("namespace %q: cluster %q: its init lock or grant register changed while you were asked; nothing was released; run 'kubectl initlock list -n %s' and try again", ns, cluster, ns)
+	if lockVersion(s) != lockVersion(asked) || s.Grant != asked.Grant {
+		return asked, fmt.Errorf("namespace %q: cluster %q: its init lock or grant register changed while you were asked; nothing was released; run 'kubectl initlock list -n %s' and try again", q.Namespace, q.Cluster, q.Namespace)
 	}
-	return obs, nil
+	return s, nil
 }
 
-// lockVersion names the version of the lock an observation holds: its UID
-// and resourceVersion, "" when there is none.
-func lockVersion(o engine.Observation) string {
-	if o.Lock == nil {
+// lockVersion names the version of the lock a Status read: its UID and
+// resourceVersion, "" when there is none.
+func lockVersion(s keeper.Status) string {
+	if !s.LockExists {
 		return ""
 	}
-	return string(o.Lock.UID) + "/" + o.Lock.ResourceVersion
+	return string(s.LockUID) + "/" + s.LockResourceVersion
 }
 
 // releaseRefusal renders a release that Decide refuses, or that needs
 // --force and was not given it; nil when the release goes ahead.
-func releaseRefusal(d engine.Decision, obs engine.Observation, e inventory.Entry, ns, cluster string, force bool) error {
+func releaseRefusal(s keeper.Status, lockName string) error {
+	ns, cluster := s.Query.Namespace, s.Query.Cluster
 	switch {
-	case errors.Is(d.Err, initlock.ErrNotALock):
+	case errors.Is(s.Err, initlock.ErrNotALock):
 		return fmt.Errorf("namespace %q: configmap %q is %w; refusing to touch it (with or without --force). Rename or delete it yourself if nothing uses it, or rename the cluster",
-			ns, e.LockName, d.Err)
-	case errors.Is(d.Err, initlock.ErrClusterPaused):
-		return fmt.Errorf("namespace %q: cluster %q: %w: %w; nothing is released while a move or restore may be in progress: unpause it and try again", ns, cluster, errRefused, d.Err)
-	case d.Err != nil && !d.NeedsForce:
-		return fmt.Errorf("namespace %q: cluster %q: %w", ns, cluster, d.Err)
-	case !d.NeedsForce || force:
+			ns, lockName, s.Err)
+	case errors.Is(s.Err, initlock.ErrClusterPaused):
+		return fmt.Errorf("namespace %q: cluster %q: %w: %w; nothing is released while a move or restore may be in progress: unpause it and try again", ns, cluster, errRefused, s.Err)
+	case s.Err != nil && !s.NeedsForce:
+		return fmt.Errorf("namespace %q: cluster %q: %w", ns, cluster, s.Err)
+	case !s.NeedsForce || s.Query.Force:
 		return nil
 	}
-	// Decide refuses the release without --force (d.Err), or it writes
+	// Decide refuses the release without --force (s.Err), or it writes
 	// nothing: say why it needs --force.
-	if obs.Lock == nil && d.ForceReason == "" {
-		return fmt.Errorf("namespace %q: cluster %q: %w: its init lock is missing and its grant register (annotation %s) is damaged, so the machine it granted is unknown, and the control plane is not initialised: kubeadm init may be running. Pass --force once you are sure no machine of the cluster is running kubeadm init",
-			ns, cluster, errRefused, engine.GrantAnnotation)
+	if !s.LockExists && s.ForceReason == "" {
+		return fmt.Errorf("namespace %q: cluster %q: %w: its init lock is missing and its grant register (annotation initlock.dev/init-lock-grant) is damaged, so the machine it granted is unknown, and the control plane is not initialised: kubeadm init may be running. Pass --force once you are sure no machine of the cluster is running kubeadm init",
+			ns, cluster, errRefused)
 	}
-	if obs.Lock == nil {
-		return fmt.Errorf("namespace %q: cluster %q: %w: its init lock is missing, but its grant register (annotation %s) names %s and the control plane is not initialised, so kubeadm init may be running there and the lock is recreated for it. Wait for the control plane to initialise, delete that machine if its init failed, or pass --force if you are sure no init is running",
-			ns, cluster, errRefused, engine.GrantAnnotation, grantName(obs))
+	if !s.LockExists {
+		return fmt.Errorf("namespace %q: cluster %q: %w: its init lock is missing, but its grant register (annotation initlock.dev/init-lock-grant) names %s and the control plane is not initialised, so kubeadm init may be running there and the lock is recreated for it. Wait for the control plane to initialise, delete that machine if its init failed, or pass --force if you are sure no init is running",
+			ns, cluster, errRefused, grantName(s))
 	}
-	if obs.Lock.Problem != nil {
+	if s.LockProblem != nil {
 		return fmt.Errorf("namespace %q: configmap %q: %w: it is a %w, so its holder is unknown, and %s; kubeadm init may be running. Pass --force once you are sure no machine of the cluster is running kubeadm init",
-			ns, e.LockName, errRefused, obs.Lock.Problem, clusterState(obs, cluster))
+			ns, lockName, errRefused, s.LockProblem, clusterState(s))
 	}
 	return fmt.Errorf("namespace %q: configmap %q: %w: %s, so kubeadm init may be running on it and releasing would let a second machine run it. Wait for the control plane to initialise, delete machine %q if its init failed, or pass --force if you are sure no init is running",
-		ns, e.LockName, errRefused, heldBecause(d, obs, cluster), d.ForceReason)
+		ns, lockName, errRefused, heldBecause(s), s.ForceReason)
 }
 
 // forced says, for a release that needs --force, why.
-func forced(d engine.Decision, obs engine.Observation, cluster string) string {
-	if !d.NeedsForce {
+func forced(s keeper.Status) string {
+	if !s.NeedsForce {
 		return ""
 	}
-	return fmt.Sprintf(", although %s (--force)", heldBecause(d, obs, cluster))
+	return fmt.Sprintf(", although %s (--force)", heldBecause(s))
 }
 
 // heldBecause says why a release needs --force.
-func heldBecause(d engine.Decision, obs engine.Observation, cluster string) string {
+func heldBecause(s keeper.Status) string {
 	switch {
-	case d.ForceReason == "":
-		return clusterState(obs, cluster)
-	case obs.Lock == nil:
-		return fmt.Sprintf("machine %q, which its grant register names, exists and %s", d.ForceReason, clusterState(obs, cluster))
+	case s.ForceReason == "":
+		return clusterState(s)
+	case !s.LockExists:
+		return fmt.Sprintf("machine %q, which its grant register names, exists and %s", s.ForceReason, clusterState(s))
 	}
-	return fmt.Sprintf("machine %q holds it and %s", d.ForceReason, clusterState(obs, cluster))
+	return fmt.Sprintf("machine %q holds it and %s", s.ForceReason, clusterState(s))
 }
 
-func clusterState(obs engine.Observation, cluster string) string {
-	if obs.Cluster == nil {
-		return fmt.Sprintf("cluster %q does not exist (a restore may still be bringing it back)", cluster)
+func clusterState(s keeper.Status) string {
+	if !s.ClusterExists {
+		return fmt.Sprintf("cluster %q does not exist (a restore may still be bringing it back)", s.Query.Cluster)
 	}
-	return fmt.Sprintf("the control plane of cluster %q is not initialised", cluster)
+	return fmt.Sprintf("the control plane of cluster %q is not initialised", s.Query.Cluster)
 }
 
-func releasedWhat(obs engine.Observation, e inventory.Entry) string {
+func releasedWhat(s keeper.Status) string {
 	switch {
-	case obs.Lock == nil:
-		return fmt.Sprintf("the grant register of cluster %q", e.ClusterName)
-	case obs.Lock.Problem != nil:
-		return fmt.Sprintf("corrupt lock %q", e.LockName)
+	case !s.LockExists:
+		return fmt.Sprintf("the grant register of cluster %q", s.Query.Cluster)
+	case s.LockProblem != nil:
+		return fmt.Sprintf("corrupt lock %q", s.LockName)
 	}
-	return fmt.Sprintf("lock %q", e.LockName)
+	return fmt.Sprintf("lock %q", s.LockName)
 }
 
-func grantRaw(obs engine.Observation) string {
-	if obs.Cluster == nil {
-		return ""
-	}
-	return obs.Cluster.Grant.Raw()
-}
-
-func grantName(obs engine.Observation) string {
-	if obs.Cluster == nil || !obs.Cluster.Grant.Held() {
+func grantName(s keeper.Status) string {
+	if s.GrantHolder == "" {
 		return "an unknown machine (the register is damaged)"
 	}
-	return obs.Cluster.Grant.MachineName
+	return s.GrantHolder
 }

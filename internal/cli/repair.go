@@ -9,8 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/initlock/initlock/internal/cli/inventory"
-	"github.com/initlock/initlock/pkg/initlock"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/keeper"
 )
 
 // maxApplyAttempts bounds the observe-decide-apply rounds for one lock
@@ -104,15 +103,15 @@ type planned struct {
 func plan(rows []row) planned {
 	var p planned
 	for _, r := range rows {
-		d := r.decision
+		s := r.status()
 		switch {
-		case d.Wait == engine.WaitPerson:
+		case s.Wait == "person":
 			p.human = append(p.human, r)
-		case r.unhandled != "" && d.Action != engine.ActionNone:
+		case r.unhandled != "" && s.Action != "none":
 			p.waiting = append(p.waiting, r)
-		case d.Err == nil && d.Action != engine.ActionNone:
+		case s.Err == nil && s.Action != "none":
 			p.changes = append(p.changes, r)
-		case d.Wait != engine.WaitNone && (d.Verdict != engine.VerdictHealthy || d.Wait == engine.WaitDeleting):
+		case s.Wait != "" && (s.Verdict != "healthy" || s.Wait == "deleting"):
 			p.waiting = append(p.waiting, r)
 		}
 	}
@@ -145,12 +144,12 @@ func (a *app) runRepair(cmd *cobra.Command, o *repairOptions) error {
 	}
 	used.report(a)
 	policy := used.Policy
-	_, inv, err := a.gather(cmd, conn, &o.scope)
+	now := a.clock.Now()
+	_, inv, err := a.gather(cmd, conn, &o.scope, policy, now)
 	if err != nil {
 		return err
 	}
-	now := a.clock.Now()
-	rows := decideAll(inv, used, now)
+	rows := decideAll(inv, used)
 	if o.scope.cluster != "" {
 		if rows, err = onlyCluster(rows, o.scope.cluster); err != nil {
 			return err
@@ -158,7 +157,7 @@ func (a *app) runRepair(cmd *cobra.Command, o *repairOptions) error {
 	}
 	p := plan(rows)
 	out := cmd.OutOrStdout()
-	if err := printPlan(out, p, policy, now); err != nil {
+	if err := printPlan(out, p, policy); err != nil {
 		return err
 	}
 	needsHuman := func() error {
@@ -191,7 +190,7 @@ func (a *app) runRepair(cmd *cobra.Command, o *repairOptions) error {
 	} else {
 		_, _ = fmt.Fprintln(out)
 	}
-	done := map[initlock.Action]int{}
+	done := map[string]int{}
 	var errs []error
 	for _, r := range p.changes {
 		if err := ctx.Err(); err != nil {
@@ -228,24 +227,25 @@ func (a *app) runRepair(cmd *cobra.Command, o *repairOptions) error {
 }
 
 type repairResult struct {
-	action initlock.Action
+	action string
 	note   string
 }
 
-// repairOne applies r's decision with engine.Keep, which confirms it
+// repairOne applies r's decision with keeper.Apply, which confirms it
 // against the Cluster as it is now (the plan may be minutes old). When the
 // lock changed since it was observed (a conflict or a missing object), it
 // observes that lock again, decides again and applies the new decision, a
 // bounded number of times.
-func (a *app) repairOne(ctx context.Context, conn *connection, r row, policy engine.Policy) (repairResult, error) {
-	first := r.decision.Action
+func (a *app) repairOne(ctx context.Context, conn *connection, r row, policy keeper.Policy) (repairResult, error) {
+	first := r.status().Action
 	for attempt := 1; ; attempt++ {
-		_, d, err := engine.Keep(ctx, conn.client, conn.client, r.entry.ConfigMap, r.entry.Observation, r.decision, policy, a.clock.Now())
-		if errors.Is(err, engine.ErrNotConfirmed) {
-			return repairResult{action: engine.ActionNone, note: fmt.Sprintf(" (the Cluster or its Machines had changed; now %s, nothing to do)", d.Verdict)}, nil
+		s := r.status()
+		now, err := keeper.Apply(ctx, conn.client, s, a.clock.Now())
+		if err == nil && now.Action != s.Action {
+			return repairResult{action: "none", note: fmt.Sprintf(" (the Cluster or its Machines had changed; now %s, nothing to do)", now.Verdict)}, nil
 		}
 		if err == nil {
-			res := repairResult{action: r.decision.Action}
+			res := repairResult{action: s.Action}
 			if res.action != first {
 				res.note = fmt.Sprintf(" (the lock had changed; %s instead of %s)", res.action, first)
 			}
@@ -254,27 +254,27 @@ func (a *app) repairOne(ctx context.Context, conn *connection, r row, policy eng
 		if st := (*apierrors.StatusError)(nil); errors.As(err, &st) && apierrors.IsForbidden(err) &&
 			st.ErrStatus.Details != nil && st.ErrStatus.Details.Kind == "configmaps" {
 			verb := "patch"
-			if r.decision.Action == engine.ActionRelease || r.decision.Action == engine.ActionCollect {
+			if s.Action == "release" || s.Action == "collect" {
 				verb = "delete"
 			}
 			return repairResult{}, fmt.Errorf("namespace %q: configmap %q: %s: permission denied: kubectl-initlock needs %q on \"configmaps\" in namespace %q; ask an administrator to grant it, or run 'kubectl initlock repair --dry-run=client' to see the plan only: %w",
-				r.entry.Namespace, r.entry.LockName, r.decision.Action, verb, r.entry.Namespace, err)
+				r.entry.Namespace, r.entry.LockName, s.Action, verb, r.entry.Namespace, err)
 		}
 		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-			return repairResult{}, fmt.Errorf("namespace %q: configmap %q: %s: %w", r.entry.Namespace, r.entry.LockName, r.decision.Action, err)
+			return repairResult{}, fmt.Errorf("namespace %q: configmap %q: %s: %w", r.entry.Namespace, r.entry.LockName, s.Action, err)
 		}
 		if attempt == maxApplyAttempts {
 			return repairResult{}, fmt.Errorf("namespace %q: configmap %q: %s: the lock changed %d times in a row while repairing it; run repair again: %w",
-				r.entry.Namespace, r.entry.LockName, r.decision.Action, attempt, err)
+				r.entry.Namespace, r.entry.LockName, s.Action, attempt, err)
 		}
-		e, oerr := inventory.Observe(ctx, conn.client, conn.capiVersion, r.entry.Namespace, r.entry.ClusterName)
+		e, oerr := inventory.Observe(ctx, conn.client, keeper.Query{Namespace: r.entry.Namespace, Cluster: r.entry.ClusterName,
+			CAPIVersion: conn.capiVersion, Policy: policy, Now: a.clock.Now()})
 		if oerr != nil {
 			return repairResult{}, oerr
 		}
-		d = engine.Decide(e.Observation, policy, a.clock.Now())
-		if d.Err != nil || d.Action == engine.ActionNone {
-			return repairResult{action: engine.ActionNone, note: fmt.Sprintf(" (the lock had changed; now %s, nothing to do)", d.Verdict)}, nil
+		if again := e.Status; again.Err != nil || again.Action == "none" {
+			return repairResult{action: "none", note: fmt.Sprintf(" (the lock had changed; now %s, nothing to do)", again.Verdict)}, nil
 		}
-		r = row{entry: e, decision: d}
+		r = row{entry: e}
 	}
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/initlock/initlock/internal/cli/inventory"
 	"github.com/initlock/initlock/pkg/initlock"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/keeper"
 )
 
 // The JSON and YAML output of "kubectl initlock list" is a LockList. Fields
@@ -89,79 +89,64 @@ type LockStatus struct {
 
 // row is one entry with its decision.
 type row struct {
-	entry    inventory.Entry
-	decision engine.Decision
+	entry inventory.Entry
 	// unhandled, when set, says why no installed manager acts on the lock:
 	// its decision's action is not taken.
 	unhandled string
 }
 
+// status is the row's lock as read and decided.
+func (r row) status() keeper.Status { return r.entry.Status }
+
 // action is the action taken on the row: its decision's, unless no
 // installed manager handles it.
 func (r row) action() string {
 	if r.unhandled != "" {
-		return string(engine.ActionNone)
+		return "none"
 	}
-	return string(r.decision.Action)
+	return r.status().Action
 }
 
-func decideAll(inv *inventory.Inventory, p usedPolicy, now time.Time) []row {
+func decideAll(inv *inventory.Inventory, p usedPolicy) []row {
 	rows := make([]row, 0, len(inv.Entries))
 	for _, e := range inv.Entries {
-		rows = append(rows, row{entry: e, decision: engine.Decide(e.Observation, p.Policy, now), unhandled: p.unhandled(e)})
+		rows = append(rows, row{entry: e, unhandled: p.unhandled(e)})
 	}
 	return rows
 }
 
-func (r row) status() LockStatus {
-	o, d := r.entry.Observation, r.decision
+func (r row) lockStatus() LockStatus {
+	st := r.status()
 	s := LockStatus{
-		Namespace:  r.entry.Namespace,
-		Cluster:    r.entry.ClusterName,
-		Lock:       r.entry.LockName,
-		LockExists: o.Lock != nil,
-		Holder:     d.Holder,
-		Owner:      string(d.Owner),
-		Verdict:    string(d.Verdict),
-		Action:     r.action(),
+		Namespace:          r.entry.Namespace,
+		Cluster:            r.entry.ClusterName,
+		Lock:               r.entry.LockName,
+		LockExists:         st.LockExists,
+		Holder:             st.Holder,
+		HolderExists:       st.HolderExists,
+		Owner:              st.Owner,
+		ClusterExists:      st.ClusterExists,
+		ClusterInitialized: st.ClusterInitialized,
+		ClusterPaused:      st.ClusterPaused,
+		Protection:         st.Protection,
+		Verdict:            st.Verdict,
+		Action:             r.action(),
 	}
-	if o.Cluster != nil {
-		s.ClusterExists, s.ClusterInitialized, s.ClusterPaused = true, o.Cluster.Initialized, o.Cluster.Paused
-	}
-	if o.Lock != nil {
-		s.Created = o.Lock.Created.UTC().Format(time.RFC3339)
-		if o.Lock.ClusterAbsentSince != nil {
-			s.ClusterAbsentSince = o.Lock.ClusterAbsentSince.UTC().Format(time.RFC3339)
+	if st.LockExists {
+		s.Created = st.Created.UTC().Format(time.RFC3339)
+		if st.ClusterAbsentSince != nil {
+			s.ClusterAbsentSince = st.ClusterAbsentSince.UTC().Format(time.RFC3339)
 		}
-		s.HolderExists = o.Holder != nil
-		s.Protection = protection(o.Lock)
-	} else if d.Verdict == engine.VerdictLost {
-		s.HolderExists = true // a grant is only ever read from an existing Machine
 	}
 	var problems []string
-	if d.Err != nil {
-		problems = append(problems, problem(d.Err))
+	if st.Err != nil {
+		problems = append(problems, problem(st.Err))
 	}
 	if r.unhandled != "" {
 		problems = append(problems, r.unhandled)
 	}
 	s.Problem = strings.Join(problems, "; ")
 	return s
-}
-
-// protection names how a lock stands against a delete.
-func protection(l *engine.Lock) string {
-	switch {
-	case l.Problem != nil:
-		return ""
-	case l.Deleting:
-		return "deleting"
-	case l.Releasable:
-		return "releasable"
-	case l.MoveMark:
-		return "moving"
-	}
-	return "guarded"
 }
 
 // problem renders a decision error without repeating the sentinel's

@@ -179,9 +179,9 @@ func (d *demo) createGraph(n note) (map[string]string, error) {
 		"selector":    map[string]any{"matchLabels": map[string]any{"demo": "md-0"}},
 		"template":    machineTemplate(graphCluster),
 	})
-	worker := newGraphObject(v, capi.MachineKind, ns, graphCluster+"-md-0-7f9c-x2k4", machineSpec(graphCluster, graphCluster+"-md-0-7f9c-x2k4"))
+	worker := newGraphObject(v, "Machine", ns, graphCluster+"-md-0-7f9c-x2k4", machineSpec(graphCluster, graphCluster+"-md-0-7f9c-x2k4"))
 	worker.SetLabels(map[string]string{capi.ClusterNameLabel: graphCluster, "demo": "md-0"})
-	cp := newGraphObject(v, capi.MachineKind, ns, graphCluster+"-cp-0", machineSpec(graphCluster, graphCluster+"-cp-0"))
+	cp := newGraphObject(v, "Machine", ns, graphCluster+"-cp-0", machineSpec(graphCluster, graphCluster+"-cp-0"))
 	cp.SetLabels(map[string]string{capi.ClusterNameLabel: graphCluster, "cluster.x-k8s.io/control-plane": ""})
 	secret := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "Secret",

@@ -26,7 +26,7 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/keeper"
 )
 
 // errStop marks an error that ends a poll at once.
@@ -186,15 +186,14 @@ func (d *demo) setPaused(cluster *unstructured.Unstructured, paused bool) error 
 }
 
 // observe reads the lock, the Cluster and the Machines they name live, with
-// engine.Read, and decides as the manager does.
-func (d *demo) observe(ns, cluster string) (*corev1.ConfigMap, engine.Decision, error) {
-	obs, cm, err := engine.Read(d.ctx, engine.From(d.c), engine.Query{Namespace: ns, ClusterName: cluster,
-		APIVersion: capi.Group + "/" + d.capiVersion})
+// keeper.Inspect, and decides as the manager does.
+func (d *demo) observe(ns, cluster string) (*corev1.ConfigMap, keeper.Status, error) {
+	s, err := keeper.Inspect(d.ctx, d.c, keeper.Query{Namespace: ns, Cluster: cluster, CAPIVersion: d.capiVersion,
+		Policy: keeper.Policy{ReleaseAfterInit: true, OrphanGrace: d.opts.OrphanGrace}, Now: time.Now()})
 	if err != nil {
-		return nil, engine.Decision{}, err
+		return nil, keeper.Status{}, err
 	}
-	policy := engine.Policy{ReleaseAfterInit: true, OrphanGrace: d.opts.OrphanGrace}
-	return cm, engine.Decide(obs, policy, time.Now()), nil
+	return s.ConfigMap, s, nil
 }
 
 // describeLock says who holds a lock and who owns it.
@@ -231,7 +230,7 @@ func short(uid types.UID) string {
 func ownedBy(cm *corev1.ConfigMap, cluster *unstructured.Unstructured) bool {
 	n := 0
 	for _, r := range cm.OwnerReferences {
-		if r.Kind == capi.ClusterKind && capi.IsClusterAPIVersion(r.APIVersion) {
+		if schema.FromAPIVersionAndKind(r.APIVersion, r.Kind).GroupKind() == capi.ClusterGVK("").GroupKind() {
 			if r.UID != cluster.GetUID() {
 				return false
 			}

@@ -13,9 +13,7 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
-	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // The objects of the seed scenario.
@@ -61,9 +59,9 @@ func (d *demo) seedScenario() {
 	tl.step(fmt.Sprintf("A slow restore: Cluster %s is missing for longer than the orphan grace (%s)", seedCluster, d.opts.OrphanGrace), s.slowRestore)
 	tl.step("Restore Cluster "+seedCluster+", still paused: it has a new UID", s.restoreCluster)
 	tl.step("The lock is unowned, and left alone while its Cluster is paused", s.unownedWhilePaused)
-	tl.step("kubectl initlock list shows it unowned", s.list(engine.VerdictUnowned))
+	tl.step("kubectl initlock list shows it unowned", s.list("unowned"))
 	tl.step("Unpause Cluster "+seedCluster+": initlock-manager re-adopts the lock", s.unpause)
-	tl.step("kubectl initlock list shows it healthy", s.list(engine.VerdictHealthy))
+	tl.step("kubectl initlock list shows it healthy", s.list("healthy"))
 	tl.step("kubectl delete configmap "+seedCluster+wire.LockSuffix+": the lock guard refuses it", s.guardRefusesDelete)
 	tl.step("Delete Cluster "+seedCluster+" and its Machine: initlock-manager collects the lock", s.deleteCluster)
 }
@@ -130,7 +128,7 @@ func (s *seedStory) restoreLockAndMachine(n note) error {
 	if err != nil {
 		return err
 	}
-	machines, err := d.restore(s.backup, capi.MachineKind)
+	machines, err := d.restore(s.backup, "Machine")
 	if err != nil {
 		return err
 	}
@@ -173,8 +171,8 @@ func (s *seedStory) slowRestore(n note) error {
 	if cm == nil {
 		return errors.New("the lock was collected although its holder Machine exists")
 	}
-	if dec.Verdict != engine.VerdictOrphan || dec.Action != engine.ActionNone {
-		return fmt.Errorf("decision %s, want verdict %s and action %s", dec, engine.VerdictOrphan, engine.ActionNone)
+	if dec.Verdict != "orphan" || dec.Action != "none" {
+		return fmt.Errorf("verdict %s and action %s, want verdict orphan and action none", dec.Verdict, dec.Action)
 	}
 	_, writes := d.lockWrites.take()
 	n("%s later: still there, verdict %s, action %s: its holder Machine %s exists, so the restore may still",
@@ -205,7 +203,7 @@ func (d *demo) waitAbsenceMark() (string, error) {
 
 // restoreCluster restores the Cluster, which comes back with a new UID.
 func (s *seedStory) restoreCluster(n note) error {
-	restored, err := s.d.restore(s.backup, capi.ClusterKind)
+	restored, err := s.d.restore(s.backup, "Cluster")
 	if err != nil {
 		return err
 	}
@@ -229,8 +227,8 @@ func (s *seedStory) unownedWhilePaused(n note) error {
 	if err != nil {
 		return err
 	}
-	if dec.Verdict != engine.VerdictUnowned {
-		return fmt.Errorf("verdict %s, want %s: %s", dec.Verdict, engine.VerdictUnowned, describeLock(cm))
+	if dec.Verdict != "unowned" {
+		return fmt.Errorf("verdict %s, want unowned: %s", dec.Verdict, describeLock(cm))
 	}
 	n("verdict %s (owner %s): %s", dec.Verdict, dec.Owner, describeLock(cm))
 	n("the garbage collector will never delete an unowned lock, and the upstream provider never re-adopts it")
@@ -250,7 +248,7 @@ func (s *seedStory) unownedWhilePaused(n note) error {
 
 // list runs kubectl initlock list on the seed's namespace and checks that
 // it shows the verdict.
-func (s *seedStory) list(verdict initlock.Verdict) func(note) error {
+func (s *seedStory) list(verdict string) func(note) error {
 	return func(n note) error {
 		return s.d.kubectlInitlock(n, verdict, "list", "-n", seedNamespace)
 	}
@@ -272,7 +270,7 @@ func (s *seedStory) unpause(n note) error {
 	n("re-adopted %s after the unpause: %s", duration(time.Since(started)), describeLock(cm))
 	_, writes := d.lockWrites.take()
 	n("initlock-manager's writes to the lock: %s (new owner and the mark removed together)", writes)
-	ev, err := d.event(seedNamespace, initlock.EventLockAdopted, capi.ClusterKind, seedCluster)
+	ev, err := d.event(seedNamespace, "LockAdopted", "Cluster", seedCluster)
 	if err != nil {
 		return err
 	}

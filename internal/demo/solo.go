@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/initlock/initlock/internal/kubeenv"
-	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
@@ -59,7 +58,7 @@ func (d *demo) singleNode() {
 		if !capi.IsControlPlaneInitialized(u) {
 			return errors.New("the status written does not read as initialised")
 		}
-		n("status.initialization.controlPlaneInitialized: true, condition %s: True", capi.ControlPlaneInitializedCondition)
+		n("status.initialization.controlPlaneInitialized: true, condition %s: True", kubeenv.InitializedCondition)
 		return nil
 	})
 
@@ -70,7 +69,7 @@ func (d *demo) singleNode() {
 		took := time.Since(initialised)
 		_, writes := d.lockWrites.take()
 		n("released %s after the status change; initlock-manager's writes: %s (UID and resourceVersion preconditions)", duration(took), writes)
-		ev, err := d.event(soloNamespace, initlock.EventLockReleased, capi.ClusterKind, soloCluster)
+		ev, err := d.event(soloNamespace, "LockReleased", "Cluster", soloCluster)
 		if err != nil {
 			return err
 		}

@@ -12,7 +12,6 @@ import (
 	"github.com/initlock/initlock/internal/cli"
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
-	"github.com/initlock/initlock/pkg/initlock"
 )
 
 // takeLock acquires cluster's lock for machine with the library, as a
@@ -40,7 +39,7 @@ func (d *demo) takeLock(n note, cluster, machine *unstructured.Unstructured) err
 
 // kubectlInitlock runs the kubectl plugin in this process, shows its output
 // and checks that it reports the verdict.
-func (d *demo) kubectlInitlock(n note, verdict initlock.Verdict, args ...string) error {
+func (d *demo) kubectlInitlock(n note, verdict string, args ...string) error {
 	var out, errOut bytes.Buffer
 	n("$ kubectl initlock %s", strings.Join(args, " "))
 	code := cli.Execute(d.ctx, cli.Options{
@@ -52,7 +51,7 @@ func (d *demo) kubectlInitlock(n note, verdict initlock.Verdict, args ...string)
 	if code != cli.ExitOK {
 		return fmt.Errorf("kubectl initlock %s exited %d: %s", strings.Join(args, " "), code, strings.TrimSpace(errOut.String()))
 	}
-	if !strings.Contains(out.String(), " "+string(verdict)) {
+	if !strings.Contains(out.String(), " "+verdict) {
 		return fmt.Errorf("kubectl initlock %s does not show the verdict %s", strings.Join(args, " "), verdict)
 	}
 	return nil

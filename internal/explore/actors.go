@@ -17,7 +17,7 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv/apimodel"
 	"github.com/initlock/initlock/internal/kubeenv/faults"
 	"github.com/initlock/initlock/pkg/initlock"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/initlocktest"
 	"github.com/initlock/initlock/pkg/initlock/keeper"
 )
 
@@ -40,8 +40,8 @@ func (s *System) provider(ctx context.Context, p Provider) {
 	if s.sc.bug != nil {
 		c = s.sc.bug(c)
 	}
-	l := &engine.Env{Client: c, Reader: c, Tokens: s.token(actor), Clock: &schedClock{
-		FakePassiveClock: clocktesting.NewFakePassiveClock(start), sys: s, actor: actor}}
+	l := initlock.New(c, initlocktest.WithTokens(s.token(actor)), initlock.WithClock(&schedClock{
+		FakePassiveClock: clocktesting.NewFakePassiveClock(start), sys: s, actor: actor}))
 	for i := range p.Attempts {
 		if s.isAborted() {
 			return
@@ -85,9 +85,9 @@ func (s *System) provider(ctx context.Context, p Provider) {
 			s.checker.unlocking(machine, m.GetUID())
 			s.touch(hookUnlocking)
 			if p.AnyHolder {
-				_ = l.Unlock(ctx, cl, nil, engine.UnlockParams{AnyHolder: true})
+				_ = l.Unlock(ctx, cl, nil, initlock.AnyHolder())
 			} else {
-				_ = l.Unlock(ctx, cl, m, engine.UnlockParams{})
+				_ = l.Unlock(ctx, cl, m)
 			}
 		case wayGoesOn:
 			return
@@ -145,43 +145,25 @@ func (s *System) manager(ctx context.Context) {
 	}
 }
 
-// operator is kubectl initlock release, without --force: it reads live,
-// decides, and, when the release needs no --force, releases what it
-// inspected.
+// operator is kubectl initlock release, without --force unless the
+// scenario forces it: it inspects live, and, when the release needs no
+// --force (or is forced), releases what it inspected (keeper.Release).
 func (s *System) operator(ctx context.Context) {
 	const actor = "operator"
 	defer s.actorDone(actor)
 	c := s.client(actor)
 	s.wait(actor, "release")
-	obs, _, err := engine.Read(ctx, engine.From(c), engine.Query{Namespace: namespace, ClusterName: clusterName,
-		APIVersion: "cluster.x-k8s.io/v1beta2", Intent: engine.IntentRelease})
-	if err != nil || obs.Cluster == nil {
+	st, err := keeper.Inspect(ctx, c, keeper.Query{Namespace: namespace, Cluster: clusterName, CAPIVersion: "v1beta2",
+		Release: true, Force: s.sc.OperatorForce, Now: start})
+	if err != nil || !st.ClusterExists || st.Err != nil || !st.Writes {
 		return
 	}
-	obs.Force = s.sc.OperatorForce
-	d := engine.Decide(obs, engine.Policy{}, start)
-	if d.Err != nil || !d.Writes() {
-		return
+	if st.LockExists && s.sc.OperatorForce {
+		s.mu.Lock()
+		s.checker.forced = st.LockUID
+		s.mu.Unlock()
 	}
-	raw := obs.Cluster.Grant.Raw()
-	p := engine.UnlockParams{Operator: true, Force: s.sc.OperatorForce, Register: &raw}
-	if obs.Lock != nil {
-		p.UID, p.ResourceVersion = obs.Lock.UID, obs.Lock.ResourceVersion
-		if s.sc.OperatorForce {
-			s.mu.Lock()
-			s.checker.forced = obs.Lock.UID
-			s.mu.Unlock()
-		}
-	} else {
-		p.NoLock = true
-	}
-	cl := &unstructured.Unstructured{}
-	cl.SetGroupVersionKind(apimodel.ClusterGVK)
-	cl.SetNamespace(namespace)
-	cl.SetName(clusterName)
-	cl.SetUID(obs.Cluster.UID)
-	l := &engine.Env{Client: c, Reader: c, Tokens: s.token(actor), Clock: clocktesting.NewFakePassiveClock(start)}
-	_ = l.Unlock(ctx, cl, nil, p)
+	_ = keeper.Release(ctx, c, st, initlocktest.WithTokens(s.token(actor)), initlock.WithClock(clocktesting.NewFakePassiveClock(start)))
 }
 
 func uidOf(obj map[string]any) string {

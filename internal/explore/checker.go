@@ -9,7 +9,6 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv/apimodel"
 	"github.com/initlock/initlock/pkg/initlock"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // Invariants the checker holds every state to.
@@ -222,7 +221,7 @@ func (c *checker) observeMachines(s *System, into map[types.UID]bool) {
 // lockReturned judges a Lock result. A restored Machine is the Machine it
 // restores: a grant to an object of an earlier incarnation of it is a grant
 // to it.
-func (c *checker) lockReturned(s *System, actor, machine string, uid types.UID, res engine.Outcome, err error) {
+func (c *checker) lockReturned(s *System, actor, machine string, uid types.UID, res initlock.Result, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cl := c.calls[actor]

@@ -10,7 +10,7 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv/apimodel"
 	"github.com/initlock/initlock/pkg/initlock"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/initlocktest"
 )
 
 // probeRounds is how many times each Machine asks again in the liveness
@@ -54,7 +54,7 @@ func (s *System) liveness(ctx context.Context) {
 			m.SetGroupVersionKind(apimodel.MachineGVK)
 			actor := fmt.Sprintf("probe/%s", name)
 			c := s.client(actor)
-			l := &engine.Env{Client: c, Reader: c, Tokens: s.token(actor), Clock: clocktesting.NewFakeClock(start)}
+			l := initlock.New(c, initlocktest.WithTokens(s.token(actor)), initlock.WithClock(clocktesting.NewFakeClock(start)))
 			res, err := l.Lock(ctx, cl, m)
 			if res.Acquired {
 				return
@@ -63,7 +63,7 @@ func (s *System) liveness(ctx context.Context) {
 			if errors.Is(err, initlock.ErrCorruptLock) || errors.Is(err, initlock.ErrNotALock) {
 				return // an operator's release is the documented way out
 			}
-			conflict = res.Verdict == engine.VerdictConflict
+			conflict = res.Verdict == "conflict"
 		}
 	}
 	if conflict && s.restored {

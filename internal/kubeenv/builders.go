@@ -101,7 +101,7 @@ func LockOwnedBy(cm *corev1.ConfigMap, cluster *unstructured.Unstructured) error
 	}
 	var refs []string
 	for _, r := range cm.OwnerReferences {
-		if r.Kind == capi.ClusterKind {
+		if r.Kind == "Cluster" {
 			refs = append(refs, r.Name+"/"+string(r.UID))
 		}
 	}

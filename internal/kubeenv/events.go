@@ -20,7 +20,7 @@ type Event struct {
 
 // Recorder records the events it is given, in order, for a test to
 // compare. It is an event recorder of client-go's events API (and so an
-// initlock.EventRecorder), safe for use by several goroutines.
+// events.EventRecorder), safe for use by several goroutines.
 type Recorder struct {
 	mu     sync.Mutex
 	events []Event

@@ -57,11 +57,15 @@ func LockGone(ctx context.Context, c client.Reader, ns, cluster string) func() e
 	}
 }
 
+// InitializedCondition is the condition type Cluster API's core controller
+// sets to True once the control plane is initialised.
+const InitializedCondition = "ControlPlaneInitialized"
+
 // InitializedStatus is the status SetInitialized writes on a Cluster of
 // Cluster API version, at time now.
 func InitializedStatus(version string, now time.Time) map[string]any {
 	cond := map[string]any{
-		"type": capi.ControlPlaneInitializedCondition, "status": "True",
+		"type": InitializedCondition, "status": "True",
 		"lastTransitionTime": now.UTC().Format(time.RFC3339),
 	}
 	status := map[string]any{"conditions": []any{cond}}

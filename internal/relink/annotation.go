@@ -9,8 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // Annotation records, on an object a restore created, the ownerReferences
@@ -29,7 +27,7 @@ import (
 // removes it once every owner is linked. The recorded UID is a proof of
 // identity only: the relinker writes the UIDs it reads live, never one
 // from the annotation.
-const Annotation = engine.AnnotationPrefix + "restored-owner-references"
+const Annotation = "initlock.dev/restored-owner-references"
 
 // AnnotationVersion is the version of the annotation's format Encode
 // writes.

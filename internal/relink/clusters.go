@@ -13,7 +13,7 @@ import (
 	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
-var clusterGK = schema.GroupKind{Group: capi.Group, Kind: capi.ClusterKind}
+var clusterGK = schema.GroupKind{Group: capi.Group, Kind: "Cluster"}
 
 // clusterNames returns the names of the Clusters an object belongs to, in
 // its namespace: the one its cluster-name label names, then those it

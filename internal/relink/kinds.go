@@ -134,7 +134,7 @@ func resolveKinds(mapper meta.RESTMapper, gvks []schema.GroupVersionKind, defaul
 		}
 	}
 	if !hasCluster {
-		gvks = append([]schema.GroupVersionKind{{Group: capi.Group, Kind: capi.ClusterKind}}, gvks...)
+		gvks = append([]schema.GroupVersionKind{{Group: capi.Group, Kind: "Cluster"}}, gvks...)
 	}
 	var out []kind
 	var skipped []schema.GroupKind

@@ -19,14 +19,14 @@ func (r *Relinker) filtered(obj client.Object, clusters []*unstructured.Unstruct
 		return false, false
 	}
 	for _, cl := range clusters {
-		if capi.InWatchFilter(cl, value) {
+		if cl.GetLabels()[capi.WatchFilterLabel] == value {
 			return false, false
 		}
 	}
 	switch {
 	case len(clusters) > 0:
 		return true, false
-	case capi.InWatchFilter(obj, value):
+	case obj.GetLabels()[capi.WatchFilterLabel] == value:
 		return false, false
 	}
 	return true, true

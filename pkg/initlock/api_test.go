@@ -40,7 +40,21 @@ func TestAPI(t *testing.T) {
 	if got != string(want) {
 		t.Errorf("the exported names changed; review the change and run go test -run TestAPI -update\n%s", got)
 	}
+	var names, methods int
+	if _, err := fmt.Sscanf(got[strings.LastIndex(got, "# in all:"):], "# in all: %d names, %d methods", &names, &methods); err != nil {
+		t.Fatal(err)
+	}
+	// The module's promise: what providers need (the root package and
+	// package locking), what a keeper needs (package keeper), the Cluster
+	// API vocabulary they share (package capi) and the test kit.
+	if names+methods > maxExported {
+		t.Errorf("the library module exports %d names and %d methods; at most %d in all", names, methods, maxExported)
+	}
 }
+
+// maxExported bounds the library module's exported names, methods
+// included.
+const maxExported = 50
 
 // exportedNames walks the module's packages, less internal ones and test
 // data, and renders their exported names with a count per package.

@@ -32,7 +32,9 @@
 // Cluster restored from a backup older than the grant) may let a second
 // Machine in, as upstream after the ConfigMap alone is lost. A grant counts
 // only while its Machine exists. Locks of providers that keep the upstream
-// lock have no grant. Package engine states the protocol and the bounds to
-// which it is proved; docs/design.md gives the argument. RBAC: get and
+// lock have no grant. The library's internal engine states the protocol
+// and the bounds to which it is proved; docs/design.md gives the argument.
+// Package keeper is what the initlock manager and kubectl initlock use to
+// heal and release locks; providers do not need it. RBAC: get and
 // patch Clusters, get Machines, get, create, patch and delete ConfigMaps.
 package initlock

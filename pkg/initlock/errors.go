@@ -1,7 +1,7 @@
 package initlock
 
 import (
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/internal/engine"
 	"github.com/initlock/initlock/pkg/initlock/internal/report"
 )
 
@@ -43,41 +43,6 @@ var (
 // particular object: its namespace, name and kind, what is wrong and what
 // to do, and the sentinel or API error it wraps.
 type Error = report.Error
-
-// Verdict is the health of a cluster's lock as Lock found it: "free",
-// "healthy", "stale-holder" and the others engine.Verdicts lists.
-type Verdict = engine.Verdict
-
-// Action is the change Lock made to the lock ConfigMap: "none", "create"
-// and the others of package engine.
-type Action = engine.Action
-
-// EventRecorder is the part of k8s.io/client-go/tools/events.EventRecorder
-// that a Locker uses to emit events on the Cluster.
-type EventRecorder = report.EventRecorder
-
-// Event reasons a Locker emits on the Cluster when given an EventRecorder;
-// a keeper (package keeper) emits EventLockAdopted and EventLockReleased
-// too.
-const (
-	EventLockAcquired  = report.EventLockAcquired
-	EventLockTakenOver = report.EventLockTakenOver
-	EventLockAdopted   = report.EventLockAdopted
-	EventLockRecreated = report.EventLockRecreated
-	EventLockReleased  = report.EventLockReleased
-)
-
-// Event reasons only a keeper emits: OrphanLockCollected (Normal, on the
-// lock) and the Warnings CorruptLock, ForeignConfigMap, LockConflict and
-// LockUnmarked, on the Cluster, or on the ConfigMap when there is no
-// Cluster.
-const (
-	EventOrphanLockCollected = report.EventOrphanLockCollected
-	EventCorruptLock         = report.EventCorruptLock
-	EventForeignConfigMap    = report.EventForeignConfigMap
-	EventLockConflict        = report.EventLockConflict
-	EventLockUnmarked        = report.EventLockUnmarked
-)
 
 // LockName returns the name of cluster's lock ConfigMap, "<cluster>-lock",
 // or an error wrapping ErrInvalidName when no valid lock can carry that

@@ -7,9 +7,11 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -49,7 +51,7 @@ func Example() {
 // (mgr.GetEventRecorder with controller-runtime v0.23 and later).
 func ExampleNew() {
 	var mgr ctrl.Manager
-	var recorder initlock.EventRecorder
+	var recorder events.EventRecorder
 	if mgr == nil {
 		return
 	}
@@ -126,7 +128,7 @@ func ExampleResult() {
 		}
 		return ctrl.Result{RequeueAfter: res.RetryAfter}
 	}
-	refused := initlock.Result{Holder: "c1-cp-0", RetryAfter: initlock.RetryAfterHeld}
+	refused := initlock.Result{Holder: "c1-cp-0", RetryAfter: 30 * time.Second}
 	fmt.Printf("held by %s: requeue after %s\n", refused.Holder, requeue(refused).RequeueAfter)
 	fmt.Printf("acquired: requeue after %s\n", requeue(initlock.Result{Acquired: true, Holder: "c1-cp-1"}).RequeueAfter)
 	// Output:

@@ -4,9 +4,11 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/internal/engine"
 )
 
 // Locker acquires and releases clusters' init locks. It is safe for
@@ -15,24 +17,32 @@ type Locker struct {
 	env engine.Env
 }
 
-// Option configures a Locker.
-type Option func(*Locker)
+// Option configures a Locker (and a keeper's release, keeper.Release).
+type Option func(*engine.Env)
 
 // WithAPIReader makes the Locker read the lock, the Cluster and the
 // Machines through r, which must read the API server directly (a
 // manager's GetAPIReader), never a possibly stale cache. Without it the
 // client passed to New must itself be uncached.
-func WithAPIReader(r client.Reader) Option { return func(l *Locker) { l.env.Reader = r } }
+func WithAPIReader(r client.Reader) Option { return func(e *engine.Env) { e.Reader = r } }
 
-// WithEventRecorder makes the Locker emit events on the Cluster: the
-// reasons EventLockAcquired and the others below.
-func WithEventRecorder(r EventRecorder) Option { return func(l *Locker) { l.env.Recorder = r } }
+// WithEventRecorder makes the Locker emit events on the Cluster, with the
+// reasons LockAcquired (Normal: the caller was granted the lock),
+// LockTakenOver (Normal: the caller took over a lock whose holder is
+// gone), LockAdopted (Normal: a restored or moved lock is owned by the
+// Cluster again), LockRecreated (Normal: a lost lock was written again for
+// the Machine its grant names) and LockReleased (Normal).
+func WithEventRecorder(r events.EventRecorder) Option { return func(e *engine.Env) { e.Recorder = r } }
+
+// WithClock makes a Locker stamp what it records (an acquisition, the
+// start of a release) with c's time instead of the real clock's.
+func WithClock(c clock.PassiveClock) Option { return func(e *engine.Env) { e.Clock = c } }
 
 // New returns a Locker that writes through c.
 func New(c client.Client, opts ...Option) *Locker {
 	l := &Locker{env: *engine.NewEnv(c)}
 	for _, o := range opts {
-		o(l)
+		o(&l.env)
 	}
 	return l
 }
@@ -44,28 +54,29 @@ type Result struct {
 	// Holder is the Machine that holds the lock; empty when Lock refused
 	// the caller at once, its claim of a free lock having lost the race.
 	Holder string
-	// Verdict is what Lock found (for logs); empty when the caller's claim
-	// of a free lock lost the race.
-	Verdict Verdict
-	// Action is the change Lock made to the lock ConfigMap, for logs,
+	// Verdict is what Lock found (for logs): "free", "healthy",
+	// "stale-holder" and the others docs/design.md lists; empty when the
+	// caller's claim of a free lock lost the race.
+	Verdict string
+	// Action is the change Lock made to the lock ConfigMap, for logs:
+	// "none", "create", "recreate", "adopt", "take-over" or "yield",
 	// including a write whose answer was lost and that Lock then found
 	// applied; its event on the Cluster says the same.
-	Action Action
+	Action string
 	// Recreated tells that the lock had been lost while granted and Lock
 	// created it again, for Holder.
 	Recreated bool
 	// RetryAfter, when the caller is refused without an error (another
 	// Machine holds the lock, or won the race for it), is when to call
-	// again: RetryAfterHeld, as the holder runs kubeadm init meanwhile and
-	// a call sooner would be refused again. Zero when the lock is
-	// acquired, or with an error.
+	// again: 30 seconds, the requeue interval the kubeadm bootstrap
+	// provider uses for the same answer of its own lock, as the holder
+	// runs kubeadm init meanwhile and a call sooner would be refused
+	// again. Zero when the lock is acquired, or with an error.
 	RetryAfter time.Duration
 }
 
-// RetryAfterHeld is Result.RetryAfter for a refused caller: the requeue
-// interval the kubeadm bootstrap provider uses for the same answer of its
-// own lock.
-const RetryAfterHeld = 30 * time.Second
+// retryAfterHeld is Result.RetryAfter for a refused caller.
+const retryAfterHeld = 30 * time.Second
 
 // Lock tries to acquire cluster's init lock for machine. cluster is a
 // Cluster API Cluster and machine a Machine of it, each typed (registered in
@@ -85,9 +96,9 @@ const RetryAfterHeld = 30 * time.Second
 // ErrNotALock, ErrCorruptLock, ErrInvalidName, ErrContended or an API error.
 func (l *Locker) Lock(ctx context.Context, cluster, machine client.Object) (Result, error) {
 	o, err := l.env.Lock(ctx, cluster, machine)
-	res := Result{Acquired: o.Acquired, Holder: o.Holder, Verdict: o.Verdict, Action: o.Action, Recreated: o.Recreated}
+	res := Result{Acquired: o.Acquired, Holder: o.Holder, Verdict: string(o.Verdict), Action: string(o.Action), Recreated: o.Recreated}
 	if err == nil && !res.Acquired {
-		res.RetryAfter = RetryAfterHeld
+		res.RetryAfter = retryAfterHeld
 	}
 	return res, err
 }

@@ -75,7 +75,7 @@ func TestRepairAfterVeleroRestore(t *testing.T) {
 	// Restore in Velero's order: ConfigMaps, then Machines, then Clusters.
 	out := velerosim.Restore(t, env.Config, velerosim.Options{}, savedCluster, savedMachine, savedLock)
 	restored := out[len(out)-1]
-	if restored.GetKind() != capi.ClusterKind {
+	if restored.GetKind() != "Cluster" {
 		t.Fatalf("restored %s last, want the Cluster", restored.GetKind())
 	}
 	if restored.GetUID() == oldUID {

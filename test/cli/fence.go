@@ -19,7 +19,7 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/keeper"
 )
 
 // pastGrace is a clock the default grace period ahead, and a minute more:
@@ -27,7 +27,7 @@ import (
 // gone holder is released rather than left for a restore to bring the
 // holder back.
 func pastGrace() clock.PassiveClock {
-	return testingclock.NewFakePassiveClock(time.Now().Add(engine.DefaultPolicy.OrphanGrace + time.Minute))
+	return testingclock.NewFakePassiveClock(time.Now().Add(keeper.DefaultPolicy().OrphanGrace + time.Minute))
 }
 
 // A lock whose holder is gone and that is younger than the grace period

@@ -7,9 +7,7 @@ import (
 	"github.com/initlock/initlock/internal/cli/inventory"
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
-	"github.com/initlock/initlock/pkg/initlock"
-	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/keeper"
 )
 
 // Gather runs inventory.Gather, one object a page, on a namespace of b with
@@ -33,18 +31,19 @@ func Gather(t *testing.T, b *Backend) {
 	var c kubeenv.Counter
 	cl := b.counted(t, &c)
 	// A page size of 1 makes every list take several pages.
-	inv, err := inventory.Gather(ctx, cl, inventory.Options{Namespace: ns, CAPIVersion: b.CAPIVersion, PageSize: 1})
+	inv, err := inventory.Gather(ctx, cl, inventory.Options{Namespace: ns, CAPIVersion: b.CAPIVersion, PageSize: 1,
+		Policy: keeper.DefaultPolicy(), Now: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]initlock.Verdict{}
+	got := map[string]string{}
 	for _, e := range inv.Entries {
-		got[e.ClusterName] = engine.Decide(e.Observation, engine.DefaultPolicy, time.Now()).Verdict
+		got[e.ClusterName] = e.Status.Verdict
 	}
-	want := map[string]initlock.Verdict{
-		"c-foreign": engine.VerdictForeign,
-		"c-healthy": engine.VerdictHealthy,
-		"c-init":    engine.VerdictHeldAfterInit,
+	want := map[string]string{
+		"c-foreign": "foreign",
+		"c-healthy": "healthy",
+		"c-init":    "held-after-init",
 	}
 	if len(got) != len(want) {
 		t.Errorf("entries %v, want %v", got, want)
@@ -58,11 +57,12 @@ func Gather(t *testing.T, b *Backend) {
 		t.Errorf("Gather wrote %d times", c.Writes())
 	}
 
-	e, err := inventory.Observe(ctx, cl, b.CAPIVersion, ns, "c-healthy")
+	e, err := inventory.Observe(ctx, cl, keeper.Query{Namespace: ns, Cluster: "c-healthy", CAPIVersion: b.CAPIVersion})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.Observation.Holder == nil || e.Observation.Holder.APIVersion != capi.Group+"/"+b.CAPIVersion || e.ConfigMap == nil {
-		t.Errorf("Observe: %+v", e.Observation)
+	// The holder is read in b.CAPIVersion: in another, it would not be found.
+	if !e.Status.HolderExists || e.Status.RecordHolder == "" || e.ConfigMap == nil {
+		t.Errorf("Observe: %+v", e.Status)
 	}
 }

@@ -45,7 +45,7 @@ func newMachine(cluster *unstructured.Unstructured, name string) *unstructured.U
 
 func clusterRef(cluster *unstructured.Unstructured) metav1.OwnerReference {
 	return metav1.OwnerReference{
-		APIVersion: cluster.GetAPIVersion(), Kind: capi.ClusterKind, Name: cluster.GetName(), UID: cluster.GetUID(),
+		APIVersion: cluster.GetAPIVersion(), Kind: "Cluster", Name: cluster.GetName(), UID: cluster.GetUID(),
 	}
 }
 
@@ -119,8 +119,8 @@ func heldLock(t *testing.T, ns string, grant bool) {
 	}
 	// Lock wrote the grant register: read the Cluster again before its
 	// status is written.
-	cluster = get(t, source, capi.ClusterKind, ns, clusterName)
-	holder = get(t, source, capi.MachineKind, ns, holderName)
+	cluster = get(t, source, "Cluster", ns, clusterName)
+	holder = get(t, source, "Machine", ns, holderName)
 	markProvisioned(t, source, cluster, holder)
 }
 
@@ -147,8 +147,8 @@ func veleroRestore(t *testing.T, from, to string) {
 // the lock its ownerReference back: upstream, no controller does.
 func reconcileAsClusterAPI(t *testing.T, ns string) {
 	t.Helper()
-	cluster := get(t, source, capi.ClusterKind, ns, clusterName)
-	holder := get(t, source, capi.MachineKind, ns, holderName)
+	cluster := get(t, source, "Cluster", ns, clusterName)
+	holder := get(t, source, "Machine", ns, holderName)
 	holder.SetOwnerReferences([]metav1.OwnerReference{clusterRef(cluster)})
 	if err := source.Client.Update(t.Context(), holder); err != nil {
 		t.Fatalf("giving machine %s/%s its cluster ownerReference back: %v", ns, holderName, err)
@@ -197,7 +197,7 @@ func holderOf(t *testing.T, cm *corev1.ConfigMap) string {
 func leftInSource(t *testing.T, ns string) []string {
 	t.Helper()
 	var out []string
-	for _, kind := range []string{capi.ClusterKind, capi.MachineKind} {
+	for _, kind := range []string{"Cluster", "Machine"} {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(capi.ClusterGVK(capi.V1Beta2).GroupVersion().WithKind(kind + "List"))
 		if err := source.Client.List(t.Context(), list, client.InNamespace(ns)); err != nil {
@@ -238,8 +238,8 @@ func newTargetLocker(t *testing.T) targetLocker {
 // writes it made.
 func (l targetLocker) lock(t *testing.T, ns, name string) (initlock.Result, int) {
 	t.Helper()
-	cluster := get(t, target, capi.ClusterKind, ns, clusterName)
-	machine := get(t, target, capi.MachineKind, ns, name)
+	cluster := get(t, target, "Cluster", ns, clusterName)
+	machine := get(t, target, "Machine", ns, name)
 	l.counter.Reset()
 	res, err := l.Lock(t.Context(), cluster, machine)
 	if err != nil {

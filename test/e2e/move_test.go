@@ -10,9 +10,7 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
-	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // A Velero-style restore strips the lock's ownerReference; initlock-manager,
@@ -29,7 +27,7 @@ func TestMoveAfterRestoreReadoptedByManager(t *testing.T) {
 	reconcileAsClusterAPI(t, ns)
 
 	startManager(t, ns)
-	cluster := get(t, source, capi.ClusterKind, ns, clusterName)
+	cluster := get(t, source, "Cluster", ns, clusterName)
 	kubeenv.Eventually(t, 30*time.Second, func() error {
 		cm := kubeenv.MustGetLock(t, source.Client, ns, clusterName)
 		if cm == nil {
@@ -47,11 +45,11 @@ func TestMoveAfterRestoreReadoptedByManager(t *testing.T) {
 	clearInitialized(t, ns)
 	addSecondMachine(t, ns)
 	lockInTarget(t, ns, []lockStep{
-		{machine: secondName, holder: holderName, action: engine.ActionNone},
+		{machine: secondName, holder: holderName, action: "none"},
 		// The record and the grant name the UIDs of cp-0 and of the Cluster
 		// in the source: Lock relies on neither, and writes both again for
 		// the target's objects, with a new token (claim ∥ lock update).
-		{machine: holderName, acquired: true, holder: holderName, action: engine.ActionTakeOver, writes: 2},
+		{machine: holderName, acquired: true, holder: holderName, action: "take-over", writes: 2},
 	})
 	expectMovedLock(t, ns, holderName)
 }
@@ -79,10 +77,10 @@ func TestMoveAfterRestoreBeforeHealing(t *testing.T) {
 			steps: []lockStep{
 				// The register names cp-0 and the lock is missing: the lock
 				// is created for cp-0, and nothing is recorded for cp-1.
-				{machine: secondName, holder: holderName, action: engine.ActionRecreate, recreated: true, writes: 1},
+				{machine: secondName, holder: holderName, action: "recreate", recreated: true, writes: 1},
 				// cp-0 makes the record cp-1 wrote for it its own, and its grant
 				// that of the target's objects, with a new token.
-				{machine: holderName, acquired: true, holder: holderName, action: engine.ActionTakeOver, writes: 2},
+				{machine: holderName, acquired: true, holder: holderName, action: "take-over", writes: 2},
 			},
 			holder: holderName,
 		},
@@ -92,8 +90,8 @@ func TestMoveAfterRestoreBeforeHealing(t *testing.T) {
 			steps: []lockStep{
 				// Claim ∥ create: the grant is written again for the target's
 				// objects.
-				{machine: holderName, acquired: true, holder: holderName, action: engine.ActionCreate, recreated: true, writes: 2},
-				{machine: secondName, holder: holderName, action: engine.ActionNone},
+				{machine: holderName, acquired: true, holder: holderName, action: "create", recreated: true, writes: 2},
+				{machine: secondName, holder: holderName, action: "none"},
 			},
 			holder: holderName,
 		},
@@ -103,7 +101,7 @@ func TestMoveAfterRestoreBeforeHealing(t *testing.T) {
 			name:  "holder without a grant: a second init is granted",
 			grant: false,
 			steps: []lockStep{
-				{machine: secondName, acquired: true, holder: secondName, action: engine.ActionCreate, writes: 2},
+				{machine: secondName, acquired: true, holder: secondName, action: "create", writes: 2},
 			},
 			holder: secondName,
 		},
@@ -128,7 +126,7 @@ func TestMoveAfterRestoreBeforeHealing(t *testing.T) {
 			if cm := kubeenv.MustGetLock(t, target.Client, ns, clusterName); cm != nil {
 				t.Fatalf("lock %s/%s reached the target: %v", ns, lockName, cm)
 			}
-			g := wire.GrantFrom(get(t, target, capi.ClusterKind, ns, clusterName).GetAnnotations())
+			g := wire.GrantFrom(get(t, target, "Cluster", ns, clusterName).GetAnnotations())
 			if (g != nil && g.MachineName == holderName) != tc.grant {
 				t.Fatalf("grant register of cluster %s/%s in the target: %+v; want a grant to %s: %t", ns, clusterName, g, holderName, tc.grant)
 			}
@@ -155,11 +153,11 @@ func TestMoveIntactLock(t *testing.T) {
 	clearInitialized(t, ns)
 	addSecondMachine(t, ns)
 	lockInTarget(t, ns, []lockStep{
-		{machine: secondName, holder: holderName, action: engine.ActionNone},
+		{machine: secondName, holder: holderName, action: "none"},
 		// The record and the grant name the UIDs of cp-0 and of the Cluster
 		// in the source: Lock relies on neither, and writes both again for
 		// the target's objects, with a new token (claim ∥ lock update).
-		{machine: holderName, acquired: true, holder: holderName, action: engine.ActionTakeOver, writes: 2},
+		{machine: holderName, acquired: true, holder: holderName, action: "take-over", writes: 2},
 	})
 	expectMovedLock(t, ns, holderName)
 }
@@ -172,7 +170,7 @@ func expectMovedLock(t *testing.T, ns, holder string) {
 	if cm == nil {
 		t.Fatalf("no lock %s/%s in the target", ns, lockName)
 	}
-	if err := ownedOnlyBy(cm, get(t, target, capi.ClusterKind, ns, clusterName)); err != nil {
+	if err := ownedOnlyBy(cm, get(t, target, "Cluster", ns, clusterName)); err != nil {
 		t.Error(err)
 	}
 	if got := holderOf(t, cm); got != holder {
@@ -191,7 +189,7 @@ func expectMovedLock(t *testing.T, ns, holder string) {
 // across, clearing it stands for the time before Cluster API recomputes it.
 func clearInitialized(t *testing.T, ns string) {
 	t.Helper()
-	cluster := get(t, target, capi.ClusterKind, ns, clusterName)
+	cluster := get(t, target, "Cluster", ns, clusterName)
 	if !capi.IsControlPlaneInitialized(cluster) {
 		return
 	}
@@ -206,7 +204,7 @@ func clearInitialized(t *testing.T, ns string) {
 // control-plane provider does when it scales up after the move.
 func addSecondMachine(t *testing.T, ns string) {
 	t.Helper()
-	create(t, target, newMachine(get(t, target, capi.ClusterKind, ns, clusterName), secondName))
+	create(t, target, newMachine(get(t, target, "Cluster", ns, clusterName), secondName))
 }
 
 // lockStep is one Lock call in the target and what it must return.
@@ -214,7 +212,7 @@ type lockStep struct {
 	machine   string
 	acquired  bool
 	holder    string
-	action    initlock.Action
+	action    string
 	recreated bool
 	// writes is the exact number of API writes the call makes.
 	writes int

@@ -18,7 +18,6 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // Requests per call that the benchmarks assert, as the package
@@ -124,7 +123,7 @@ func freeLockRound(b *testing.B, f *fixture, name string, i int, t freeLockTimer
 		func() {
 			t.lock.run(b, f, func() error {
 				res, err := f.locker.Lock(b.Context(), cl, m)
-				if err == nil && (!res.Acquired || res.Verdict != engine.VerdictFree) {
+				if err == nil && (!res.Acquired || res.Verdict != "free") {
 					b.Fatalf("Lock = %+v, want the free path to acquire it", res)
 				}
 				return err
@@ -213,7 +212,7 @@ func BenchmarkReLock(b *testing.B) {
 			func() {
 				lock.run(b, f, func() error {
 					res, err := f.locker.Lock(b.Context(), f.cluster, m)
-					if err == nil && (!res.Acquired || res.Action != engine.ActionNone) {
+					if err == nil && (!res.Acquired || res.Action != "none") {
 						b.Fatalf("re-Lock = %+v, want it held and nothing changed", res)
 					}
 					return err

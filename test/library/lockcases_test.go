@@ -11,14 +11,13 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // lockWant is what a Lock case must come to.
 type lockWant struct {
 	acquired bool
 	holder   string
-	action   initlock.Action
+	action   string
 	err      error
 	reads    int
 	writes   int
@@ -42,7 +41,7 @@ var lockCases = []lockCase{{
 	name:  "free: the register claimed, then the lock created",
 	setup: func(f *fixture) *unstructured.Unstructured { return f.machine("m1") },
 	// PATCH register ∥ GET caller; CREATE lock.
-	want: lockWant{acquired: true, holder: "m1", action: engine.ActionCreate, reads: 1, writes: 2},
+	want: lockWant{acquired: true, holder: "m1", action: "create", reads: 1, writes: 2},
 	check: func(t *testing.T, f *fixture) {
 		cm := f.lockCM()
 		if cm.Labels[capi.ClusterNameLabel] != "c1" {
@@ -61,7 +60,7 @@ var lockCases = []lockCase{{
 		return m
 	},
 	// GET lock ∥ GET Cluster ∥ GET caller.
-	want: lockWant{acquired: true, holder: "m1", action: engine.ActionNone, reads: 3, writes: 0},
+	want: lockWant{acquired: true, holder: "m1", action: "none", reads: 3, writes: 0},
 }, {
 	name: "re-lock after the owner reference was stripped: re-adopted in one write",
 	setup: func(f *fixture) *unstructured.Unstructured {
@@ -75,7 +74,7 @@ var lockCases = []lockCase{{
 		return m
 	},
 	// GET lock ∥ GET Cluster ∥ GET caller, PATCH lock.
-	want: lockWant{acquired: true, holder: "m1", action: engine.ActionAdopt, reads: 3, writes: 1},
+	want: lockWant{acquired: true, holder: "m1", action: "adopt", reads: 3, writes: 1},
 	check: func(t *testing.T, f *fixture) {
 		if refs := f.lockCM().OwnerReferences; len(refs) != 1 || refs[0] != f.clusterRef() {
 			t.Errorf("lock ownerReferences = %+v, want one to the cluster", refs)
@@ -103,7 +102,7 @@ var lockCases = []lockCase{{
 		}
 		return m
 	},
-	want: lockWant{acquired: true, holder: "m1", action: engine.ActionAdopt, reads: 3, writes: 1},
+	want: lockWant{acquired: true, holder: "m1", action: "adopt", reads: 3, writes: 1},
 	check: func(t *testing.T, f *fixture) {
 		refs := f.lockCM().OwnerReferences
 		if len(refs) != 2 || refs[0].Name != "keep-me" || refs[1] != f.clusterRef() {
@@ -120,7 +119,7 @@ var lockCases = []lockCase{{
 	// PATCH register ∥ GET caller; CREATE lock (AlreadyExists); GET
 	// lock ∥ GET Cluster ∥ GET caller; PATCH lock with the claim's
 	// token, which the register shows.
-	want:  lockWant{acquired: true, holder: "m1", action: engine.ActionTakeOver, reads: 4, writes: 3},
+	want:  lockWant{acquired: true, holder: "m1", action: "take-over", reads: 4, writes: 3},
 	check: func(t *testing.T, f *fixture) { f.expectHeld(t, "m1") },
 }, {
 	name: "held by another machine that exists: refused, nothing written",
@@ -130,7 +129,7 @@ var lockCases = []lockCase{{
 	},
 	// The caller's view shows the register taken: GET lock ∥ GET
 	// Cluster ∥ GET caller; GET holder.
-	want:  lockWant{acquired: false, holder: "m1", action: engine.ActionNone, reads: 4, writes: 0},
+	want:  lockWant{acquired: false, holder: "m1", action: "none", reads: 4, writes: 0},
 	check: func(t *testing.T, f *fixture) { f.expectHeld(t, "m1") },
 }, {
 	name: "the claim made on a Cluster read before another machine's grant fails its test: refused at once",
@@ -156,7 +155,7 @@ var lockCases = []lockCase{{
 	// lock ∥ GET Cluster ∥ GET caller; GET holder; PATCH register
 	// (withdrawn: the create failed, so no lock with the claim's
 	// token can land later).
-	want:  lockWant{acquired: false, holder: "m1", action: engine.ActionNone, reads: 5, writes: 3},
+	want:  lockWant{acquired: false, holder: "m1", action: "none", reads: 5, writes: 3},
 	check: func(t *testing.T, f *fixture) { f.expectGrant(t, "") },
 }, {
 	name: "held by a machine that no longer exists: taken over in place",
@@ -167,7 +166,7 @@ var lockCases = []lockCase{{
 	// PATCH register ∥ GET caller; CREATE lock (AlreadyExists); GET
 	// lock ∥ GET Cluster ∥ GET caller; GET holder (404); PATCH lock
 	// with the claim's token.
-	want:  lockWant{acquired: true, holder: "m2", action: engine.ActionTakeOver, reads: 5, writes: 3},
+	want:  lockWant{acquired: true, holder: "m2", action: "take-over", reads: 5, writes: 3},
 	check: func(t *testing.T, f *fixture) { f.expectHeld(t, "m2") },
 }, {
 	name: "the granted machine is gone: the register is claimed over it",
@@ -182,7 +181,7 @@ var lockCases = []lockCase{{
 	// register (compare-and-swap over the stale grant) ∥ GET caller
 	// (after the Cluster: a restore between the first reads shows);
 	// PATCH lock.
-	want:  lockWant{acquired: true, holder: "m2", action: engine.ActionTakeOver, reads: 5, writes: 2},
+	want:  lockWant{acquired: true, holder: "m2", action: "take-over", reads: 5, writes: 2},
 	check: func(t *testing.T, f *fixture) { f.expectHeld(t, "m2") },
 }, {
 	name: "damaged grant register: refused, nothing written",

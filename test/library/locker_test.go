@@ -14,7 +14,7 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/keeper"
 )
 
 // TestLock covers every path of Lock on the real API server (lockCases).
@@ -214,17 +214,20 @@ func TestUnlock(t *testing.T) {
 			t.Error("corrupt lock still exists")
 		}
 	})
-	t.Run("IfUnchanged refuses a lock that changed since it was inspected", func(t *testing.T) {
+	t.Run("an operator's release refuses a lock that changed since it was inspected", func(t *testing.T) {
 		f := newFixture(t)
 		m := f.machine("m1")
 		f.mustLock(m)
-		seen := f.lockCM()
-		cm := seen.DeepCopy()
+		seen, err := keeper.Inspect(t.Context(), f.client, keeper.Query{Namespace: f.ns, Cluster: "c1", CAPIVersion: capi.V1Beta2, Release: true, Force: true})
+		if err != nil || !seen.Writes {
+			t.Fatalf("Inspect: %+v, %v", seen, err)
+		}
+		cm := f.lockCM()
 		cm.Annotations = map[string]string{"touched": "yes"}
 		if err := env.Client.Update(t.Context(), cm); err != nil {
 			t.Fatal(err)
 		}
-		err := engine.NewEnv(f.client).Unlock(t.Context(), f.cluster, m, engine.UnlockParams{UID: seen.UID, ResourceVersion: seen.ResourceVersion})
+		err = keeper.Release(t.Context(), f.client, seen)
 		if !apierrors.IsConflict(err) {
 			t.Fatalf("Unlock error = %v, want a conflict", err)
 		}

@@ -16,7 +16,6 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // TestRegressionStaleCachedGrantAfterWithdrawnClaim: the caller's Cluster
@@ -46,7 +45,7 @@ func TestRegressionStaleCachedGrantAfterWithdrawnClaim(t *testing.T) {
 		f.counter.Reset()
 		res, err := f.locker.Lock(t.Context(), f.cluster, m1)
 		expectAcquired(t, "m1", res, err)
-		if res.Recreated || res.Action != initlock.Action("create") {
+		if res.Recreated || res.Action != string("create") {
 			t.Errorf("Lock(m1) = %+v: want the lock created, not recreated (no lock had existed; the claim's answer was lost)", res)
 		}
 		// PATCH claim (applied, answered 503) ∥ GET m1; GET lock ∥ GET
@@ -204,8 +203,8 @@ func TestRegressionStaleCachedGrantAfterFailedUnlock(t *testing.T) {
 
 			res, err = f.locker.Lock(t.Context(), cached, m1)
 			expectAcquired(t, "m1", res, err)
-			if res.Action != engine.ActionTakeOver {
-				t.Errorf("re-Lock(m1) action = %s, want %s: the claim and the lock written again", res.Action, engine.ActionTakeOver)
+			if res.Action != "take-over" {
+				t.Errorf("re-Lock(m1) action = %s, want %s: the claim and the lock written again", res.Action, "take-over")
 			}
 			f.counter.Reset()
 			res, err = f.locker.Lock(t.Context(), f.get(f.cluster), m2)

@@ -15,7 +15,6 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
-	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
 // The regression tests inject, with interceptor.Funcs around a client of
@@ -53,7 +52,7 @@ type write struct {
 // grant returns the value a patch writes into a Cluster's grant register,
 // or nil when it writes none.
 func (w write) grant() *wire.Grant {
-	if w.verb != "patch" || w.patchType != types.JSONPatchType || w.obj.GetObjectKind().GroupVersionKind().Kind != capi.ClusterKind {
+	if w.verb != "patch" || w.patchType != types.JSONPatchType || w.obj.GetObjectKind().GroupVersionKind().Kind != "Cluster" {
 		return nil
 	}
 	var ops []struct {

@@ -11,7 +11,6 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // reincarnate locks for m1, deletes it and creates it again under the same
@@ -31,8 +30,8 @@ func (f *fixture) reincarnate(t *testing.T) (stale, cachedBefore, cachedOld, liv
 	}
 	res, err := f.locker.Lock(t.Context(), f.get(f.cluster), live)
 	expectAcquired(t, "m1", res, err)
-	if res.Action != engine.ActionTakeOver {
-		t.Fatalf("Lock(new m1) action = %s, want %s: the grant of the deleted incarnation does not count", res.Action, engine.ActionTakeOver)
+	if res.Action != "take-over" {
+		t.Fatalf("Lock(new m1) action = %s, want %s: the grant of the deleted incarnation does not count", res.Action, "take-over")
 	}
 	if g := f.grant(); g.MachineUID != live.GetUID() {
 		t.Fatalf("register = %s, want the new incarnation %s", g.Raw(), live.GetUID())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -50,7 +51,7 @@ func TestRegressionPausedLiveFreePath(t *testing.T) {
 
 			f.counter.Reset()
 			res, err := f.locker.Lock(t.Context(), cached, m1)
-			if err != nil || res.Acquired || res.RetryAfter != initlock.RetryAfterHeld {
+			if err != nil || res.Acquired || res.RetryAfter != 30*time.Second {
 				t.Fatalf("Lock(m1) with an unpaused view of a paused Cluster = %+v, %v; want refused at once", res, err)
 			}
 			// PATCH claim (422: its test of the pause failed) ∥ GET m1, and

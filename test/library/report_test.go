@@ -30,48 +30,48 @@ func TestResultAndEventsReportTheChange(t *testing.T) {
 		goneHolder, lostLock bool
 		// lose, when set, picks the write whose answer is lost, applied.
 		lose          func(w write) bool
-		verdict       initlock.Verdict
-		action        initlock.Action
+		verdict       string
+		action        string
 		recreated     bool
 		event         string
 		reads, writes int
 	}{{
-		name: "free", verdict: "free", action: "create", event: initlock.EventLockAcquired,
+		name: "free", verdict: "free", action: "create", event: "LockAcquired",
 		// PATCH claim ∥ GET m1; CREATE.
 		reads: 1, writes: 2,
 	}, {
 		name: "free, the create's answer lost", lose: lockWrite("create"),
-		verdict: "healthy", action: "create", event: initlock.EventLockAcquired,
+		verdict: "healthy", action: "create", event: "LockAcquired",
 		// PATCH claim ∥ GET m1; CREATE (applied, answered 503); GET lock ∥
 		// GET Cluster ∥ GET m1: both name m1 with the create's token.
 		reads: 4, writes: 2,
 	}, {
 		name: "free, the claim's answer lost", lose: func(w write) bool { return w.claimBy("m1") },
-		verdict: "free", action: "create", event: initlock.EventLockAcquired,
+		verdict: "free", action: "create", event: "LockAcquired",
 		// PATCH claim (applied, answered 503) ∥ GET m1; GET lock ∥ GET
 		// Cluster ∥ GET m1; CREATE with the claim's token.
 		reads: 4, writes: 2,
 	}, {
 		name: "holder gone", goneHolder: true,
-		verdict: "stale-holder", action: "take-over", event: initlock.EventLockTakenOver,
+		verdict: "stale-holder", action: "take-over", event: "LockTakenOver",
 		// PATCH claim ∥ GET m1; CREATE (AlreadyExists); GET lock ∥ GET
 		// Cluster ∥ GET m1; GET gone (404); PATCH the lock with the
 		// claim's token.
 		reads: 5, writes: 3,
 	}, {
 		name: "holder gone, the take-over's answer lost", goneHolder: true, lose: lockWrite("patch"),
-		verdict: "healthy", action: "take-over", event: initlock.EventLockTakenOver,
+		verdict: "healthy", action: "take-over", event: "LockTakenOver",
 		// As above, then GET lock ∥ GET Cluster ∥ GET m1: both name m1
 		// with the take-over's token.
 		reads: 8, writes: 3,
 	}, {
 		name: "lock lost while granted", lostLock: true,
-		verdict: "lost", action: "create", recreated: true, event: initlock.EventLockAcquired,
+		verdict: "lost", action: "create", recreated: true, event: "LockAcquired",
 		// GET lock ∥ GET Cluster ∥ GET m1; PATCH claim ∥ GET m1; CREATE.
 		reads: 4, writes: 2,
 	}, {
 		name: "lock lost while granted, the create's answer lost", lostLock: true, lose: lockWrite("create"),
-		verdict: "healthy", action: "create", recreated: true, event: initlock.EventLockAcquired,
+		verdict: "healthy", action: "create", recreated: true, event: "LockAcquired",
 		// As above, then GET lock ∥ GET Cluster ∥ GET m1: both name m1
 		// with the create's token.
 		reads: 7, writes: 2,
@@ -139,7 +139,7 @@ func TestEventsOfRefusalsAndReleases(t *testing.T) {
 	}
 	res, err := f.locker.Lock(t.Context(), f.get(f.cluster), m1)
 	expectAcquired(t, "m1", res, err)
-	if res.Action != initlock.Action("none") {
+	if res.Action != string("none") {
 		t.Errorf("re-Lock(m1) = %+v, want action none", res)
 	}
 	expect("re-Lock(m1)")
@@ -153,10 +153,10 @@ func TestEventsOfRefusalsAndReleases(t *testing.T) {
 	}
 	res, err = f.locker.Lock(t.Context(), f.get(f.cluster), m2)
 	expectRefused(t, "m2", res, err, "m1")
-	if !res.Recreated || res.Action != initlock.Action("recreate") {
+	if !res.Recreated || res.Action != string("recreate") {
 		t.Errorf("Lock(m2) with m1's lock lost = %+v, want the lock recreated for m1", res)
 	}
-	expect("Lock(m2) with m1's lock lost", initlock.EventLockRecreated)
+	expect("Lock(m2) with m1's lock lost", "LockRecreated")
 	if got := f.lockHolder(); got != "m1" {
 		t.Errorf("lock holder = %s, want m1", got)
 	}
@@ -164,7 +164,7 @@ func TestEventsOfRefusalsAndReleases(t *testing.T) {
 	if err := f.locker.Unlock(t.Context(), f.get(f.cluster), m1); err != nil {
 		t.Fatal(err)
 	}
-	expect("Unlock(m1)", initlock.EventLockRecreated, initlock.EventLockReleased)
+	expect("Unlock(m1)", "LockRecreated", "LockReleased")
 	if cm := kubeenv.MustGetLock(t, env.Client, f.ns, "c1"); cm != nil {
 		t.Errorf("lock still there after Unlock(m1): %v", cm.Data)
 	}

@@ -19,7 +19,6 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // backup backs up the namespace's Clusters, Machines and ConfigMaps as a
@@ -95,7 +94,7 @@ func TestSeedScenario(t *testing.T) {
 
 	f.counter.Reset()
 	res := f.mustLock(restored["Machine/m1"])
-	if !res.Acquired || res.Action != engine.ActionTakeOver {
+	if !res.Acquired || res.Action != "take-over" {
 		t.Fatalf("Lock after restore = %+v, want acquired, its records written again", res)
 	}
 	// GET lock ∥ GET Cluster ∥ GET caller; GET caller again, after the
@@ -168,8 +167,8 @@ func TestLostLock(t *testing.T) {
 		}
 		f.counter.Reset()
 		res, err := f.locker.Lock(t.Context(), stale, m2)
-		if err != nil || res.Acquired || res.Holder != "" || res.Recreated || res.RetryAfter != initlock.RetryAfterHeld {
-			t.Fatalf("Lock(m2) with a stale view = %+v, %v; want refused at once, RetryAfter %s", res, err, initlock.RetryAfterHeld)
+		if err != nil || res.Acquired || res.Holder != "" || res.Recreated || res.RetryAfter != 30*time.Second {
+			t.Fatalf("Lock(m2) with a stale view = %+v, %v; want refused at once, RetryAfter %s", res, err, 30*time.Second)
 		}
 		// PATCH register (fails its test: m1's grant) ∥ GET caller, and
 		// nothing else: the lock is not looked at.
@@ -182,8 +181,8 @@ func TestLostLock(t *testing.T) {
 		// The next call, with the Cluster as it stands, reads the lock.
 		f.counter.Reset()
 		res, err = f.locker.Lock(t.Context(), f.get(f.cluster), m2)
-		if err != nil || res.Acquired || res.Holder != "m1" || !res.Recreated || res.RetryAfter != initlock.RetryAfterHeld {
-			t.Fatalf("Lock(m2) = %+v, %v; want refused, RetryAfter %s, and the lock recreated for m1", res, err, initlock.RetryAfterHeld)
+		if err != nil || res.Acquired || res.Holder != "m1" || !res.Recreated || res.RetryAfter != 30*time.Second {
+			t.Fatalf("Lock(m2) = %+v, %v; want refused, RetryAfter %s, and the lock recreated for m1", res, err, 30*time.Second)
 		}
 		// GET lock ∥ GET Cluster ∥ GET caller; GET m1; CREATE lock for m1.
 		if r, w := f.counter.Reads(), f.counter.Writes(); r != 4 || w != 1 {
@@ -217,7 +216,7 @@ func TestLostLock(t *testing.T) {
 			t.Fatal(err)
 		}
 		kubeenv.WaitGone(t, env.Client, m1)
-		if res := f.mustLock(m2); !res.Acquired || res.Action != engine.ActionTakeOver {
+		if res := f.mustLock(m2); !res.Acquired || res.Action != "take-over" {
 			t.Fatalf("Lock(m2) = %+v, want acquired by take-over", res)
 		}
 	})
@@ -232,7 +231,7 @@ func TestLostLock(t *testing.T) {
 			t.Fatal(err)
 		}
 		kubeenv.WaitGone(t, env.Client, m1)
-		if res := f.mustLock(m2); !res.Acquired || res.Action != engine.ActionCreate {
+		if res := f.mustLock(m2); !res.Acquired || res.Action != "create" {
 			t.Fatalf("Lock(m2) = %+v, want acquired by create", res)
 		}
 	})
@@ -263,7 +262,7 @@ func (f *fixture) checkRefusedThenHolderRecreates(t *testing.T, m1, m2 *unstruct
 	// The recreated record carries no token: m1 relies on it only once it
 	// has written the register and the lock again, with one token.
 	f.counter.Reset()
-	if res := f.mustLock(m1); !res.Acquired || res.Holder != "m1" || res.Action != engine.ActionTakeOver {
+	if res := f.mustLock(m1); !res.Acquired || res.Holder != "m1" || res.Action != "take-over" {
 		t.Fatalf("Lock(m1) = %+v, want acquired, the records written again", res)
 	}
 	// GET lock ∥ GET Cluster ∥ GET caller; PATCH register ∥ GET caller
@@ -273,7 +272,7 @@ func (f *fixture) checkRefusedThenHolderRecreates(t *testing.T, m1, m2 *unstruct
 	}
 	f.expectHeld(t, "m1")
 	f.counter.Reset()
-	if res := f.mustLock(m1); !res.Acquired || res.Action != engine.ActionNone {
+	if res := f.mustLock(m1); !res.Acquired || res.Action != "none" {
 		t.Fatalf("Lock(m1) again = %+v, want acquired with no action", res)
 	}
 	if r, w := f.counter.Reads(), f.counter.Writes(); r != 3 || w != 0 {

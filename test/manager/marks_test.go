@@ -18,7 +18,7 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/keeper"
 )
 
 // TestLeftMarksTakenOff: the lock guard refuses an update that takes a
@@ -206,10 +206,11 @@ func TestOperatorReleaseNotFought(t *testing.T) {
 			return c.Delete(ctx, obj, opts...)
 		},
 	})
-	cl = getCluster(t, cl)
-	register := cl.GetAnnotations()[wire.GrantAnnotation]
-	p := engine.UnlockParams{Operator: true, Force: true, Register: &register, UID: cm.UID, ResourceVersion: cm.ResourceVersion}
-	if err := engine.NewEnv(slow).Unlock(t.Context(), cl, nil, p); err != nil {
+	st, err := keeper.Inspect(t.Context(), base, keeper.Query{Namespace: ns, Cluster: "c1", CAPIVersion: v, Release: true, Force: true})
+	if err != nil || !st.Writes || st.LockUID != cm.UID {
+		t.Fatalf("Inspect: %+v, %v", st, err)
+	}
+	if err := keeper.Release(t.Context(), slow, st); err != nil {
 		t.Fatalf("release --force of a held lock with 300ms between its mark and its delete: %v", err)
 	}
 	if err := lockGone(t, ns, "c1")(); err != nil {

@@ -15,7 +15,6 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // TestHeldLockCannotBeDeleted: a lock held by an existing Machine of an
@@ -73,14 +72,14 @@ func TestHeldLockCannotBeDeleted(t *testing.T) {
 	}
 
 	// The holder goes: the lock is released for the next Machine.
-	releasedBefore := counterValue(t, "initlock_lock_releases_total", engine.ReasonHolderGone)
+	releasedBefore := counterValue(t, "initlock_lock_releases_total", "holder-gone")
 	deleteAndWait(t, m1)
 	kubeenv.Eventually(t, 20*time.Second, lockGone(t, ns, "c1"))
 	eventOn(t, ns, "LockReleased", "Cluster", "c1")
 	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 3 {
 		t.Fatalf("configmap writes = %d, want 3 (adopt, the release mark, the delete):\n%s", n, rm.Counter)
 	}
-	if d := counterValue(t, "initlock_lock_releases_total", engine.ReasonHolderGone) - releasedBefore; d != 1 {
+	if d := counterValue(t, "initlock_lock_releases_total", "holder-gone") - releasedBefore; d != 1 {
 		t.Fatalf("releases{reason=holder-gone} grew by %v, want 1", d)
 	}
 }

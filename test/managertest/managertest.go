@@ -24,7 +24,6 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/internal/manager"
-	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
 // Options are the options of a manager started by a test: one namespace
@@ -98,7 +97,7 @@ func RestoreAndExpectAdoption(t testing.TB, env *kubeenv.Env, version, ns, clust
 	var cl *unstructured.Unstructured
 	for _, u := range velerosim.Restore[client.Object](t, env.Config, velerosim.Options{}, kubeenv.NewLock(ns, cluster, holder, nil),
 		kubeenv.NewMachine(version, ns, cluster, holder), kubeenv.NewCluster(version, ns, cluster)) {
-		if u.GetKind() == capi.ClusterKind {
+		if u.GetKind() == "Cluster" {
 			cl = u
 		}
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/stack"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
-	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
 // waitInitialized waits until core reports the Cluster's control plane
@@ -23,7 +22,7 @@ import (
 func waitInitialized(t *testing.T, m *stack.Mgmt, ns, cluster string) time.Duration {
 	t.Helper()
 	start := time.Now()
-	must(t, m.WaitCondition(t.Context(), ns, cluster, capi.ControlPlaneInitializedCondition))
+	must(t, m.WaitCondition(t.Context(), ns, cluster, kubeenv.InitializedCondition))
 	return time.Since(start)
 }
 

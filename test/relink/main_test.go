@@ -290,7 +290,7 @@ func pluginRestorer(t testing.TB) *velerosim.Restorer {
 }
 
 func clusterOwner(name string) relink.OwnerRef {
-	return relink.OwnerRef{APIVersion: capi.Group + "/" + env.CAPIVersion, Kind: capi.ClusterKind, Name: name}
+	return relink.OwnerRef{APIVersion: capi.Group + "/" + env.CAPIVersion, Kind: "Cluster", Name: name}
 }
 
 func controllerOwner(kind, name string) relink.OwnerRef {

@@ -1,7 +1,7 @@
 // Package inventory reads, from the API server, everything needed to judge
 // every Cluster API init lock in a namespace or in a whole management
-// cluster, and turns it into one engine.Observation per cluster, ready for
-// engine.Decide. It is read-only.
+// cluster, and turns it into one keeper.Status per cluster: what was read
+// and the decision on it. It is read-only.
 //
 // # What it reads
 //
@@ -33,9 +33,10 @@
 //
 // # What it does not do
 //
-// It makes no decision (engine.Decide does) and no write (engine.Apply
-// and initlock.Locker do). Its view is a set of lists taken one after the
-// other, not a snapshot: every write made from it must carry preconditions,
-// as engine.Apply's do, and a conflict means "observe that lock again"
-// (Observe).
+// It takes no decision of its own (keeper.Inspect decides, on what was
+// listed) and makes no write (keeper.Apply, keeper.Release and
+// initlock.Locker do). Its view is a set of lists taken one after the
+// other, not a snapshot: every write made from it must carry
+// preconditions, as keeper.Apply's do, and a conflict means "observe that
+// lock again" (Observe).
 package inventory

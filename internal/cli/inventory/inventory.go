@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,7 +16,7 @@ import (
 	"github.com/initlock/initlock/pkg/initlock"
 
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/keeper"
 )
 
 // DefaultPageSize is the page size of every list Gather makes.
@@ -35,21 +36,23 @@ type Options struct {
 	// lock whose Cluster is not selected, or does not exist (an orphan), is
 	// then left out.
 	ClusterSelector labels.Selector
+	// Policy and Now are what each lock's decision is taken with.
+	Policy keeper.Policy
+	Now    time.Time
 }
 
 // Entry is one cluster's lock as observed.
 type Entry struct {
 	// Namespace and ClusterName name the cluster the lock belongs to; the
-	// Cluster itself may not exist (Observation.Cluster is nil then).
+	// Cluster itself may not exist (Status.ClusterExists).
 	Namespace, ClusterName string
 	// LockName is the lock's ConfigMap name, "<cluster>-lock".
 	LockName string
 	// ConfigMap is the ConfigMap with the lock's name, nil when there is
-	// none. engine.Apply needs it.
+	// none.
 	ConfigMap *corev1.ConfigMap
-	// Observation is built by engine.Observe, with the cluster's grant
-	// records added.
-	Observation engine.Observation
+	// Status is what keeper.Inspect read and decided.
+	Status keeper.Status
 	// ClusterLabels are the labels of the Cluster, as Gather listed it; nil
 	// when it does not exist, and not set by Observe.
 	ClusterLabels map[string]string
@@ -76,8 +79,8 @@ var _ Reader = client.Client(nil)
 type key struct{ namespace, name string }
 
 // Gather reads every lock in scope. See the package documentation for the
-// calls it makes. Each cluster is then observed by engine.Read, as the
-// manager and the library observe it, from a snapshot of what was listed.
+// calls it makes. Each cluster is then inspected by keeper.Inspect, as the
+// manager inspects it, from a snapshot of what was listed.
 func Gather(ctx context.Context, c Reader, opts Options) (*Inventory, error) {
 	if opts.CAPIVersion == "" {
 		return nil, fmt.Errorf("listing init locks: no Cluster API version given: discover the one the API server serves (capi.Discover)")
@@ -132,7 +135,7 @@ func Gather(ctx context.Context, c Reader, opts Options) (*Inventory, error) {
 		if opts.ClusterSelector != nil && !selected {
 			continue // the lock of a Cluster not selected, or of none
 		}
-		e, err := observe(ctx, engine.From(snap), opts.CAPIVersion, k.namespace, k.name)
+		e, err := observe(ctx, snap, keeper.Query{Namespace: k.namespace, Cluster: k.name, CAPIVersion: opts.CAPIVersion, Policy: opts.Policy, Now: opts.Now})
 		if err != nil {
 			return nil, err
 		}
@@ -179,14 +182,14 @@ func listLabelledLocks(ctx context.Context, c Reader, opts Options) (map[key]*co
 	err := paginate(ctx, c, list, opts, func() error {
 		for i := range list.Items {
 			cm := &list.Items[i]
-			cluster := cm.Labels[engine.ClusterNameLabel]
+			cluster := cm.Labels[capi.ClusterNameLabel]
 			if name, err := initlock.LockName(cluster); err != nil || name != cm.Name {
 				continue // labelled for a cluster, but not named as its lock
 			}
 			out[key{cm.Namespace, cluster}] = cm.DeepCopy()
 		}
 		return nil
-	}, client.HasLabels{engine.ClusterNameLabel})
+	}, client.HasLabels{capi.ClusterNameLabel})
 	if err != nil {
 		return nil, ListError(err, "configmaps", "", opts.Namespace)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
-// snapshot is a client.Reader over the objects Gather listed: engine.Read
+// snapshot is a client.Reader over the objects Gather listed: keeper.Inspect
 // reads each cluster's lock from it as it would from the API server.
 type snapshot struct {
 	clusters map[key]*unstructured.Unstructured
@@ -34,7 +34,7 @@ func (s *snapshot) Get(_ context.Context, k client.ObjectKey, obj client.Object,
 		}
 		return apierrors.NewNotFound(corev1.Resource("configmaps"), k.Name)
 	case *unstructured.Unstructured:
-		if u, ok := s.clusters[id]; ok && o.GetKind() == capi.ClusterKind {
+		if u, ok := s.clusters[id]; ok && o.GetKind() == "Cluster" {
 			gvk := o.GroupVersionKind()
 			u.DeepCopyInto(o)
 			o.SetGroupVersionKind(gvk)
@@ -42,7 +42,7 @@ func (s *snapshot) Get(_ context.Context, k client.ObjectKey, obj client.Object,
 		}
 		return apierrors.NewNotFound(schema.GroupResource{Group: capi.Group, Resource: "clusters"}, k.Name)
 	case *metav1.PartialObjectMetadata:
-		if m, ok := s.machines[id]; ok && o.GetObjectKind().GroupVersionKind().Kind == capi.MachineKind {
+		if m, ok := s.machines[id]; ok && o.GetObjectKind().GroupVersionKind().Kind == "Machine" {
 			gvk := o.GroupVersionKind()
 			m.DeepCopyInto(o)
 			o.SetGroupVersionKind(gvk)

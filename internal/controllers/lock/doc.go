@@ -34,7 +34,7 @@
 // On the controller-runtime registry:
 //
 //   - initlock_locks{state}: locks by verdict. The states are the values of
-//     initlock.Verdict except "free" (no lock) and "lost" (which needs grant
+//     string except "free" (no lock) and "lost" (which needs grant
 //     records): healthy is a lock held by an existing Machine and owned by
 //     its Cluster (the "held" state), unowned, stale-holder, held-after-init,
 //     orphan, corrupt and foreign.

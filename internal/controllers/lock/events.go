@@ -3,10 +3,9 @@ package lock
 import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
-
-	"github.com/initlock/initlock/pkg/initlock"
 )
 
 // Defaults of the event budget (see NewEventBudget).
@@ -22,7 +21,7 @@ const (
 // namespace. The logs and the initlock_lock_* counters record every write
 // whether or not its event was emitted.
 type eventBudget struct {
-	next    initlock.EventRecorder
+	next    events.EventRecorder
 	limiter flowcontrol.PassiveRateLimiter
 }
 
@@ -31,7 +30,7 @@ type eventBudget struct {
 // rest, counting them in initlock_events_dropped_total. Warning events are
 // rare (one per lock and version) and always emitted. A qps of zero or
 // less emits every event. clk nil is the real clock.
-func NewEventBudget(next initlock.EventRecorder, qps float32, burst int, clk clock.PassiveClock) initlock.EventRecorder {
+func NewEventBudget(next events.EventRecorder, qps float32, burst int, clk clock.PassiveClock) events.EventRecorder {
 	if qps <= 0 || next == nil {
 		return next
 	}

@@ -7,10 +7,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-
-	"github.com/initlock/initlock/pkg/initlock"
-
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 var (
@@ -52,15 +48,9 @@ var (
 
 // gaugeStates are the states initlock_locks reports, all present from the
 // start so that dashboards see zeros rather than missing series.
-var gaugeStates = func() []initlock.Verdict {
-	var out []initlock.Verdict
-	for _, v := range engine.Verdicts {
-		if v != engine.VerdictFree && v != engine.VerdictLost {
-			out = append(out, v)
-		}
-	}
-	return out
-}()
+// gaugeStates are the states of initlock_locks: the verdicts of
+// keeper.Status but "free" and "lost", where no lock stands.
+var gaugeStates = []string{"foreign", "corrupt", "orphan", "held-after-init", "conflict", "stale-holder", "unowned", "healthy"}
 
 var registerOnce sync.Once
 
@@ -70,15 +60,15 @@ func registerMetrics() {
 	registerOnce.Do(func() {
 		metrics.Registry.MustRegister(locksGauge, adoptionsTotal, releasesTotal, absenceMarksTotal, orphansCollectedTotal, warningsTotal, eventsDroppedTotal, holdDuration, stateSince{})
 		for _, v := range gaugeStates {
-			locksGauge.WithLabelValues(string(v))
+			locksGauge.WithLabelValues(v)
 		}
-		for _, r := range []string{engine.ReasonInitialized, engine.ReasonClusterDeleting, engine.ReasonHolderGone} {
+		for _, r := range []string{"initialized", "cluster-deleting", "holder-gone"} {
 			releasesTotal.WithLabelValues(r)
 		}
-		for _, r := range []string{initlock.EventCorruptLock, initlock.EventForeignConfigMap, initlock.EventLockConflict} {
+		for _, r := range []string{"CorruptLock", "ForeignConfigMap", "LockConflict"} {
 			warningsTotal.WithLabelValues(r)
 		}
-		for _, r := range []string{initlock.EventLockAdopted, initlock.EventLockReleased, initlock.EventOrphanLockCollected} {
+		for _, r := range []string{"LockAdopted", "LockReleased", "OrphanLockCollected"} {
 			eventsDroppedTotal.WithLabelValues(r)
 		}
 	})
@@ -90,12 +80,12 @@ func registerMetrics() {
 // managers) add up; each takes its share out when its manager stops.
 type stateTracker struct {
 	mu     sync.Mutex
-	states map[types.NamespacedName]initlock.Verdict
+	states map[types.NamespacedName]string
 	since  map[types.NamespacedName]time.Time
 }
 
 // set records the verdict of a cluster's lock; "" forgets it.
-func (t *stateTracker) set(key types.NamespacedName, v initlock.Verdict) {
+func (t *stateTracker) set(key types.NamespacedName, v string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	old := t.states[key]
@@ -103,7 +93,7 @@ func (t *stateTracker) set(key types.NamespacedName, v initlock.Verdict) {
 		return
 	}
 	if old != "" {
-		locksGauge.WithLabelValues(string(old)).Dec()
+		locksGauge.WithLabelValues(old).Dec()
 	}
 	if v == "" {
 		delete(t.states, key)
@@ -111,13 +101,13 @@ func (t *stateTracker) set(key types.NamespacedName, v initlock.Verdict) {
 		return
 	}
 	if t.states == nil {
-		t.states = map[types.NamespacedName]initlock.Verdict{}
+		t.states = map[types.NamespacedName]string{}
 		t.since = map[types.NamespacedName]time.Time{}
 		trackers.add(t)
 	}
 	t.states[key] = v
 	t.since[key] = time.Now()
-	locksGauge.WithLabelValues(string(v)).Inc()
+	locksGauge.WithLabelValues(v).Inc()
 }
 
 // reset takes every recorded verdict out of the gauge.
@@ -125,7 +115,7 @@ func (t *stateTracker) reset() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, v := range t.states {
-		locksGauge.WithLabelValues(string(v)).Dec()
+		locksGauge.WithLabelValues(v).Dec()
 	}
 	t.states, t.since = nil, nil
 	trackers.remove(t)
@@ -176,7 +166,7 @@ func (stateSince) Collect(ch chan<- prometheus.Metric) {
 		all = append(all, t)
 	}
 	trackers.mu.Unlock()
-	oldest := map[initlock.Verdict]time.Time{}
+	oldest := map[string]time.Time{}
 	for _, t := range all {
 		t.mu.Lock()
 		for key, v := range t.states {
@@ -187,6 +177,6 @@ func (stateSince) Collect(ch chan<- prometheus.Metric) {
 		t.mu.Unlock()
 	}
 	for v, since := range oldest {
-		ch <- prometheus.MustNewConstMetric(stateSinceDesc, prometheus.GaugeValue, float64(since.UnixMilli())/1000, string(v))
+		ch <- prometheus.MustNewConstMetric(stateSinceDesc, prometheus.GaugeValue, float64(since.UnixMilli())/1000, v)
 	}
 }

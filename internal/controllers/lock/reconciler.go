@@ -4,14 +4,14 @@ import (
 	"context"
 	"sync"
 
+	"k8s.io/client-go/tools/events"
+
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/initlock/initlock/pkg/initlock"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 	"github.com/initlock/initlock/pkg/initlock/keeper"
 )
 
@@ -29,7 +29,7 @@ type Reconciler struct {
 	// cannot show.
 	APIReader client.Reader
 	// Recorder emits the events.
-	Recorder initlock.EventRecorder
+	Recorder events.EventRecorder
 	// CAPIVersion is the Cluster API version served (v1beta2 or v1beta1).
 	CAPIVersion string
 	// Policy is the keeper's policy.
@@ -64,30 +64,39 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.keeper = &keeper.Keeper{Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder,
 			CAPIVersion: r.CAPIVersion, Policy: r.Policy, Clock: r.Clock, WatchFilter: r.WatchFilter}
 	})
-	rep, err := r.keeper.Keep(ctx, req.NamespacedName)
-	r.count(req.NamespacedName, rep)
-	return ctrl.Result{RequeueAfter: rep.RequeueAfter}, err
+	s, err := r.keeper.Keep(ctx, req.NamespacedName)
+	r.count(req.NamespacedName, s)
+	return ctrl.Result{RequeueAfter: s.RequeueAfter}, err
 }
 
-// count records report rep of the lock of the Cluster key in the metrics.
-func (r *Reconciler) count(key types.NamespacedName, rep keeper.Report) {
-	if rep.Seen {
-		r.states.set(key, rep.State)
+// count records in the metrics what Keep found of the lock of the Cluster
+// key, and did.
+func (r *Reconciler) count(key types.NamespacedName, s keeper.Status) {
+	switch s.Verdict {
+	case "":
+		// Keep did not look.
+	case "free", "lost":
+		r.states.set(key, "") // no lock stands
+	default:
+		r.states.set(key, s.Verdict)
 	}
-	if rep.Warning != "" {
-		warningsTotal.WithLabelValues(rep.Warning).Inc()
+	if s.Warning != "" {
+		warningsTotal.WithLabelValues(s.Warning).Inc()
 	}
-	switch rep.Action {
-	case engine.ActionAdopt:
+	if !s.Written {
+		return
+	}
+	switch s.Action {
+	case "adopt":
 		adoptionsTotal.Inc()
-	case engine.ActionRelease:
-		releasesTotal.WithLabelValues(rep.Reason).Inc()
-	case engine.ActionMarkOrphan:
+	case "release":
+		releasesTotal.WithLabelValues(s.Reason).Inc()
+	case "mark-orphan":
 		absenceMarksTotal.Inc()
-	case engine.ActionCollect:
+	case "collect":
 		orphansCollectedTotal.Inc()
 	}
-	if rep.HeldFor > 0 {
-		holdDuration.Observe(rep.HeldFor.Seconds())
+	if s.HeldFor > 0 {
+		holdDuration.Observe(s.HeldFor.Seconds())
 	}
 }

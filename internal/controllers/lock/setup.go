@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"maps"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // ControllerName names the controller in logs and metrics.
@@ -65,11 +65,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 // reconcile of each finds out whether it is really its lock.
 func lockToClusters(_ context.Context, obj client.Object) []reconcile.Request {
 	var out []reconcile.Request
-	label := obj.GetLabels()[engine.ClusterNameLabel]
+	label := obj.GetLabels()[capi.ClusterNameLabel]
 	if label != "" {
 		out = append(out, request(obj.GetNamespace(), label))
 	}
-	if name, ok := strings.CutSuffix(obj.GetName(), engine.LockSuffix); ok && name != "" && name != label {
+	if name, ok := strings.CutSuffix(obj.GetName(), "-lock"); ok && name != "" && name != label {
 		out = append(out, request(obj.GetNamespace(), name))
 	}
 	return out
@@ -87,10 +87,10 @@ func request(namespace, name string) reconcile.Request {
 	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: namespace, Name: name}}
 }
 
-// clusterChanged passes Cluster updates that change what the lock decision
-// reads (UID, paused, initialised, deleting, the grant register) and the
-// periodic resyncs; status churn that changes none of these does not
-// reconcile.
+// clusterChanged passes Cluster updates that may change what the lock
+// decision reads (UID, paused, initialised, deleting, and the annotations,
+// which hold the grant register) and the periodic resyncs; status churn
+// that changes none of these does not reconcile.
 func clusterChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
@@ -100,22 +100,28 @@ func clusterChanged() predicate.Predicate {
 			if e.ObjectOld.GetResourceVersion() == e.ObjectNew.GetResourceVersion() {
 				return true // resync
 			}
-			oldCl, errOld := engine.ClusterFrom(e.ObjectOld, nil)
-			newCl, errNew := engine.ClusterFrom(e.ObjectNew, nil)
-			return errOld != nil || errNew != nil || decisionInputs(oldCl) != decisionInputs(newCl)
+			oldIn, okOld := decisionInputs(e.ObjectOld)
+			newIn, okNew := decisionInputs(e.ObjectNew)
+			return !okOld || !okNew || oldIn != newIn || !maps.Equal(e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations())
 		},
 	}
 }
 
-// inputs is what a lock decision reads of a Cluster.
+// inputs is what a lock decision reads of a Cluster, but its annotations.
 type inputs struct {
 	uid                           types.UID
 	paused, initialized, deleting bool
-	register                      string
 }
 
-func decisionInputs(cl engine.Cluster) inputs {
-	return inputs{uid: cl.UID, paused: cl.Paused, initialized: cl.Initialized, deleting: cl.Deleting, register: cl.Grant.Raw()}
+// decisionInputs reads them from a Cluster of the cache (unstructured);
+// ok is false for any other object.
+func decisionInputs(obj client.Object) (in inputs, ok bool) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return inputs{}, false
+	}
+	return inputs{uid: u.GetUID(), paused: capi.IsPaused(u), initialized: capi.IsControlPlaneInitialized(u),
+		deleting: u.GetDeletionTimestamp() != nil}, true
 }
 
 // createdOrDeleted passes Machine creations and deletions, which decide

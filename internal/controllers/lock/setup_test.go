@@ -11,8 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // The watches' mappings and predicates (setup.go).
@@ -25,9 +25,9 @@ func TestLockToClusters(t *testing.T) {
 		cmName string
 		want   []string
 	}{
-		{"lock", map[string]string{engine.ClusterNameLabel: "c1"}, "c1-lock", []string{"c1"}},
-		{"labelled for another cluster", map[string]string{engine.ClusterNameLabel: "c2"}, "c1-lock", []string{"c2", "c1"}},
-		{"other labelled ConfigMap", map[string]string{engine.ClusterNameLabel: "c1"}, "c1-kubeconfig", []string{"c1"}},
+		{"lock", map[string]string{capi.ClusterNameLabel: "c1"}, "c1-lock", []string{"c1"}},
+		{"labelled for another cluster", map[string]string{capi.ClusterNameLabel: "c2"}, "c1-lock", []string{"c2", "c1"}},
+		{"other labelled ConfigMap", map[string]string{capi.ClusterNameLabel: "c1"}, "c1-kubeconfig", []string{"c1"}},
 		{"bare suffix", nil, "-lock", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -52,7 +52,7 @@ func TestClusterChanged(t *testing.T) {
 		u := kubeenv.NewCluster(capi.V1Beta2, "default", "c1")
 		u.SetUID("uid")
 		u.SetResourceVersion("1")
-		u.SetAnnotations(map[string]string{engine.GrantAnnotation: grant})
+		u.SetAnnotations(map[string]string{wire.GrantAnnotation: grant})
 		return u
 	}
 	p := clusterChanged()
@@ -68,15 +68,19 @@ func TestClusterChanged(t *testing.T) {
 		}, false},
 		{"grant register written", func(u *unstructured.Unstructured) {
 			u.SetResourceVersion("2")
-			u.SetAnnotations(map[string]string{engine.GrantAnnotation: `{"machineName":"m1","machineUID":"m1-uid","clusterUID":"uid","token":"t2"}`})
+			u.SetAnnotations(map[string]string{wire.GrantAnnotation: `{"machineName":"m1","machineUID":"m1-uid","clusterUID":"uid","token":"t2"}`})
 		}, true},
 		{"grant register emptied", func(u *unstructured.Unstructured) {
 			u.SetResourceVersion("2")
 			u.SetAnnotations(nil)
 		}, true},
+		{"another annotation written", func(u *unstructured.Unstructured) {
+			u.SetResourceVersion("2")
+			u.SetAnnotations(map[string]string{wire.GrantAnnotation: grant, "example.com/note": "x"})
+		}, true},
 		{"paused", func(u *unstructured.Unstructured) {
 			u.SetResourceVersion("2")
-			u.SetAnnotations(map[string]string{engine.GrantAnnotation: grant, capi.PausedAnnotation: "true"})
+			u.SetAnnotations(map[string]string{wire.GrantAnnotation: grant, capi.PausedAnnotation: "true"})
 		}, true},
 		{"initialised", func(u *unstructured.Unstructured) {
 			u.SetResourceVersion("2")

@@ -127,7 +127,7 @@ func listUnstructured(gvk schema.GroupVersionKind) func(context.Context, *backen
 func listMetadata(sel client.ListOption) func(context.Context, *backend) error {
 	return func(ctx context.Context, b *backend) error {
 		l := &metav1.PartialObjectMetadataList{}
-		l.SetGroupVersionKind(capi.MachineGVK(capi.V1Beta2).GroupVersion().WithKind(capi.MachineKind + "List"))
+		l.SetGroupVersionKind(capi.MachineGVK(capi.V1Beta2).GroupVersion().WithKind("Machine" + "List"))
 		if err := b.c.List(ctx, l, client.InNamespace(b.ns), sel); err != nil {
 			return err
 		}

@@ -56,7 +56,7 @@ func (m *Mgmt) WaitCondition(ctx context.Context, ns, cluster, condType string) 
 		if u == nil {
 			return fmt.Errorf("cluster %s/%s does not exist", ns, cluster)
 		}
-		if condType == capi.ControlPlaneInitializedCondition && capi.IsControlPlaneInitialized(u) {
+		if condType == kubeenv.InitializedCondition && capi.IsControlPlaneInitialized(u) {
 			return nil
 		}
 		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")

@@ -36,6 +36,11 @@ const (
 	MoveAnnotation = "clusterctl.cluster.x-k8s.io/delete-for-move"
 )
 
+// ReleaseMarkGrace is how long after the release-started stamp a keeper
+// leaves a release mark to the release that wrote it (docs/design.md,
+// section 1); it takes an older one off.
+const ReleaseMarkGrace = 30 * time.Second
+
 // ErrNoMachine is returned for a record that names no machine.
 var ErrNoMachine = errors.New("record names no machine")
 

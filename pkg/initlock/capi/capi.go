@@ -14,35 +14,28 @@ const (
 	// V1Beta1 is the version older management clusters serve.
 	V1Beta1 = "v1beta1"
 
-	// ClusterKind is the kind of the object that owns a lock.
-	ClusterKind = "Cluster"
-	// MachineKind is the kind of a lock holder.
-	MachineKind = "Machine"
+	// clusterKind is the kind of the object that owns a lock.
+	clusterKind = "Cluster"
+	// machineKind is the kind of a lock holder.
+	machineKind = "Machine"
 
 	// ClusterNameLabel names the Cluster an object belongs to.
 	ClusterNameLabel = "cluster.x-k8s.io/cluster-name"
 	// PausedAnnotation pauses reconciliation of an object when present.
 	PausedAnnotation = "cluster.x-k8s.io/paused"
-	// ControlPlaneInitializedCondition is the condition type that turns
+	// controlPlaneInitializedCondition is the condition type that turns
 	// true once the first control-plane node has run kubeadm init.
-	ControlPlaneInitializedCondition = "ControlPlaneInitialized"
+	controlPlaneInitializedCondition = "ControlPlaneInitialized"
 )
 
 // ClusterGVK returns the Cluster kind in the given version.
 func ClusterGVK(version string) schema.GroupVersionKind {
-	return schema.GroupVersionKind{Group: Group, Version: version, Kind: ClusterKind}
+	return schema.GroupVersionKind{Group: Group, Version: version, Kind: clusterKind}
 }
 
 // MachineGVK returns the Machine kind in the given version.
 func MachineGVK(version string) schema.GroupVersionKind {
-	return schema.GroupVersionKind{Group: Group, Version: version, Kind: MachineKind}
-}
-
-// IsClusterAPIVersion tells whether apiVersion is group/version of the Cluster
-// API core group, in any version.
-func IsClusterAPIVersion(apiVersion string) bool {
-	gv, err := schema.ParseGroupVersion(apiVersion)
-	return err == nil && gv.Group == Group
+	return schema.GroupVersionKind{Group: Group, Version: version, Kind: machineKind}
 }
 
 // IsPaused tells whether a Cluster is paused: spec.paused is true or the
@@ -70,7 +63,7 @@ func IsControlPlaneInitialized(cluster *unstructured.Unstructured) bool {
 		{"status", "v1beta2", "conditions"},
 		{"status", "deprecated", "v1beta1", "conditions"},
 	} {
-		if conditionTrue(cluster.Object, path, ControlPlaneInitializedCondition) {
+		if conditionTrue(cluster.Object, path, controlPlaneInitializedCondition) {
 			return true
 		}
 	}

@@ -4,20 +4,12 @@ import (
 	"fmt"
 	"strings"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 )
 
 // WatchFilterLabel selects the objects a controller started with
 // --watch-filter=<value> handles: those labelled with that value.
 const WatchFilterLabel = "cluster.x-k8s.io/watch-filter"
-
-// InWatchFilter tells whether obj is handled under the watch filter value,
-// with Cluster API's semantics: every object when value is empty, else only
-// objects labelled WatchFilterLabel=value.
-func InWatchFilter(obj metav1.Object, value string) bool {
-	return value == "" || obj.GetLabels()[WatchFilterLabel] == value
-}
 
 // Discover returns the version of the Cluster API core group that the API
 // server prefers: v1beta2 where it is served, else v1beta1. It fails with a

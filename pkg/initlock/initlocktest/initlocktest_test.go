@@ -28,7 +28,7 @@ func object(kind, name string) *unstructured.Unstructured {
 	u.SetKind(kind)
 	u.SetNamespace(ns)
 	u.SetName(name)
-	if kind == capi.ClusterKind {
+	if kind == "Cluster" {
 		u.Object["spec"] = map[string]any{"paused": false}
 	}
 	return u
@@ -50,7 +50,7 @@ func get(t *testing.T, c client.Client, obj *unstructured.Unstructured) *unstruc
 // refused, without an error, also when its Cluster object was read before
 // the first one's grant was written (its compare-and-swap fails its test).
 func TestLockerOnTheFakeClient(t *testing.T) {
-	cluster, m1, m2 := object(capi.ClusterKind, "c1"), object(capi.MachineKind, "m1"), object(capi.MachineKind, "m2")
+	cluster, m1, m2 := object("Cluster", "c1"), object("Machine", "m1"), object("Machine", "m2")
 	c := initlocktest.NewClientBuilder(cluster, m1, m2).Build()
 	for _, o := range []client.Object{cluster, m1, m2} {
 		if o.GetUID() == "" {
@@ -84,7 +84,7 @@ func TestLockerOnTheFakeClient(t *testing.T) {
 // its objects have no UID, so the grant's compare-and-swap fails its test,
 // and the failure is not the API server's answer.
 func TestLockerOnThePlainFakeClient(t *testing.T) {
-	cluster, m1 := object(capi.ClusterKind, "c1"), object(capi.MachineKind, "m1")
+	cluster, m1 := object("Cluster", "c1"), object("Machine", "m1")
 	c := fake.NewClientBuilder().WithObjects(cluster, m1).Build()
 	res, err := initlock.New(c).Lock(t.Context(), get(t, c, cluster), m1)
 	if err == nil || res.Acquired {
@@ -98,7 +98,7 @@ func TestLockerOnThePlainFakeClient(t *testing.T) {
 func TestFuncs(t *testing.T) {
 	var called []string
 	record := func(verb string) { called = append(called, verb) }
-	c := fake.NewClientBuilder().WithObjects(initlocktest.WithUIDs(object(capi.ClusterKind, "c1"))...).
+	c := fake.NewClientBuilder().WithObjects(initlocktest.WithUIDs(object("Cluster", "c1"))...).
 		WithInterceptorFuncs(initlocktest.Funcs(interceptor.Funcs{
 			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 				record("create")
@@ -132,7 +132,7 @@ func TestFuncs(t *testing.T) {
 		}
 	})
 	t.Run("a failed test is 422 Invalid with the API server's message", func(t *testing.T) {
-		cl := object(capi.ClusterKind, "c1")
+		cl := object("Cluster", "c1")
 		err := c.Patch(t.Context(), cl, client.RawPatch(types.JSONPatchType, []byte(`[{"op":"test","path":"/metadata/uid","value":"not-the-uid"},{"op":"add","path":"/metadata/labels","value":{"a":"b"}}]`)))
 		var status apierrors.APIStatus
 		if !errors.As(err, &status) || !apierrors.IsInvalid(err) ||

@@ -10,18 +10,20 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/initlock/initlock/pkg/initlock"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/internal/engine"
+	"github.com/initlock/initlock/pkg/initlock/internal/report"
 )
 
 // act reports decision d, taken on t, and makes its write.
-func (k *Keeper) act(ctx context.Context, t target, d engine.Decision) (Report, error) {
+func (k *Keeper) act(ctx context.Context, t target, d engine.Decision) (Status, error) {
 	log := ctrl.LoggerFrom(ctx).WithValues("lock", klog.KObj(t.cm), "verdict", d.Verdict, "action", d.Action)
 	ctx = ctrl.LoggerInto(ctx, log)
 	if !t.live && t.m.writtenFrom.shows(t.cm.UID, t.cm.ResourceVersion) {
 		log.V(4).Info("Waiting for the cache to show the last write")
-		return Report{RequeueAfter: cacheLagRetry}, nil
+		return Status{RequeueAfter: cacheLagRetry}, nil
 	}
-	rep := Report{Seen: true, State: tracked(d.Verdict)}
+	rep := describe(t.query, t.cm, t.obs, d, false)
+	rep.RequeueAfter = 0
 	if stop, err := k.warnings(ctx, t, d, &rep); stop || err != nil {
 		return rep, err
 	}
@@ -33,30 +35,21 @@ func (k *Keeper) act(ctx context.Context, t target, d engine.Decision) (Report, 
 	return k.write(ctx, t, d, rep)
 }
 
-// tracked is the state a verdict leaves the lock in for Report.State: none
-// for a lock that is free or lost (none stands).
-func tracked(v engine.Verdict) initlock.Verdict {
-	if v == engine.VerdictFree || v == engine.VerdictLost {
-		return ""
-	}
-	return v
-}
-
 // warnings tells people what only they can resolve (a ConfigMap in the
 // lock's way, a corrupt lock, a conflict), once each. stop is true when
 // Keep ends there.
-func (k *Keeper) warnings(ctx context.Context, t target, d engine.Decision, rep *Report) (stop bool, err error) {
+func (k *Keeper) warnings(ctx context.Context, t target, d engine.Decision, rep *Status) (stop bool, err error) {
 	log, m, cm := ctrl.LoggerFrom(ctx), t.m, t.cm
 	switch {
 	case errors.Is(d.Err, initlock.ErrNotALock):
-		rep.Warning = k.warn(m, t.clusterObj, cm, initlock.EventForeignConfigMap, d.Err)
+		rep.Warning = k.warn(m, t.clusterObj, cm, report.EventForeignConfigMap, d.Err)
 		log.V(2).Info("ConfigMap is not a lock; leaving it alone", "reason", d.Err.Error())
 		if t.live {
 			rep.RequeueAfter = foreignRecheck
 		}
 		return true, nil
 	case errors.Is(d.Err, initlock.ErrCorruptLock):
-		rep.Warning = k.warn(m, t.clusterObj, cm, initlock.EventCorruptLock, d.Err)
+		rep.Warning = k.warn(m, t.clusterObj, cm, report.EventCorruptLock, d.Err)
 		log.V(2).Info("Lock is corrupt; leaving it for a human", "reason", d.Err.Error())
 		return true, nil
 	case errors.Is(d.Err, initlock.ErrClusterPaused):
@@ -69,7 +62,7 @@ func (k *Keeper) warnings(ctx context.Context, t target, d engine.Decision, rep 
 		lk, g := t.obs.Lock.Record.MachineName, t.obs.Cluster.Grant.MachineName
 		if m.conflict != lk+"/"+g {
 			m.conflict = lk + "/" + g
-			rep.Warning = k.warn(m, t.clusterObj, cm, initlock.EventLockConflict, fmt.Errorf("the lock names machine %s, the Cluster's grant register machine %s", lk, g))
+			rep.Warning = k.warn(m, t.clusterObj, cm, report.EventLockConflict, fmt.Errorf("the lock names machine %s, the Cluster's grant register machine %s", lk, g))
 		}
 	} else {
 		m.conflict = ""
@@ -80,16 +73,15 @@ func (k *Keeper) warnings(ctx context.Context, t target, d engine.Decision, rep 
 
 // write confirms decision d against the API server and makes its one
 // conditional write.
-func (k *Keeper) write(ctx context.Context, t target, d engine.Decision, rep Report) (Report, error) {
+func (k *Keeper) write(ctx context.Context, t target, d engine.Decision, rep Status) (Status, error) {
 	log := ctrl.LoggerFrom(ctx)
 	now := k.now()
-	obs, d, err := engine.Keep(ctx, k.APIReader, k.Client, t.cm, t.obs, d, k.Policy, now)
+	obs, d, err := engine.Keep(ctx, k.APIReader, k.Client, t.cm, t.obs, d, k.Policy.engine(), now)
 	if err != nil {
 		switch {
 		case errors.Is(err, engine.ErrNotConfirmed) && d.Action == engine.ActionNone:
 			log.V(2).Info("The API server does not confirm the decision; nothing to do", "verdict", d.Verdict)
-			rep.RequeueAfter = d.RequeueAfter
-			return rep, nil
+			return describe(t.query, t.cm, obs, d, false), nil
 		case errors.Is(err, engine.ErrNotConfirmed):
 			// The cache is behind the API server: decide again once it
 			// has caught up (the change that made the difference sends
@@ -112,7 +104,8 @@ func (k *Keeper) write(ctx context.Context, t target, d engine.Decision, rep Rep
 		t.m.writtenFrom.resourceVersion = anyVersion
 	}
 	log.Info("Lock written", "holder", d.Holder)
-	rep.Action, rep.Reason, rep.RequeueAfter = d.Action, d.Reason, d.RequeueAfter
+	rep = describe(t.query, t.cm, obs, d, false)
+	rep.Written = true
 	k.record(t.clusterObj, t.cm, obs, d, now, &rep)
 	return rep, nil
 }

@@ -7,8 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/initlock/initlock/pkg/initlock"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/internal/engine"
+	"github.com/initlock/initlock/pkg/initlock/internal/report"
 )
 
 // warn emits a Warning event once per reason and resourceVersion of the
@@ -24,10 +24,10 @@ func (k *Keeper) warn(m *memo, clusterObj *unstructured.Unstructured, cm *corev1
 		regarding, related = clusterObj, cm
 	}
 	switch reason {
-	case initlock.EventForeignConfigMap:
+	case report.EventForeignConfigMap:
 		k.event(regarding, related, corev1.EventTypeWarning, reason, "Inspect",
 			"ConfigMap %s has the name of the cluster's init lock but is not a lock (%v); it is left untouched: rename or remove it", cm.Name, problem)
-	case initlock.EventLockConflict:
+	case report.EventLockConflict:
 		k.event(regarding, related, corev1.EventTypeWarning, reason, "Inspect",
 			"Init lock %s is in conflict (%v): no Machine is granted it until one of them is gone or the control plane is initialised; "+
 				"once you know which Machine runs kubeadm init, if any, release it with kubectl initlock release", cm.Name, problem)
@@ -40,7 +40,7 @@ func (k *Keeper) warn(m *memo, clusterObj *unstructured.Unstructured, cm *corev1
 
 // record emits the event of a successful write and gives the report how
 // long a released or collected lock was held.
-func (k *Keeper) record(clusterObj *unstructured.Unstructured, cm *corev1.ConfigMap, obs engine.Observation, d engine.Decision, now time.Time, rep *Report) {
+func (k *Keeper) record(clusterObj *unstructured.Unstructured, cm *corev1.ConfigMap, obs engine.Observation, d engine.Decision, now time.Time, rep *Status) {
 	held := func() {
 		start := cm.CreationTimestamp.Time
 		if at := obs.Lock.Record.AcquiredAt; at != nil {
@@ -52,12 +52,12 @@ func (k *Keeper) record(clusterObj *unstructured.Unstructured, cm *corev1.Config
 	}
 	switch d.Action {
 	case engine.ActionAdopt:
-		k.event(clusterObj, cm, corev1.EventTypeNormal, initlock.EventLockAdopted, "Adopt",
+		k.event(clusterObj, cm, corev1.EventTypeNormal, report.EventLockAdopted, "Adopt",
 			"Init lock %s, held by Machine %s, is owned by this Cluster (UID %s) again", cm.Name, d.Holder, obs.Cluster.UID)
 	case engine.ActionRelease:
 		held()
 		regarding, related := about(clusterObj, cm)
-		k.event(regarding, related, corev1.EventTypeNormal, initlock.EventLockReleased, "Release",
+		k.event(regarding, related, corev1.EventTypeNormal, report.EventLockReleased, "Release",
 			"Init lock %s, held by Machine %s, was released (%s): %s", cm.Name, d.Holder, d.Reason, releaseWhy(d.Reason))
 	case engine.ActionMarkOrphan:
 		if d.Unmark {
@@ -67,7 +67,7 @@ func (k *Keeper) record(clusterObj *unstructured.Unstructured, cm *corev1.Config
 		k.unmarked(clusterObj, cm, obs, d)
 	case engine.ActionCollect:
 		held()
-		k.event(cm, nil, corev1.EventTypeNormal, initlock.EventOrphanLockCollected, "Collect",
+		k.event(cm, nil, corev1.EventTypeNormal, report.EventOrphanLockCollected, "Collect",
 			"Orphan init lock %s was deleted: its Cluster was absent for the grace period of %s and its holder Machine %s does not exist", cm.Name, k.Policy.OrphanGrace, d.Holder)
 	}
 }
@@ -76,7 +76,7 @@ func (k *Keeper) record(clusterObj *unstructured.Unstructured, cm *corev1.Config
 // delete the lock.
 func (k *Keeper) unmarked(clusterObj *unstructured.Unstructured, cm *corev1.ConfigMap, obs engine.Observation, d engine.Decision) {
 	regarding, related := about(clusterObj, cm)
-	k.event(regarding, related, corev1.EventTypeWarning, initlock.EventLockUnmarked, "Unmark",
+	k.event(regarding, related, corev1.EventTypeWarning, report.EventLockUnmarked, "Unmark",
 		"Init lock %s, held by Machine %s, carried a mark that lets anyone delete it (%s) with no release or move under way; the mark was taken off, so that the lock guard holds the lock again",
 		cm.Name, d.Holder, marksOn(obs.Lock))
 }

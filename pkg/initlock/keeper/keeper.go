@@ -6,15 +6,15 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/initlock/initlock/pkg/initlock"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/internal/engine"
 )
 
-// Retry intervals of Report.RequeueAfter.
+// Retry intervals of Status.RequeueAfter.
 const (
 	// foreignRecheck is how often a ConfigMap found not to be a lock is
 	// looked at again, so that a caller's state notices when it goes away
@@ -30,14 +30,35 @@ const (
 	cacheLagRetry = 10 * time.Second
 )
 
-// Policy is what a Keeper is configured to do: release after init, the
-// orphan grace and settle times.
-type Policy = engine.Policy
+// Policy is what a keeper is configured to do.
+type Policy struct {
+	// ReleaseAfterInit releases a lock once the control plane is
+	// initialised.
+	ReleaseAfterInit bool
+	// OrphanGrace is how long a Cluster must have been missing before its
+	// lock is collected.
+	OrphanGrace time.Duration
+	// OrphanSettle is how long a keeper must have seen a lock without its
+	// Cluster before it records the absence on the lock: a restore that
+	// brings the Cluster back within it costs no write. Zero records it at
+	// once. The mark records the first sight, so the settle time does not
+	// lengthen the grace period; a settle time longer than OrphanGrace
+	// counts as OrphanGrace.
+	OrphanSettle time.Duration
+}
 
 // DefaultPolicy returns the manager's default policy, less OrphanSettle,
 // which a watching keeper sets (the manager's --orphan-settle): a one-shot
 // repair has no watch to settle.
-func DefaultPolicy() Policy { return engine.DefaultPolicy }
+func DefaultPolicy() Policy {
+	p := engine.DefaultPolicy
+	return Policy{ReleaseAfterInit: p.ReleaseAfterInit, OrphanGrace: p.OrphanGrace, OrphanSettle: p.OrphanSettle}
+}
+
+// engine is p as the decision takes it.
+func (p Policy) engine() engine.Policy {
+	return engine.Policy{ReleaseAfterInit: p.ReleaseAfterInit, OrphanGrace: p.OrphanGrace, OrphanSettle: p.OrphanSettle}
+}
 
 // Keeper keeps the init lock of each Cluster owned, releases it after init
 // and collects it when orphaned. Set the exported fields before the first
@@ -50,7 +71,7 @@ type Keeper struct {
 	// cannot show.
 	APIReader client.Reader
 	// Recorder, when set, receives the events.
-	Recorder initlock.EventRecorder
+	Recorder events.EventRecorder
 	// CAPIVersion is the Cluster API version served (v1beta2 or v1beta1).
 	CAPIVersion string
 	// Policy says what to release and when to collect.
@@ -67,28 +88,6 @@ type Keeper struct {
 	memos map[types.NamespacedName]*memo
 }
 
-// Report is what one Keep found and did.
-type Report struct {
-	// Seen tells that Keep found what state the lock is in; State is then
-	// the verdict on it, empty when there is no lock to track (none, or
-	// one whose Cluster and grant say it was lost).
-	Seen  bool
-	State initlock.Verdict
-	// Action is the write made to the lock, empty when none was made.
-	// Reason is a release's reason ("initialized", "cluster-deleting",
-	// "holder-gone").
-	Action initlock.Action
-	Reason string
-	// HeldFor is, for a release or a collection, how long the lock was
-	// held: from its record's acquisition, or its creation.
-	HeldFor time.Duration
-	// Warning is the reason of the Warning event Keep emitted, if any.
-	Warning string
-	// RequeueAfter is when to look at the Cluster again, should no event
-	// come first; zero for not at all.
-	RequeueAfter time.Duration
-}
-
 func (k *Keeper) now() time.Time {
 	if k.Clock == nil {
 		return time.Now()
@@ -98,26 +97,29 @@ func (k *Keeper) now() time.Time {
 
 // Keep looks at the lock of the Cluster key names and makes at most one
 // write to it. It decides on what Client shows; a decision that writes is
-// confirmed against APIReader first (see the package documentation). An
+// confirmed against APIReader first (see the package documentation). It
+// returns the Status of the lock as decided, with Written, Warning and
+// HeldFor saying what it did; a zero Verdict when it did not look (the
+// Cluster is paused, or the cache does not show its last write yet). An
 // error is returned only when a read or a write failed in a way the next
 // Keep may not repair by itself; a lost race or a lagging cache is a
-// Report.RequeueAfter.
-func (k *Keeper) Keep(ctx context.Context, key types.NamespacedName) (Report, error) {
-	t, rep, done, err := k.observe(ctx, key)
+// Status.RequeueAfter.
+func (k *Keeper) Keep(ctx context.Context, key types.NamespacedName) (Status, error) {
+	t, s, done, err := k.observe(ctx, key)
 	if done || err != nil {
-		return rep, err
+		return s, err
 	}
-	d := engine.Decide(t.obs, k.Policy, k.now())
+	d := engine.Decide(t.obs, k.Policy.engine(), t.query.Now)
 	if d.Wait == engine.WaitPaused {
 		ctrl.LoggerFrom(ctx).V(4).Info("Cluster is paused; leaving its lock alone")
-		return Report{}, nil
+		return Status{}, nil
 	}
 	if t.cm == nil {
 		// No lock in the cache: look for one the cache cannot show.
-		if rep, done, err := k.lookLive(ctx, &t); done || err != nil {
-			return rep, err
+		if s, done, err := k.lookLive(ctx, &t, d); done || err != nil {
+			return s, err
 		}
-		d = engine.Decide(t.obs, k.Policy, k.now())
+		d = engine.Decide(t.obs, k.Policy.engine(), t.query.Now)
 	}
 	return k.act(ctx, t, d)
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/internal/engine"
 )
 
 // target is what one Keep looks at: the Cluster's key, the lock's key, what
@@ -21,7 +21,8 @@ import (
 type target struct {
 	key     types.NamespacedName
 	lockKey types.NamespacedName
-	query   engine.Query
+	query   Query
+	read    engine.Query
 	obs     engine.Observation
 	cm      *corev1.ConfigMap
 	// live tells that the lock was read from the API server, not the cache.
@@ -32,62 +33,64 @@ type target struct {
 
 // observe reads, through Client, what the decision on key's lock needs.
 // done is true when there is nothing to decide on.
-func (k *Keeper) observe(ctx context.Context, key types.NamespacedName) (t target, rep Report, done bool, err error) {
+func (k *Keeper) observe(ctx context.Context, key types.NamespacedName) (t target, s Status, done bool, err error) {
 	lockName, err := initlock.LockName(key.Name)
 	if err != nil {
 		// No valid ConfigMap can be this Cluster's lock.
 		ctrl.LoggerFrom(ctx).V(4).Info("Cluster name cannot name a lock", "reason", err.Error())
-		return t, Report{}, true, nil
+		return t, Status{}, true, nil
 	}
 	t = target{key: key, lockKey: types.NamespacedName{Namespace: key.Namespace, Name: lockName},
-		query: engine.Query{Namespace: key.Namespace, ClusterName: key.Name, APIVersion: capi.Group + "/" + k.CAPIVersion}}
-	if t.obs, t.cm, err = engine.Read(ctx, engine.From(k.Client), t.query); err != nil {
-		return t, Report{}, true, err
+		query: Query{Namespace: key.Namespace, Cluster: key.Name, CAPIVersion: k.CAPIVersion, Policy: k.Policy, Now: k.now()},
+		read:  engine.Query{Namespace: key.Namespace, ClusterName: key.Name, APIVersion: capi.Group + "/" + k.CAPIVersion}}
+	if t.obs, t.cm, err = engine.Read(ctx, engine.From(k.Client), t.read); err != nil {
+		return t, Status{}, true, err
 	}
 	if t.obs.Cluster == nil && t.cm == nil {
 		k.forget(key)
-		return t, Report{Seen: true}, true, nil
+		return t, Status{Query: t.query, LockName: lockName, Verdict: string(engine.VerdictFree)}, true, nil
 	}
 	inScope, err := k.inScope(ctx, key, t.obs.Cluster != nil, t.cm)
 	if err != nil {
-		return t, Report{}, true, err
+		return t, Status{}, true, err
 	}
 	t.obs.OutOfScope = !inScope
 	t.m = k.memoFor(key)
 	t.clusterObj = clusterObject(key, k.CAPIVersion, t.obs.Cluster)
 	k.noteAbsence(t.m, &t.obs)
-	return t, Report{}, false, nil
+	return t, Status{}, false, nil
 }
 
 // lookLive looks for a ConfigMap with the lock's name that the cache does
 // not show (unlabelled, or just created), once per Cluster UID and
 // generation; a lock found is observed whole, live, so that it is
-// adopted now, not at the next Keep. done is true when there is none.
-func (k *Keeper) lookLive(ctx context.Context, t *target) (rep Report, done bool, err error) {
+// adopted now, not at the next Keep. done is true when there is none: s
+// is then decision d's Status.
+func (k *Keeper) lookLive(ctx context.Context, t *target, d engine.Decision) (s Status, done bool, err error) {
 	if t.obs.OutOfScope || !t.m.needsLiveCheck(t.obs.Cluster) {
-		return Report{Seen: true}, true, nil
+		return describe(t.query, nil, t.obs, d, false), true, nil
 	}
 	cm, err := k.getLockLive(ctx, t.lockKey)
 	if err != nil {
-		return Report{}, true, err
+		return Status{}, true, err
 	}
 	if cm == nil {
 		t.m.checked = checkKey(t.obs.Cluster)
-		return Report{Seen: true}, true, nil
+		return describe(t.query, nil, t.obs, d, false), true, nil
 	}
 	t.cm, t.live = cm, true
 	if t.obs.Lock = engine.ObserveLock(cm, t.key.Name); t.obs.Lock.Problem == nil {
 		outOfScope := t.obs.OutOfScope
-		if t.obs, t.cm, err = engine.Read(ctx, engine.From(k.APIReader), t.query); err != nil {
-			return Report{}, true, err
+		if t.obs, t.cm, err = engine.Read(ctx, engine.From(k.APIReader), t.read); err != nil {
+			return Status{}, true, err
 		}
 		t.obs.OutOfScope = outOfScope
 		if t.cm == nil {
-			return Report{RequeueAfter: conflictRetry}, true, nil // gone meanwhile
+			return Status{RequeueAfter: conflictRetry}, true, nil // gone meanwhile
 		}
 	}
 	k.noteAbsence(t.m, &t.obs)
-	return Report{}, false, nil
+	return Status{}, false, nil
 }
 
 // inScope tells whether the lock of a Cluster is the Keeper's to adopt
@@ -107,9 +110,9 @@ func (k *Keeper) inScope(ctx context.Context, key types.NamespacedName, clusterE
 		if err := k.Client.Get(ctx, key, cluster); err != nil {
 			return false, client.IgnoreNotFound(fmt.Errorf("reading Cluster %s for the watch filter: %w", key, err))
 		}
-		return capi.InWatchFilter(cluster, k.WatchFilter), nil
+		return cluster.GetLabels()[capi.WatchFilterLabel] == k.WatchFilter, nil
 	}
-	return lock != nil && capi.InWatchFilter(lock, k.WatchFilter), nil
+	return lock != nil && lock.Labels[capi.WatchFilterLabel] == k.WatchFilter, nil
 }
 
 // clusterObject is the Cluster events are recorded on; nil when it does

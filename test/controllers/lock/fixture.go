@@ -20,7 +20,7 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/keeper"
 )
 
 // Backend is an API server the cases run against.
@@ -79,7 +79,7 @@ func newFixture(t *testing.T, b Backend) *fixture {
 		APIReader:   c,
 		Recorder:    f.events,
 		CAPIVersion: capi.V1Beta2,
-		Policy:      engine.Policy{ReleaseAfterInit: true, OrphanGrace: grace, OrphanSettle: settle},
+		Policy:      keeper.Policy{ReleaseAfterInit: true, OrphanGrace: grace, OrphanSettle: settle},
 		Clock:       f.clock,
 	}
 	return f

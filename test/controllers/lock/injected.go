@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/initlock/initlock/internal/kubeenv/wire"
-	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
@@ -72,7 +71,7 @@ func (lc *laggingCache) client(c client.WithWatch) client.WithWatch {
 				cm.DeepCopyInto(o)
 				return nil
 			case *metav1.PartialObjectMetadata:
-				if lc.hideMachines && o.GroupVersionKind().Kind == capi.MachineKind {
+				if lc.hideMachines && o.GroupVersionKind().Kind == "Machine" {
 					return apierrors.NewNotFound(schema.GroupResource{Group: capi.Group, Resource: "machines"}, key.Name)
 				}
 			}
@@ -142,7 +141,7 @@ func Injected(t *testing.T, b Backend) {
 			name:       "adopt once even when the cache lags",
 			setUp:      unownedLock,
 			reconciles: 3, wantWrites: 1, wantRequeue: 10 * time.Second,
-			wantEvents: []emitted{{corev1.EventTypeNormal, initlock.EventLockAdopted}},
+			wantEvents: []emitted{{corev1.EventTypeNormal, "LockAdopted"}},
 		},
 		{
 			name:       "conflict: look again soon, no error, no event",
@@ -172,7 +171,7 @@ func Injected(t *testing.T, b Backend) {
 				})
 			},
 			reconciles: 2, wantWrites: 0, wantRequeue: 5 * time.Minute,
-			wantEvents: []emitted{{corev1.EventTypeWarning, initlock.EventForeignConfigMap}},
+			wantEvents: []emitted{{corev1.EventTypeWarning, "ForeignConfigMap"}},
 		},
 		{
 			name: "orphan past its grace: the cache misses the holder, a live read finds it",
@@ -189,7 +188,7 @@ func Injected(t *testing.T, b Backend) {
 				f.markAbsent(f.lockCM("c1", "m1", nil, ""), f.clock.Now().Add(-time.Hour))
 			},
 			reconciles: 2, wantWrites: 2, wantRequeue: 10 * time.Second,
-			wantEvents: []emitted{{corev1.EventTypeNormal, initlock.EventOrphanLockCollected}},
+			wantEvents: []emitted{{corev1.EventTypeNormal, "OrphanLockCollected"}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

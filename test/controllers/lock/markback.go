@@ -18,7 +18,6 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/pkg/initlock/engine"
 )
 
 // MarkNeverOutlivesRelease is a regression test: the manager releases the
@@ -213,7 +212,7 @@ func MarkNeverOutlivesRelease(t *testing.T, b Backend) {
 				// Left to the keepers while the Cluster is paused: taken
 				// off once it is unpaused.
 				f.unpause()
-				f.clock.SetTime(f.clock.Now().Add(engine.ReleaseMarkGrace + time.Second))
+				f.clock.SetTime(f.clock.Now().Add(wire.ReleaseMarkGrace + time.Second))
 				f.r.Client, f.r.APIReader = f.c, f.c
 				f.reconcile("c1")
 				got = kubeenv.MustGetLock(t, f.c, f.ns, "c1")

@@ -12,7 +12,6 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
-	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
@@ -56,7 +55,7 @@ func Reconcile(t *testing.T, b Backend) {
 			},
 			steps:      []step{{wantWrites: 1}, {}},
 			check:      ownedByCluster,
-			wantEvents: []emitted{{corev1.EventTypeNormal, initlock.EventLockAdopted}},
+			wantEvents: []emitted{{corev1.EventTypeNormal, "LockAdopted"}},
 		},
 		{
 			name: "initialised: released with two writes",
@@ -74,7 +73,7 @@ func Reconcile(t *testing.T, b Backend) {
 				}
 				return err
 			},
-			wantEvents: []emitted{{corev1.EventTypeNormal, initlock.EventLockReleased}},
+			wantEvents: []emitted{{corev1.EventTypeNormal, "LockReleased"}},
 		},
 		{
 			name: "paused by annotation: no write, no event, even for a corrupt lock",
@@ -103,7 +102,7 @@ func Reconcile(t *testing.T, b Backend) {
 			},
 			steps:      []step{{}, {}, {}},
 			check:      hasRecord("garbage"),
-			wantEvents: []emitted{{corev1.EventTypeWarning, initlock.EventCorruptLock}},
+			wantEvents: []emitted{{corev1.EventTypeWarning, "CorruptLock"}},
 		},
 		{
 			name: "ConfigMap with the lock's name but no label: warned about, left alone",
@@ -130,7 +129,7 @@ func Reconcile(t *testing.T, b Backend) {
 				}
 				return nil
 			},
-			wantEvents: []emitted{{corev1.EventTypeWarning, initlock.EventForeignConfigMap}},
+			wantEvents: []emitted{{corev1.EventTypeWarning, "ForeignConfigMap"}},
 		},
 		{
 			name: "orphan: recorded after the settle time, kept while its holder exists",
@@ -212,5 +211,5 @@ func OrphanCollectedAfterHolderGone(t *testing.T, b Backend) {
 	if _, writes := f.reconcile("c1"); writes != 0 {
 		t.Errorf("after collection: %d writes, want 0", writes)
 	}
-	f.wantEvents(emitted{corev1.EventTypeNormal, initlock.EventOrphanLockCollected})
+	f.wantEvents(emitted{corev1.EventTypeNormal, "OrphanLockCollected"})
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
-	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
 // staleClusters makes c answer reads of a Cluster with the copy in old, as
@@ -26,7 +25,7 @@ import (
 func staleClusters(c client.WithWatch, old *unstructured.Unstructured) client.WithWatch {
 	return interceptor.NewClient(c, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if u, ok := obj.(*unstructured.Unstructured); ok && u.GetKind() == capi.ClusterKind && key == client.ObjectKeyFromObject(old) {
+			if u, ok := obj.(*unstructured.Unstructured); ok && u.GetKind() == "Cluster" && key == client.ObjectKeyFromObject(old) {
 				old.DeepCopyInto(u)
 				return nil
 			}
@@ -45,7 +44,7 @@ func staleClusters(c client.WithWatch, old *unstructured.Unstructured) client.Wi
 // the first may be running init.
 //
 // What makes it safe now: every write the cache suggests is confirmed
-// against the Cluster read live (engine.Confirm) and decided again on
+// against the Cluster read live (keeper.Keeper.Keep) and decided again on
 // it; the lock's write carries its resourceVersion or UID and
 // resourceVersion as preconditions, and an adoption writes the UID read
 // live. The garbage collector, which deletes a ConfigMap owned by the dead
@@ -115,7 +114,7 @@ func CachedClusterRecreated(t *testing.T, b Backend) {
 			// by the dead UID is collected; the lock is not.
 			sentinel := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 				Namespace: f.ns, Name: "owned-by-the-dead-cluster",
-				OwnerReferences: []metav1.OwnerReference{{APIVersion: cached.GetAPIVersion(), Kind: capi.ClusterKind, Name: "c1", UID: cached.GetUID()}},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: cached.GetAPIVersion(), Kind: "Cluster", Name: "c1", UID: cached.GetUID()}},
 			}}
 			f.create(sentinel)
 			kubeenv.WaitGone(t, f.c, sentinel)

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
 )
 
 // Sentinel errors. Test for them with errors.Is; the errors Lock and Unlock
@@ -70,11 +70,8 @@ func (e *Error) Error() string {
 // Unwrap returns the sentinel or the underlying error.
 func (e *Error) Unwrap() error { return e.Err }
 
-// EventRecorder is the part of k8s.io/client-go/tools/events.EventRecorder
-// that Lock and Unlock use to emit events on the Cluster.
-type EventRecorder interface {
-	Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any)
-}
+// EventRecorder is what Lock, Unlock and a keeper emit events through.
+type EventRecorder = events.EventRecorder
 
 // Event reasons Lock and Unlock emit on the Cluster when given an EventRecorder.
 const (
@@ -85,7 +82,9 @@ const (
 	EventLockReleased  = "LockReleased"
 )
 
-// Event reasons only a keeper emits (package keeper).
+// Event reasons only a keeper emits (package keeper): OrphanLockCollected
+// (Normal, on the lock) and the Warnings, on the Cluster, or on the
+// ConfigMap when there is no Cluster.
 const (
 	EventOrphanLockCollected = "OrphanLockCollected"
 	EventCorruptLock         = "CorruptLock"

@@ -19,7 +19,7 @@ const maxAttempts = 8
 
 // Env is what Lock and Unlock work with: the clients, the clock and the
 // token source. The package initlock's Locker is an Env set up by its
-// options; kubectl initlock and the tests build one with NewEnv.
+// options; package keeper builds one with NewEnv for an operator's release.
 type Env struct {
 	// Client writes; Reader reads live (never a possibly stale cache).
 	Client client.Client

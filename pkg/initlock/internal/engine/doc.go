@@ -1,12 +1,13 @@
 // Package engine is the protocol behind package initlock, the restore-safe
 // control-plane init lock for Cluster API bootstrap providers: the wire
 // format, the reader, the decision, the writes and their preconditions.
-// Package initlock's Locker is a thin layer over Env; initlock-manager and
-// kubectl-initlock use Read, Decide, Confirm and Apply directly,
-// and Explain to tell a person why.
+// Package initlock's Locker is a thin layer over Env; package keeper, which
+// initlock-manager and kubectl-initlock use, reads, decides, confirms and
+// applies through Read, Decide, Keep and Env.Unlock, and tells a person why
+// with Explain.
 //
-// Providers use package initlock, not this one. This package has no
-// compatibility promise before v1: its names change with the protocol.
+// It is internal to the library module: providers use package initlock,
+// keepers package keeper. Its names change with the protocol.
 //
 // # The wire contract
 //

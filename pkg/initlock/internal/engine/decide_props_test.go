@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/internal/engine"
 	"github.com/initlock/initlock/pkg/initlock/internal/report"
 )
 

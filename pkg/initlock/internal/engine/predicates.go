@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/internal/report"
 )
@@ -167,7 +169,7 @@ func conflict(o Observation, g grantKind, lk lockKind) bool {
 func ownerState(l *Lock, c *Cluster) OwnerState {
 	var right, stale, wrong int
 	for _, ref := range l.OwnerReferences {
-		if ref.Kind != capi.ClusterKind || !capi.IsClusterAPIVersion(ref.APIVersion) {
+		if !isCluster(ref.APIVersion, ref.Kind) {
 			continue
 		}
 		switch {
@@ -209,4 +211,10 @@ func grantThatCounts(cl *Cluster) *Grant {
 		return nil
 	}
 	return cl.Grant
+}
+
+// isCluster tells whether apiVersion and kind name a Cluster API Cluster,
+// in any version.
+func isCluster(apiVersion, kind string) bool {
+	return schema.FromAPIVersionAndKind(apiVersion, kind).GroupKind() == capi.ClusterGVK("").GroupKind()
 }

@@ -18,7 +18,7 @@ import (
 // clusterOwnerRef is the ownerReference a lock carries to its Cluster: no
 // controller and no blockOwnerDeletion, as the upstream providers write it.
 func clusterOwnerRef(cl Cluster) metav1.OwnerReference {
-	return metav1.OwnerReference{APIVersion: cl.APIVersion, Kind: capi.ClusterKind, Name: cl.Name, UID: cl.UID}
+	return metav1.OwnerReference{APIVersion: cl.APIVersion, Kind: capi.ClusterGVK("").Kind, Name: cl.Name, UID: cl.UID}
 }
 
 // ownedBy returns refs with every Cluster API Cluster reference replaced by
@@ -26,7 +26,7 @@ func clusterOwnerRef(cl Cluster) metav1.OwnerReference {
 func ownedBy(refs []metav1.OwnerReference, cl Cluster) []metav1.OwnerReference {
 	out := make([]metav1.OwnerReference, 0, len(refs)+1)
 	for _, r := range refs {
-		if r.Kind == capi.ClusterKind && capi.IsClusterAPIVersion(r.APIVersion) {
+		if isCluster(r.APIVersion, r.Kind) {
 			continue
 		}
 		out = append(out, r)
@@ -128,7 +128,7 @@ func releasedGrant(token string, now time.Time) string {
 func clusterObject(cl Cluster) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion(cl.APIVersion)
-	u.SetKind(capi.ClusterKind)
+	u.SetKind(capi.ClusterGVK("").Kind)
 	u.SetNamespace(cl.Namespace)
 	u.SetName(cl.Name)
 	return u

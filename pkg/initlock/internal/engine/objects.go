@@ -80,7 +80,7 @@ func ClusterFrom(obj client.Object, scheme *runtime.Scheme) (Cluster, error) {
 	if err != nil {
 		return Cluster{}, fmt.Errorf("reading cluster %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
 	}
-	if u.GroupVersionKind().Group != capi.Group || u.GetKind() != capi.ClusterKind {
+	if u.GroupVersionKind().GroupKind() != capi.ClusterGVK("").GroupKind() {
 		return Cluster{}, fmt.Errorf("reading cluster %s/%s: %s is not a Cluster API Cluster", obj.GetNamespace(), obj.GetName(), u.GroupVersionKind())
 	}
 	return Cluster{
@@ -139,7 +139,7 @@ func machineFrom(obj client.Object, scheme *runtime.Scheme) (Machine, error) {
 			return Machine{}, fmt.Errorf("reading machine %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
 		}
 	}
-	if gvk.Group != capi.Group || gvk.Kind != capi.MachineKind {
+	if gvk.GroupKind() != capi.MachineGVK("").GroupKind() {
 		return Machine{}, fmt.Errorf("reading machine %s/%s: %s is not a Cluster API Machine", obj.GetNamespace(), obj.GetName(), gvk)
 	}
 	return Machine{

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/internal/engine"
 )
 
 // TestExplain checks that every write a keeper makes and every wait it

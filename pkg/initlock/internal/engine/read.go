@@ -167,7 +167,7 @@ func getCluster(ctx context.Context, r client.Reader, gv, namespace, name string
 	if err != nil {
 		return nil, err
 	}
-	u.SetGroupVersionKind(v.WithKind(capi.ClusterKind))
+	u.SetGroupVersionKind(capi.ClusterGVK(v.Version))
 	err = r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, u)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
@@ -175,7 +175,7 @@ func getCluster(ctx context.Context, r client.Reader, gv, namespace, name string
 	if err != nil {
 		return nil, &ReadError{Kind: "cluster", Resource: "clusters", Group: capi.Group, Namespace: namespace, Name: name, Err: err}
 	}
-	u.SetGroupVersionKind(v.WithKind(capi.ClusterKind))
+	u.SetGroupVersionKind(capi.ClusterGVK(v.Version))
 	cl, err := ClusterFrom(u, nil)
 	if err != nil {
 		return nil, err
@@ -195,7 +195,7 @@ func getMachine(ctx context.Context, r client.Reader, gv, namespace, name string
 	if err != nil {
 		return nil, err
 	}
-	pom.SetGroupVersionKind(v.WithKind(capi.MachineKind))
+	pom.SetGroupVersionKind(capi.MachineGVK(v.Version))
 	err = r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pom)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
@@ -203,7 +203,7 @@ func getMachine(ctx context.Context, r client.Reader, gv, namespace, name string
 	if err != nil {
 		return nil, &ReadError{Kind: "machine", Resource: "machines", Group: capi.Group, Namespace: namespace, Name: name, Err: err}
 	}
-	pom.SetGroupVersionKind(v.WithKind(capi.MachineKind))
+	pom.SetGroupVersionKind(capi.MachineGVK(v.Version))
 	m, err := machineFrom(pom, nil)
 	if err != nil {
 		return nil, err

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/initlock/initlock/pkg/initlock/engine"
+	"github.com/initlock/initlock/pkg/initlock/internal/engine"
 	"github.com/initlock/initlock/pkg/initlock/internal/report"
 )
 
