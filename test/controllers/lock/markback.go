@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -231,17 +232,25 @@ func MarkNeverOutlivesRelease(t *testing.T, b Backend) {
 }
 
 // faulty is a client of the fixture's backend that calls on before each
-// get, patch and delete (see MarkNeverOutlivesRelease's cases).
+// get, patch and delete (see MarkNeverOutlivesRelease's cases), one call at
+// a time: a reader reads the lock and the Cluster in parallel.
 func (f *fixture) faulty(on func(f *fixture, r string, n int, marked bool) (bool, error)) client.WithWatch {
+	var mu sync.Mutex
 	counts := map[string]int{}
 	marked := false
-	do := func(verb string, obj client.Object, call func() error) error {
-		r := verb + " " + kindOf(obj)
+	decide := func(r string) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
 		counts[r]++
 		send, err := on(f, r, counts[r], marked)
 		if r == "patch ConfigMap" {
 			marked = true
 		}
+		return send, err
+	}
+	do := func(verb string, obj client.Object, call func() error) error {
+		r := verb + " " + kindOf(obj)
+		send, err := decide(r)
 		if send {
 			if cerr := call(); cerr != nil || err == nil {
 				return cerr
