@@ -11,6 +11,13 @@
 // its holder Machine is gone and no grant protects another Machine, and
 // collects a lock whose Cluster stayed absent for Policy.OrphanGrace.
 //
+// A tool that shows a plan before it acts (kubectl initlock repair) calls
+// Inspect, which reads and decides without writing, then Apply, which
+// confirms and writes. An operator's release of a lock whoever holds it
+// (kubectl initlock release) is Inspect with Query.Release, then Release,
+// bound to what Inspect read. Every decision is the library's: these calls
+// decide nothing of their own.
+//
 // # What it guarantees
 //
 //   - At most one write per Keep, made with the resourceVersion read
@@ -25,7 +32,7 @@
 //   - No write at all, not even an event, while the Cluster is paused.
 //   - A ConfigMap with the lock's name that is not a lock, and a corrupt
 //     lock, are never written; each gets one Warning event per
-//     resourceVersion (initlock.EventForeignConfigMap, initlock.EventCorruptLock).
+//     resourceVersion (ForeignConfigMap, CorruptLock).
 //   - An orphan lock is collected only after its Cluster has been absent for
 //     the grace period recorded on the lock (so restarts do not reset it),
 //     after a live read has confirmed that its holder Machine is gone. The
@@ -40,6 +47,14 @@
 // the label is looked for with a live GET only for Clusters that exist, are
 // neither paused, deleting nor initialised, and show no lock, once per
 // Cluster UID and generation (and on every Keep while one is found).
+//
+// # Events
+//
+// With a Recorder, Keep emits LockAdopted and LockReleased (Normal, on the
+// Cluster), OrphanLockCollected (Normal, on the lock), and the Warnings
+// ForeignConfigMap, CorruptLock, LockConflict and LockUnmarked, on the
+// Cluster or, when there is none, on the ConfigMap; a Warning once per
+// resourceVersion of the ConfigMap.
 //
 // # Limits
 //

@@ -30,10 +30,11 @@ type Query struct {
 	Release, Force bool
 }
 
-// Status is one Cluster's init lock as Inspect read it, and the decision
-// on it: what a keeper does (Query.Release false) or what an operator's
-// release does.
+// Status is one Cluster's init lock as read, and the decision on it: what
+// a keeper does (Query.Release false) or what an operator's release does.
+// Inspect, Apply and Keeper.Keep return it.
 type Status struct {
+	// Query is what the lock was read and decided for.
 	Query Query
 	// LockName is the lock's ConfigMap name, "<cluster>-lock".
 	LockName string
