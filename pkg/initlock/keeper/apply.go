@@ -19,9 +19,12 @@ import (
 // preconditions; the writes of an adoption, an unmarking or an orphan's
 // mark are patches conditional on the resourceVersion s read. It returns
 // the Status as confirmed: when its Action is not s's, the API server's
-// Cluster or Machines decide another action now and nothing was written.
-// A Conflict or a NotFound error means that the lock changed since s was
-// read: Inspect it again.
+// Cluster or Machines decide another action now, and s's decision was not
+// carried out: nothing was written, or a release's mark was written and,
+// the Cluster or the Machines read again after it deciding otherwise,
+// taken off again (left for a keeper to take off once the Cluster is
+// unpaused, when it was paused meanwhile). A Conflict or a NotFound error
+// means that the lock changed since s was read: Inspect it again.
 func Apply(ctx context.Context, c client.Client, s Status, now time.Time) (Status, error) {
 	obs, d, err := engine.Keep(ctx, c, c, s.ConfigMap, s.obs, s.d, s.Query.Policy.engine(), now)
 	q := s.Query

@@ -20,16 +20,24 @@
 //
 // # What it guarantees
 //
-//   - At most one write per Keep, made with the resourceVersion read
-//     (patches) or the UID and resourceVersion as preconditions (deletes).
-//     A healthy lock gets no write, and a lock is not written twice from the
-//     same resourceVersion: after a write the Keeper waits for its reader
-//     (a cache) to show the result before deciding again.
+//   - At most one decision's writes per Keep: one patch, made with the
+//     resourceVersion read, or, for a release or a collection, the release
+//     mark and then the delete, with the UID and resourceVersion as
+//     preconditions (and the mark taken off again when the release stops).
+//     A healthy lock gets no write. After a write the Keeper waits for its
+//     reader (a cache) to show the result before deciding again, so that a
+//     lock is not written twice from the same resourceVersion, unless the
+//     answer to the write was lost: the next Keep then makes it again, and
+//     its precondition fails.
 //   - Every write is decided on what Keeper.Client shows, which may be a
 //     cache, and confirmed against Keeper.APIReader before it is made: no
 //     lock is adopted for, or released on behalf of, a Cluster that the
 //     cache still shows but that was deleted, created again or paused since.
-//   - No write at all, not even an event, while the Cluster is paused.
+//   - No write while the Cluster is paused: a write is confirmed against
+//     the Cluster read live. A pause that lands between that reading and
+//     the write does not stop it. The Warning events below are judged on
+//     Client's view of the Cluster alone: one may be emitted while a
+//     cache still shows a Cluster paused since as unpaused.
 //   - A ConfigMap with the lock's name that is not a lock, and a corrupt
 //     lock, are never written; each gets one Warning event per
 //     resourceVersion (ForeignConfigMap, CorruptLock).

@@ -71,8 +71,10 @@ type Status struct {
 	// value, "" when absent); GrantHolder the Machine it grants the lock
 	// to, "" when it grants none or cannot be read.
 	Grant, GrantHolder string
-	// HolderExists tells that the Machine the lock names exists, or, when
-	// there is no lock, the one the grant names.
+	// HolderExists tells that a Machine of the name the lock names exists
+	// (it may be another Machine created under that name: Verdict says
+	// whether it holds the lock), or, when there is no lock, the Machine
+	// the grant names.
 	HolderExists bool
 
 	// Verdict is the health of the lock: "healthy", "unowned",
@@ -105,8 +107,8 @@ type Status struct {
 	NeedsForce        bool
 	ForceReason       string
 	ReleaseNeedsForce bool
-	// Why explains the decision in one sentence, for people; set by
-	// Inspect and Apply.
+	// Why explains a keeper's decision (Query.Release false) in one
+	// sentence, for people; set by Inspect and Apply.
 	Why string
 
 	// Written tells that Keep made the decision's write; Warning is the
@@ -171,13 +173,11 @@ func describe(q Query, cm *corev1.ConfigMap, obs engine.Observation, d engine.De
 	if obs.Lock == nil && d.Verdict == engine.VerdictLost {
 		s.HolderExists = true // a grant is only ever read from an existing Machine
 	}
-	if explain {
+	if explain && !q.Release {
 		s.Why = engine.Explain(obs, d, q.Policy.engine())
-		if !q.Release {
-			rel := obs
-			rel.Intent = engine.IntentRelease
-			s.ReleaseNeedsForce = engine.Decide(rel, engine.Policy{}, q.Now).NeedsForce
-		}
+		rel := obs
+		rel.Intent = engine.IntentRelease
+		s.ReleaseNeedsForce = engine.Decide(rel, engine.Policy{}, q.Now).NeedsForce
 	}
 	return s
 }

@@ -80,8 +80,8 @@ type Keeper struct {
 	Clock clock.PassiveClock
 	// WatchFilter, when set, limits the adoption of locks to those of
 	// Clusters labelled with the watch-filter label of Cluster API
-	// (cluster.x-k8s.io/watch-filter) with this value; every lock is
-	// released and collected when that is safe.
+	// (cluster.x-k8s.io/watch-filter) with this value, as Client shows
+	// them; every lock is released and collected when that is safe.
 	WatchFilter string
 
 	mu    sync.Mutex

@@ -27,7 +27,13 @@ import (
 //     again) once one exists: a holder restored while the release runs
 //     keeps its lock;
 //   - a lock or a grant that another writer rewrote for the same Machine
-//     during the release ends it with a Conflict error.
+//     during the release ends it with a Conflict error; one that another
+//     Machine took since, like one gone, ends it as done, nothing more
+//     released: Inspect again to see what stands.
+//
+// The Cluster is bound by its grant register's value, not by its UID: a
+// Cluster created again with the same register is released as the one
+// inspected.
 //
 // Errors also wrap initlock.ErrClusterPaused (nothing is started while the
 // Cluster is paused), initlock.ErrNotALock and initlock.ErrCorruptLock. A
