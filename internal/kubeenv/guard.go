@@ -148,8 +148,21 @@ func (e *Env) UninstallLockGuard(ctx context.Context) error {
 // ReleaseLock deletes the lock cm names as a release does, past the lock
 // guard: it marks the lock for release (wire.ReleaseAnnotation, its own
 // UID), then deletes it. Tests use it to lose a lock on purpose. A lock
-// that is gone already is no error.
+// that is gone already is no error. A keeper running beside it may take
+// the mark off between the two (its own release, which marks the lock
+// too, stopping): a delete the guard then refuses is tried again, marked
+// again, a few times.
 func ReleaseLock(ctx context.Context, c client.Client, cm *corev1.ConfigMap) error {
+	var err error
+	for range 5 {
+		if err = markAndDelete(ctx, c, cm); !apierrors.IsForbidden(err) {
+			return err
+		}
+	}
+	return err
+}
+
+func markAndDelete(ctx context.Context, c client.Client, cm *corev1.ConfigMap) error {
 	cur := &corev1.ConfigMap{}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(cm), cur); err != nil {
 		return client.IgnoreNotFound(err)
