@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Runs commands as named phases and prints, at the end, each phase's wall
+# time and peak memory, then the slowest test packages and the builds of the
+# control plane and the peers, read from the phases' output. Source it, then
+# call "phase NAME COMMAND..." for each phase; the table is printed when the
+# shell exits, whether the phases passed or not.
+#
+# Peak memory is sampled every second: "tree" is the largest sum of the RSS
+# of every process the phase started, "largest" the largest single process
+# (GNU time's maximum resident set size, when /usr/bin/time exists).
+
+phases_dir=$(mktemp -d)
+phases_log="$phases_dir/all.log"
+phases_start=$(date +%s)
+: >"$phases_dir/table"
+
+# phases_tree_rss SID: the RSS, in kB, of every process of session SID.
+phases_tree_rss() { ps -s "$1" -o rss= 2>/dev/null | awk '{s+=$1} END {print s+0}'; }
+
+phase() {
+  local name=$1; shift
+  local start peak=0 now rc timefile="$phases_dir/time" pid
+  start=$(date +%s)
+  printf '\n=== phase %s: %s\n' "$name" "$*"
+  local timer=()
+  [ -x /usr/bin/time ] && timer=(/usr/bin/time -f '%M' -o "$timefile")
+  : >"$timefile"
+  # A session of its own, so that every process the phase starts is counted.
+  setsid "${timer[@]}" "$@" > >(tee -a "$phases_log") 2> >(tee -a "$phases_log" >&2) &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    now=$(phases_tree_rss "$pid")
+    [ "$now" -gt "$peak" ] && peak=$now
+    sleep 1
+  done
+  wait "$pid" && rc=0 || rc=$?
+  local largest="-"
+  [ -s "$timefile" ] && largest="$(( $(tail -n 1 "$timefile") / 1024 )) MB"
+  printf '%-14s %6ss %9s %12s %s\n' "$name" "$(( $(date +%s) - start ))" "$(( peak / 1024 )) MB" "$largest" \
+    "$([ "$rc" -eq 0 ] && echo ok || echo "FAILED ($rc)")" >>"$phases_dir/table"
+  return "$rc"
+}
+
+phases_report() {
+  local rc=$?
+  {
+    printf '\n=== phases (wall time, peak RSS of the phase'"'"'s processes, largest process)\n'
+    printf '%-14s %7s %9s %12s %s\n' phase wall tree largest result
+    cat "$phases_dir/table"
+    printf '%-14s %6ss\n' total "$(( $(date +%s) - phases_start ))"
+    printf '\n=== the 20 slowest test packages\n'
+    grep -E '^(ok|FAIL)[[:space:]]+[^[:space:]]+[[:space:]]+[0-9.]+s' "$phases_log" | awk '{t=$3; sub(/s$/,"",t); printf "%8.1fs  %s\n", t, $2}' | sort -rn | head -n 20
+    printf '\n=== builds of the control plane and the peers\n'
+    grep -E '^(kube|stack|cabpk[a-z-]*): (building|  done in)' "$phases_log" || echo "(none: all were cached)"
+  } >&2
+  rm -rf "$phases_dir"
+  return "$rc"
+}
+trap phases_report EXIT
