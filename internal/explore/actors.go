@@ -172,6 +172,12 @@ func uidOf(obj map[string]any) string {
 	return uid
 }
 
+func rvOf(obj map[string]any) string {
+	meta, _ := obj["metadata"].(map[string]any)
+	rv, _ := meta["resourceVersion"].(string)
+	return rv
+}
+
 // schedClock is a provider's clock: time stands still, and a wait is a
 // point where the scheduler lets the provider go on when it chooses.
 type schedClock struct {

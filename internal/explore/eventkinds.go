@@ -75,8 +75,10 @@ const (
 	LeaveMoveMark EventKind = "leave-move-mark"
 	// CollectLock: the garbage collector deletes the lock (an ownerReference
 	// to a Cluster UID that does not exist, as a naive copy or a restore
-	// leaves it), with no precondition, as kube-controller-manager. A loss,
-	// when the lock guard lets it through.
+	// leaves it), as kube-controller-manager sends it: the UID and the
+	// resourceVersion it read as preconditions, a propagation policy, under
+	// a user the lock guard does not know by name. A loss, when the lock
+	// guard lets it through.
 	CollectLock EventKind = "collect-lock"
 	// InitCompletes: the control plane is initialised (only while a
 	// Machine holds a grant).
@@ -84,6 +86,12 @@ const (
 	// Backup: the namespace is backed up, every object as it stands (once
 	// an execution).
 	Backup EventKind = "backup"
+	// RestoreUpdate: the backup is restored over the live objects with
+	// Velero's --existing-resource-policy=update, as velerosim restores it
+	// (checked against Velero): each object that exists is patched towards
+	// its backed-up state and keeps its UID, so marks the backup holds come
+	// back on the live lock; what does not exist is created.
+	RestoreUpdate EventKind = "restore-update"
 	// Restore: the namespace is deleted and restored from the backup, as
 	// Velero restores it (velerosim): every object created again with a new
 	// UID, without ownerReferences and status, in Velero's order, in one
@@ -112,6 +120,7 @@ var eventClasses = map[EventKind]faults.Class{
 	LeaveMoveMark:       faults.MarkLeft,
 	Backup:              faults.BackupRestore,
 	Restore:             faults.BackupRestore,
+	RestoreUpdate:       faults.BackupRestore,
 	RestoreClusterFirst: faults.BackupRestore,
 	RestoreOverLock:     faults.BackupRestore,
 	MachinesRestored:    faults.BackupRestore,

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/apimodel"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
 )
 
@@ -177,6 +179,13 @@ func (s *System) eventsOf(k EventKind) []*event {
 				s.restoreOverLock(s.backup)
 			})}
 		}
+	case RestoreUpdate:
+		if s.backup != nil && !s.restored {
+			return []*event{ev("the backup is restored over the live objects with the update policy", func(s *System) {
+				s.restored = true
+				s.restoreUpdate(s.backup)
+			})}
+		}
 	case MachinesRestored:
 		if len(s.pending) > 0 {
 			return []*event{ev("the Machines are restored", func(s *System) { s.restoreMachines() })}
@@ -185,7 +194,7 @@ func (s *System) eventsOf(k EventKind) []*event {
 		if sn.lock != nil && !sn.lock.Deleting {
 			return []*event{ev("the garbage collector deletes the lock", func(s *System) {
 				before := s.store.Peek(lockKey)
-				if err := s.store.DeleteBy(lockKey, nil, nil, gcUser); err == nil && s.store.Peek(lockKey) == nil {
+				if err := collectorDelete(s.store); err == nil && s.store.Peek(lockKey) == nil {
 					s.checker.lockRemoved(s, before, "the garbage collector")
 					s.checker.lockDeleted()
 				}
@@ -233,8 +242,25 @@ func (s *System) eventsOf(k EventKind) []*event {
 // otherFinalizer is the finalizer of a controller other than initlock's.
 const otherFinalizer = "example.com/keep"
 
-// gcUser is the user the garbage collector deletes as.
-const gcUser = "system:kube-controller-manager"
+// gcUser is the user the garbage collector deletes as: one the lock guard
+// does not know by name (a kube-controller-manager started with a kubeconfig
+// user of its own), so that the guard must tell the collector by what it
+// sends.
+const gcUser = "kube-controller-manager"
+
+// collectorDelete deletes the lock as kube-controller-manager's garbage
+// collector does (k8s.io/kubernetes pkg/controller/garbagecollector,
+// deleteObject): with the UID and the resourceVersion it read as
+// preconditions and a propagation policy, as gcUser.
+func collectorDelete(st *apimodel.Store) error {
+	cur := st.Peek(lockKey)
+	if cur == nil {
+		return st.Delete(lockKey, nil, nil) // NotFound, as the API server answers
+	}
+	uid, rv := types.UID(uidOf(cur)), rvOf(cur)
+	background := metav1.DeletePropagationBackground
+	return st.DeleteWith(lockKey, apimodel.DeleteRequest{UID: &uid, ResourceVersion: &rv, Propagation: &background, User: gcUser})
+}
 
 // clusterFinalizer is Cluster API's finalizer on a Cluster.
 const clusterFinalizer = "cluster.cluster.x-k8s.io"

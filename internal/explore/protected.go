@@ -44,7 +44,7 @@ func (s *System) protection(ctx context.Context) {
 		return
 	}
 	trial := s.store.Clone()
-	if err := trial.Delete(lockKey, nil, nil); err == nil || trial.DeleteBy(lockKey, nil, nil, gcUser) == nil {
+	if err := trial.Delete(lockKey, nil, nil); err == nil || collectorDelete(trial) == nil {
 		sn := s.snapshot()
 		s.checker.violate(InvProtected, "lock %s, held for machine %s, which exists, may be deleted by anyone once the manager has reconciled (release mark %t, delete-for-move %t)",
 			sn.lock.UID, sn.lock.Record.MachineName, sn.lock.Releasable, sn.lock.MoveMark)

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	velerov1 "github.com/vmware-tanzu/velero/pkg/apis/velero/v1"
+
 	"github.com/initlock/initlock/internal/kubeenv/apimodel"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 )
@@ -65,6 +67,16 @@ func (s *System) restoreBackup(b *backup) {
 	before := s.machineUIDs()
 	s.purge()
 	s.restoreItems(b.items)
+	s.checker.restored(s, before)
+}
+
+// restoreUpdate restores the backup over the live objects with Velero's
+// update policy (velerosim): the objects that exist keep their UIDs and are
+// patched towards the backup; a Machine or a lock gone since is created
+// again.
+func (s *System) restoreUpdate(b *backup) {
+	before := s.machineUIDs()
+	s.restoreItemsWith(b.items, velerov1.PolicyTypeUpdate)
 	s.checker.restored(s, before)
 }
 
@@ -131,13 +143,20 @@ func (s *System) purge() {
 	}
 }
 
-// restoreItems restores copies of items as Velero does (velerosim).
+// restoreItems restores copies of items as Velero does (velerosim), leaving
+// what exists as it is.
 func (s *System) restoreItems(its []*unstructured.Unstructured) {
+	s.restoreItemsWith(its, velerov1.PolicyTypeNone)
+}
+
+// restoreItemsWith restores copies of items as Velero does with
+// --existing-resource-policy=policy.
+func (s *System) restoreItemsWith(its []*unstructured.Unstructured, policy velerov1.PolicyType) {
 	items := make([]*unstructured.Unstructured, len(its))
 	for i, it := range its {
 		items[i] = it.DeepCopy()
 	}
-	r := velerosim.NewForClient(&apimodel.Client{Store: s.store, Actor: "velero"}, velerosim.Options{})
+	r := velerosim.NewForClient(&apimodel.Client{Store: s.store, Actor: "velero"}, velerosim.Options{ExistingResourcePolicy: policy})
 	if _, err := r.Restore(context.Background(), items); err != nil {
 		panic(fmt.Sprintf("explore: restoring the backup: %v", err))
 	}

@@ -136,13 +136,19 @@ func Start(opts Options) (_ *Env, retErr error) {
 	return e, nil
 }
 
+// CollectorUser is the user the test kit's kube-controller-manager (its
+// garbage collector and namespace controller) runs as: a kubeconfig user
+// of its own name, without the system: prefix kubeadm's clusters give it,
+// so that every test on the real control plane shows that the lock guard
+// keeps the collector out by what it sends, not by its name.
+const CollectorUser = "kube-controller-manager"
+
 // startControllerManager runs the garbage collector and the namespace
-// controller as a cluster admin under the controller manager's own name
-// (system:kube-controller-manager, as kubeadm's clusters name it), which
-// the lock guard knows. It is started after the CRDs are installed, since
-// the collector rediscovers resource types only every 30 s or so.
+// controller as a cluster admin under CollectorUser. It is started after
+// the CRDs are installed, since the collector rediscovers resource types
+// only every 30 s or so.
 func (e *Env) startControllerManager(bin string) error {
-	kubeconfig, err := e.WriteKubeconfig("system:kube-controller-manager", []string{"system:masters"})
+	kubeconfig, err := e.WriteKubeconfig(CollectorUser, []string{"system:masters"})
 	if err != nil {
 		return err
 	}

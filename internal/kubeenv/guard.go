@@ -155,7 +155,7 @@ func (e *Env) UninstallLockGuard(ctx context.Context) error {
 func ReleaseLock(ctx context.Context, c client.Client, cm *corev1.ConfigMap) error {
 	var err error
 	for range 5 {
-		if err = markAndDelete(ctx, c, cm); !apierrors.IsForbidden(err) {
+		if err = markAndDelete(ctx, c, cm); !apierrors.IsForbidden(err) && !apierrors.IsConflict(err) {
 			return err
 		}
 	}
@@ -176,5 +176,7 @@ func markAndDelete(ctx context.Context, c client.Client, cm *corev1.ConfigMap) e
 	if err := c.Patch(ctx, marked, client.MergeFrom(cur)); err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("marking lock %s/%s for release: %w", cur.Namespace, cur.Name, err))
 	}
-	return client.IgnoreNotFound(c.Delete(ctx, marked))
+	// The guard lets a marked lock's delete through only when it names the
+	// lock's current resourceVersion: the one the mark's write left.
+	return client.IgnoreNotFound(c.Delete(ctx, marked, client.Preconditions{UID: &marked.UID, ResourceVersion: &marked.ResourceVersion}))
 }

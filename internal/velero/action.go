@@ -140,11 +140,23 @@ func (a *Action) Execute(input *velero.RestoreItemActionExecuteInput) (*velero.R
 		return nil, fmt.Errorf("reading the backed-up item: %w", err)
 	}
 	refs := backedUp.GetOwnerReferences()
-	if len(refs) == 0 {
+	unmark := liveMarks(input.Item)
+	if len(refs) == 0 && len(unmark) == 0 {
 		return velero.NewRestoreItemActionExecuteOutput(input.Item), nil
 	}
 	item := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(input.Item.UnstructuredContent())}
 	name := describe(item)
+	if len(unmark) > 0 {
+		annotations := item.GetAnnotations()
+		for _, k := range unmark {
+			delete(annotations, k)
+		}
+		item.SetAnnotations(annotations)
+		a.log.WithField("item", name).WithField("annotations", unmark).Info("Took off the marks of the live lock the backup held")
+	}
+	if len(refs) == 0 {
+		return velero.NewRestoreItemActionExecuteOutput(item), nil
+	}
 	owners := relink.FromOwnerReferences(refs)
 	annotations := item.GetAnnotations()
 	if prev, ok := annotations[relink.Annotation]; ok {
@@ -161,6 +173,43 @@ func (a *Action) Execute(input *velero.RestoreItemActionExecuteInput) (*velero.R
 	item.SetAnnotations(annotations)
 	a.log.WithField("item", name).WithField("owners", len(owners)).Info("Recorded the backed-up owner references for the relinker")
 	return velero.NewRestoreItemActionExecuteOutput(item), nil
+}
+
+// lockMarks are the annotations that describe a live lock at one moment
+// and let a delete of it through or start its orphan's grace period
+// (docs/design.md, section 1): the release mark and when its release
+// began, since when its Cluster has been missing, and clusterctl move's
+// delete-for-move. A restored lock, created anew or written over the live
+// one (--existing-resource-policy=update), carries none of them.
+var lockMarks = []string{
+	"initlock.dev/releasable",
+	"initlock.dev/release-started",
+	"initlock.dev/cluster-absent-since",
+	"clusterctl.cluster.x-k8s.io/delete-for-move",
+}
+
+// liveMarks returns the lockMarks that item, when it is shaped like an init
+// lock (a ConfigMap named after its cluster-name label with "-lock", with
+// the data key lock-information), carries.
+func liveMarks(item runtime.Unstructured) []string {
+	u, ok := item.(*unstructured.Unstructured)
+	if !ok || u.GetKind() != "ConfigMap" || u.GroupVersionKind().Group != "" {
+		return nil
+	}
+	cluster, ok := u.GetLabels()["cluster.x-k8s.io/cluster-name"]
+	if !ok || u.GetName() != cluster+"-lock" {
+		return nil
+	}
+	if _, ok, _ := unstructured.NestedString(u.Object, "data", "lock-information"); !ok {
+		return nil
+	}
+	var found []string
+	for _, k := range lockMarks {
+		if _, ok := u.GetAnnotations()[k]; ok {
+			found = append(found, k)
+		}
+	}
+	return found
 }
 
 func describe(u *unstructured.Unstructured) string {

@@ -10,12 +10,19 @@
 //
 // The action guarantees that:
 //   - it reads only the item as backed up and changes only that one
-//     annotation of the restored item;
+//     annotation of the restored item, and, on an init lock (a ConfigMap
+//     named <cluster>-lock, labelled with its cluster's name, with the data
+//     key lock-information), takes off the marks of the live lock a backup
+//     may hold: the release mark and its start time, the cluster-absent
+//     time and clusterctl move's delete-for-move. A lock restored anew, or
+//     written over the live one by --existing-resource-policy=update, thus
+//     carries no mark that would let a delete through;
 //   - it writes no ownerReference: the UIDs it records are the backed-up
 //     owners', a proof of identity for the relinker, which writes only
 //     UIDs it read live (an ownerReference to a UID that no longer exists
 //     would let the garbage collector delete the object);
-//   - items without ownerReferences are returned untouched;
+//   - items without ownerReferences are returned untouched, but for a
+//     lock's marks;
 //   - owners already recorded in the annotation (a backup taken while a
 //     previous relink was pending, in either format of the annotation) are
 //     kept, and an annotation that is not valid fails the item with an

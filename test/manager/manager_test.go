@@ -299,6 +299,42 @@ func TestNotALock(t *testing.T) {
 	}
 }
 
+// TestOtherProvidersLock: KubeKey's Cluster API provider takes a ConfigMap
+// of the lock's name, label and data key for its in-place upgrades, with
+// the record {"kkInstanceName":…}, which names no Machine. It is left to
+// the provider that wrote it: the manager writes nothing and warns
+// nothing, and the lock guard lets the provider's own release (a plain
+// delete) through.
+func TestOtherProvidersLock(t *testing.T) {
+	ns := env.Namespace(t)
+	createCluster(t, v, ns, "x")
+	createMachine(t, v, ns, "x", "x-cp-0")
+	cm := lockFor(ns, "x", "x-cp-0", nil)
+	cm.Data[wire.DataKey] = `{"kkInstanceName":"kk-upgrade-0"}`
+	create(t, cm)
+	rm := startManager(t, env.Config, testOptions(ns))
+	kubeenv.Eventually(t, 10*time.Second, func() error {
+		if g := gaugeValue(t, "initlock_locks", "foreign"); g < 1 {
+			return fmt.Errorf("initlock_locks{state=\"foreign\"} = %v", g)
+		}
+		return nil
+	})
+	kubeenv.Consistently(t, 2*time.Second, func() error {
+		for _, reason := range []string{"ForeignConfigMap", "CorruptLock"} {
+			if n := len(events(t, ns, reason)); n != 0 {
+				return fmt.Errorf("%d %s events, want none", n, reason)
+			}
+		}
+		return nil
+	})
+	if n := rm.Counter.Of("configmaps", "").Writes(); n != 0 {
+		t.Fatalf("configmap writes = %d, want 0:\n%s", n, rm.Counter)
+	}
+	if err := env.Client.Delete(t.Context(), cm.DeepCopy()); err != nil {
+		t.Fatalf("KubeKey's release of its own lock: %v, want it let through", err)
+	}
+}
+
 // TestDeletingClusterReleasesItsLock: the lock guard refuses the garbage
 // collector's delete of a Cluster's lock, so the manager releases the lock
 // of a Cluster being deleted, owned or not, once the Machine it names is

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	velerov1 "github.com/vmware-tanzu/velero/pkg/apis/velero/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/keeper"
@@ -266,4 +268,97 @@ func TestStaleRegisterKeepsNoMark(t *testing.T) {
 	if err := env.Client.Delete(t.Context(), cm.DeepCopy()); !apierrors.IsForbidden(err) {
 		t.Fatalf("delete of c1-cp-1's lock once the manager took the mark off: %v, want forbidden", err)
 	}
+}
+
+// TestReplayedMarkHeld: a release stopped between its mark and its delete
+// left the mark on a held lock; a backup is taken; the manager takes the
+// mark off. The Cluster is paused, and the backup is restored over the
+// live objects with Velero's --existing-resource-policy=update (velerosim,
+// checked against Velero in test/real): the live lock, the same object,
+// gets the mark back. Neither a plain delete (stock CABPK's release) nor
+// kubectl's nor the garbage collector's passes the lock guard: the mark
+// lets a delete through only when the delete names the lock's current
+// resourceVersion, which only a release that wrote the mark itself holds.
+// Once the Cluster is unpaused, the manager takes the mark off again.
+func TestReplayedMarkHeld(t *testing.T) {
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	cluster := createCluster(t, v, ns, "c1")
+	createMachine(t, v, ns, "c1", "c1-cp-0")
+	lock := lockFor(ns, "c1", "c1-cp-0", cluster)
+	create(t, lock)
+	marks := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:"2026-12-06T10:00:00Z"}}}`,
+		wire.ReleaseAnnotation, lock.UID, wire.ReleaseStartedAnnotation)
+	if err := env.Client.Patch(ctx, lock, client.RawPatch(types.MergePatchType, []byte(marks))); err != nil {
+		t.Fatal(err)
+	}
+	backup := &unstructured.Unstructured{}
+	backup.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(lock), backup); err != nil {
+		t.Fatal(err)
+	}
+
+	rm := startManager(t, env.Config, testOptions(ns))
+	kubeenv.Eventually(t, 20*time.Second, func() error {
+		cm, err := getLock(t, ns, "c1")
+		if err != nil {
+			return err
+		}
+		if _, ok := cm.Annotations[wire.ReleaseAnnotation]; ok {
+			return fmt.Errorf("the lock still carries its release mark")
+		}
+		return nil
+	})
+	if err := env.Client.Patch(ctx, cluster, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"paused":true}}`))); err != nil {
+		t.Fatal(err)
+	}
+	kubeenv.Consistently(t, time.Second, func() error { return nil }) // the manager sees the pause
+	restored, err := velerosim.NewForClient(env.Client, velerosim.Options{ExistingResourcePolicy: velerov1.PolicyTypeUpdate}).
+		Restore(ctx, []*unstructured.Unstructured{backup})
+	if err != nil {
+		t.Fatalf("restoring the backup over the live lock: %v", err)
+	}
+	cm, err := getLock(t, ns, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm.UID != lock.UID || cm.Annotations[wire.ReleaseAnnotation] != string(lock.UID) {
+		t.Fatalf("the restore (%d objects) did not write the mark back over the live lock: uid %s (was %s), annotations %v",
+			len(restored), cm.UID, lock.UID, cm.Annotations)
+	}
+
+	uid, rv := cm.UID, cm.ResourceVersion
+	for _, d := range []struct {
+		who  string
+		opts []client.DeleteOption
+	}{
+		{"a plain delete (stock CABPK's release)", nil},
+		{"kubectl delete", []client.DeleteOption{client.PropagationPolicy(metav1.DeletePropagationBackground)}},
+		{"kubectl delete --dry-run=server", []client.DeleteOption{client.PropagationPolicy(metav1.DeletePropagationBackground), client.DryRunAll}},
+		{"a delete naming the UID alone", []client.DeleteOption{client.Preconditions{UID: &uid}}},
+		{"the garbage collector's delete", []client.DeleteOption{client.Preconditions{UID: &uid, ResourceVersion: &rv},
+			client.PropagationPolicy(metav1.DeletePropagationBackground)}},
+	} {
+		if err := env.Client.Delete(ctx, cm.DeepCopy(), d.opts...); !apierrors.IsForbidden(err) {
+			t.Fatalf("%s of the held lock whose mark a restore wrote back: %v, want forbidden", d.who, err)
+		}
+	}
+	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 1 {
+		t.Fatalf("configmap writes = %d, want 1 (the mark taken off before the pause; none while paused):\n%s", n, rm.Counter)
+	}
+
+	if err := env.Client.Patch(ctx, cluster, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"paused":null}}`))); err != nil {
+		t.Fatal(err)
+	}
+	kubeenv.Eventually(t, 20*time.Second, func() error {
+		cm, err := getLock(t, ns, "c1")
+		if err != nil {
+			return err
+		}
+		if _, ok := cm.Annotations[wire.ReleaseAnnotation]; ok {
+			return fmt.Errorf("the lock still carries the mark the restore wrote back")
+		}
+		return nil
+	})
+	kubeenv.Eventually(t, 10*time.Second, namesHolder(t, ns, "c1", "c1-cp-0"))
 }

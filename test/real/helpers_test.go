@@ -28,7 +28,7 @@ const (
 	userCore    = "capi-manager"
 	userManager = stack.ManagerUser
 	// userGC runs kubeenv's garbage collector and namespace controller.
-	userGC = "system:kube-controller-manager"
+	userGC = kubeenv.CollectorUser
 )
 
 // suffix returns a short random suffix for names shared through the bucket.

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/relink"
 	"github.com/initlock/initlock/internal/velero"
 	"github.com/initlock/initlock/pkg/initlock/capi"
@@ -23,6 +24,63 @@ import (
 func Execute(t *testing.T, b Backend) {
 	t.Run("records owner references with their UIDs", func(t *testing.T) { recordsOwnerReferences(t, b) })
 	t.Run("table", func(t *testing.T) { executeTable(t, b) })
+	t.Run("a lock's marks are taken off", func(t *testing.T) { dropsLockMarks(t, b) })
+}
+
+// dropsLockMarks backs up a held lock that carries every mark of a live
+// lock (a release stopped between its mark and its delete, a move that
+// failed, a Cluster missing) and checks that the action takes them off the
+// restored item, owned or not, and leaves another ConfigMap's annotations
+// of the same names alone.
+func dropsLockMarks(t *testing.T, b Backend) {
+	ctx := t.Context()
+	api := b.New(t)
+	ns := api.Namespace()
+	cluster, _ := OwnedGraph(t, api.Client, ns)
+	marks := map[string]string{
+		"initlock.dev/releasable": "uid-of-the-live-lock", "initlock.dev/release-started": "2026-12-06T10:00:00Z",
+		"initlock.dev/cluster-absent-since":           "2026-12-06T10:00:00Z uid-of-the-live-lock",
+		"clusterctl.cluster.x-k8s.io/delete-for-move": "", "keep": "me",
+	}
+	owned := kubeenv.NewLock(ns, "c1", "c1-cp-0", nil)
+	owned.Annotations = marks
+	owned.OwnerReferences = []metav1.OwnerReference{{APIVersion: cluster.GetAPIVersion(), Kind: "Cluster", Name: "c1", UID: cluster.GetUID()}}
+	unowned := kubeenv.NewLock(ns, "c2", "c2-cp-0", nil)
+	unowned.Annotations = marks
+	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings", Annotations: marks,
+		Labels: map[string]string{capi.ClusterNameLabel: "c1"}}, Data: map[string]string{"lock-information": `{"machineName":"m"}`}}
+	for _, cm := range []*corev1.ConfigMap{owned, unowned, other} {
+		if err := api.Client.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range []struct {
+		name      string
+		marksGone bool
+		relinked  bool
+	}{{"c1-lock", true, true}, {"c2-lock", true, false}, {"settings", false, false}} {
+		backed := readBack(t, api.Client, corev1.SchemeGroupVersion.WithKind("ConfigMap"), ns, tt.name)
+		item := ActionInput(t, api.Client, backed, ns)
+		out, err := velero.NewAction(velero.DefaultConfig(), false, nil).Execute(&veleroplugin.RestoreItemActionExecuteInput{
+			Item: item, ItemFromBackup: backed, Restore: RestoreObject(ns),
+		})
+		if err != nil {
+			t.Fatalf("%s: Execute: %v", tt.name, err)
+		}
+		got := out.UpdatedItem.(*unstructured.Unstructured).GetAnnotations()
+		for k := range marks {
+			_, kept := got[k]
+			if want := k == "keep" || !tt.marksGone; kept != want {
+				t.Errorf("%s: annotation %s kept %t, want %t (%v)", tt.name, k, kept, want, got)
+			}
+		}
+		if _, ok := got[relink.Annotation]; ok != tt.relinked {
+			t.Errorf("%s: owners recorded %t, want %t", tt.name, ok, tt.relinked)
+		}
+		if !tt.marksGone && !tt.relinked && out.UpdatedItem != runtime.Unstructured(item) {
+			t.Errorf("%s: not returned untouched", tt.name)
+		}
+	}
 }
 
 func recordsOwnerReferences(t *testing.T, b Backend) {

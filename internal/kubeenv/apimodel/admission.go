@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
@@ -31,6 +32,7 @@ import (
 // and UPDATE of configmaps, with match conditions, variables and validations, no
 // parameters and no authorizer checks.
 type Guard struct {
+	selector  labels.Selector
 	name      string
 	binding   string
 	validator validating.Validator
@@ -81,7 +83,13 @@ func NewGuard(policy *admissionv1.ValidatingAdmissionPolicy, binding *admissionv
 	if err := validator.CompileError(); err != nil {
 		return nil, fmt.Errorf("policy %s: %w", policy.Name, err)
 	}
-	return &Guard{name: policy.Name, binding: binding.Name, validator: validator, scheme: kubeenv.Scheme()}, nil
+	selector := labels.Everything()
+	if mc := policy.Spec.MatchConstraints; mc != nil && mc.ObjectSelector != nil {
+		if selector, err = metav1.LabelSelectorAsSelector(mc.ObjectSelector); err != nil {
+			return nil, fmt.Errorf("policy %s: object selector: %w", policy.Name, err)
+		}
+	}
+	return &Guard{selector: selector, name: policy.Name, binding: binding.Name, validator: validator, scheme: kubeenv.Scheme()}, nil
 }
 
 // LockGuard is the project's lock guard (kubeenv.LockGuardFile), compiled.
@@ -95,11 +103,16 @@ func LockGuard() (*Guard, error) {
 
 var configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 
-// admitDelete judges the delete of stored ConfigMap old, in a namespace
-// that is not being deleted (the model has no namespaces), by user (the
-// admin when empty): nil when allowed, the API server's 403 when refused.
-func (g *Guard) admitDelete(old map[string]any, user string) error {
-	return g.admitAs(admission.Delete, old, nil, user)
+// admitDelete judges delete r of stored ConfigMap old, in a namespace that
+// is not being deleted (the model has no namespaces): nil when allowed,
+// the API server's 403 when refused.
+func (g *Guard) admitDelete(old map[string]any, r DeleteRequest) error {
+	opts := &metav1.DeleteOptions{PropagationPolicy: r.Propagation}
+	if r.UID != nil || r.ResourceVersion != nil {
+		opts.Preconditions = &metav1.Preconditions{UID: r.UID, ResourceVersion: r.ResourceVersion}
+	}
+	opts.SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind("DeleteOptions"))
+	return g.admitAs(admission.Delete, old, nil, opts, r.User)
 }
 
 // admitUpdate judges the update of stored ConfigMap old into next, as
@@ -109,10 +122,10 @@ func (g *Guard) admitUpdate(old, next map[string]any) error {
 }
 
 func (g *Guard) admit(op admission.Operation, oldMap, nextMap map[string]any) error {
-	return g.admitAs(op, oldMap, nextMap, "")
+	return g.admitAs(op, oldMap, nextMap, &metav1.UpdateOptions{}, "")
 }
 
-func (g *Guard) admitAs(op admission.Operation, oldMap, nextMap map[string]any, username string) error {
+func (g *Guard) admitAs(op admission.Operation, oldMap, nextMap map[string]any, opts runtime.Object, username string) error {
 	if username == "" {
 		username = "admin"
 	}
@@ -121,12 +134,17 @@ func (g *Guard) admitAs(op admission.Operation, oldMap, nextMap map[string]any, 
 		return err
 	}
 	var obj runtime.Object
-	var opts runtime.Object = &metav1.DeleteOptions{}
+	selected := g.selector.Matches(labels.Set(old.Labels))
 	if nextMap != nil {
-		if obj, err = configMapOf(nextMap); err != nil {
+		next, err := configMapOf(nextMap)
+		if err != nil {
 			return err
 		}
-		opts = &metav1.UpdateOptions{}
+		obj = next
+		selected = selected || g.selector.Matches(labels.Set(next.Labels))
+	}
+	if !selected { // the API server matches the old and the new object
+		return nil
 	}
 	attr := admission.NewAttributesRecord(obj, old, old.GroupVersionKind(), old.Namespace, old.Name, configMaps, "",
 		op, opts, false, &user.DefaultInfo{Name: username, Groups: []string{user.SystemPrivilegedGroup}})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -202,8 +203,8 @@ func (c *Client) Patch(ctx context.Context, obj client.Object, patch client.Patc
 	return Fill(obj, res)
 }
 
-// Delete deletes obj, with the UID and resourceVersion preconditions of
-// opts.
+// Delete deletes obj, with the UID and resourceVersion preconditions and
+// the propagation policy of opts.
 func (c *Client) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
 	k, err := keyOf(obj)
 	if err != nil {
@@ -219,7 +220,11 @@ func (c *Client) Delete(ctx context.Context, obj client.Object, opts ...client.D
 	if uid != nil || rv != nil {
 		body = fmt.Sprintf("preconditions uid=%v rv=%v", deref(uid), deref(rv))
 	}
-	_, err = c.do(ctx, "delete", k, body, func() (map[string]any, error) { return nil, c.Store.Delete(k, uid, rv) })
+	if do.PropagationPolicy != nil {
+		body = strings.TrimSpace(body + " propagation=" + string(*do.PropagationPolicy))
+	}
+	req := DeleteRequest{UID: uid, ResourceVersion: rv, Propagation: do.PropagationPolicy}
+	_, err = c.do(ctx, "delete", k, body, func() (map[string]any, error) { return nil, c.Store.DeleteWith(k, req) })
 	return err
 }
 

@@ -36,8 +36,9 @@ func TestMain(m *testing.M) {
 type backend struct {
 	c  client.Client
 	ns string
-	// collect deletes the lock as the garbage collector does: with no
-	// precondition, as kube-controller-manager's user.
+	// collect deletes the lock as the garbage collector does: with its
+	// UID and the resourceVersion read as preconditions and a propagation
+	// policy, as a user the lock guard does not know by name.
 	collect func(ctx context.Context, b *backend) error
 	// uid and rv remember what earlier steps read, per object.
 	uid map[string]types.UID
@@ -131,7 +132,8 @@ var scripts = map[string][]step{
 		}},
 		{"create it again", func(ctx context.Context, b *backend) error { return b.createLock(ctx) }},
 		{"clusterctl move marks it for deletion in the source", b(lockJSONPatch(`[{"op":"add","path":"/metadata/annotations","value":{"clusterctl.cluster.x-k8s.io/delete-for-move":""}}]`))},
-		{"the garbage collector's delete of it: refused (it never moves anything)", func(ctx context.Context, b *backend) error { return b.collect(ctx, b) }},
+		{"the garbage collector's delete of it: refused (it names a propagation policy)", func(ctx context.Context, b *backend) error { return b.collect(ctx, b) }},
+		{"kubectl delete of it: refused (it names a propagation policy)", func(ctx context.Context, b *backend) error { return b.kubectlDelete(ctx) }},
 		{"clusterctl move deletes it", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
 		{"a ConfigMap of the lock's name for another cluster", func(ctx context.Context, b *backend) error {
 			cm := kubeenv.NewLock(b.ns, "c1", "m1", nil)
@@ -145,12 +147,47 @@ var scripts = map[string][]step{
 			return b.c.Create(ctx, cm)
 		}},
 		{"is not a lock either: deleted", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
+		{"another provider's lock, its record naming no machineName (KubeKey's)", func(ctx context.Context, b *backend) error {
+			cm := kubeenv.NewLock(b.ns, "c1", "m1", nil)
+			cm.Data[wire.DataKey] = `{"kkInstanceName":"kk-0"}`
+			return b.create(ctx, cm)
+		}},
+		{"kubectl delete of it: let through, left to its provider", func(ctx context.Context, b *backend) error { return b.kubectlDelete(ctx) }},
+		{"a lock whose record spells MachineName otherwise, as Go's decoders read it", func(ctx context.Context, b *backend) error {
+			cm := kubeenv.NewLock(b.ns, "c1", "m1", nil)
+			cm.Data[wire.DataKey] = `{"MachineName" : "m1"}`
+			return b.create(ctx, cm)
+		}},
+		{"delete it unmarked: refused", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
+		{"rewrite its record for another provider: refused (the shape goes)", b(lockJSONPatch(`[{"op":"replace","path":"/data/lock-information","value":"{\"kkInstanceName\":\"kk-0\"}"}]`))},
+	},
+	"replayed mark": {
+		{"create the lock", func(ctx context.Context, b *backend) error { return b.createLock(ctx) }},
+		{"a release marks it with its own UID", b(lockJSONPatch(`[{"op":"test","path":"/metadata/resourceVersion","value":"$rv"},{"op":"add","path":"/metadata/annotations","value":{"initlock.dev/releasable":"$lockuid","initlock.dev/release-started":"2026-12-06T10:00:00Z"}}]`))},
+		{"the mark is taken off", b(lockJSONPatch(`[{"op":"remove","path":"/metadata/annotations/initlock.dev~1releasable"},{"op":"remove","path":"/metadata/annotations/initlock.dev~1release-started"}]`))},
+		{"a restore with the update policy writes the mark back", b(lockMergePatch(`{"metadata":{"annotations":{"initlock.dev/releasable":"$lockuid","initlock.dev/release-started":"2026-12-06T10:00:00Z"},"labels":{"velero.io/restore-name":"r1"}}}`))},
+		{"a plain delete: refused (no resourceVersion named)", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
+		{"a delete with the UID alone: refused", func(ctx context.Context, b *backend) error {
+			uid := b.uid["c1-lock"]
+			return b.deleteLock(ctx, &uid, nil)
+		}},
+		{"kubectl delete: refused", func(ctx context.Context, b *backend) error { return b.kubectlDelete(ctx) }},
+		{"the garbage collector's delete, on the current resourceVersion: refused", func(ctx context.Context, b *backend) error { return b.collect(ctx, b) }},
+		{"a delete on the current resourceVersion with a propagation policy: refused", func(ctx context.Context, b *backend) error {
+			uid, rv := b.uid["c1-lock"], b.rv["c1-lock"]
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "c1-lock"}}
+			return b.c.Delete(ctx, cm, client.Preconditions{UID: &uid, ResourceVersion: &rv}, client.PropagationPolicy(metav1.DeletePropagationOrphan))
+		}},
+		{"a delete on the current resourceVersion, as a release sends it: let through", func(ctx context.Context, b *backend) error {
+			uid, rv := b.uid["c1-lock"], b.rv["c1-lock"]
+			return b.deleteLock(ctx, &uid, &rv)
+		}},
 	},
 	"reshaped lock": {
 		{"create the lock", func(ctx context.Context, b *backend) error { return b.createLock(ctx) }},
 		{"mark it with its own UID", b(lockJSONPatch(`[{"op":"add","path":"/metadata/annotations","value":{"initlock.dev/releasable":"$lockuid"}}]`))},
-		{"take its label away once marked: let through", b(lockJSONPatch(`[{"op":"remove","path":"/metadata/labels/cluster.x-k8s.io~1cluster-name"}]`))},
-		{"delete what is no longer a lock", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
+		{"take its label away once marked: refused, marked or not", b(lockJSONPatch(`[{"op":"remove","path":"/metadata/labels/cluster.x-k8s.io~1cluster-name"}]`))},
+		{"a plain delete of the marked lock: refused", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
 	},
 	"lock held by another finalizer": {
 		{"create the lock", func(ctx context.Context, b *backend) error { return b.createLock(ctx) }},
@@ -185,8 +222,23 @@ func lockJSONPatch(body string) func(context.Context, *backend) error {
 	}
 }
 
-// collector is the user the garbage collector deletes as.
-const collector = "system:kube-controller-manager"
+// lockMergePatch patches the lock with a JSON merge patch; $lockuid is its
+// UID.
+func lockMergePatch(body string) func(context.Context, *backend) error {
+	return func(ctx context.Context, b *backend) error {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "c1-lock"}}
+		body := strings.ReplaceAll(body, "$lockuid", string(b.uid["c1-lock"]))
+		if err := b.c.Patch(ctx, cm, client.RawPatch(types.MergePatchType, []byte(body))); err != nil {
+			return err
+		}
+		b.rv["c1-lock"] = cm.ResourceVersion
+		return nil
+	}
+}
+
+// collector is the user the garbage collector deletes as: one the lock
+// guard does not name (a kubeconfig user of kube-controller-manager's own).
+const collector = "kube-controller-manager"
 
 // TestConformance runs each script against the model and the API server
 // and compares, step by step, the errors (status code and reason) and the
@@ -217,17 +269,23 @@ func TestConformance(t *testing.T) {
 			ns := env.Namespace(t)
 			real := &backend{c: env.Client, ns: ns, uid: map[string]types.UID{}, rv: map[string]string{},
 				collect: func(ctx context.Context, b *backend) error {
-					return gc.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "c1-lock"}})
+					uid, rv := b.uid["c1-lock"], b.rv["c1-lock"]
+					return gc.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "c1-lock"}},
+						client.Preconditions{UID: &uid, ResourceVersion: &rv}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 				}}
 			store := apimodel.NewStore()
 			store.SetGuard(guard)
 			model := &backend{c: &apimodel.Client{Store: store}, ns: ns, uid: map[string]types.UID{}, rv: map[string]string{},
 				collect: func(_ context.Context, b *backend) error {
-					return store.DeleteBy(apimodel.Key{Kind: "ConfigMap", Namespace: b.ns, Name: "c1-lock"}, nil, nil, collector)
+					uid, rv := b.uid["c1-lock"], b.rv["c1-lock"]
+					background := metav1.DeletePropagationBackground
+					return store.DeleteWith(apimodel.Key{Kind: "ConfigMap", Namespace: b.ns, Name: "c1-lock"},
+						apimodel.DeleteRequest{UID: &uid, ResourceVersion: &rv, Propagation: &background, User: collector})
 				}}
 			for _, s := range steps {
 				realErr, modelErr := s.do(t.Context(), real), s.do(t.Context(), model)
 				a, b := describe(realErr), describe(modelErr)
+				t.Logf("%s: %s", s.name, a)
 				if a != b {
 					t.Errorf("%s: the API server answers %s, the model %s", s.name, a, b)
 				}
@@ -291,7 +349,7 @@ func replaceUID(s string, uid types.UID) string {
 	return string(out)
 }
 
-func (b *backend) create(ctx context.Context, u *unstructured.Unstructured) error {
+func (b *backend) create(ctx context.Context, u client.Object) error {
 	if err := b.c.Create(ctx, u); err != nil {
 		return err
 	}
@@ -337,6 +395,13 @@ func (b *backend) deleteLock(ctx context.Context, uid *types.UID, rv *string) er
 	cm := &corev1.ConfigMap{}
 	cm.Namespace, cm.Name = b.ns, "c1-lock"
 	return b.c.Delete(ctx, cm, client.Preconditions{UID: uid, ResourceVersion: rv})
+}
+
+// kubectlDelete deletes the lock as kubectl delete does: no precondition,
+// propagation policy Background (--cascade's default).
+func (b *backend) kubectlDelete(ctx context.Context) error {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "c1-lock"}}
+	return b.c.Delete(ctx, cm, client.PropagationPolicy(metav1.DeletePropagationBackground))
 }
 
 // state reads the Cluster and the lock as the protocol sees them, with

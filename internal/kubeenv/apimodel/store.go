@@ -14,6 +14,7 @@ import (
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -280,13 +281,24 @@ func (s *Store) update(k Key, cur, next map[string]any) (map[string]any, error) 
 // preconditions (Conflict when they do not hold) and, for a ConfigMap, the
 // guard set with SetGuard (403 Forbidden when it refuses), as the admin.
 func (s *Store) Delete(k Key, uid *types.UID, rv *string) error {
-	return s.DeleteBy(k, uid, rv, "")
+	return s.DeleteWith(k, DeleteRequest{UID: uid, ResourceVersion: rv})
 }
 
-// DeleteBy is Delete made by user, as the guard sees it: the garbage
-// collector's deletes are kube-controller-manager's
-// (system:kube-controller-manager).
-func (s *Store) DeleteBy(k Key, uid *types.UID, rv *string, user string) error {
+// DeleteRequest is a delete as the API server receives it, as far as the
+// lock guard reads it: its preconditions, its propagation policy and its
+// user (the admin when empty).
+type DeleteRequest struct {
+	UID             *types.UID
+	ResourceVersion *string
+	Propagation     *metav1.DeletionPropagation
+	User            string
+}
+
+// DeleteWith is Delete with the whole request: the preconditions are
+// checked first, as the API server checks them before admission, then
+// the lock guard judges it.
+func (s *Store) DeleteWith(k Key, r DeleteRequest) error {
+	uid, rv := r.UID, r.ResourceVersion
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, ok := s.objects[k]
@@ -303,7 +315,7 @@ func (s *Store) DeleteBy(k Key, uid *types.UID, rv *string, user string) error {
 			fmt.Errorf("precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *rv, meta["resourceVersion"]))
 	}
 	if s.guard != nil && k.Kind == "ConfigMap" {
-		if err := s.guard.admitDelete(cur, user); err != nil {
+		if err := s.guard.admitDelete(cur, r); err != nil {
 			return err
 		}
 	}

@@ -41,6 +41,11 @@ func (k *Keeper) act(ctx context.Context, t target, d engine.Decision) (Status, 
 func (k *Keeper) warnings(ctx context.Context, t target, d engine.Decision, rep *Status) (stop bool, err error) {
 	log, m, cm := ctrl.LoggerFrom(ctx), t.m, t.cm
 	switch {
+	case engine.OtherProvidersLock(d.Err):
+		// Another provider's lock of the same name (KubeKey's): its own
+		// provider takes and releases it, as the lock guard leaves it.
+		log.V(2).Info("ConfigMap is another provider's lock; leaving it alone", "reason", d.Err.Error())
+		return true, nil
 	case errors.Is(d.Err, initlock.ErrNotALock):
 		rep.Warning = k.warn(m, t.clusterObj, cm, report.EventForeignConfigMap, d.Err)
 		log.V(2).Info("ConfigMap is not a lock; leaving it alone", "reason", d.Err.Error())

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -111,11 +112,22 @@ func truncate(s string) string {
 }
 
 // DecodeRecord parses lock-information. It fails, wrapping initlock.ErrCorruptLock,
-// when the data is not a JSON object or names no machine: no name, or one
+// when the data is not a JSON object or names no machine: an empty name, or one
 // that no Machine can have (not a DNS subdomain, as the API server requires
-// of every Machine's). Unknown fields are ignored, as upstream decoders
-// ignore initlock's.
+// of every Machine's). A JSON object without a machineName field at all (in
+// any case of its letters, as Go's decoders match it) is another provider's
+// lock of the same name, such as KubeKey's {"kkInstanceName":…}: it fails
+// wrapping initlock.ErrNotALock and errOtherProvider (OtherProvidersLock),
+// and is left to the provider that wrote it, as the lock guard leaves it.
+// Unknown fields are ignored, as upstream decoders ignore initlock's.
 func DecodeRecord(data string) (Record, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(data), &fields); err != nil || fields == nil {
+		return Record{}, fmt.Errorf("%w: %s is not a JSON object: %q", report.ErrCorruptLock, DataKey, truncate(data))
+	}
+	if !hasMachineName(fields) {
+		return Record{}, fmt.Errorf("%w: %s has no machineName field: %w", report.ErrNotALock, DataKey, errOtherProvider)
+	}
 	var r Record
 	if err := json.Unmarshal([]byte(data), &r); err != nil {
 		return Record{}, fmt.Errorf("%w: %s is not a JSON lock record: %w", report.ErrCorruptLock, DataKey, err)
@@ -128,6 +140,23 @@ func DecodeRecord(data string) (Record, error) {
 	}
 	return r, nil
 }
+
+func hasMachineName(fields map[string]json.RawMessage) bool {
+	for k := range fields {
+		if strings.EqualFold(k, "machineName") {
+			return true
+		}
+	}
+	return false
+}
+
+// errOtherProvider marks a ConfigMap of the lock's name, label and data
+// key whose record has no machineName: another provider's lock.
+var errOtherProvider = errors.New("another provider's lock (KubeKey's, say), left to the provider that wrote it")
+
+// OtherProvidersLock tells whether err says that the ConfigMap is another
+// provider's lock of the same name (DecodeRecord).
+func OtherProvidersLock(err error) bool { return errors.Is(err, errOtherProvider) }
 
 // Encode returns the JSON for lock-information.
 func (r Record) Encode() string {

@@ -40,28 +40,32 @@ func TestLockName(t *testing.T) {
 }
 
 func TestDecodeRecord(t *testing.T) {
+	corrupt, other := report.ErrCorruptLock, report.ErrNotALock
 	tests := []struct {
 		data    string
 		want    string
-		wantErr bool
+		wantErr error
 	}{
 		{data: `{"machineName":"m1"}`, want: "m1"},
 		{data: `{"machineName":"m1","machineUID":"u","acquiredAt":"2026-12-02T12:00:00Z","future":1}`, want: "m1"},
-		{data: `{"machineName":""}`, wantErr: true},
-		{data: `{}`, wantErr: true},
-		{data: `not json`, wantErr: true},
-		{data: ``, wantErr: true},
-		{data: `["m1"]`, wantErr: true},
-		{data: `{"machineName":7}`, wantErr: true},
-		{data: `{"machineName":"  "}`, wantErr: true},
-		{data: `{"machineName":"M1"}`, wantErr: true},
+		{data: `{"MachineName":"m1"}`, want: "m1"}, // Go's decoders, CABPK's among them, match fields in any case
+		{data: `{"machineName":""}`, wantErr: corrupt},
+		{data: `{}`, wantErr: other},
+		{data: `{"kkInstanceName":"kk-0"}`, wantErr: other}, // KubeKey's lock
+		{data: `null`, wantErr: corrupt},
+		{data: `not json`, wantErr: corrupt},
+		{data: ``, wantErr: corrupt},
+		{data: `["m1"]`, wantErr: corrupt},
+		{data: `{"machineName":7}`, wantErr: corrupt},
+		{data: `{"machineName":"  "}`, wantErr: corrupt},
+		{data: `{"machineName":"M1"}`, wantErr: corrupt},
 		{data: `{"machineName":"cp-0.example"}`, want: "cp-0.example"},
 	}
 	for _, tt := range tests {
 		r, err := engine.DecodeRecord(tt.data)
-		if tt.wantErr {
-			if !errors.Is(err, report.ErrCorruptLock) {
-				t.Errorf("DecodeRecord(%q) error = %v, want ErrCorruptLock", tt.data, err)
+		if tt.wantErr != nil {
+			if !errors.Is(err, tt.wantErr) || engine.OtherProvidersLock(err) != (tt.wantErr == other) {
+				t.Errorf("DecodeRecord(%q) error = %v, want %v", tt.data, err, tt.wantErr)
 			}
 			continue
 		}
@@ -93,8 +97,8 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data string) {
 		r, err := engine.DecodeRecord(data)
 		if err != nil {
-			if !errors.Is(err, report.ErrCorruptLock) {
-				t.Fatalf("DecodeRecord(%q): error %v does not wrap ErrCorruptLock", data, err)
+			if !errors.Is(err, report.ErrCorruptLock) && !engine.OtherProvidersLock(err) {
+				t.Fatalf("DecodeRecord(%q): error %v wraps neither ErrCorruptLock nor another provider's lock", data, err)
 			}
 			return
 		}
