@@ -54,13 +54,14 @@ func (b *Backend) fleet(t *testing.T, ns string) {
 	if err := b.Client.Create(t.Context(), heldLock); err != nil {
 		t.Fatal(err)
 	}
-	// A delete of a lock passes the lock guard only once it is marked.
+	// A delete of a lock passes the lock guard only once it is marked, and
+	// names the resourceVersion the mark left.
 	marked := heldLock.DeepCopy()
 	marked.Annotations = map[string]string{wire.ReleaseAnnotation: string(heldLock.UID)}
 	if err := b.Client.Patch(t.Context(), marked, client.MergeFrom(heldLock)); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Client.Delete(t.Context(), marked); err != nil {
+	if err := b.Client.Delete(t.Context(), marked, client.Preconditions{UID: &marked.UID, ResourceVersion: &marked.ResourceVersion}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -236,7 +236,10 @@ func repairRetriesAfterConflict(t *testing.T, b *Backend) {
 		cl := b.newCluster(t, ns, "c1", true)
 		b.newLock(t, ns, "c1", "m1", cl)
 		var c kubeenv.Counter
-		del := func(ctx context.Context, c client.Client, cm *corev1.ConfigMap) error { return c.Delete(ctx, cm) }
+		del := func(ctx context.Context, c client.Client, cm *corev1.ConfigMap) error {
+			// Another release's delete of the lock repair has marked.
+			return c.Delete(ctx, cm, client.Preconditions{UID: &cm.UID, ResourceVersion: &cm.ResourceVersion})
+		}
 		r := b.run(t, invocation{counter: &c, before: b.interfere(t, "delete", ns, "c1", 1, del)}, "repair", "-n", ns, "--yes")
 		r.ExpectCode(t, cli.ExitOK)
 		if !strings.Contains(r.Out, "now free, nothing to do") {

@@ -122,8 +122,11 @@ func truncate(s string) string {
 // Unknown fields are ignored, as upstream decoders ignore initlock's.
 func DecodeRecord(data string) (Record, error) {
 	var fields map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(data), &fields); err != nil || fields == nil {
-		return Record{}, fmt.Errorf("%w: %s is not a JSON object: %q", report.ErrCorruptLock, DataKey, truncate(data))
+	if err := json.Unmarshal([]byte(data), &fields); err != nil {
+		return Record{}, fmt.Errorf("%w: %s is not a JSON lock record: %w", report.ErrCorruptLock, DataKey, err)
+	}
+	if fields == nil {
+		return Record{}, fmt.Errorf("%w: %s is not a JSON lock record: null", report.ErrCorruptLock, DataKey)
 	}
 	if !hasMachineName(fields) {
 		return Record{}, fmt.Errorf("%w: %s has no machineName field: %w", report.ErrNotALock, DataKey, errOtherProvider)
