@@ -64,7 +64,7 @@ func TestDecodeRecord(t *testing.T) {
 	for _, tt := range tests {
 		r, err := engine.DecodeRecord(tt.data)
 		if tt.wantErr != nil {
-			if !errors.Is(err, tt.wantErr) || engine.OtherProvidersLock(err) != (tt.wantErr == other) {
+			if !errors.Is(err, tt.wantErr) || engine.OtherProvidersLock(err) != errors.Is(tt.wantErr, other) {
 				t.Errorf("DecodeRecord(%q) error = %v, want %v", tt.data, err, tt.wantErr)
 			}
 			continue
