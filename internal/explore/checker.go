@@ -126,6 +126,11 @@ type checker struct {
 	// forced is the UID of the lock the operator's forced release
 	// inspected: it releases that lock whoever holds it.
 	forced types.UID
+	// relinkReads are the relinker's last reads of the owners, and
+	// relinkPatches its patches in flight with the reads as they stood
+	// when each was sent.
+	relinkReads   map[string]relinkRead
+	relinkPatches map[*apimodel.Request]map[string]relinkRead
 }
 
 type call struct {
@@ -181,6 +186,7 @@ func (c *checker) stateParts() [][]string {
 	for u := range c.liveUIDs {
 		live = append(live, "live "+string(u))
 	}
+	live = append(live, c.relinkState()...)
 	var lineage []string
 	for n, o := range c.prev {
 		lineage = append(lineage, "restored "+string(n)+" from "+string(o))

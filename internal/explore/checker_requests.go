@@ -171,6 +171,12 @@ func (c *checker) observe(s *System) {
 // applied judges a write the store just applied, against the Cluster and
 // the lock as they were before it.
 func (c *checker) applied(s *System, r *apimodel.Request, before [2]map[string]any) {
+	if r.Actor == relinkerActor {
+		if r.Key == relinkedKey && r.Verb == "patch" {
+			c.relinkApplied(s, r)
+		}
+		return
+	}
 	// An upstream provider releases by name, with no precondition: what its
 	// delete may remove is judged by the held-lock invariant instead.
 	if machine, ok := strings.CutPrefix(r.Actor, "provider/"); ok && c.releasing[machine] != "" && r.Key.Kind != "Machine" && !s.sc.upstreamActor(r.Actor) {
@@ -269,6 +275,12 @@ func strip(obj map[string]any) map[string]any {
 
 // read notes what actor was told of k: obj, nil when it was not found.
 func (c *checker) read(actor string, k apimodel.Key, obj map[string]any) {
+	if actor == relinkerActor {
+		if k.Kind == "Machine" {
+			c.relinkReadOf(k.Name, obj)
+		}
+		return
+	}
 	if k.Kind == "Machine" {
 		delete(c.retired, actor)
 	}
@@ -286,6 +298,10 @@ func (c *checker) read(actor string, k apimodel.Key, obj map[string]any) {
 // never writes the lock of a Cluster it read paused and that is paused.
 // It remembers which lock a delete issued in a Lock call must not delete.
 func (c *checker) issued(s *System, pending []*pending, p *pending) {
+	if p.req != nil && p.req.Actor == relinkerActor {
+		c.relinkIssued(p.req)
+		return
+	}
 	if p.req == nil || !p.req.Write() {
 		return
 	}

@@ -49,7 +49,9 @@
 //     own mutex (Provider.Upstream: create, read the holder on a taken
 //     name, delete without preconditions); the manager's lock reconciler;
 //     an operator's kubectl initlock release without --force
-//     (Scenario.Operator). Scenario.Guard installs the lock guard in the model API
+//     (Scenario.Operator); the relinker (internal/relink) reconciling a
+//     ConfigMap a restore brought back, whose recorded owners an event may
+//     delete (Scenario.Relink). Scenario.Guard installs the lock guard in the model API
 //     server: the shipped admission policy (config/protection), evaluated
 //     by kube-apiserver's own policy code (apimodel.Guard), refusing every
 //     delete of a lock not marked for release, the adversary's included.
@@ -149,6 +151,11 @@
 //     (machine-back) that a releaser has not seen since, while that
 //     releaser deletes the lock or runs with its release mark on it. A
 //     mark left once its release has returned is counted.
+//   - Relink confirmed: the relinker writes an owner's UID only as its last
+//     live read of that owner found it, and sends no request between that
+//     read's answer and the patch: the window internal/relink states, with
+//     no time passing (no answer is ConfirmFor old, no owner read again).
+//     An owner deleted in it is written: the window stated.
 //   - Liveness: once every actor is done, with no holder and the control
 //     plane not initialised, some Machine asking again (probe, no fault)
 //     is granted the lock, unless only an operator can resolve the state

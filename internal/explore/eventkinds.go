@@ -37,6 +37,9 @@ const (
 	// its name (restored alone, or created again by a person or a tool):
 	// the upstream record, which names it without a UID, names it again.
 	MachineBack EventKind = "machine-back"
+	// DeleteOwner: an owner the relinker's restored ConfigMap records
+	// (Scenario.Relink) is deleted.
+	DeleteOwner EventKind = "delete-owner"
 	// DeleteCluster: the Cluster is deleted while Cluster API's finalizer
 	// holds it (it deletes the Cluster's Machines first): it stays, being
 	// deleted, to the end of the execution.
@@ -108,6 +111,7 @@ var eventClasses = map[EventKind]faults.Class{
 	RemoveRegister:      faults.RegisterRemoved,
 	RecreateMachine:     faults.MachineRecreated,
 	DeleteMachine:       faults.MachineDeleted,
+	DeleteOwner:         faults.MachineDeleted,
 	MachineBack:         faults.MachineRecreated,
 	DeleteCluster:       faults.ClusterDeleted,
 	Pause:               faults.Pause,

@@ -102,6 +102,8 @@ func (s *System) eventsOf(k EventKind) []*event {
 				s.checker.machineGone(m)
 			})}
 		}
+	case DeleteOwner:
+		return s.deleteOwnerEvents(sn)
 	case MachineBack:
 		if m := s.sc.holder(); m != "" && sn.machines[m] == nil && s.pendingMachine(m) == nil {
 			return []*event{ev("machine "+m+" comes back", func(s *System) {

@@ -67,6 +67,10 @@ type Scenario struct {
 	// that the register's first write is a test of its key, not of the
 	// annotations map.
 	Annotated bool
+	// Relink runs the relinker (internal/relink) once on a ConfigMap a
+	// restore brought back, recording these Machines, which the same
+	// restore brought back, as its owners (relinker.go).
+	Relink []string
 	// Before are adversary events that happened before the exploration
 	// starts, in order: they shape the history caches may show.
 	Before []EventKind

@@ -27,6 +27,9 @@ const probeRounds = 3
 // being deleted, held back by another controller's finalizer.
 func (s *System) liveness(ctx context.Context) {
 	sn := s.snapshot()
+	if len(s.sc.machines()) == 0 {
+		return // no Machine asks for the lock: the relinker's scenarios
+	}
 	if s.checker.violation != nil || sn.cluster == nil || sn.cluster.Initialized || sn.cluster.Paused || s.checker.anyGrant() {
 		return
 	}

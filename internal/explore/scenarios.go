@@ -102,6 +102,7 @@ func Scenarios() []Scenario {
 			Adversary: []EventKind{Pause, Unpause}, Events: 2, MaxSteps: 100},
 		{Name: "pause-upstream-holder", UpstreamHolder: "m1", Providers: []Provider{p("m1", 1), p("m2", 1)},
 			Adversary: []EventKind{Pause, Unpause}, Events: 2, MaxSteps: 120},
+		{Name: "relink-owner-deleted", Relink: []string{"o1", "o2"}, Adversary: []EventKind{DeleteOwner}, Events: 1, MaxSteps: 40},
 	}
 }
 

@@ -114,6 +114,10 @@ func (x *explorer) execute(t task) {
 		s.actorStarted("operator")
 		go s.operator(ctx)
 	}
+	if len(x.sc.Relink) > 0 {
+		s.actorStarted(relinkerActor)
+		go s.relinker(ctx)
+	}
 	path := slices.Clone(t.path)
 	defer func() {
 		s.abort()

@@ -138,7 +138,8 @@ func newSystem(sc *Scenario, initial *System) *System {
 	for _, p := range sc.Providers {
 		s.actorNames = append(s.actorNames, p.actor())
 	}
-	s.actorNames = append(s.actorNames, "manager", "operator")
+	s.actorNames = append(s.actorNames, "manager", "operator", relinkerActor)
+	s.machineNames = append(s.machineNames, sc.Relink...)
 	if initial != nil {
 		s.sym = initial.sym
 		s.store = initial.store.Clone()
@@ -179,6 +180,9 @@ func (s *System) setUp() {
 		u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "cluster.x-k8s.io/v1beta2", Kind: "Cluster", Name: clusterName, UID: typesUID(meta["uid"])}})
 		s.mustCreate(lockKey, u.Object)
 		s.checker.upstream(s, s.sc.UpstreamHolder)
+	}
+	if len(s.sc.Relink) > 0 {
+		s.setUpRelink()
 	}
 	for _, k := range s.sc.Before {
 		evs := s.eventsOf(k)

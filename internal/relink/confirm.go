@@ -15,8 +15,10 @@ import (
 // liveReadTimeout bounds one live read of an owner.
 const liveReadTimeout = 30 * time.Second
 
-// ConfirmFor is how long an owner's live read may confirm its UID for the
-// objects that were first seen before the read was sent.
+// ConfirmFor is how long an owner's live read may confirm its UID: for
+// the objects that were first seen before the read was sent, and before
+// the patch that writes it, which goes out only while the read of every
+// owner it writes was answered less than ConfirmFor before.
 const ConfirmFor = time.Second
 
 // liveReads reads owners from the API server, never from a cache, batched
@@ -24,16 +26,16 @@ const ConfirmFor = time.Second
 // seen, the moment the relinker first saw the object asking, and answered
 // less than ConfirmFor ago, or in flight; when there is none, the caller
 // waits for the next read. At most one read of an owner is in flight, and
-// every caller that cannot use it shares the next one.
+// every caller that cannot use it shares the next one. getAll reads
+// several owners so, all at once.
 //
 // So a UID the relinker writes was live after the object was created:
 // an owner deleted before the object existed (a lagging cache's view of an
-// earlier restore) is never written. An owner deleted after the read that
-// confirmed it, at most ConfirmFor and one request before the patch, is
-// written, as if the patch had been made at the read, and the garbage
-// collector then deletes the object with its owner. Objects waiting for an
-// owner that a restore brings back (50,000 ConfigMaps of a Cluster) share
-// one read per ConfirmFor.
+// earlier restore) is never written. Each read tells when it was answered,
+// so that the relinker patches only on reads answered less than
+// ConfirmFor before the patch (confirm). Objects waiting for an owner that
+// a restore brings back (50,000 ConfigMaps of a Cluster) share one read
+// per ConfirmFor.
 type liveReads struct {
 	reader client.Reader
 
@@ -69,10 +71,30 @@ func newLiveReads(r client.Reader) *liveReads {
 	return &liveReads{reader: r, byOwner: map[ownerID]*readRound{}}
 }
 
+// liveOwner is the answer to a live read of an owner: its metadata (a nil
+// interface when it does not exist) and when the read was answered.
+type liveOwner struct {
+	owner    client.Object
+	answered time.Time
+	err      error
+}
+
+// getAll reads the owners ids together, each as get does: the reads that
+// are not shared with other callers are all sent before any is answered.
+func (l *liveReads) getAll(ctx context.Context, ids []ownerID, seen time.Time) []liveOwner {
+	out := make([]liveOwner, len(ids))
+	var wg sync.WaitGroup
+	for j, id := range ids {
+		wg.Go(func() { out[j] = l.get(ctx, id, seen) })
+	}
+	wg.Wait()
+	return out
+}
+
 // get returns the owner's metadata (a nil interface when it does not
 // exist), as read by a request sent after seen and answered less than
-// ConfirmFor ago, or in flight.
-func (l *liveReads) get(ctx context.Context, id ownerID, seen time.Time) (client.Object, error) {
+// ConfirmFor ago, or in flight, and when that request was answered.
+func (l *liveReads) get(ctx context.Context, id ownerID, seen time.Time) liveOwner {
 	l.mu.Lock()
 	round := l.byOwner[id]
 	if round == nil {
@@ -81,7 +103,7 @@ func (l *liveReads) get(ctx context.Context, id ownerID, seen time.Time) (client
 	}
 	if last := round.last; last != nil && !last.sent.Before(seen) && time.Since(last.answered) < ConfirmFor {
 		l.mu.Unlock()
-		return last.owner, nil
+		return liveOwner{owner: last.owner, answered: last.answered}
 	}
 	read := round.inflight
 	if read == nil || read.sent.Before(seen) {
@@ -97,9 +119,9 @@ func (l *liveReads) get(ctx context.Context, id ownerID, seen time.Time) (client
 	l.mu.Unlock()
 	select {
 	case <-read.done:
-		return read.owner, read.err
+		return liveOwner{owner: read.owner, answered: read.answered, err: read.err}
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return liveOwner{err: ctx.Err()}
 	}
 }
 

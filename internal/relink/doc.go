@@ -48,6 +48,19 @@
 //     read answered less than ConfirmFor ago serves every object first seen
 //     before it was sent. So an owner deleted before the object was
 //     created is never written, however far the cache lags.
+//   - It confirms each owner right before the patch that writes it. The
+//     owners to read live are taken in the annotation's order, eight at a
+//     time: their reads are sent together, and the references they prove
+//     are patched once all are answered, before the next eight are read.
+//     A patch goes out only while the read of every owner whose reference
+//     it adds or corrects was answered less than ConfirmFor before; an
+//     owner whose answer is older by then (another owner's read was
+//     slower) is read again, with the others in that case. An owner is
+//     read live at most three times in one reconcile (and, of a watched
+//     kind, once from the cache); then the reconcile fails with
+//     ErrOwnersNotConfirmed, and the object is tried again with backoff.
+//     An object whose owners take more than one batch is patched once per
+//     batch that links one; the annotation goes with the last.
 //   - Kinds are mapped from a snapshot of the API server's discovery,
 //     taken again at most once per DiscoveryRetry when a lookup fails: an
 //     annotation naming any number of kinds that are not served costs two
@@ -103,10 +116,17 @@
 //     name: a restore whose --namespace-mappings map two backed-up
 //     namespaces into one links the objects of both to whichever owner
 //     Velero restored there.
-//   - An owner deleted after the read that confirmed it (at most ConfirmFor
-//     and one request before the patch) may still be written; the garbage
-//     collector then deletes the object with it, as it would have had the
-//     patch come first, except under orphan propagation.
+//   - An owner deleted after the read that confirmed it may still be
+//     written: one deleted while that read was in flight, in the
+//     ConfirmFor after its answer, or while the patch is in flight,
+//     whatever the number of owners and however slow the reads. Between
+//     the answer and the patch the relinker sends no request but reads of
+//     other owners of the same batch sent again, each because its own
+//     answer was ConfirmFor old. The garbage collector then deletes the
+//     object with its owner, as it would have had the patch come first,
+//     except under orphan propagation. No request makes a patch
+//     conditional on another object's existence: the window cannot be
+//     closed, only bounded.
 //   - Its bookkeeping of waiting objects lives in memory: after a restart,
 //     the gauges and the Warning events start again from the objects in the
 //     cache.

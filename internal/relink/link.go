@@ -20,11 +20,8 @@ import (
 func link(existing []metav1.OwnerReference, judged []Judgement) (refs []metav1.OwnerReference, changed bool, demoted []OwnerRef) {
 	refs = slices.Clone(existing)
 	for _, j := range judged {
-		if j.Verdict != VerdictOriginal && j.Verdict != VerdictSameRestore {
-			continue
-		}
-		idx := slices.IndexFunc(refs, func(r metav1.OwnerReference) bool { return keyOf(r) == j.Owner.key() })
-		if idx >= 0 && refs[idx].UID == j.UID {
+		idx, ok := writes(refs, j)
+		if !ok {
 			continue
 		}
 		ref := metav1.OwnerReference{
@@ -49,6 +46,18 @@ func link(existing []metav1.OwnerReference, judged []Judgement) (refs []metav1.O
 	return refs, changed, demoted
 }
 
+// writes tells whether link writes the reference of j into refs: an owner
+// judged original or restored by the same restore, that refs do not
+// reference by its UID yet; idx is its reference in refs to correct, -1
+// when there is none.
+func writes(refs []metav1.OwnerReference, j Judgement) (idx int, ok bool) {
+	if j.Verdict != VerdictOriginal && j.Verdict != VerdictSameRestore {
+		return -1, false
+	}
+	idx = slices.IndexFunc(refs, func(r metav1.OwnerReference) bool { return keyOf(r) == j.Owner.key() })
+	return idx, idx < 0 || refs[idx].UID != j.UID
+}
+
 func hasOtherController(refs []metav1.OwnerReference, skip int) bool {
 	for i, r := range refs {
 		if i != skip && r.Controller != nil && *r.Controller {
@@ -59,10 +68,11 @@ func hasOtherController(refs []metav1.OwnerReference, skip int) bool {
 }
 
 // patch writes the ownerReferences and, when every owner is linked, removes
-// the annotation, in one JSON merge patch conditional on the
-// resourceVersion read.
-func (r *Relinker) patch(ctx context.Context, k *kind, req Request, obj client.Object, refs []metav1.OwnerReference, setRefs, removeAnnotation bool) error {
-	m := map[string]any{"resourceVersion": obj.GetResourceVersion()}
+// the annotation, in one JSON merge patch conditional on at, the
+// object's references and resourceVersion as the relinker last read or
+// patched them; at becomes the object as patched.
+func (r *Relinker) patch(ctx context.Context, k *kind, req Request, obj client.Object, at *patched, refs []metav1.OwnerReference, setRefs, removeAnnotation bool) error {
+	m := map[string]any{"resourceVersion": at.rv}
 	if setRefs {
 		m["ownerReferences"] = refs
 	}
@@ -80,7 +90,7 @@ func (r *Relinker) patch(ctx context.Context, k *kind, req Request, obj client.O
 	// Recorded before the patch: the update event it causes may be handled
 	// before Patch returns, and clears the record.
 	r.mu.Lock()
-	r.written[req] = obj.GetResourceVersion()
+	r.written[req] = at.rv
 	r.mu.Unlock()
 	if err := r.client.Patch(ctx, target, client.RawPatch(types.MergePatchType, body)); err != nil {
 		r.mu.Lock()
@@ -88,5 +98,13 @@ func (r *Relinker) patch(ctx context.Context, k *kind, req Request, obj client.O
 		r.mu.Unlock()
 		return err
 	}
+	at.refs, at.rv = target.GetOwnerReferences(), target.GetResourceVersion()
 	return nil
+}
+
+// patched is an object as the relinker last read or patched it: its
+// references and resourceVersion.
+type patched struct {
+	refs []metav1.OwnerReference
+	rv   string
 }

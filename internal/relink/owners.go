@@ -3,7 +3,6 @@ package relink
 import (
 	"context"
 	"fmt"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -13,25 +12,26 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// resolve judges every recorded owner of obj (Judge). The relinker's cache
-// only says when it is worth asking: an owner of a watched kind that the
-// cache does not show, or shows not proven or being deleted, waits for the
-// watch event that changes it, without a request. An owner the cache shows
-// proven, and every owner of a kind not watched, is read live (liveReads,
-// by a request sent after seen, when the relinker first saw obj), and
-// judged again on that read: only a UID read live is ever written, so a
-// cache that lags behind a deletion cannot have the relinker link an
-// object to an owner that was gone before the object was created.
-func (r *Relinker) resolve(ctx context.Context, k *kind, obj client.Object, owners []OwnerRef, seen time.Time) ([]Judgement, error) {
+// judgeCached judges every recorded owner of obj (Judge) on the
+// relinker's cache, which only says when it is worth asking: an owner of a
+// watched kind that the cache does not show, or shows not proven or being
+// deleted, waits for the watch event that changes it, without a request.
+// It returns the judgements, what reading each owner takes, and, in the
+// annotation's order, the owners to read live (confirm): those the cache
+// shows proven, and every owner of a kind not watched. Only a UID read
+// live is ever written, so a cache that lags behind a deletion cannot have
+// the relinker link an object to an owner that was gone before the object
+// was created.
+func (r *Relinker) judgeCached(ctx context.Context, k *kind, obj client.Object, owners []OwnerRef) ([]Judgement, []ownerTarget, []int, error) {
 	out := make([]Judgement, len(owners))
 	targets := make([]ownerTarget, len(owners))
 	var live []int
 	for i, o := range owners {
 		t, err := ownerKind(r.mapper, r.byGK, obj, o)
 		if err != nil {
-			return nil, fmt.Errorf("%s %s: owner %s: %w", k.gvk.GroupKind(), klog.KObj(obj), o, err)
+			return nil, nil, nil, fmt.Errorf("%s %s: owner %s: %w", k.gvk.GroupKind(), klog.KObj(obj), o, err)
 		}
-		targets[i] = t
+		targets[i], out[i] = t, Judgement{Owner: o}
 		switch {
 		case t.unreadable != "":
 			out[i] = Judgement{Owner: o, Verdict: VerdictNotFound, Why: t.unreadable}
@@ -40,7 +40,7 @@ func (r *Relinker) resolve(ctx context.Context, k *kind, obj client.Object, owne
 			if err := r.objects.Get(ctx, t.id.key, cached); apierrors.IsNotFound(err) {
 				cached = nil
 			} else if err != nil {
-				return nil, fmt.Errorf("%s %s: reading owner %s from the cache: %w", k.gvk.GroupKind(), klog.KObj(obj), o, err)
+				return nil, nil, nil, fmt.Errorf("%s %s: reading owner %s from the cache: %w", k.gvk.GroupKind(), klog.KObj(obj), o, err)
 			}
 			if out[i] = Judge(obj, o, cached); out[i].Verdict.Links() {
 				live = append(live, i)
@@ -48,21 +48,9 @@ func (r *Relinker) resolve(ctx context.Context, k *kind, obj client.Object, owne
 		default:
 			live = append(live, i)
 		}
+		out[i].APIVersion = t.apiVersion
 	}
-	for _, i := range live {
-		owner, err := r.live.get(ctx, targets[i].id, seen)
-		if apierrors.IsForbidden(err) {
-			err = fmt.Errorf("%w (add %s to the relinked kinds, or grant get on it)", err, owners[i].GroupKind())
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s %s: reading owner %s: %w", k.gvk.GroupKind(), klog.KObj(obj), owners[i], err)
-		}
-		out[i] = Judge(obj, owners[i], owner)
-	}
-	for i := range out {
-		out[i].APIVersion = targets[i].apiVersion
-	}
-	return out, nil
+	return out, targets, live, nil
 }
 
 // ownerTarget is what the relinker needs to read a recorded owner: the

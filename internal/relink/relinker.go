@@ -3,7 +3,6 @@ package relink
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -310,22 +310,13 @@ func (r *Relinker) Reconcile(ctx context.Context, req Request) (ctrl.Result, err
 		return ctrl.Result{}, nil
 	}
 	seen := r.firstSeen(req)
-	judged, err := r.resolve(ctx, k, obj, owners, seen)
+	judged, targets, live, err := r.judgeCached(ctx, k, obj, owners)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	refs, changed, demoted := link(obj.GetOwnerReferences(), judged)
-	for _, d := range demoted {
-		log.Info("Owner recorded as controller linked without controller: the object already has a controller", "owner", d.String())
-	}
-	all := !slices.ContainsFunc(judged, func(j Judgement) bool { return !j.Verdict.Links() })
-	if changed || all {
-		if err := r.patch(ctx, k, req, obj, refs, changed, all); err != nil {
-			if apierrors.IsForbidden(err) && !isNamespaceTerminating(err) {
-				return r.refused(ctx, k, obj, refs, err), nil
-			}
-			return ctrl.Result{}, fmt.Errorf("%s: relinking to its owners: %w", req, err)
-		}
+	all, res, err := r.relink(ctx, k, req, obj, judged, targets, live, seen)
+	if err != nil || res != nil {
+		return ptr.Deref(res, ctrl.Result{}), err
 	}
 	if all {
 		r.forget(req, false)

@@ -31,6 +31,9 @@ type Backend struct {
 	// New returns a client of a namespace of its own for t, the
 	// namespace, and the counter of the client's requests.
 	New func(t *testing.T) (c client.Client, ns string, counter *kubeenv.Counter)
+	// Collects tells that the garbage collector runs: an object whose
+	// owners are all gone is deleted.
+	Collects bool
 }
 
 // restoreName is the restore the cases' restored objects come from.
@@ -63,6 +66,14 @@ type fixture struct {
 
 func newFixture(t *testing.T, b Backend, opts relink.Options) *fixture {
 	t.Helper()
+	return newFixtureWith(t, b, opts, nil)
+}
+
+// newFixtureWith is newFixture with the relinker's client made by wrap
+// from the backend's (interceptor.Funcs around it), when wrap is set, so
+// that a case can act between the relinker's requests or slow them.
+func newFixtureWith(t *testing.T, b Backend, opts relink.Options, wrap func(client.Client) client.Client) *fixture {
+	t.Helper()
 	c, ns, counter := b.New(t)
 	f := &fixture{
 		t: t, ns: ns, c: c, counter: counter,
@@ -72,7 +83,11 @@ func newFixture(t *testing.T, b Backend, opts relink.Options) *fixture {
 		restorer: velerosim.NewForClient(c, velerosim.Options{RestoreName: restoreName}),
 	}
 	opts.Clock, opts.Registry = f.clock, f.registry
-	r, err := relink.NewForClient(opts, c, f.events)
+	rc := c
+	if wrap != nil {
+		rc = wrap(c)
+	}
+	r, err := relink.NewForClient(opts, rc, f.events)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,6 +36,8 @@ func Reconcile(t *testing.T, b Backend) {
 	t.Run("names an owner of a kind not served", func(t *testing.T) { kindNotServed(t, b) })
 	t.Run("does nothing for objects gone or of kinds not relinked", func(t *testing.T) { nothingToDo(t, b) })
 	t.Run("refuses configured kinds that are not served", func(t *testing.T) { configuredKindNotServed(t, b) })
+	t.Run("never writes an owner deleted after its read while another owner's read is slow", func(t *testing.T) { deletedWhileAnotherIsRead(t, b) })
+	t.Run("confirms many owners of a kind not watched batch by batch, each right before its patch", func(t *testing.T) { manyOwnersNotWatched(t, b) })
 }
 
 func wantResult(t *testing.T, got, want ctrl.Result) {

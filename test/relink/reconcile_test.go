@@ -24,6 +24,7 @@ func apiServer() relinksuite.Backend {
 			}
 			return c, env.Namespace(t), counter
 		},
+		Collects: true,
 	}
 }
 
