@@ -28,7 +28,7 @@ UNIT_hack/contention = -bench=. -benchtime=1x ./...
 UNIT_test/alerts = ./...
 # The packages whose tests start no control plane (the others fail, rather
 # than skip, without one), across the modules of go.work: make quick.
-QUICK_PKGS ?= ./cmd/initlock-manager ./internal/benchreport/... ./internal/cli/... ./internal/controllers/lock ./internal/copier ./internal/demo ./internal/explore ./internal/kubeenv/faults ./internal/kubeenv/wire ./internal/manager \
+QUICK_PKGS ?= ./cmd/initlock-manager ./internal/benchreport/... ./internal/cli/... ./internal/controllers/lock ./internal/copier ./internal/demo ./internal/explore ./internal/kubeenv/faults ./internal/kubeenv/wire ./internal/lockguard ./internal/manager \
 	./internal/relink/... ./internal/velero ./internal/version ./pkg/initlock/... ./hack/release/archive ./hack/release/notes ./hack/release/oci
 # Without -count=1, go test's cache skips the packages that did not change.
 QUICK_FLAGS ?= -timeout=10m

@@ -91,6 +91,7 @@ type listOptions struct {
 	noHeaders bool
 	showFree  bool
 	policy    policyFlags
+	guard     guardFlag
 }
 
 func (a *app) newListCommand() *cobra.Command {
@@ -101,16 +102,19 @@ func (a *app) newListCommand() *cobra.Command {
 		Long: `List prints one row per init lock: its namespace, cluster and holder machine,
 whether the holder exists, the state of its Cluster ownerReference (ok, missing,
 stale-uid, wrong-cluster), how it stands against a delete (PROTECTION: guarded,
-the lock guard initlock-lock-guard refuses every delete but a release's;
-releasable, a release marked it and its delete is under way or was cut off;
-deleting, held back by another controller's finalizer), whether the control
-plane is initialised, its age and a verdict: healthy, unowned,
-held-after-init, conflict, stale-holder, orphan, corrupt or foreign. It also
-lists Clusters whose lock name is taken by a ConfigMap that is not a lock
-(foreign), and Clusters whose lock was deleted while a Machine holds its
-grant (lost). Clusters without a lock (free) are shown with --show-free. Given a CLUSTER, it lists that cluster's lock only,
-even when free, and fails with NotFound when there is neither such a Cluster
-nor a lock of it.
+the lock guard initlock-lock-guard is in force and refuses every delete but a
+release's; unguarded, no mark lets it go but the lock guard is not in force, so
+anyone may delete it; unknown, whether the lock guard is in force cannot be
+read; releasable, a release marked it and its delete is under way or was cut
+off; moving, clusterctl move marked it; deleting, held back by another
+controller's finalizer), whether the control plane is initialised, its age and a
+verdict: healthy, unowned, held-after-init, conflict, stale-holder, orphan,
+corrupt or foreign. It also lists Clusters whose lock name is taken by a
+ConfigMap that is not a lock (foreign), and Clusters whose lock was deleted
+while a Machine holds its grant (lost). Clusters without a lock (free) are shown
+with --show-free. Given a CLUSTER, it lists that cluster's lock only, even when
+free, and fails with NotFound when there is neither such a Cluster nor a lock of
+it.
 
 -o wide adds the lock's name, whether the Cluster is paused, the action the
 installed initlock-manager takes (the one repair would take) and the problem.
@@ -119,6 +123,10 @@ its Deployment (label app.kubernetes.io/name=initlock-manager):
 --release-after-init, --orphan-grace, and --namespace and --watch-filter, so
 that a lock the manager does not handle shows the action none. Without such a
 Deployment, the defaults are used, and a line on stderr says so.
+
+The lock guard is checked once (its ValidatingAdmissionPolicy and binding, as
+initlock-manager checks them): when it is not in force, or cannot be read, a
+line on stderr says why, and -o json and yaml say it in lockGuard.
 
 -o name prints TYPE/NAME of each row: configmap/<cluster>-lock, or
 cluster.cluster.x-k8s.io/<cluster> for a row without a lock (free, lost).
@@ -142,6 +150,7 @@ cluster.cluster.x-k8s.io/<cluster> for a row without a lock (free, lost).
 	fs.BoolVar(&o.noHeaders, "no-headers", false, "Do not print the header of the table (-o table and -o wide).")
 	fs.BoolVar(&o.showFree, "show-free", false, "Also list Clusters that have no lock (verdict free).")
 	o.policy.add(fs)
+	o.guard.add(fs)
 	return cmd
 }
 
@@ -170,12 +179,18 @@ func (a *app) runList(cmd *cobra.Command, o *listOptions) error {
 	} else {
 		used.Policy, _ = o.policy.policy()
 	}
+	// -o name shows no protection: it does not need the lock guard.
+	var guard LockGuardStatus
+	if o.output != outputName {
+		guard = a.lockGuard(ctx, conn, o.guard.name)
+	}
 	now := a.clock.Now()
 	ns, inv, err := a.gather(cmd, conn, &o.scope, used.Policy, now)
 	if err != nil {
 		return err
 	}
-	list := LockList{APIVersion: ListAPIVersion, Kind: ListKind, Policy: policyStatus(used.Policy), PolicySource: used.source, Items: []LockStatus{}}
+	list := LockList{APIVersion: ListAPIVersion, Kind: ListKind, Policy: policyStatus(used.Policy), PolicySource: used.source,
+		LockGuard: guard, Items: []LockStatus{}}
 	rows := decideAll(inv, used)
 	if o.scope.cluster != "" {
 		if rows, err = onlyCluster(rows, o.scope.cluster); err != nil {
@@ -186,7 +201,7 @@ func (a *app) runList(cmd *cobra.Command, o *listOptions) error {
 		if r.status().Verdict == "free" && !o.showFree && o.scope.cluster == "" {
 			continue
 		}
-		list.Items = append(list.Items, r.lockStatus())
+		list.Items = append(list.Items, r.lockStatus(guard))
 	}
 	out := cmd.OutOrStdout()
 	switch o.output {
@@ -206,5 +221,6 @@ func (a *app) runList(cmd *cobra.Command, o *listOptions) error {
 	if o.output == outputName {
 		return printNames(out, list.Items)
 	}
+	guard.report(cmd.ErrOrStderr())
 	return printTable(out, list.Items, tableOptions{wide: o.output == outputWide, noHeaders: o.noHeaders, colour: a.useColour(out)}, now)
 }

@@ -26,6 +26,7 @@ type repairOptions struct {
 	dryRun string
 	yes    bool
 	policy policyFlags
+	guard  guardFlag
 }
 
 func (a *app) newRepairCommand() *cobra.Command {
@@ -67,6 +68,10 @@ not a lock, and anything of a paused Cluster; these are listed with the way
 out. A lock that changed since it was read is read and decided again, up to
 5 times.
 
+It checks the lock guard once, as list does, and says on stderr when it is not
+in force or cannot be read: repair's releases do not need it, but until it is
+in force anyone may delete a held lock.
+
 Repair asks before applying, whether its output is a terminal or not, unless
 --yes is given; with no answer (standard input closed) it changes nothing.
 It shows a progress bar on a terminal for large fleets.
@@ -91,6 +96,7 @@ locks remain that need a person (corrupt, or a foreign ConfigMap in the way).`,
 	fs.Lookup("dry-run").NoOptDefVal = dryRunClient
 	fs.BoolVarP(&o.yes, "yes", "y", false, "Apply without asking for confirmation.")
 	o.policy.add(fs)
+	o.guard.add(fs)
 	return cmd
 }
 
@@ -143,6 +149,7 @@ func (a *app) runRepair(cmd *cobra.Command, o *repairOptions) error {
 		return err
 	}
 	used.report(a)
+	a.lockGuard(ctx, conn, o.guard.name).report(cmd.ErrOrStderr())
 	policy := used.Policy
 	now := a.clock.Now()
 	_, inv, err := a.gather(cmd, conn, &o.scope, policy, now)

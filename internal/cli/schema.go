@@ -30,6 +30,9 @@ type LockList struct {
 	// PolicySource says where Policy comes from: the installed
 	// initlock-manager's Deployment, the command line, or the defaults.
 	PolicySource string `json:"policySource,omitempty"`
+	// LockGuard is whether the lock guard is in force, which decides
+	// whether a lock's protection is guarded.
+	LockGuard LockGuardStatus `json:"lockGuard"`
 	// Items, sorted by namespace then cluster.
 	Items []LockStatus `json:"items"`
 }
@@ -38,6 +41,21 @@ type LockList struct {
 type PolicyStatus struct {
 	ReleaseAfterInit bool   `json:"releaseAfterInit"`
 	OrphanGrace      string `json:"orphanGrace"`
+}
+
+// LockGuardStatus is the lock guard as the command found it, with
+// internal/lockguard's check: the ValidatingAdmissionPolicy that refuses
+// deletes of held locks, and its binding.
+type LockGuardStatus struct {
+	// Name is the name of the policy and of its binding (--lock-guard).
+	Name string `json:"name"`
+	// State is in-force (installed as initlock ships it and bound to deny
+	// every request it matches), not-in-force or unknown (the command
+	// cannot read it: Reason says why).
+	State string `json:"state"`
+	// Reason says why it is not in force, naming the object at fault and
+	// the fix, or why the state is unknown; empty when in force.
+	Reason string `json:"reason,omitempty"`
 }
 
 // LockStatus is one cluster's lock.
@@ -69,11 +87,14 @@ type LockStatus struct {
 	// ClusterAbsentSince is when the lock was marked as having no Cluster.
 	ClusterAbsentSince string `json:"clusterAbsentSince,omitempty"`
 	// Protection is how the lock stands against a delete: guarded (the
-	// admission policy initlock-lock-guard refuses every delete but a
-	// release's), releasable (a release marked it, its delete is under
-	// way or was cut off), moving (clusterctl move's delete-for-move: a
-	// move is deleting it, or one that failed left the mark) or deleting
-	// (being deleted, held back by another controller's finalizer).
+	// lock guard, in force, refuses every delete but a release's),
+	// unguarded (no mark lets it go, but the lock guard is not in force:
+	// anyone may delete it; LockList.LockGuard says why), unknown (no mark
+	// lets it go, and whether the lock guard is in force is unknown),
+	// releasable (a release marked it, its delete is under way or was cut
+	// off), moving (clusterctl move's delete-for-move: a move is deleting
+	// it, or one that failed left the mark) or deleting (being deleted,
+	// held back by another controller's finalizer).
 	Protection string `json:"protection,omitempty"`
 	// Verdict: healthy, unowned, held-after-init, stale-holder, orphan,
 	// corrupt, foreign, lost or free.
@@ -115,7 +136,9 @@ func decideAll(inv *inventory.Inventory, p usedPolicy) []row {
 	return rows
 }
 
-func (r row) lockStatus() LockStatus {
+// lockStatus is the row as list prints it, its protection rendered under
+// the lock guard's state.
+func (r row) lockStatus(guard LockGuardStatus) LockStatus {
 	st := r.status()
 	s := LockStatus{
 		Namespace:          r.entry.Namespace,
@@ -128,7 +151,7 @@ func (r row) lockStatus() LockStatus {
 		ClusterExists:      st.ClusterExists,
 		ClusterInitialized: st.ClusterInitialized,
 		ClusterPaused:      st.ClusterPaused,
-		Protection:         st.Protection,
+		Protection:         guard.protection(st.Protection),
 		Verdict:            st.Verdict,
 		Action:             r.action(),
 	}

@@ -29,6 +29,12 @@
 //     with its requests counted, and stops it when the test ends.
 //   - Recorder records the events a component emits (type, reason,
 //     regarding object and note), for a test to compare.
+//   - ReadLockGuard reads the lock guard the binaries embed
+//     (config/protection, through lockguard.Shipped), named as installed;
+//     InstallLockGuard and UninstallLockGuard put it in place and take it
+//     away, and WeakenLockGuard takes its force away while it stays
+//     installed, each returning once the API server enforces (or no
+//     longer enforces) it.
 //   - StartLogged and StartProcess run a program in a process group of its
 //     own with its output in a log file, and end the group.
 //   - Restoring as Velero does is velerosim's, with velerosim.Restore for

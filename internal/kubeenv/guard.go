@@ -1,11 +1,8 @@
 package kubeenv
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,14 +11,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
+	"github.com/initlock/initlock/config/protection"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
+	"github.com/initlock/initlock/internal/lockguard"
 )
 
 // LockGuardFile is the admission policy that keeps a held init lock from
 // being deleted (config/protection), relative to the repository root.
-const LockGuardFile = "config/protection/lock-guard.yaml"
+const LockGuardFile = protection.LockGuardFile
 
 // LockGuardPrefix is the namePrefix config/default gives every object it
 // installs, the lock guard's policy and binding among them
@@ -36,38 +34,14 @@ type LockGuard struct {
 	Binding *admissionv1.ValidatingAdmissionPolicyBinding
 }
 
-// ReadLockGuard reads LockGuardFile.
+// ReadLockGuard reads LockGuardFile as the binaries embed it
+// (lockguard.Shipped), named as installed.
 func ReadLockGuard() (LockGuard, error) {
-	root, err := RepoRoot()
+	policy, binding, err := lockguard.Shipped()
 	if err != nil {
 		return LockGuard{}, err
 	}
-	path := filepath.Join(root, LockGuardFile)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return LockGuard{}, err
-	}
-	var g LockGuard
-	for _, doc := range bytes.Split(b, []byte("\n---\n")) {
-		var meta metav1.TypeMeta
-		if err := yaml.Unmarshal(doc, &meta); err != nil {
-			return LockGuard{}, fmt.Errorf("reading %s: %w", path, err)
-		}
-		switch meta.Kind {
-		case "ValidatingAdmissionPolicy":
-			g.Policy = &admissionv1.ValidatingAdmissionPolicy{}
-			err = yaml.UnmarshalStrict(doc, g.Policy)
-		case "ValidatingAdmissionPolicyBinding":
-			g.Binding = &admissionv1.ValidatingAdmissionPolicyBinding{}
-			err = yaml.UnmarshalStrict(doc, g.Binding)
-		}
-		if err != nil {
-			return LockGuard{}, fmt.Errorf("reading %s: %w", path, err)
-		}
-	}
-	if g.Policy == nil || g.Binding == nil {
-		return LockGuard{}, fmt.Errorf("%s: want a ValidatingAdmissionPolicy and its binding", path)
-	}
+	g := LockGuard{Policy: policy, Binding: binding}
 	g.Policy.Name = LockGuardPrefix + g.Policy.Name
 	g.Binding.Name = LockGuardPrefix + g.Binding.Name
 	g.Binding.Spec.PolicyName = LockGuardPrefix + g.Binding.Spec.PolicyName
@@ -143,6 +117,45 @@ func (e *Env) UninstallLockGuard(ctx context.Context) error {
 		}
 	}
 	return e.waitLockGuard(ctx, false)
+}
+
+// WeakenLockGuard edits the installed lock guard with change, which
+// changes the live policy and binding it is given in place, writes both,
+// and returns once the API server no longer refuses the delete of an
+// unmarked lock. When t ends, the shipped guard is installed again
+// (removed, then installed and enforced). Tests use it to take the
+// guard's force away while it stays installed: a binding narrowed, a
+// validation removed.
+func (e *Env) WeakenLockGuard(t testing.TB, change func(live LockGuard)) {
+	t.Helper()
+	ctx := t.Context()
+	g, err := ReadLockGuard()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.WithoutCancel(t.Context())
+		if err := e.UninstallLockGuard(ctx); err != nil {
+			t.Error(err)
+		}
+		if err := e.InstallLockGuard(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	for _, obj := range []client.Object{g.Policy, g.Binding} {
+		if err := e.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			t.Fatalf("reading the lock guard: %v", err)
+		}
+	}
+	change(g)
+	for _, obj := range []client.Object{g.Policy, g.Binding} {
+		if err := e.Client.Update(ctx, obj); err != nil {
+			t.Fatalf("changing the lock guard: %v", err)
+		}
+	}
+	if err := e.waitLockGuard(ctx, false); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // ReleaseLock deletes the lock cm names as a release does, past the lock

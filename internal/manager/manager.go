@@ -93,7 +93,8 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("setting up the lock controller: %w", err)
 	}
 	if opts.LockGuard != "" {
-		if err := mgr.Add(guardCheck{reader: mgr.GetAPIReader(), name: opts.LockGuard}); err != nil {
+		check := guardCheck{reader: mgr.GetAPIReader(), name: opts.LockGuard, recorder: mgr.GetEventRecorder(lock.EventSource), clock: clk}
+		if err := mgr.Add(check); err != nil {
 			return nil, err
 		}
 	}

@@ -105,9 +105,10 @@ func fixedNamespace(t *testing.T, c client.Client, name string) string {
 }
 
 // Model is a new model API server (internal/kubeenv/apimodel) with the
-// project's lock guard, serving Cluster API v1beta2. A command is given a
-// client of it and the Cluster API version (Options.Client and
-// CAPIVersion): no kubeconfig, no discovery.
+// project's lock guard, enforced and stored as installed (its policy and
+// binding, which the commands read), serving Cluster API v1beta2. A
+// command is given a client of it and the Cluster API version
+// (Options.Client and CAPIVersion): no kubeconfig, no discovery.
 func Model() (*Backend, error) {
 	guard, err := apimodel.LockGuard()
 	if err != nil {
@@ -115,6 +116,16 @@ func Model() (*Backend, error) {
 	}
 	store := apimodel.NewStore()
 	store.SetGuard(guard)
+	installed, err := kubeenv.ReadLockGuard()
+	if err != nil {
+		return nil, err
+	}
+	admin := &apimodel.Client{Store: store, Actor: "admin"}
+	for _, obj := range []client.Object{installed.Policy, installed.Binding} {
+		if err := admin.Create(context.Background(), obj); err != nil {
+			return nil, err
+		}
+	}
 	// Creation times are now's, as the ages the commands print assume.
 	store.SetNow(time.Now())
 	var namespaces atomic.Int64

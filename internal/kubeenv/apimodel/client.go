@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -61,7 +62,8 @@ type Gate interface {
 // Client is a controller-runtime client of the model API server, for one
 // actor. It reads, lists and writes ConfigMaps and Deployments (typed),
 // Clusters (unstructured) and Machines (unstructured or metadata-only) of
-// the Cluster API v1beta2 group. Every request goes through the Gate, or straight to the store
+// the Cluster API v1beta2 group, and the cluster-scoped
+// ValidatingAdmissionPolicies and their bindings (typed). Every request goes through the Gate, or straight to the store
 // without one.
 type Client struct {
 	Store *Store
@@ -79,6 +81,10 @@ func kindOf(obj runtime.Object) (string, error) {
 		return "ConfigMap", nil
 	case *appsv1.Deployment:
 		return "Deployment", nil
+	case *admissionv1.ValidatingAdmissionPolicy:
+		return "ValidatingAdmissionPolicy", nil
+	case *admissionv1.ValidatingAdmissionPolicyBinding:
+		return "ValidatingAdmissionPolicyBinding", nil
 	case *unstructured.Unstructured:
 		return o.GetKind(), nil
 	case *metav1.PartialObjectMetadata:
@@ -269,6 +275,9 @@ var restMapper = func() meta.RESTMapper {
 	m.Add(appsv1.SchemeGroupVersion.WithKind("Deployment"), meta.RESTScopeNamespace)
 	m.Add(ClusterGVK, meta.RESTScopeNamespace)
 	m.Add(MachineGVK, meta.RESTScopeNamespace)
+	for kind := range clusterScoped {
+		m.Add(admissionv1.SchemeGroupVersion.WithKind(kind), meta.RESTScopeRoot)
+	}
 	return m
 }()
 
@@ -284,8 +293,18 @@ func (c *Client) GroupVersionKindFor(obj runtime.Object) (schema.GroupVersionKin
 	return gvks[0], nil
 }
 
-// IsObjectNamespaced tells that every kind served is namespaced.
-func (c *Client) IsObjectNamespaced(runtime.Object) (bool, error) { return true, nil }
+// IsObjectNamespaced tells whether obj's kind is namespaced: every kind
+// served is but the admission policies and their bindings.
+func (c *Client) IsObjectNamespaced(obj runtime.Object) (bool, error) {
+	gvk, err := c.GroupVersionKindFor(obj)
+	if err != nil {
+		return false, err
+	}
+	return !clusterScoped[gvk.Kind], nil
+}
+
+// clusterScoped are the kinds served that have no namespace.
+var clusterScoped = map[string]bool{"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true}
 
 type noSubResource struct{}
 
@@ -311,10 +330,12 @@ func (noSubResource) Get(context.Context, client.Object, client.Object, ...clien
 
 // served are the resources of the kinds the model serves.
 var served = map[string]schema.GroupVersionResource{
-	"ConfigMap":     {Version: "v1", Resource: "configmaps"},
-	"Deployment":    {Group: "apps", Version: "v1", Resource: "deployments"},
-	ClusterGVK.Kind: {Group: ClusterGVK.Group, Version: ClusterGVK.Version, Resource: "clusters"},
-	MachineGVK.Kind: {Group: MachineGVK.Group, Version: MachineGVK.Version, Resource: "machines"},
+	"ConfigMap":                        {Version: "v1", Resource: "configmaps"},
+	"Deployment":                       {Group: "apps", Version: "v1", Resource: "deployments"},
+	ClusterGVK.Kind:                    {Group: ClusterGVK.Group, Version: ClusterGVK.Version, Resource: "clusters"},
+	MachineGVK.Kind:                    {Group: MachineGVK.Group, Version: MachineGVK.Version, Resource: "machines"},
+	"ValidatingAdmissionPolicy":        admissionv1.SchemeGroupVersion.WithResource("validatingadmissionpolicies"),
+	"ValidatingAdmissionPolicyBinding": admissionv1.SchemeGroupVersion.WithResource("validatingadmissionpolicybindings"),
 }
 
 // ClusterGVK and MachineGVK are the kinds the model serves for Cluster API.

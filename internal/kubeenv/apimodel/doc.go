@@ -1,6 +1,7 @@
 // Package apimodel is a model of kube-apiserver for the objects the init
-// lock touches (ConfigMaps, Cluster API Clusters and Machines, and the
-// Deployments kubectl-initlock reads the manager's policy from), for the
+// lock touches (ConfigMaps, Cluster API Clusters and Machines, the
+// Deployments kubectl-initlock reads the manager's policy from, and the
+// lock guard's ValidatingAdmissionPolicy and binding it reads), for the
 // exhaustive explorer in internal/explore and the tests that need no
 // control plane (the lock reconciler's, the CLI's, the relinker's
 // Reconcile, the Velero plugin's). Its Client implements
@@ -32,7 +33,10 @@
 //     deletion; it goes once the last is removed, and takes no new one.
 //   - Admission by the project's lock guard (Guard, Store.SetGuard): the
 //     ValidatingAdmissionPolicy of config/protection, evaluated on deletes
-//     and updates of ConfigMaps with kube-apiserver's own policy code.
+//     and updates of ConfigMaps with kube-apiserver's own policy code. The
+//     policy and binding objects a client writes are stored and read back
+//     as any object, without the API server's defaults: what the store
+//     enforces is SetGuard's, whatever they hold.
 //
 // TestConformance runs the same scripted requests against the model and the
 // real API server and compares status codes, reasons, objects and lists.

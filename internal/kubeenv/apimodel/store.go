@@ -86,10 +86,12 @@ func NewStore() *Store {
 		created: map[Key]int{},
 		history: map[Key][]Version{},
 		resource: map[string]schema.GroupResource{
-			"ConfigMap":  {Resource: "configmaps"},
-			"Deployment": {Group: "apps", Resource: "deployments"},
-			"Cluster":    {Group: "cluster.x-k8s.io", Resource: "clusters"},
-			"Machine":    {Group: "cluster.x-k8s.io", Resource: "machines"},
+			"ConfigMap":                        {Resource: "configmaps"},
+			"Deployment":                       {Group: "apps", Resource: "deployments"},
+			"Cluster":                          {Group: "cluster.x-k8s.io", Resource: "clusters"},
+			"Machine":                          {Group: "cluster.x-k8s.io", Resource: "machines"},
+			"ValidatingAdmissionPolicy":        {Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies"},
+			"ValidatingAdmissionPolicyBinding": {Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicybindings"},
 		},
 		now: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC),
 	}

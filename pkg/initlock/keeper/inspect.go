@@ -56,9 +56,11 @@ type Status struct {
 	// a keeper first saw the lock without its Cluster, as marked on it.
 	Created            time.Time
 	ClusterAbsentSince *time.Time
-	// Protection is how the lock stands against a delete: "guarded" (the
-	// admission policy initlock-lock-guard refuses every delete but a
-	// release's), "releasable" (a release marked it), "moving"
+	// Protection is how the lock stands against a delete: "guarded" (no
+	// mark lets a delete through: the lock guard, the admission policy
+	// initlock-lock-guard, refuses every delete but a release's while it
+	// is in force, which Inspect does not read; kubectl initlock shows the
+	// lock unguarded when it is not), "releasable" (a release marked it), "moving"
 	// (clusterctl move's delete-for-move mark) or "deleting" (held back by
 	// another controller's finalizer); empty with LockProblem.
 	Protection string
