@@ -36,6 +36,12 @@ GOLANGCI_LINT := $(GO) tool -modfile=$(CURDIR)/hack/pins/golangci-lint/go.mod go
 CONTROLLER_GEN := $(GO) tool -modfile=$(CURDIR)/hack/pins/controller-gen/go.mod controller-gen
 KUSTOMIZE := $(GO) tool -modfile=$(CURDIR)/hack/pins/kustomize/go.mod kustomize
 
+# started is, in a recipe, the time it began (make expands a recipe whole
+# before running its first line), so that a last line can print how long
+# it took; timed starts such lines, which .ci/run's report collects.
+started = $(shell date +%s)
+timed := make timing:
+
 # A recipe visits the modules with $(foreach m,$(MODULES),...$(newline)):
 # one recipe line per module, m its folder, module-pkgs its packages (PKGS
 # in the root module, all of them elsewhere).
@@ -61,9 +67,10 @@ test: kube lint unit ## Lint, vet and run every test against the real control pl
 
 .PHONY: unit
 unit: kube ## Run the tests (real control plane) without lint.
-	$(foreach m,$(MODULES),$(if $(UNIT_$(m)),cd $(m) && KUBEBUILDER_ASSETS="$$($(CURDIR)/hack/kube.sh 2>/dev/null)" $(GO) test $(TEST_FLAGS) $(UNIT_$(m))$(newline)))
+	$(foreach m,$(MODULES),$(if $(UNIT_$(m)),cd $(m) && KUBEBUILDER_ASSETS="$$($(CURDIR)/hack/kube.sh 2>/dev/null)" $(GO) test $(TEST_FLAGS) $(UNIT_$(m))$(newline)@echo "$(timed) unit, module $(m): $$(( $$(date +%s) - $(started) ))s since make unit began"$(newline)))
 	@# The library's benchmarks assert request counts: one iteration each.
 	KUBEBUILDER_ASSETS="$$(hack/kube.sh 2>/dev/null)" $(GO) test -run='^$$' -bench=. -benchtime=1x $(TEST_FLAGS) ./test/library
+	@echo "$(timed) unit: $$(( $$(date +%s) - $(started) ))s"
 
 .PHONY: quick
 quick: ## Run the tests that need no control plane (QUICK_PKGS), without building one.
@@ -79,6 +86,7 @@ lines: ## Count the lines of Go shipped, of support and of tests (hack/lines.sh)
 .PHONY: vet
 vet:
 	$(foreach m,$(MODULES),cd $(m) && $(GO) vet $(module-pkgs)$(newline))
+	@echo "$(timed) vet: $$(( $$(date +%s) - $(started) ))s"
 
 .PHONY: lint
 lint: vet verify-generate ## gofmt, go vet, golangci-lint (every module of MODULES) and generated files.
@@ -88,6 +96,7 @@ lint: vet verify-generate ## gofmt, go vet, golangci-lint (every module of MODUL
 	have=$$($(GO) work edit -json go.work | sed -n 's/^.*"DiskPath": "\(.*\)".*$$/\1/p' | sed 's|^\./||' | sort); \
 	if [ "$$want" != "$$have" ]; then echo "go.work and MODULES name different modules:"; diff <(echo "$$want") <(echo "$$have"); exit 1; fi
 	$(foreach m,$(MODULES),cd $(m) && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml $(module-pkgs)$(newline))
+	@echo "$(timed) golangci-lint: $$(( $$(date +%s) - $(started) ))s"
 
 # Benchmark report (cmd/initlock-benchreport): the library, the library under
 # contention next to the upstream lock (module hack/contention), the manager

@@ -50,6 +50,10 @@ phases_report() {
     printf '%-14s %6ss\n' total "$(( $(date +%s) - phases_start ))"
     printf '\n=== the 20 slowest test packages\n'
     grep -E '^(ok|FAIL)[[:space:]]+[^[:space:]]+[[:space:]]+[0-9.]+s' "$phases_log" | awk '{t=$3; sub(/s$/,"",t); printf "%8.1fs  %s\n", t, $2}' | sort -rn | head -n 20
+    printf '\n=== the 15 slowest tests run with -v\n'
+    grep -E '^--- (PASS|FAIL): [^ ]+ \([0-9.]+s\)' "$phases_log" | sed -E 's/^--- (PASS|FAIL): ([^ ]+) \(([0-9.]+)s\)/\3 \2 \1/' | sort -rn | head -n 15 | awk '{printf "%8.1fs  %s %s\n", $1, $2, $3}'
+    printf '\n=== parts of the make targets\n'
+    grep -E '^make timing: ' "$phases_log" | sed 's/^make timing: //' || echo "(none)"
     printf '\n=== builds of the control plane and the peers\n'
     grep -E '^(kube|stack|cabpk[a-z-]*): (building|  done in)' "$phases_log" || echo "(none: all were cached)"
   } >&2
