@@ -65,7 +65,7 @@ func (s *System) relinker(ctx context.Context) {
 	r, err := relink.NewForClient(relink.Options{
 		Kinds:    []schema.GroupVersionKind{{Version: "v1", Kind: "ConfigMap"}},
 		Registry: prometheus.NewRegistry(),
-		Clock:    clocktesting.NewFakePassiveClock(start),
+		Clock:    clocktesting.NewFakeClock(start),
 	}, s.client(relinkerActor), &kubeenv.Recorder{})
 	if err != nil {
 		panic(fmt.Sprintf("explore: the relinker: %v", err))

@@ -96,7 +96,7 @@ func (r *Relinker) confirm(ctx context.Context, k *kind, obj client.Object, judg
 			answered[i] = read.answered
 		}
 		var stale []int
-		now := time.Now()
+		now := r.opts.Clock.Now()
 		for _, i := range batch {
 			if _, ok := writes(refs, judged[i]); ok && now.Sub(answered[i]) >= ConfirmFor {
 				stale = append(stale, i)

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -18,7 +19,8 @@ const liveReadTimeout = 30 * time.Second
 // ConfirmFor is how long an owner's live read may confirm its UID: for
 // the objects that were first seen before the read was sent, and before
 // the patch that writes it, which goes out only while the read of every
-// owner it writes was answered less than ConfirmFor before.
+// owner it writes was answered less than ConfirmFor before. It is
+// measured on Options.Clock, as are the times reads are sent and answered.
 const ConfirmFor = time.Second
 
 // liveReads reads owners from the API server, never from a cache, batched
@@ -38,6 +40,7 @@ const ConfirmFor = time.Second
 // per ConfirmFor.
 type liveReads struct {
 	reader client.Reader
+	clock  clock.WithDelayedExecution
 
 	mu      sync.Mutex
 	byOwner map[ownerID]*readRound
@@ -67,8 +70,8 @@ type liveRead struct {
 	err            error
 }
 
-func newLiveReads(r client.Reader) *liveReads {
-	return &liveReads{reader: r, byOwner: map[ownerID]*readRound{}}
+func newLiveReads(r client.Reader, c clock.WithDelayedExecution) *liveReads {
+	return &liveReads{reader: r, clock: c, byOwner: map[ownerID]*readRound{}}
 }
 
 // liveOwner is the answer to a live read of an owner: its metadata (a nil
@@ -101,7 +104,7 @@ func (l *liveReads) get(ctx context.Context, id ownerID, seen time.Time) liveOwn
 		round = &readRound{}
 		l.byOwner[id] = round
 	}
-	if last := round.last; last != nil && !last.sent.Before(seen) && time.Since(last.answered) < ConfirmFor {
+	if last := round.last; last != nil && !last.sent.Before(seen) && l.clock.Since(last.answered) < ConfirmFor {
 		l.mu.Unlock()
 		return liveOwner{owner: last.owner, answered: last.answered}
 	}
@@ -136,15 +139,18 @@ func (l *liveReads) send(ctx context.Context, id ownerID, round *readRound) {
 		if read == nil {
 			round.sending = false
 			l.mu.Unlock()
-			time.AfterFunc(ConfirmFor, func() { l.forget(id, round) })
+			// forget runs apart: a fake clock calls the function
+			// holding its own lock, which forget's reading of the
+			// clock takes again, as get does holding l.mu.
+			l.clock.AfterFunc(ConfirmFor, func() { go l.forget(id, round) })
 			return
 		}
-		read.sent = time.Now()
+		read.sent = l.clock.Now()
 		round.inflight = read
 		l.mu.Unlock()
 		read.owner, read.err = l.read(ctx, id)
 		l.mu.Lock()
-		read.answered = time.Now()
+		read.answered = l.clock.Now()
 		round.inflight = nil
 		if read.err == nil {
 			round.last = read
@@ -158,7 +164,7 @@ func (l *liveReads) send(ctx context.Context, id ownerID, round *readRound) {
 func (l *liveReads) forget(id ownerID, round *readRound) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.byOwner[id] == round && !round.sending && (round.last == nil || time.Since(round.last.answered) >= ConfirmFor) {
+	if l.byOwner[id] == round && !round.sending && (round.last == nil || l.clock.Since(round.last.answered) >= ConfirmFor) {
 		delete(l.byOwner, id)
 	}
 }

@@ -74,9 +74,11 @@ type Options struct {
 	// Registry receives the relinker's metrics; nil means
 	// controller-runtime's registry, which the manager serves.
 	Registry prometheus.Registerer
-	// Clock defaults to the real clock. It times the warnings and
-	// DiscoveryRetry.
-	Clock clock.PassiveClock
+	// Clock defaults to the real clock. It times the warnings,
+	// DiscoveryRetry and the owners' live reads: whether a read is fresh
+	// enough to confirm a patch (ConfirmFor), and when an idle owner's
+	// reads are forgotten.
+	Clock clock.WithDelayedExecution
 	// WatchFilter, when set, limits the relinker to the objects of Clusters
 	// labelled capi.WatchFilterLabel with this value (see filtered).
 	WatchFilter string
@@ -255,7 +257,7 @@ func (r *Relinker) use(mapper meta.RESTMapper, c client.Client, rec recorder.Eve
 		r.byGK[k.gvk.GroupKind()] = k
 	}
 	r.mapper, r.client, r.recorder = mapper, c, rec
-	r.live = newLiveReads(c)
+	r.live = newLiveReads(c, r.opts.Clock)
 	if r.metrics, err = newMetrics(r.opts.Registry, r.kinds); err != nil {
 		return nil, err
 	}

@@ -31,7 +31,7 @@ func (r *Relinker) firstSeen(req Request) time.Time {
 	if s, ok := r.waiting[req]; ok {
 		return s.since
 	}
-	return time.Now()
+	return r.opts.Clock.Now()
 }
 
 // stale tells whether the cache still holds the version of the object that

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -57,7 +56,7 @@ type fixture struct {
 	ns       string
 	c        client.Client
 	counter  *kubeenv.Counter
-	clock    *clocktesting.FakePassiveClock
+	clock    *caseClock
 	events   *kubeenv.Recorder
 	registry *prometheus.Registry
 	r        *relink.Relinker
@@ -77,7 +76,7 @@ func newFixtureWith(t *testing.T, b Backend, opts relink.Options, wrap func(clie
 	c, ns, counter := b.New(t)
 	f := &fixture{
 		t: t, ns: ns, c: c, counter: counter,
-		clock:    clocktesting.NewFakePassiveClock(time.Now()),
+		clock:    newCaseClock(),
 		events:   &kubeenv.Recorder{},
 		registry: prometheus.NewRegistry(),
 		restorer: velerosim.NewForClient(c, velerosim.Options{RestoreName: restoreName}),

@@ -38,6 +38,7 @@ func Reconcile(t *testing.T, b Backend) {
 	t.Run("refuses configured kinds that are not served", func(t *testing.T) { configuredKindNotServed(t, b) })
 	t.Run("never writes an owner deleted after its read while another owner's read is slow", func(t *testing.T) { deletedWhileAnotherIsRead(t, b) })
 	t.Run("confirms many owners of a kind not watched batch by batch, each right before its patch", func(t *testing.T) { manyOwnersNotWatched(t, b) })
+	t.Run("gives up on an owner whose reads all come back ConfirmFor old, patching nothing", func(t *testing.T) { notConfirmed(t, b) })
 }
 
 func wantResult(t *testing.T, got, want ctrl.Result) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -121,33 +123,106 @@ func (f *fixture) keptAlive(b Backend, gvk schema.GroupVersionKind, name string)
 	})
 }
 
+// caseClock is the relinker's clock in the cases: a fake clock that stands
+// still unless a case moves it, by Step or SetTime, or right after the
+// relinker next reads it (afterNextReading).
+type caseClock struct {
+	*clocktesting.FakeClock
+
+	mu   sync.Mutex
+	step time.Duration
+	read chan struct{}
+}
+
+func newCaseClock() *caseClock {
+	return &caseClock{FakeClock: clocktesting.NewFakeClock(time.Now())}
+}
+
+// afterNextReading has the clock move d forward right after the relinker
+// next reads the time, and returns a channel closed then. Armed in the
+// interceptor of a read before it returns, while nothing else of the
+// relinker can read the clock, that next reading is the one by which the
+// relinker notes the read answered: at the time before the step. Armed
+// again before that reading, the steps add up.
+func (c *caseClock) afterNextReading(d time.Duration) <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.read == nil {
+		c.read = make(chan struct{})
+	}
+	c.step += d
+	return c.read
+}
+
+// Now returns the time, then moves the clock as afterNextReading asked.
+func (c *caseClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.FakeClock.Now()
+	if c.read != nil {
+		c.Step(c.step)
+		close(c.read)
+		c.step, c.read = 0, nil
+	}
+	return now
+}
+
+// waitLimit bounds a case's wait for a step of the relinker: one that
+// never comes fails the case instead of hanging it. It is shorter than
+// the relinker's bound on one live read (30 s), so that a read waiting
+// in its interceptor is still answered.
+const waitLimit = 20 * time.Second
+
+// waitFor waits until ch is closed, or fails the case after waitLimit.
+func waitFor(t *testing.T, ch <-chan struct{}, what string) {
+	select {
+	case <-ch:
+	case <-time.After(waitLimit):
+		t.Errorf("not within %s: %s", waitLimit, what)
+	}
+}
+
 // deletedWhileAnotherIsRead: a restored ConfigMap records two Machines,
 // owners of a kind the relinker does not watch: m-0, restored by the same
-// restore, and m-gone, not back. m-0 is deleted right after its read is
-// answered, while the read of m-gone takes 2×ConfirmFor. The two reads go
-// out together; once both are answered, m-0's answer is older than
-// ConfirmFor: it is read again, found gone, and not written. The ConfigMap
-// waits, unlinked and whole (written, m-0's UID would have the garbage
-// collector delete it: its only owner is gone).
+// restore, and m-gone, not back. The two reads go out together: m-0's is
+// answered first (its interceptor waits for m-gone's read to be sent), and
+// m-0 is deleted right after; m-gone's read is slow: its interceptor
+// waits for the relinker to note m-0's answer, then steps the relinker's
+// clock by 2×ConfirmFor. Once both are answered, m-0's answer is older
+// than ConfirmFor: it is read again, found gone, and not written. The
+// ConfigMap waits, unlinked and whole (written, m-0's UID would have the
+// garbage collector delete it: its only owner is gone).
 func deletedWhileAnotherIsRead(t *testing.T, b Backend) {
 	log := &patchLog{}
 	var (
-		f     *fixture
-		owner *unstructured.Unstructured
-		once  sync.Once
+		f                  *fixture
+		owner              *unstructured.Unstructured
+		zeroRead, goneRead atomic.Bool
+		goneSent           = make(chan struct{})
+		zeroNoted          = make(chan (<-chan struct{}), 1)
 	)
 	get := func(name string, call func() error) error {
-		if name == "m-gone" {
-			time.Sleep(2 * relink.ConfirmFor)
-		}
-		err := call()
-		if name == "m-0" && err == nil {
-			once.Do(func() {
+		switch {
+		case name == "m-0" && !zeroRead.Swap(true):
+			waitFor(t, goneSent, "m-gone's read sent while m-0's is in flight (the reads of a batch go out together)")
+			err := call()
+			if err == nil {
 				f.deleteOwner(owner, metav1.DeletePropagationBackground)
 				log.setDeleted()
-			})
+			}
+			zeroNoted <- f.clock.afterNextReading(0)
+			return err
+		case name == "m-gone" && !goneRead.Swap(true):
+			close(goneSent)
+			select {
+			case noted := <-zeroNoted:
+				waitFor(t, noted, "the relinker noting m-0's answer")
+			case <-time.After(waitLimit):
+				t.Errorf("not within %s: m-0's read answered", waitLimit)
+			}
+			f.clock.Step(2 * relink.ConfirmFor)
 		}
-		return err
+		return call()
 	}
 	f = newFixtureWith(t, b, relink.Options{Kinds: configMapsOnly}, intercepted(log, get))
 	owner = f.restore(backedUp(kubeenv.NewMachine(capi.V1Beta2, f.ns, "c1", "m-0")))
@@ -175,9 +250,12 @@ func deletedWhileAnotherIsRead(t *testing.T, b Backend) {
 // batch is read: m-000 is linked by the first batch's patch. When the
 // relinker reads the 100th Machine, m-000 is deleted, orphaning its
 // dependents: no patch sent after that names it, and the ConfigMap is
-// orphaned, not collected. (Read one after the other with one patch at the
-// end, m-000 was written after its deletion, a second and 999 reads after
-// its read, and the garbage collector deleted the ConfigMap.)
+// orphaned, not collected. The relinker's clock stands still: no answer
+// is ever ConfirmFor old, so no owner is read again, however long the
+// reads take on the machine running the case. (Read one after the other
+// with one patch at the end, m-000 was written after its deletion, a
+// second and 999 reads after its read, and the garbage collector deleted
+// the ConfigMap.)
 func manyOwnersNotWatched(t *testing.T, b Backend) {
 	const n, deleteAt = 1000, 100
 	log := &patchLog{}
@@ -238,4 +316,37 @@ func manyOwnersNotWatched(t *testing.T, b Backend) {
 		t.Errorf("ownerReferences = %v, want %v", got, want)
 	}
 	f.wantWaiting(configMapGK, "many")
+}
+
+// notConfirmed: a restored ConfigMap records a Machine restored by the
+// same restore, m-0, whose every read the relinker finds ConfirmFor old
+// (its interceptor has the relinker's clock step by 2×ConfirmFor right
+// after the relinker notes the answer: a process stalled between the
+// answer and the patch). The relinker reads m-0 three times, then gives
+// up with ErrOwnersNotConfirmed: no patch, and the ConfigMap stays as it
+// was, tried again with the controller's backoff (it does not wait for an
+// owner).
+func notConfirmed(t *testing.T, b Backend) {
+	log := &patchLog{}
+	var f *fixture
+	get := func(_ string, call func() error) error {
+		err := call()
+		f.clock.afterNextReading(2 * relink.ConfirmFor)
+		return err
+	}
+	f = newFixtureWith(t, b, relink.Options{Kinds: configMapsOnly}, intercepted(log, get))
+	f.restore(backedUp(kubeenv.NewMachine(capi.V1Beta2, f.ns, "c1", "m-0")))
+	f.restore(backedUp(configMap(f.ns, "m-0-data", "c1"), oldRef(machineGVK, "m-0", false)))
+
+	if _, err := f.reconcile(configMapGVK, "m-0-data"); !errors.Is(err, relink.ErrOwnersNotConfirmed) {
+		t.Errorf("Reconcile = %v, want %v", err, relink.ErrOwnersNotConfirmed)
+	}
+	if len(log.before) > 0 || len(log.after) > 0 {
+		t.Errorf("patched: %v", append(log.before, log.after...))
+	}
+	f.wantRequests(map[string]int{
+		"get configmaps/m-0-data 200": 1, "get clusters/c1 404": 1, "get machines/m-0 200": 3,
+	})
+	f.wantUnlinked(configMapGVK, "m-0-data")
+	f.wantWaiting(configMapGK)
 }
