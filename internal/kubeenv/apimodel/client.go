@@ -209,8 +209,8 @@ func (c *Client) Patch(ctx context.Context, obj client.Object, patch client.Patc
 	return Fill(obj, res)
 }
 
-// Delete deletes obj, with the UID and resourceVersion preconditions and
-// the propagation policy of opts.
+// Delete deletes obj, with the UID and resourceVersion preconditions, the
+// propagation policy and orphanDependents of opts.
 func (c *Client) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
 	k, err := keyOf(obj)
 	if err != nil {
@@ -226,10 +226,14 @@ func (c *Client) Delete(ctx context.Context, obj client.Object, opts ...client.D
 	if uid != nil || rv != nil {
 		body = fmt.Sprintf("preconditions uid=%v rv=%v", deref(uid), deref(rv))
 	}
-	if do.PropagationPolicy != nil {
-		body = strings.TrimSpace(body + " propagation=" + string(*do.PropagationPolicy))
+	del := do.AsDeleteOptions()
+	if del.PropagationPolicy != nil {
+		body = strings.TrimSpace(body + " propagation=" + string(*del.PropagationPolicy))
 	}
-	req := DeleteRequest{UID: uid, ResourceVersion: rv, Propagation: do.PropagationPolicy}
+	if del.OrphanDependents != nil {
+		body = strings.TrimSpace(body + fmt.Sprintf(" orphanDependents=%t", *del.OrphanDependents))
+	}
+	req := DeleteRequest{UID: uid, ResourceVersion: rv, Propagation: del.PropagationPolicy, OrphanDependents: del.OrphanDependents}
 	_, err = c.do(ctx, "delete", k, body, func() (map[string]any, error) { return nil, c.Store.DeleteWith(k, req) })
 	return err
 }

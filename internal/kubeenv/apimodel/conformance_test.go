@@ -178,6 +178,13 @@ var scripts = map[string][]step{
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "c1-lock"}}
 			return b.c.Delete(ctx, cm, client.Preconditions{UID: &uid, ResourceVersion: &rv}, client.PropagationPolicy(metav1.DeletePropagationOrphan))
 		}},
+		{"a delete on the current resourceVersion with the deprecated orphanDependents: refused", func(ctx context.Context, b *backend) error {
+			uid, rv := b.uid["c1-lock"], b.rv["c1-lock"]
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "c1-lock"}}
+			orphan := true
+			return b.c.Delete(ctx, cm, &client.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
+				Raw: &metav1.DeleteOptions{OrphanDependents: &orphan}})
+		}},
 		{"a delete on the current resourceVersion, as a release sends it: let through", func(ctx context.Context, b *backend) error {
 			uid, rv := b.uid["c1-lock"], b.rv["c1-lock"]
 			return b.deleteLock(ctx, &uid, &rv)

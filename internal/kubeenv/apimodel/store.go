@@ -290,10 +290,11 @@ func (s *Store) Delete(k Key, uid *types.UID, rv *string) error {
 // lock guard reads it: its preconditions, its propagation policy and its
 // user (the admin when empty).
 type DeleteRequest struct {
-	UID             *types.UID
-	ResourceVersion *string
-	Propagation     *metav1.DeletionPropagation
-	User            string
+	UID              *types.UID
+	ResourceVersion  *string
+	Propagation      *metav1.DeletionPropagation
+	OrphanDependents *bool
+	User             string
 }
 
 // DeleteWith is Delete with the whole request: the preconditions are
