@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs commands as named phases and prints, at the end, each phase's wall
+# Runs commands as named phases, one after the other or one in the
+# background beside the others, and prints, at the end, each phase's wall
 # time and peak memory, then the slowest test packages and the builds of the
 # control plane and the peers, read from the phases' output. Source it, then
 # call "phase NAME COMMAND..." for each phase; the table is printed when the
@@ -38,6 +39,21 @@ phase() {
   [ -s "$timefile" ] && largest="$(( $(tail -n 1 "$timefile") / 1024 )) MB"
   printf '%-14s %6ss %9s %12s %s\n' "$name" "$(( $(date +%s) - start ))" "$(( peak / 1024 )) MB" "$largest" \
     "$([ "$rc" -eq 0 ] && echo ok || echo "FAILED ($rc)")" >>"$phases_dir/table"
+  return "$rc"
+}
+
+# background NAME COMMAND...: phase NAME, run while the next phases run;
+# await NAME waits for it and fails as it failed.
+declare -A phases_bg=()
+background() {
+  local name=$1
+  ( phase "$@" ) &
+  phases_bg[$name]=$!
+}
+await() {
+  local name=$1 rc=0
+  wait "${phases_bg[$name]}" || rc=$?
+  unset "phases_bg[$name]"
   return "$rc"
 }
 
