@@ -107,6 +107,7 @@ var configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmap
 // is not being deleted (the model has no namespaces): nil when allowed,
 // the API server's 403 when refused.
 func (g *Guard) admitDelete(old map[string]any, r DeleteRequest) error {
+	//nolint:staticcheck // the deprecated field reaches the guard as the API server passes it
 	opts := &metav1.DeleteOptions{PropagationPolicy: r.Propagation, OrphanDependents: r.OrphanDependents}
 	if r.UID != nil || r.ResourceVersion != nil {
 		opts.Preconditions = &metav1.Preconditions{UID: r.UID, ResourceVersion: r.ResourceVersion}

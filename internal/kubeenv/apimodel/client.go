@@ -230,10 +230,11 @@ func (c *Client) Delete(ctx context.Context, obj client.Object, opts ...client.D
 	if del.PropagationPolicy != nil {
 		body = strings.TrimSpace(body + " propagation=" + string(*del.PropagationPolicy))
 	}
-	if del.OrphanDependents != nil {
-		body = strings.TrimSpace(body + fmt.Sprintf(" orphanDependents=%t", *del.OrphanDependents))
+	orphan := del.OrphanDependents //nolint:staticcheck // deprecated, still sent by some clients: the guard reads it
+	if orphan != nil {
+		body = strings.TrimSpace(body + fmt.Sprintf(" orphanDependents=%t", *orphan))
 	}
-	req := DeleteRequest{UID: uid, ResourceVersion: rv, Propagation: del.PropagationPolicy, OrphanDependents: del.OrphanDependents}
+	req := DeleteRequest{UID: uid, ResourceVersion: rv, Propagation: del.PropagationPolicy, OrphanDependents: orphan}
 	_, err = c.do(ctx, "delete", k, body, func() (map[string]any, error) { return nil, c.Store.DeleteWith(k, req) })
 	return err
 }

@@ -183,7 +183,8 @@ var scripts = map[string][]step{
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "c1-lock"}}
 			orphan := true
 			return b.c.Delete(ctx, cm, &client.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
-				Raw: &metav1.DeleteOptions{OrphanDependents: &orphan}})
+				Raw: &metav1.DeleteOptions{OrphanDependents: &orphan}}) //nolint:staticcheck // the deprecated field, as an old client sends it
+
 		}},
 		{"a delete on the current resourceVersion, as a release sends it: let through", func(ctx context.Context, b *backend) error {
 			uid, rv := b.uid["c1-lock"], b.rv["c1-lock"]
