@@ -13,25 +13,48 @@ import "github.com/initlock/initlock/pkg/initlock/internal/report"
 // the claim is written, writes the lock with the same token; it holds the
 // lock when both writes succeed.
 func decideLock(o Observation, d Decision) Decision {
+	if decided, done := decideByState(o, d); done {
+		return decided
+	}
+	g, lk := grantOf(o), lockOf(o)
+	switch {
+	case g == grantDamaged:
+		d.Err, d.Wait = errDamagedGrant, WaitPerson
+		return d
+	case o.Cluster.Initialized:
+		return decideAfterInit(o, d, lk)
+	case g == grantOther:
+		return decideGrantedOther(o, d, lk)
+	case lk == lockOther:
+		return decideHeldByOther(o, d, g)
+	}
+	return decideForCaller(o, d, g, lk)
+}
+
+// decideByState decides, when done, a Lock that the state of the Cluster,
+// the caller or the lock settles before the two protections are weighed:
+// no Cluster, a paused one, a caller's object that is not the live
+// Machine, a ConfigMap that is not a usable lock, a lock being deleted.
+func decideByState(o Observation, d Decision) (Decision, bool) {
 	switch {
 	case o.Cluster == nil:
 		d.Err = report.ErrClusterGone
-		return d
+		return d, true
 	case o.Cluster.Paused:
 		// Nothing is written to a paused Cluster's lock or register: a
 		// grant this call claimed stays, naming the caller, until it calls
 		// again.
 		d.Err, d.Wait = report.ErrClusterPaused, WaitPaused
-		return d
+		return d, true
 	case !sameMachine(o.Caller, o.CallerLive):
 		// A grant this call claimed for the stale object is withdrawn.
 		d.Err = report.ErrStaleMachine
 		d.Register = withdrawOwn(o)
-		return d
+		return d, true
 	case o.Lock != nil && o.Lock.Problem != nil:
 		d.Err, d.Wait = o.Lock.Problem, WaitPerson
 		d.Register = withdrawOwn(o)
-		return d
+		return d, true
 	case o.Lock != nil && o.Lock.Deleting:
 		// A lock being deleted (another controller's finalizer holds it)
 		// counts as held by the Machine its record names until it is gone:
@@ -40,64 +63,74 @@ func decideLock(o Observation, d Decision) Decision {
 		d.Wait, d.Holder = WaitDeleting, o.Lock.Record.MachineName
 		if grantOf(o) == grantCaller && lockOf(o) == lockCaller && relied(o) {
 			d.Acquired = true
-			return d
+			return d, true
 		}
 		d.Register = withdrawOwn(o)
-		return d
+		return d, true
 	}
-	g, lk, caller := grantOf(o), lockOf(o), o.CallerLive
-	if g == grantDamaged {
-		d.Err, d.Wait = errDamagedGrant, WaitPerson
+	return d, false
+}
+
+// decideAfterInit decides a Lock once the control plane is initialised:
+// grants no longer count and are not written: the lock alone decides, as
+// upstream.
+func decideAfterInit(o Observation, d Decision, lk lockKind) Decision {
+	switch lk {
+	case lockOther:
 		return d
-	}
-	if o.Cluster.Initialized {
-		// Grants no longer count and are not written: the lock alone
-		// decides, as upstream.
-		switch lk {
-		case lockOther:
-			return d
-		case lockMissing:
-			d.Action = ActionCreate
-		case lockGone:
-			d.Action = ActionTakeOver
-		case lockCaller:
-			if needsAdoption(o.Lock, d.Owner) {
-				d.Action = ActionAdopt
-			}
+	case lockMissing:
+		d.Action = ActionCreate
+	case lockGone:
+		d.Action = ActionTakeOver
+	case lockCaller:
+		if needsAdoption(o.Lock, d.Owner) {
+			d.Action = ActionAdopt
 		}
-		d.Acquired, d.Holder = true, caller.Name
-		return d
 	}
+	d.Acquired, d.Holder = true, o.CallerLive.Name
+	return d
+}
+
+// decideGrantedOther decides a Lock while the register protects another
+// Machine: give it the lock back when it is missing, names a gone Machine
+// or was written by this call, which had not found the lock naming the
+// caller when it began. A lock naming the caller from before this call (an
+// upstream lock, an earlier acquisition), or another existing Machine,
+// protects that Machine: nobody is granted the lock until one of them is
+// gone (a conflict).
+func decideGrantedOther(o Observation, d Decision, lk lockKind) Decision {
+	d.Holder = o.Cluster.Grant.MachineName
 	switch {
-	case g == grantOther:
-		// The register protects another Machine: give it the lock back
-		// when it is missing, names a gone Machine or was written by this
-		// call, which had not found the lock naming the caller when it
-		// began. A lock naming the caller from before this call (an
-		// upstream lock, an earlier acquisition), or another existing
-		// Machine, protects that Machine: nobody is granted the lock until
-		// one of them is gone (a conflict).
-		d.Holder = o.Cluster.Grant.MachineName
-		switch {
-		case lk == lockMissing:
-			d.Action = ActionRecreate
-		case lk == lockGone || (lk == lockCaller && o.mine(o.Lock.Record.Token) && !d.HeldBefore):
-			d.Action = ActionYield
-		}
-		return d
-	case lk == lockOther:
-		// The lock protects another Machine (an upstream lock, or one whose
-		// grant was lost): the caller is refused. A grant of the caller's
-		// that the lock does not carry was never completed into a lock
-		// (an earlier call refused while the Cluster was paused, say): it
-		// is withdrawn too, so that the Machine the lock names is not kept
-		// out by it for good.
-		d.Holder = o.Lock.Record.MachineName
-		d.Register = withdrawOwn(o)
-		if d.Register == RegisterNone && g == grantCaller && unfinishedGrant(o) {
-			d.Register = RegisterWithdraw
-		}
-		return d
+	case lk == lockMissing:
+		d.Action = ActionRecreate
+	case lk == lockGone || (lk == lockCaller && o.mine(o.Lock.Record.Token) && !d.HeldBefore):
+		d.Action = ActionYield
+	}
+	return d
+}
+
+// decideHeldByOther decides a Lock while the lock protects another Machine
+// (an upstream lock, or one whose grant was lost): the caller is refused. A
+// grant of the caller's that the lock does not carry was never completed
+// into a lock (an earlier call refused while the Cluster was paused, say):
+// it is withdrawn too, so that the Machine the lock names is not kept out
+// by it for good.
+func decideHeldByOther(o Observation, d Decision, g grantKind) Decision {
+	d.Holder = o.Lock.Record.MachineName
+	d.Register = withdrawOwn(o)
+	if d.Register == RegisterNone && g == grantCaller && unfinishedGrant(o) {
+		d.Register = RegisterWithdraw
+	}
+	return d
+}
+
+// decideForCaller decides a Lock when neither protection holds another
+// existing Machine: the caller holds the lock as it stands, completes the
+// claim this call made, or claims the register and writes the lock, both
+// with a fresh token.
+func decideForCaller(o Observation, d Decision, g grantKind, lk lockKind) Decision {
+	caller := o.CallerLive
+	switch {
 	case g == grantCaller && lk == lockCaller && relied(o):
 		// A release mark is taken off with the adoption: the lock is held
 		// again, and the admission policy keeps it.
@@ -133,14 +166,6 @@ func decideLock(o Observation, d Decision) Decision {
 	}
 	d.Acquired, d.Holder = true, caller.Name
 	return d
-}
-
-// heldBefore tells whether the lock named the caller before this call
-// wrote it: on the call's first read, a usable record naming the caller
-// that the call did not write (an upstream lock of the caller's, or its own
-// from an earlier call); later, what the first read found.
-func heldBefore(o Observation) bool {
-	return o.HeldBefore || (o.FirstRead && lockOf(o) == lockCaller && !o.mine(o.Lock.Record.Token))
 }
 
 // relied tells whether the caller holds the lock as it stands: the register
@@ -193,6 +218,14 @@ func withdrawOwn(o Observation) RegisterOp {
 		return RegisterWithdraw
 	}
 	return RegisterNone
+}
+
+// heldBefore tells whether the lock named the caller before this call
+// wrote it: on the call's first read, a usable record naming the caller
+// that the call did not write (an upstream lock of the caller's, or its own
+// from an earlier call); later, what the first read found.
+func heldBefore(o Observation) bool {
+	return o.HeldBefore || (o.FirstRead && lockOf(o) == lockCaller && !o.mine(o.Lock.Record.Token))
 }
 
 // recreated tells whether a Lock decision gives a lock that was lost while

@@ -197,4 +197,36 @@
 // them for callers; the manager and the kubectl plugin use them, with
 // Confirm and Apply, to keep locks owned, release them after init and
 // collect orphans.
+//
+// # Reading order
+//
+// The package reads from its entry points down: Env's Lock and Unlock
+// (package initlock's Locker), then Keep, Confirm and Apply (package
+// keeper's), then Decide and Explain, then what they share. A function uses
+// only functions defined below it, later in its own file or in a file
+// listed after its own, and none is longer than 80 lines; one Lock reads
+// top to bottom in lock.go and lock_writes.go, one release in unlock.go and
+// unlock_writes.go. TestReadingOrder checks the order against this list:
+//
+//	env.go            Env: the clients, the clock and the tokens of Lock and Unlock
+//	lock.go           Lock: the free path, then the rounds of read, decide, write
+//	lock_writes.go    a Lock's writes (claim, lock, refusal) and its outcome
+//	unlock.go         Unlock and UnlockParams: the rounds of a release and its refusals
+//	unlock_writes.go  a release's writes (register, lock) and an operator's Force
+//	keep.go           Keep, Confirm and Apply: the keepers' writes
+//	decide.go         Decide, the one decision
+//	decide_lock.go    the decision for Lock
+//	decide_unlock.go  the decision for Unlock and an operator's release
+//	decide_keep.go    the decision for the keepers
+//	explain.go        Explain: a decision in words for a person
+//	writes.go         the writes of a lock and of the grant register
+//	release.go        a lock's release: the release mark, then the delete
+//	sync.go           the caller's Cluster object kept in step with the register
+//	read.go           Read, the one reader
+//	report.go         the errors and events the calls report, and what a failed request means
+//	predicates.go     what the register and the lock say to a decision
+//	decision.go       what Decide reads and returns: Observation, Policy, Decision
+//	objects.go        the Cluster, the Machine and the Lock as the lock sees them
+//	record.go         the lock's name and record: the wire format
+//	grant.go          the grant register's value and its compare-and-swap
 package engine

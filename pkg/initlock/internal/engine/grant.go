@@ -89,11 +89,6 @@ func newToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// jsonPointer escapes one key of a JSON pointer.
-func jsonPointer(key string) string {
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(key)
-}
-
 var (
 	annotationsPointer = "/metadata/annotations"
 	grantPointer       = annotationsPointer + "/" + jsonPointer(GrantAnnotation)
@@ -141,4 +136,9 @@ func mustJSON(v any) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// jsonPointer escapes one key of a JSON pointer.
+func jsonPointer(key string) string {
+	return strings.NewReplacer("~", "~0", "/", "~1").Replace(key)
 }

@@ -53,25 +53,6 @@ const (
 	specPausedOther                    // anything else (the Cluster is paused, or spec.paused is not a boolean)
 )
 
-func pausedSpecOf(u *unstructured.Unstructured) specPaused {
-	spec, ok := u.Object["spec"]
-	if !ok {
-		return specMissing
-	}
-	m, ok := spec.(map[string]any)
-	if !ok {
-		return specPausedOther
-	}
-	v, ok := m["paused"]
-	switch {
-	case !ok:
-		return specPausedAbsent
-	case v == false:
-		return specPausedFalse
-	}
-	return specPausedOther
-}
-
 // ClusterFrom reads a Cluster of any served version. obj is an unstructured
 // object or a typed Cluster API Cluster registered in scheme; scheme is
 // needed only for typed objects whose TypeMeta is empty.
@@ -99,6 +80,25 @@ func ClusterFrom(obj client.Object, scheme *runtime.Scheme) (Cluster, error) {
 		Generation:      u.GetGeneration(),
 		pausedSpec:      pausedSpecOf(u),
 	}, nil
+}
+
+func pausedSpecOf(u *unstructured.Unstructured) specPaused {
+	spec, ok := u.Object["spec"]
+	if !ok {
+		return specMissing
+	}
+	m, ok := spec.(map[string]any)
+	if !ok {
+		return specPausedOther
+	}
+	v, ok := m["paused"]
+	switch {
+	case !ok:
+		return specPausedAbsent
+	case v == false:
+		return specPausedFalse
+	}
+	return specPausedOther
 }
 
 func toUnstructured(obj client.Object, scheme *runtime.Scheme) (*unstructured.Unstructured, error) {
@@ -210,6 +210,12 @@ func ObserveLock(cm *corev1.ConfigMap, clusterName string) *Lock {
 		}
 	}
 	return l
+}
+
+// marked tells whether cm carries its own release mark.
+func marked(cm *corev1.ConfigMap) bool {
+	v, ok := cm.Annotations[ReleaseAnnotation]
+	return ok && types.UID(v) == cm.UID
 }
 
 // absentMark encodes the cluster-absent mark: "<RFC3339 time> <lock UID>".

@@ -11,6 +11,57 @@ import (
 	"github.com/initlock/initlock/pkg/initlock/internal/report"
 )
 
+// OwnerState says how a lock's Cluster ownerReference stands.
+type OwnerState string
+
+// Owner states.
+const (
+	// OwnerOK: exactly one Cluster ownerReference, to the current UID.
+	OwnerOK OwnerState = "ok"
+	// OwnerMissing: no Cluster ownerReference.
+	OwnerMissing OwnerState = "missing"
+	// OwnerStaleUID: a Cluster ownerReference by the right name but an old
+	// UID, as a restore or move leaves it.
+	OwnerStaleUID OwnerState = "stale-uid"
+	// OwnerWrongCluster: a Cluster ownerReference to another cluster.
+	OwnerWrongCluster OwnerState = "wrong-cluster"
+)
+
+func verdict(o Observation) Verdict {
+	g := grantOf(o)
+	l := o.Lock
+	if l == nil {
+		switch g {
+		case grantOther, grantCaller:
+			return VerdictLost
+		case grantDamaged:
+			return VerdictCorrupt
+		}
+		return VerdictFree
+	}
+	switch {
+	case l.Problem != nil && isNotALock(l.Problem):
+		return VerdictForeign
+	case l.Problem != nil || g == grantDamaged:
+		return VerdictCorrupt
+	case o.Cluster == nil:
+		return VerdictOrphan
+	case o.Cluster.Initialized:
+		return VerdictHeldAfterInit
+	}
+	lk := lockOf(o)
+	if lk == lockGone || lk == lockMissing {
+		return VerdictStaleHolder
+	}
+	if conflict(o, g, lk) {
+		return VerdictConflict
+	}
+	if ownerState(l, o.Cluster) != OwnerOK {
+		return VerdictUnowned
+	}
+	return VerdictHealthy
+}
+
 // grantKind is what the Cluster's grant register says to a decision.
 type grantKind int
 
@@ -68,78 +119,6 @@ func lockOf(o Observation) lockKind {
 		return lockOther
 	}
 	return lockGone
-}
-
-// errDamagedGrant is the decision error for a damaged grant register.
-var errDamagedGrant = fmt.Errorf("%w: the Cluster's grant register (annotation %s) is not a grant record", report.ErrCorruptLock, GrantAnnotation)
-
-// isDamagedGrant tells whether err is about a damaged grant register.
-func isDamagedGrant(err error) bool { return errors.Is(err, errDamagedGrant) }
-
-// mine tells whether token was written by this call.
-func (o Observation) mine(token string) bool { return token != "" && slices.Contains(o.Tokens, token) }
-
-// sameMachine tells whether live, the Machine of a caller's name as read
-// live, is the object the caller passed: it exists and, when the object
-// passed has a UID, has that UID. Every rule that rests on a caller's
-// identity checks it so: Lock's decision and its claim, Unlock's decision.
-func sameMachine(passed, live *Machine) bool {
-	return live != nil && (passed == nil || passed.UID == "" || live.UID == passed.UID)
-}
-
-// OwnerState says how a lock's Cluster ownerReference stands.
-type OwnerState string
-
-// Owner states.
-const (
-	// OwnerOK: exactly one Cluster ownerReference, to the current UID.
-	OwnerOK OwnerState = "ok"
-	// OwnerMissing: no Cluster ownerReference.
-	OwnerMissing OwnerState = "missing"
-	// OwnerStaleUID: a Cluster ownerReference by the right name but an old
-	// UID, as a restore or move leaves it.
-	OwnerStaleUID OwnerState = "stale-uid"
-	// OwnerWrongCluster: a Cluster ownerReference to another cluster.
-	OwnerWrongCluster OwnerState = "wrong-cluster"
-)
-
-func needsAdoption(l *Lock, owner OwnerState) bool {
-	return owner != OwnerOK || l.ClusterAbsentSince != nil || l.StaleMark
-}
-
-func verdict(o Observation) Verdict {
-	g := grantOf(o)
-	l := o.Lock
-	if l == nil {
-		switch g {
-		case grantOther, grantCaller:
-			return VerdictLost
-		case grantDamaged:
-			return VerdictCorrupt
-		}
-		return VerdictFree
-	}
-	switch {
-	case l.Problem != nil && isNotALock(l.Problem):
-		return VerdictForeign
-	case l.Problem != nil || g == grantDamaged:
-		return VerdictCorrupt
-	case o.Cluster == nil:
-		return VerdictOrphan
-	case o.Cluster.Initialized:
-		return VerdictHeldAfterInit
-	}
-	lk := lockOf(o)
-	if lk == lockGone || lk == lockMissing {
-		return VerdictStaleHolder
-	}
-	if conflict(o, g, lk) {
-		return VerdictConflict
-	}
-	if ownerState(l, o.Cluster) != OwnerOK {
-		return VerdictUnowned
-	}
-	return VerdictHealthy
 }
 
 // conflict tells whether the lock and the grant register name two
@@ -201,7 +180,11 @@ func trimSuffix(lockName string) string {
 	return lockName
 }
 
-func isNotALock(err error) bool { return errors.Is(err, report.ErrNotALock) }
+// isCluster tells whether apiVersion and kind name a Cluster API Cluster,
+// in any version.
+func isCluster(apiVersion, kind string) bool {
+	return schema.FromAPIVersionAndKind(apiVersion, kind).GroupKind() == capi.ClusterGVK("").GroupKind()
+}
 
 // grantThatCounts is cl's grant register while it counts: nil when there
 // is no Cluster, when its control plane is initialised (no grant counts
@@ -213,8 +196,25 @@ func grantThatCounts(cl *Cluster) *Grant {
 	return cl.Grant
 }
 
-// isCluster tells whether apiVersion and kind name a Cluster API Cluster,
-// in any version.
-func isCluster(apiVersion, kind string) bool {
-	return schema.FromAPIVersionAndKind(apiVersion, kind).GroupKind() == capi.ClusterGVK("").GroupKind()
+func needsAdoption(l *Lock, owner OwnerState) bool {
+	return owner != OwnerOK || l.ClusterAbsentSince != nil || l.StaleMark
+}
+
+// errDamagedGrant is the decision error for a damaged grant register.
+var errDamagedGrant = fmt.Errorf("%w: the Cluster's grant register (annotation %s) is not a grant record", report.ErrCorruptLock, GrantAnnotation)
+
+// isDamagedGrant tells whether err is about a damaged grant register.
+func isDamagedGrant(err error) bool { return errors.Is(err, errDamagedGrant) }
+
+func isNotALock(err error) bool { return errors.Is(err, report.ErrNotALock) }
+
+// mine tells whether token was written by this call.
+func (o Observation) mine(token string) bool { return token != "" && slices.Contains(o.Tokens, token) }
+
+// sameMachine tells whether live, the Machine of a caller's name as read
+// live, is the object the caller passed: it exists and, when the object
+// passed has a UID, has that UID. Every rule that rests on a caller's
+// identity checks it so: Lock's decision and its claim, Unlock's decision.
+func sameMachine(passed, live *Machine) bool {
+	return live != nil && (passed == nil || passed.UID == "" || live.UID == passed.UID)
 }

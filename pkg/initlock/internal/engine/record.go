@@ -86,6 +86,15 @@ type Record struct {
 	HandedOverBy string `json:"handedOverBy,omitempty"`
 }
 
+// Encode returns the JSON for lock-information.
+func (r Record) Encode() string {
+	b, err := json.Marshal(r)
+	if err != nil { // a struct of strings and a time cannot fail to marshal
+		panic(err)
+	}
+	return string(b)
+}
+
 // LockName returns the name of cluster's lock, or an error wrapping
 // initlock.ErrInvalidName when no valid lock can carry that cluster's name: the lock
 // name must be a DNS subdomain of at most 253 characters, and the cluster name
@@ -109,6 +118,23 @@ func truncate(s string) string {
 		return s[:77] + "..."
 	}
 	return s
+}
+
+// classify tells whether cm is clusterName's lock, returning its record, or
+// an error wrapping initlock.ErrNotALock or initlock.ErrCorruptLock that says why not.
+func classify(cm *corev1.ConfigMap, clusterName string) (Record, error) {
+	label, ok := cm.Labels[ClusterNameLabel]
+	if !ok {
+		return Record{}, fmt.Errorf("%w (no %s label)", report.ErrNotALock, ClusterNameLabel)
+	}
+	if label != clusterName {
+		return Record{}, fmt.Errorf("%w (label %s is %q, not %q)", report.ErrNotALock, ClusterNameLabel, label, clusterName)
+	}
+	data, ok := cm.Data[DataKey]
+	if !ok {
+		return Record{}, fmt.Errorf("%w (no %s key)", report.ErrNotALock, DataKey)
+	}
+	return DecodeRecord(data)
 }
 
 // DecodeRecord parses lock-information. It fails, wrapping initlock.ErrCorruptLock,
@@ -160,29 +186,3 @@ var errOtherProvider = errors.New("another provider's lock (KubeKey's, say), lef
 // OtherProvidersLock tells whether err says that the ConfigMap is another
 // provider's lock of the same name (DecodeRecord).
 func OtherProvidersLock(err error) bool { return errors.Is(err, errOtherProvider) }
-
-// Encode returns the JSON for lock-information.
-func (r Record) Encode() string {
-	b, err := json.Marshal(r)
-	if err != nil { // a struct of strings and a time cannot fail to marshal
-		panic(err)
-	}
-	return string(b)
-}
-
-// classify tells whether cm is clusterName's lock, returning its record, or
-// an error wrapping initlock.ErrNotALock or initlock.ErrCorruptLock that says why not.
-func classify(cm *corev1.ConfigMap, clusterName string) (Record, error) {
-	label, ok := cm.Labels[ClusterNameLabel]
-	if !ok {
-		return Record{}, fmt.Errorf("%w (no %s label)", report.ErrNotALock, ClusterNameLabel)
-	}
-	if label != clusterName {
-		return Record{}, fmt.Errorf("%w (label %s is %q, not %q)", report.ErrNotALock, ClusterNameLabel, label, clusterName)
-	}
-	data, ok := cm.Data[DataKey]
-	if !ok {
-		return Record{}, fmt.Errorf("%w (no %s key)", report.ErrNotALock, DataKey)
-	}
-	return DecodeRecord(data)
-}

@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -46,106 +45,17 @@ const ReleaseMarkGrace = 30 * time.Second
 // (a move pauses it first): a move that failed left it there.
 const MoveAnnotation = "clusterctl.cluster.x-k8s.io/delete-for-move"
 
-// dropMarks takes off cm the marks the lock guard lets a delete through
-// with: the release mark (and when its release began) and clusterctl
-// move's delete-for-move.
-func dropMarks(cm *corev1.ConfigMap) {
-	delete(cm.Annotations, ReleaseAnnotation)
-	delete(cm.Annotations, ReleaseStartedAnnotation)
-	delete(cm.Annotations, MoveAnnotation)
-}
-
-// unmarkLock takes the marks off lock cm (dropMarks), conditional on the
-// resourceVersion read: a lock that changed since keeps them (Conflict).
-func unmarkLock(ctx context.Context, c client.Writer, cm *corev1.ConfigMap) error {
-	next := cm.DeepCopy()
-	dropMarks(next)
-	return c.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{}))
-}
-
-// takeMarkOff takes off lock cm, as a release marked it, that release's
-// mark (the release mark and when it began; a move's delete-for-move, or
-// any other writer's, stays), conditional on the resourceVersion read.
-// While that fails and may succeed on a second try (retryable: another
-// writer's change, a server error, a timeout, too many requests), it reads
-// the lock again live and tries again, for as long as the lock read is the
-// one marked (its UID) and carries that mark (its release-started), up to
-// maxAttempts. A lock gone, or marked by another release since, is left as
-// it is (nil).
-func takeMarkOff(ctx context.Context, live client.Reader, c client.Writer, cm *corev1.ConfigMap) error {
-	started := cm.Annotations[ReleaseStartedAnnotation]
-	var err error
-	for range maxAttempts {
-		next := cm.DeepCopy()
-		delete(next.Annotations, ReleaseAnnotation)
-		delete(next.Annotations, ReleaseStartedAnnotation)
-		err = c.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{}))
-		switch {
-		case err == nil || apierrors.IsNotFound(err):
-			return nil
-		case !retryable(err):
-			return err
-		}
-		again, rerr := readAgain(ctx, live, cm)
-		switch {
-		case rerr != nil:
-			return errors.Join(err, rerr)
-		case again == nil || again.UID != cm.UID || !marked(again) || again.Annotations[ReleaseStartedAnnotation] != started:
-			return nil
-		}
-		cm = again
+// releaseLock deletes lock cm as read: it writes the release mark,
+// conditional on the resourceVersion read (unless cm carries it already),
+// then deletes the lock, conditional on the UID and the resourceVersion
+// the mark left. A lock that changed since it was read is neither marked
+// nor deleted (Conflict).
+func releaseLock(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, now time.Time) error {
+	cm, err := markLock(ctx, c, cm, now)
+	if err != nil {
+		return err
 	}
-	return err
-}
-
-// unmarkTimeout bounds how long a release that stops goes on taking its
-// mark off once its caller's context is done.
-const unmarkTimeout = 10 * time.Second
-
-// retryable tells whether a write that failed with err may succeed when
-// made again: its outcome is not known (a server error, a timeout, a
-// connection lost), or the server turned it down for now (a conflict with
-// another writer's change, too many requests).
-func retryable(err error) bool {
-	return !definite(err) || apierrors.IsConflict(err) || apierrors.IsTooManyRequests(err)
-}
-
-// readAgain reads lock cm live, trying again up to maxAttempts while the
-// read fails; nil when it is gone.
-func readAgain(ctx context.Context, live client.Reader, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
-	var err error
-	for range maxAttempts {
-		var again *corev1.ConfigMap
-		if again, err = getConfigMap(ctx, live, cm.Namespace, cm.Name); err == nil {
-			return again, nil
-		}
-	}
-	return nil, err
-}
-
-// markLockLive is markLock for a release that goes on from the lock as
-// marked: when the mark's outcome is not known (a server error, a timeout,
-// an answer lost), the lock is read again live (readAgain), and one that
-// carries the mark this call wrote (its UID, its release-started) is
-// returned as marked, so that the release decides again and then deletes
-// it, or takes the mark off, rather than leave it to the next keeper.
-func markLockLive(ctx context.Context, live client.Reader, c client.Writer, cm *corev1.ConfigMap, now time.Time) (*corev1.ConfigMap, error) {
-	next, err := markLock(ctx, c, cm, now)
-	if err == nil || definite(err) {
-		return next, err
-	}
-	again, rerr := readAgain(ctx, live, cm)
-	if rerr != nil || again == nil || again.UID != cm.UID || !marked(again) ||
-		again.Annotations[ReleaseStartedAnnotation] != now.UTC().Format(time.RFC3339) {
-		return nil, errors.Join(err, rerr)
-	}
-	return again, nil
-}
-
-// marked tells whether cm carries its own release mark.
-func marked(cm *corev1.ConfigMap) bool {
-	v, ok := cm.Annotations[ReleaseAnnotation]
-	return ok && types.UID(v) == cm.UID
+	return deleteMarked(ctx, c, cm)
 }
 
 // releaseChecked deletes lock cm the way a release that decides again
@@ -187,17 +97,75 @@ func releaseChecked(ctx context.Context, live client.Reader, c client.Writer, cm
 	return stop
 }
 
-// releaseLock deletes lock cm as read: it writes the release mark,
-// conditional on the resourceVersion read (unless cm carries it already),
-// then deletes the lock, conditional on the UID and the resourceVersion
-// the mark left. A lock that changed since it was read is neither marked
-// nor deleted (Conflict).
-func releaseLock(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, now time.Time) error {
-	cm, err := markLock(ctx, c, cm, now)
-	if err != nil {
-		return err
+// unmarkTimeout bounds how long a release that stops goes on taking its
+// mark off once its caller's context is done.
+const unmarkTimeout = 10 * time.Second
+
+// markLockLive is markLock for a release that goes on from the lock as
+// marked: when the mark's outcome is not known (a server error, a timeout,
+// an answer lost), the lock is read again live (readAgain), and one that
+// carries the mark this call wrote (its UID, its release-started) is
+// returned as marked, so that the release decides again and then deletes
+// it, or takes the mark off, rather than leave it to the next keeper.
+func markLockLive(ctx context.Context, live client.Reader, c client.Writer, cm *corev1.ConfigMap, now time.Time) (*corev1.ConfigMap, error) {
+	next, err := markLock(ctx, c, cm, now)
+	if err == nil || definite(err) {
+		return next, err
 	}
-	return deleteMarked(ctx, c, cm)
+	again, rerr := readAgain(ctx, live, cm)
+	if rerr != nil || again == nil || again.UID != cm.UID || !marked(again) ||
+		again.Annotations[ReleaseStartedAnnotation] != now.UTC().Format(time.RFC3339) {
+		return nil, errors.Join(err, rerr)
+	}
+	return again, nil
+}
+
+// takeMarkOff takes off lock cm, as a release marked it, that release's
+// mark (the release mark and when it began; a move's delete-for-move, or
+// any other writer's, stays), conditional on the resourceVersion read.
+// While that fails and may succeed on a second try (retryable: another
+// writer's change, a server error, a timeout, too many requests), it reads
+// the lock again live and tries again, for as long as the lock read is the
+// one marked (its UID) and carries that mark (its release-started), up to
+// maxAttempts. A lock gone, or marked by another release since, is left as
+// it is (nil).
+func takeMarkOff(ctx context.Context, live client.Reader, c client.Writer, cm *corev1.ConfigMap) error {
+	started := cm.Annotations[ReleaseStartedAnnotation]
+	var err error
+	for range maxAttempts {
+		next := cm.DeepCopy()
+		delete(next.Annotations, ReleaseAnnotation)
+		delete(next.Annotations, ReleaseStartedAnnotation)
+		err = c.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{}))
+		switch {
+		case err == nil || apierrors.IsNotFound(err):
+			return nil
+		case !retryable(err):
+			return err
+		}
+		again, rerr := readAgain(ctx, live, cm)
+		switch {
+		case rerr != nil:
+			return errors.Join(err, rerr)
+		case again == nil || again.UID != cm.UID || !marked(again) || again.Annotations[ReleaseStartedAnnotation] != started:
+			return nil
+		}
+		cm = again
+	}
+	return err
+}
+
+// readAgain reads lock cm live, trying again up to maxAttempts while the
+// read fails; nil when it is gone.
+func readAgain(ctx context.Context, live client.Reader, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	var err error
+	for range maxAttempts {
+		var again *corev1.ConfigMap
+		if again, err = getConfigMap(ctx, live, cm.Namespace, cm.Name); err == nil {
+			return again, nil
+		}
+	}
+	return nil, err
 }
 
 // markLock writes the release mark on lock cm, conditional on the
@@ -223,4 +191,21 @@ func markLock(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, now ti
 // resourceVersion the mark left.
 func deleteMarked(ctx context.Context, c client.Writer, cm *corev1.ConfigMap) error {
 	return c.Delete(ctx, cm, client.Preconditions{UID: &cm.UID, ResourceVersion: &cm.ResourceVersion})
+}
+
+// unmarkLock takes the marks off lock cm (dropMarks), conditional on the
+// resourceVersion read: a lock that changed since keeps them (Conflict).
+func unmarkLock(ctx context.Context, c client.Writer, cm *corev1.ConfigMap) error {
+	next := cm.DeepCopy()
+	dropMarks(next)
+	return c.Patch(ctx, next, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{}))
+}
+
+// dropMarks takes off cm the marks the lock guard lets a delete through
+// with: the release mark (and when its release began) and clusterctl
+// move's delete-for-move.
+func dropMarks(cm *corev1.ConfigMap) {
+	delete(cm.Annotations, ReleaseAnnotation)
+	delete(cm.Annotations, ReleaseStartedAnnotation)
+	delete(cm.Annotations, MoveAnnotation)
 }

@@ -7,9 +7,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/internal/report"
 )
 
@@ -119,22 +121,6 @@ func (l *Env) Unlock(ctx context.Context, cluster, machine client.Object, p Unlo
 	return r.run(ctx)
 }
 
-// unlockOptions are an Unlock's parameters as the release uses them.
-type unlockOptions struct {
-	anyHolder       bool
-	uid             types.UID
-	resourceVersion string
-	noLock          bool
-	register        *string
-	intent          Intent
-	force           bool
-}
-
-// checksForce tells whether the release is an operator's made without
-// Force: it reads the Machines the lock and the register name, and stops
-// once one exists.
-func (o unlockOptions) checksForce() bool { return o.intent == IntentRelease && !o.force }
-
 // release is one Unlock call.
 type release struct {
 	l          *Env
@@ -153,6 +139,12 @@ type release struct {
 	pinnedRegister string
 }
 
+// run releases in rounds. Each round decides on what the last round's
+// writes left, or on a fresh reading, and makes one step of the release:
+// the register's write, or the lock's release mark and delete. It ends
+// when the decision has nothing left to write or refuses; a round whose
+// write lost a race, or failed without telling whether it was applied,
+// is followed by another.
 func (r *release) run(ctx context.Context) error {
 	cl, lockName := r.cl, r.lockName
 	var known *Observation // what the last round's writes left, when known
@@ -160,59 +152,17 @@ func (r *release) run(ctx context.Context) error {
 	var last error // the error of the latest round that failed with one
 	for attempt := range maxAttempts {
 		var obs Observation
-		if known != nil {
-			obs, known = *known, nil
-		} else {
-			var err error
-			intent := IntentUnlock
-			if r.opts.checksForce() {
-				intent = IntentRelease // reads the holder and the grantee too
-			}
-			obs, cm, err = Read(ctx, From(r.l.Reader), Query{Namespace: cl.Namespace, ClusterName: cl.Name,
-				APIVersion: cl.APIVersion, Intent: intent, Caller: r.m})
-			if err != nil {
-				return fmt.Errorf("unlocking %s/%s: %w", cl.Namespace, lockName, err)
-			}
-			obs.Intent = r.opts.intent
+		var err error
+		if obs, cm, err = r.observe(ctx, cl, attempt, known, cm); err != nil {
+			return err
 		}
-		if attempt == 0 {
-			if err := r.unchanged(cm, obs.Cluster); err != nil {
-				return err
-			}
-			obs.CallerCluster = r.cl.UID
-			r.pinnedLock, r.pinnedRegister = obs.Lock, ""
-			if obs.Cluster != nil {
-				r.pinnedRegister = obs.Cluster.Grant.Raw()
-			}
-		} else {
-			obs.Pinned, obs.PinnedLock, obs.PinnedRegister = true, r.pinnedLock, r.pinnedRegister
-		}
-		obs.Caller, obs.Tokens, obs.Force = r.m, r.tokens, r.opts.force
+		known = nil
 		d := Decide(obs, Policy{}, r.l.Clock.Now())
 		if obs.Cluster != nil {
 			r.cl = *obs.Cluster
 		}
-		switch {
-		case errors.Is(d.Err, report.ErrStaleCluster):
-			return staleClusterError(r.cl, obs.Cluster)
-		case errors.Is(d.Err, report.ErrStaleMachine):
-			return staleMachineError(*r.m, obs.CallerLive, "nothing was released")
-		case errors.Is(d.Err, errChangedSince):
-			return apierrors.NewConflict(corev1.Resource("configmaps"), r.lockName,
-				fmt.Errorf("the lock %s/%s or the grant register of cluster %s changed since the release read them; look at them again", r.cl.Namespace, r.lockName, r.cl.Name))
-		case errors.Is(d.Err, errNeedsForce):
-			// A mark of this call's, written in an earlier round whose
-			// answer was lost, is taken off: the lock is held again.
-			return errors.Join(r.needsForceError(d, obs.Lock != nil), r.unmarkOwn(ctx, cm))
-		case errors.Is(d.Err, report.ErrNotHolder):
-			return &report.Error{Namespace: cl.Namespace, Name: lockName, Kind: "configmap", Err: report.ErrNotHolder,
-				Detail: notHolderDetail(obs, d, *r.m)}
-		case errors.Is(d.Err, report.ErrClusterPaused):
-			return pausedError(r.cl)
-		case d.Err != nil:
-			return lockError(cl.Namespace, lockName, d.Err)
-		case !d.Writes():
-			return nil
+		if stop, err := r.stops(ctx, cm, obs, d); stop {
+			return err
 		}
 		after, err := r.write(ctx, cm, obs, d)
 		switch {
@@ -240,22 +190,47 @@ func (r *release) run(ctx context.Context) error {
 	return unsettled(cl.Namespace, lockName, last)
 }
 
-// staleClusterError is Decide's initlock.ErrStaleCluster for a release made with
-// cluster object passed, while live is the Cluster of that name.
-func staleClusterError(passed Cluster, live *Cluster) error {
-	return &report.Error{Namespace: passed.Namespace, Name: passed.Name, Kind: "cluster", Err: report.ErrStaleCluster,
-		Detail: fmt.Sprintf("the object passed has UID %s, but the live Cluster of that name has UID %s (deleted and created again, restored or moved); nothing was released: call again with the live Cluster", passed.UID, live.UID)}
+// observe returns what round attempt decides on, and the lock as read: what
+// the last round's writes left (known), with the lock cm read then, or else
+// the lock, the Cluster and the caller's Machine read live from cl's
+// namespace and name. The first round checks them against what the caller
+// inspected (unchanged) and pins them: a later round of a release of
+// whoever holds the lock releases only what the first found
+// (Observation.Pinned).
+func (r *release) observe(ctx context.Context, cl Cluster, attempt int, known *Observation, cm *corev1.ConfigMap) (Observation, *corev1.ConfigMap, error) {
+	var obs Observation
+	if known != nil {
+		obs = *known
+	} else {
+		var err error
+		intent := IntentUnlock
+		if r.opts.checksForce() {
+			intent = IntentRelease // reads the holder and the grantee too
+		}
+		obs, cm, err = Read(ctx, From(r.l.Reader), Query{Namespace: cl.Namespace, ClusterName: cl.Name,
+			APIVersion: cl.APIVersion, Intent: intent, Caller: r.m})
+		if err != nil {
+			return obs, cm, fmt.Errorf("unlocking %s/%s: %w", cl.Namespace, r.lockName, err)
+		}
+		obs.Intent = r.opts.intent
+	}
+	if attempt == 0 {
+		if err := r.unchanged(cm, obs.Cluster); err != nil {
+			return obs, cm, err
+		}
+		obs.CallerCluster = r.cl.UID
+		r.pinnedLock, r.pinnedRegister = obs.Lock, ""
+		if obs.Cluster != nil {
+			r.pinnedRegister = obs.Cluster.Grant.Raw()
+		}
+	} else {
+		obs.Pinned, obs.PinnedLock, obs.PinnedRegister = true, r.pinnedLock, r.pinnedRegister
+	}
+	obs.Caller, obs.Tokens, obs.Force = r.m, r.tokens, r.opts.force
+	return obs, cm, nil
 }
 
-// notHolderDetail says who holds the lock, by UID when the names agree.
-func notHolderDetail(obs Observation, d Decision, m Machine) string {
-	holder := d.Holder
-	if obs.Lock != nil && holder == m.Name {
-		holder = fmt.Sprintf("machine %s of UID %s (another incarnation)", holder, obs.Lock.Record.MachineUID)
-		return fmt.Sprintf("it is held by %s, not by machine %s of UID %s; use AnyHolder to release it anyway", holder, m.Name, m.UID)
-	}
-	return fmt.Sprintf("it is held by %s, not %s; use AnyHolder to release it anyway", holder, m.Name)
-}
+var clusterResource = schema.GroupResource{Group: capi.Group, Resource: "clusters"}
 
 // unchanged checks the lock and the register against UnlockParams UID,
 // ResourceVersion and Register.
@@ -281,101 +256,48 @@ func (r *release) unchanged(cm *corev1.ConfigMap, cl *Cluster) error {
 	return nil
 }
 
-// write makes one step of a release: the register's write when the
-// decision has one, or else the lock's release (its release mark, then its
-// delete). It returns the Cluster as the register's write left it; the
-// next step decides on it, with the lock as read.
-func (r *release) write(ctx context.Context, cm *corev1.ConfigMap, obs Observation, d Decision) (*Cluster, error) {
-	if d.Register == RegisterNone {
-		if cm != nil && d.Action == ActionRelease {
-			if err := r.releaseLock(ctx, cm, obs); err != nil {
-				return nil, fmt.Errorf("releasing lock %s/%s: %w", r.cl.Namespace, r.lockName, err)
-			}
-		}
-		return nil, nil
-	}
-	token := r.l.Tokens()
-	r.tokens = append(r.tokens, token)
-	value := releasedGrant(token, r.l.Clock.Now())
-	if d.Register == RegisterRetire {
-		value = retiredGrant(obs.Cluster.Grant, token)
-	}
-	u, err := writeRegister(ctx, r.l.Client, r.cl, value)
-	if err != nil {
-		err = fmt.Errorf("releasing the init-lock grant on cluster %s/%s: %w", r.cl.Namespace, r.cl.Name, err)
-		if apierrors.IsForbidden(err) {
-			err = fmt.Errorf("%w; releasing needs \"get\" and \"patch\" on \"clusters.cluster.x-k8s.io\"", err)
-		}
-		return nil, err
-	}
-	syncCaller(r.clusterObj, u)
-	after, err := ClusterFrom(u, nil)
-	if err != nil {
-		return nil, fmt.Errorf("releasing the init-lock grant on cluster %s/%s: the API server's answer is not a Cluster: %w", r.cl.Namespace, r.cl.Name, err)
-	}
-	return &after, nil
-}
-
-// releaseLock deletes lock cm: its release mark, then its delete. An
-// operator's release made without Force reads the Machines the lock and
-// the register name again between the two, after the mark, and decides
-// again: a holder restored since the round's reading stops it, and the
-// mark is taken off again, as a keeper's release does (Keep).
-func (r *release) releaseLock(ctx context.Context, cm *corev1.ConfigMap, obs Observation) error {
-	now := r.l.Clock.Now()
-	if !r.opts.checksForce() {
-		return releaseLock(ctx, r.l.Client, cm, now)
-	}
-	r.markedLock = cm.UID
-	return releaseChecked(ctx, r.l.Reader, r.l.Client, cm, now, func(marked *corev1.ConfigMap) (bool, error) {
-		again := obs
-		again.Lock = ObserveLock(marked, r.cl.Name)
-		granted := ""
-		if g := grantThatCounts(again.Cluster); g.Held() {
-			granted = g.MachineName
-		}
-		found, err := getMachines(ctx, r.l.Reader, r.cl.APIVersion, r.cl.Namespace, nil, nil, again.Lock.Record.MachineName, granted)
-		if err != nil {
-			return true, fmt.Errorf("reading its holder again once marked: %w", err)
-		}
-		again.Holder, again.Granted = found[again.Lock.Record.MachineName], found[granted]
-		if d := Decide(again, Policy{}, now); d.NeedsForce {
-			return true, r.needsForceError(d, true)
-		}
-		return false, nil
-	})
-}
-
-// needsForceError is the refusal of an operator's release, made without
-// Force, that decision d says needs it; with no lock (lockFound false), the
-// grant register is what names the Machine.
-func (r *release) needsForceError(d Decision, lockFound bool) error {
-	const after = " and the control plane is not initialised: kubeadm init may be running there; nothing was released (Force releases it anyway)"
-	e := &report.Error{Namespace: r.cl.Namespace, Name: r.lockName, Kind: "configmap", Err: report.ErrNotHolder}
+// stops tells whether decision d ends the release without a write, and
+// with what error: the refusal d decided, told to the caller, or nil when
+// nothing is left to write.
+func (r *release) stops(ctx context.Context, cm *corev1.ConfigMap, obs Observation, d Decision) (bool, error) {
 	switch {
-	case lockFound && d.ForceReason != "":
-		e.Detail = fmt.Sprintf("machine %s, which it names, exists", d.ForceReason) + after
-	case lockFound:
-		e.Detail = "a Machine it names exists" + after
-	case d.ForceReason != "":
-		e.Name, e.Kind = r.cl.Name, "cluster"
-		e.Detail = fmt.Sprintf("its lock is missing, but its grant register (annotation %s) names machine %s, which exists,", GrantAnnotation, d.ForceReason) + after
-	default:
-		e.Name, e.Kind = r.cl.Name, "cluster"
-		e.Detail = fmt.Sprintf("its lock is missing and its grant register (annotation %s) is damaged, so the Machine it granted is unknown,", GrantAnnotation) + after
+	case errors.Is(d.Err, report.ErrStaleCluster):
+		return true, staleClusterError(r.cl, obs.Cluster)
+	case errors.Is(d.Err, report.ErrStaleMachine):
+		return true, staleMachineError(*r.m, obs.CallerLive, "nothing was released")
+	case errors.Is(d.Err, errChangedSince):
+		return true, apierrors.NewConflict(corev1.Resource("configmaps"), r.lockName,
+			fmt.Errorf("the lock %s/%s or the grant register of cluster %s changed since the release read them; look at them again", r.cl.Namespace, r.lockName, r.cl.Name))
+	case errors.Is(d.Err, errNeedsForce):
+		// A mark of this call's, written in an earlier round whose
+		// answer was lost, is taken off: the lock is held again.
+		return true, errors.Join(r.needsForceError(d, obs.Lock != nil), r.unmarkOwn(ctx, cm))
+	case errors.Is(d.Err, report.ErrNotHolder):
+		return true, &report.Error{Namespace: r.cl.Namespace, Name: r.lockName, Kind: "configmap", Err: report.ErrNotHolder,
+			Detail: notHolderDetail(obs, d, *r.m)}
+	case errors.Is(d.Err, report.ErrClusterPaused):
+		return true, pausedError(r.cl)
+	case d.Err != nil:
+		return true, lockError(r.cl.Namespace, r.lockName, d.Err)
+	case !d.Writes():
+		return true, nil
 	}
-	return e
+	return false, nil
 }
 
-// unmarkOwn takes off lock cm, as read, the release mark this call wrote
-// on it in an earlier round (its answer lost, or its delete failed), with
-// the marks that go with it; nil when cm carries no mark of this call's.
-func (r *release) unmarkOwn(ctx context.Context, cm *corev1.ConfigMap) error {
-	if cm == nil || cm.UID != r.markedLock || !marked(cm) {
-		return nil
+// staleClusterError is Decide's initlock.ErrStaleCluster for a release made with
+// cluster object passed, while live is the Cluster of that name.
+func staleClusterError(passed Cluster, live *Cluster) error {
+	return &report.Error{Namespace: passed.Namespace, Name: passed.Name, Kind: "cluster", Err: report.ErrStaleCluster,
+		Detail: fmt.Sprintf("the object passed has UID %s, but the live Cluster of that name has UID %s (deleted and created again, restored or moved); nothing was released: call again with the live Cluster", passed.UID, live.UID)}
+}
+
+// notHolderDetail says who holds the lock, by UID when the names agree.
+func notHolderDetail(obs Observation, d Decision, m Machine) string {
+	holder := d.Holder
+	if obs.Lock != nil && holder == m.Name {
+		holder = fmt.Sprintf("machine %s of UID %s (another incarnation)", holder, obs.Lock.Record.MachineUID)
+		return fmt.Sprintf("it is held by %s, not by machine %s of UID %s; use AnyHolder to release it anyway", holder, m.Name, m.UID)
 	}
-	if err := takeMarkOff(ctx, r.l.Reader, r.l.Client, cm); err != nil {
-		return fmt.Errorf("taking the release mark off lock %s/%s again: %w", r.cl.Namespace, r.lockName, err)
-	}
-	return nil
+	return fmt.Sprintf("it is held by %s, not %s; use AnyHolder to release it anyway", holder, m.Name)
 }

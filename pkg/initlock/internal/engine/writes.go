@@ -2,11 +2,9 @@ package engine
 
 import (
 	"context"
-	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -14,30 +12,6 @@ import (
 
 	"github.com/initlock/initlock/pkg/initlock/capi"
 )
-
-// clusterOwnerRef is the ownerReference a lock carries to its Cluster: no
-// controller and no blockOwnerDeletion, as the upstream providers write it.
-func clusterOwnerRef(cl Cluster) metav1.OwnerReference {
-	return metav1.OwnerReference{APIVersion: cl.APIVersion, Kind: capi.ClusterGVK("").Kind, Name: cl.Name, UID: cl.UID}
-}
-
-// ownedBy returns refs with every Cluster API Cluster reference replaced by
-// one to cl. Other references are kept as they are.
-func ownedBy(refs []metav1.OwnerReference, cl Cluster) []metav1.OwnerReference {
-	out := make([]metav1.OwnerReference, 0, len(refs)+1)
-	for _, r := range refs {
-		if isCluster(r.APIVersion, r.Kind) {
-			continue
-		}
-		out = append(out, r)
-	}
-	return append(out, clusterOwnerRef(cl))
-}
-
-// refTo is how a record written now names Machine m of Cluster cl.
-func refTo(cl Cluster, m Machine) Ref {
-	return Ref{MachineName: m.Name, MachineUID: m.UID, ClusterUID: cl.UID}
-}
 
 // createLock creates cl's lock holding rec. It fails with AlreadyExists if
 // any ConfigMap has the lock's name.
@@ -94,6 +68,25 @@ func adoptLock(ctx context.Context, c client.Writer, cm *corev1.ConfigMap, cl Cl
 	return next, nil
 }
 
+// ownedBy returns refs with every Cluster API Cluster reference replaced by
+// one to cl. Other references are kept as they are.
+func ownedBy(refs []metav1.OwnerReference, cl Cluster) []metav1.OwnerReference {
+	out := make([]metav1.OwnerReference, 0, len(refs)+1)
+	for _, r := range refs {
+		if isCluster(r.APIVersion, r.Kind) {
+			continue
+		}
+		out = append(out, r)
+	}
+	return append(out, clusterOwnerRef(cl))
+}
+
+// clusterOwnerRef is the ownerReference a lock carries to its Cluster: no
+// controller and no blockOwnerDeletion, as the upstream providers write it.
+func clusterOwnerRef(cl Cluster) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: cl.APIVersion, Kind: capi.ClusterGVK("").Kind, Name: cl.Name, UID: cl.UID}
+}
+
 // writeRegister writes value into cl's grant register with a
 // compare-and-swap against the register read into cl (registerPatch), and
 // returns the Cluster as the API server returned it.
@@ -103,6 +96,17 @@ func writeRegister(ctx context.Context, c client.Writer, cl Cluster, value strin
 		return nil, err
 	}
 	return u, nil
+}
+
+// clusterObject is an empty unstructured Cluster of cl's version, namespace
+// and name, to read or patch it.
+func clusterObject(cl Cluster) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(cl.APIVersion)
+	u.SetKind(capi.ClusterGVK("").Kind)
+	u.SetNamespace(cl.Namespace)
+	u.SetName(cl.Name)
+	return u
 }
 
 // newGrant is the register value that grants the lock to m with token.
@@ -123,49 +127,7 @@ func releasedGrant(token string, now time.Time) string {
 	return Grant{Token: token, ReleasedAt: &at}.encode()
 }
 
-// clusterObject is an empty unstructured Cluster of cl's version, namespace
-// and name, to read or patch it.
-func clusterObject(cl Cluster) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion(cl.APIVersion)
-	u.SetKind(capi.ClusterGVK("").Kind)
-	u.SetNamespace(cl.Namespace)
-	u.SetName(cl.Name)
-	return u
-}
-
-// lostRace tells whether a write failed because what it tested changed
-// since it was read: the lock or the register moved on, or the lock
-// appeared or went away. Nothing was written.
-func lostRace(err error) bool {
-	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) || apierrors.IsInvalid(err)
-}
-
-// failedTestMessage is what the API server answers, with 422, a JSON patch
-// one of whose tests failed (the patch handler's generic response, which
-// names neither the resource nor the test). Every other 422 (a schema
-// validation, a webhook's field errors) names its object.
-const failedTestMessage = "the server rejected our request due to an error in our request"
-
-// testFailed tells whether a JSON patch was refused because one of its
-// tests failed: for a claim, the register, the pause state or the UID is no
-// longer what the caller saw. internal/kubeenv/apimodel's conformance test
-// checks the API server's answer.
-func testFailed(err error) bool {
-	var status apierrors.APIStatus
-	return asStatus(err, &status) && status.Status().Code == http.StatusUnprocessableEntity &&
-		status.Status().Message == failedTestMessage
-}
-
-// definite tells whether a failed write is known not to have been applied:
-// the API server refused it (a 4xx status). Any other failure (5xx, a
-// timeout, a broken connection) may come after the write was applied, or
-// before it is applied late.
-func definite(err error) bool {
-	var status apierrors.APIStatus
-	if !asStatus(err, &status) {
-		return false
-	}
-	code := status.Status().Code
-	return code >= http.StatusBadRequest && code < http.StatusInternalServerError && code != http.StatusRequestTimeout
+// refTo is how a record written now names Machine m of Cluster cl.
+func refTo(cl Cluster, m Machine) Ref {
+	return Ref{MachineName: m.Name, MachineUID: m.UID, ClusterUID: cl.UID}
 }
