@@ -3,6 +3,7 @@
 package real_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -17,7 +18,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/initlock/initlock/internal/cli"
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/stack"
 )
@@ -237,4 +240,23 @@ func lockOwned(ctx context.Context, m *stack.Mgmt, ns, cluster string) error {
 		return errors.New("no lock")
 	}
 	return kubeenv.LockOwnedBy(cm, c)
+}
+
+// initlockCLI runs kubectl initlock with args in m, as an operator
+// (system:masters) types it, logs the command and what it printed, and
+// returns that: stderr, then stdout, as a terminal shows them. An exit code
+// other than 0 fails t.
+func initlockCLI(t *testing.T, m *stack.Mgmt, args ...string) string {
+	t.Helper()
+	kubeconfig, err := m.Env.WriteKubeconfig("operator", []string{"system:masters"})
+	must(t, err)
+	var out, errOut bytes.Buffer
+	code := cli.Execute(t.Context(), cli.Options{IOStreams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}},
+		append(slices.Clone(args), "--kubeconfig", kubeconfig))
+	printed := errOut.String() + out.String()
+	t.Logf("$ kubectl initlock %s\n%s", strings.Join(args, " "), printed)
+	if code != cli.ExitOK {
+		t.Fatalf("kubectl initlock %s: exit code %d", strings.Join(args, " "), code)
+	}
+	return printed
 }

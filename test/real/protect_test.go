@@ -3,7 +3,6 @@
 package real_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -13,10 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/uuid"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/initlock/initlock/internal/cli"
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/stack"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
@@ -98,19 +95,27 @@ func staleOwnerManagerDown(t *testing.T, ns, cluster string) error {
 // when withInitlock. It returns the namespace and the run's name.
 func startHeld(t *testing.T, withInitlock bool, cluster string) (ns, mode string) {
 	t.Helper()
-	ctx := t.Context()
 	ns, mode = source.Env.Namespace(t), "upstream"
 	if withInitlock {
 		mode = "with initlock-manager and its lock guard"
 		startManager(t, source)
 	}
-	cp0 := cluster + "-cp-0"
-	must(t, source.CreateCluster(ctx, ns, cluster, stack.ClusterOptions{}))
-	must(t, source.CreateMachine(ctx, ns, cluster, cp0, true))
-	waitLockHeld(t, source, ns, cluster, cp0)
-	waitInitData(t, source, ns, cp0)
-	eventually(t, time.Minute, machineHasData(source, ns, cp0))
+	holdLock(t, source, ns, cluster)
 	return ns, mode
+}
+
+// holdLock creates, in namespace ns of m, a Cluster whose lock CABPK has
+// given to <cluster>-cp-0, which has its init data and the name of its data
+// Secret in its spec.
+func holdLock(t *testing.T, m *stack.Mgmt, ns, cluster string) {
+	t.Helper()
+	ctx := t.Context()
+	cp0 := cluster + "-cp-0"
+	must(t, m.CreateCluster(ctx, ns, cluster, stack.ClusterOptions{}))
+	must(t, m.CreateMachine(ctx, ns, cluster, cp0, true))
+	waitLockHeld(t, m, ns, cluster, cp0)
+	waitInitData(t, m, ns, cp0)
+	eventually(t, time.Minute, machineHasData(m, ns, cp0))
 }
 
 // lockState tells what became of cluster's lock in ns: gone, terminating,
@@ -177,16 +182,7 @@ func managerDown(t *testing.T, ns, cluster string) {
 	if cm == nil || cm.DeletionTimestamp != nil {
 		t.Fatalf("with the manager down, the lock of the deleted Cluster %s/%s: want it there, not terminating; got %v", ns, cluster, cm)
 	}
-	kubeconfig, err := source.Env.WriteKubeconfig("operator", []string{"system:masters"})
-	must(t, err)
-	var out, errOut bytes.Buffer
-	args := []string{"release", cluster, "-n", ns, "--force", "--yes", "--kubeconfig", kubeconfig}
-	t.Logf("$ kubectl initlock %s", strings.Join(args[:len(args)-2], " "))
-	code := cli.Execute(ctx, cli.Options{IOStreams: genericiooptions.IOStreams{Out: &out, ErrOut: &errOut}}, args)
-	t.Logf("%s%s", out.String(), errOut.String())
-	if code != cli.ExitOK {
-		t.Fatalf("kubectl initlock release --force: exit code %d", code)
-	}
+	initlockCLI(t, source, "release", cluster, "-n", ns, "--force", "--yes")
 	eventually(t, 10*time.Second, func(ctx context.Context) error {
 		return kubeenv.LockGone(ctx, source.Client, ns, cluster)()
 	})
