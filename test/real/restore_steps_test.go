@@ -282,3 +282,17 @@ func linkByHand(t *testing.T, m *stack.Mgmt, ns, name, cluster string) {
 	t.Logf("$ kubectl patch secret %s -n %s --type merge -p '%s'", name, ns, patch)
 	must(t, m.Client.Patch(ctx, s, client.RawPatch(types.MergePatchType, patch)))
 }
+
+// wantLive checks that cluster's lock is still the live lock of UID uid,
+// which a restore over it patched, and whether it carries its release mark.
+func wantLive(t *testing.T, ns, cluster string, uid types.UID, marked bool) {
+	t.Helper()
+	cm, err := kubeenv.GetLock(t.Context(), source.Client, ns, cluster)
+	must(t, err)
+	if cm == nil || cm.UID != uid {
+		t.Fatalf("want the live lock %s patched by the restore; got %v", uid, cm)
+	}
+	if got := cm.Annotations[wire.ReleaseAnnotation] == string(uid); got != marked {
+		t.Errorf("the lock patched by the restore carries its release mark: %t, want %t; annotations %v", got, marked, cm.Annotations)
+	}
+}

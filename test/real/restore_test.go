@@ -18,6 +18,11 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv/wire"
 )
 
+// withStatus restores the Clusters' status with them, as the page's every
+// restore does: a Cluster initialised before the backup is so from the
+// start.
+const withStatus = "--status-include-resources=clusters.cluster.x-k8s.io"
+
 // TestBackupRestore follows docs/backup-restore.md step by step, one
 // subtest per kind of restore, with stock CABPK, initlock-manager (its
 // lock guard and relinker, default flags) and the Velero plugin. After each
@@ -60,7 +65,7 @@ func restoreElsewhere(t *testing.T) {
 	synced := time.Now()
 	must(t, v.WaitBackupSynced(ctx, backup))
 	sync := time.Since(synced)
-	restore, _ := restoreBackup(t, v, backup)
+	restore, _ := restoreBackup(t, v, backup, withStatus)
 	took, _ := restoreTook(t, v, restore)
 	target.StopVelero()
 	after := look(t, target, ns, "the restore")
@@ -102,9 +107,11 @@ func restoreElsewhere(t *testing.T) {
 // mark; the manager, back, takes the mark off; the Cluster is paused and
 // the backup restored over the live objects with
 // --existing-resource-policy=update, which patches the live lock (the same
-// UID) and brings the mark back. A plain kubectl delete of the lock, as
-// kubectl sends it, must be refused, and once the Cluster is unpaused the
-// manager takes the mark off and CABPK grants no second Machine.
+// UID): initlock's plugin takes the mark off the restored lock. Restored
+// again by a Velero server without the plugin, the mark comes back on the
+// live lock: a plain kubectl delete of the lock, as kubectl sends it, must
+// be refused, and once the Cluster is unpaused the manager takes the mark
+// off and CABPK grants no second Machine.
 func restoreOverLive(t *testing.T) {
 	ctx := t.Context()
 	start := time.Now()
@@ -134,16 +141,12 @@ func restoreOverLive(t *testing.T) {
 	look(t, source, ns, "the manager took the mark off").wantLock(t, "the unmark", cluster, healthy(cp0))
 
 	setPaused(t, source, ns, cluster, true)
-	restore, _ := restoreBackup(t, v, backup, "--existing-resource-policy=update")
+	restore, _ := restoreBackup(t, v, backup, "--existing-resource-policy=update", withStatus)
 	took, _ := restoreTook(t, v, restore)
 	source.StopVelero()
-	cm, err = kubeenv.GetLock(ctx, source.Client, ns, cluster)
-	must(t, err)
-	if cm == nil || cm.UID != uid || cm.Annotations[wire.ReleaseAnnotation] != string(uid) {
-		t.Fatalf("want the live lock %s patched by the restore with its release mark back; got %v", uid, cm)
-	}
+	wantLive(t, ns, cluster, uid, false)
 	after := look(t, source, ns, "the restore")
-	after.wantLock(t, "the restore", cluster, marked)
+	after.wantLock(t, "the restore", cluster, healthy(cp0))
 	for _, w := range after.waiting {
 		if !strings.HasSuffix(w, " linked") {
 			t.Errorf("after the restore, relinks shows %q; want every owner linked, the annotation left until the unpause", w)
@@ -152,6 +155,17 @@ func restoreOverLive(t *testing.T) {
 	if !slices.Contains(after.waiting, "configmap/bravo-lock cluster.cluster.x-k8s.io/bravo linked") {
 		t.Errorf("after the restore, relinks does not show the lock: %q", after.waiting)
 	}
+
+	// The same restore by a Velero server without initlock's plugin writes
+	// the mark back on the live lock.
+	v, err = source.StartVelero(ctx, false)
+	must(t, err)
+	restoreBackup(t, v, backup, "--existing-resource-policy=update", withStatus)
+	source.StopVelero()
+	wantLive(t, ns, cluster, uid, true)
+	replayed := look(t, source, ns, "the restore without the plugin")
+	replayed.wantLock(t, "the restore without the plugin", cluster, marked)
+	replayed.wantWaiting(t, "the restore without the plugin")
 
 	answer := "refused"
 	if err := plainDelete(t, source, ns, cluster); err == nil {
@@ -166,7 +180,7 @@ func restoreOverLive(t *testing.T) {
 		final.wantWaiting(t, "the unpause")
 	}
 	second := secondRefused(t, source, ns, cluster)
-	result(t, "restored over live objects with --existing-resource-policy=update, bringing back a release mark: the restore took %s; a plain kubectl delete of the lock was %s; %s; %s in all",
+	result(t, "restored over live objects with --existing-resource-policy=update: the restore took %s, the plugin took the release mark off; restored again without the plugin, the mark came back, and a plain kubectl delete of the lock was %s; %s; %s in all",
 		took, answer, second, time.Since(start).Round(time.Second))
 }
 
@@ -203,7 +217,7 @@ func restoreOneCluster(t *testing.T) {
 	deleteCluster(t, source, ns, lost)
 	eventually(t, time.Minute, gone(source, ns, lost))
 
-	partial, _ := restoreBackup(t, v, backup, "--selector", wire.ClusterNameLabel+"="+lost)
+	partial, _ := restoreBackup(t, v, backup, "--selector", wire.ClusterNameLabel+"="+lost, withStatus)
 	tookPartial, _ := restoreTook(t, v, partial)
 	waitLinkedWhatIsThere(t, source, ns)
 	orphan := look(t, source, ns, "the restore of the labelled objects")
@@ -215,7 +229,7 @@ func restoreOneCluster(t *testing.T) {
 		"secret/charlie-kubeconfig cluster.cluster.x-k8s.io/charlie not-found")
 
 	rest, _ := restoreBackup(t, v, backup, "--include-resources",
-		"clusters.cluster.x-k8s.io,localclusters."+stack.InfraGroup+",localmachines."+stack.InfraGroup)
+		"clusters.cluster.x-k8s.io,localclusters."+stack.InfraGroup+",localmachines."+stack.InfraGroup, withStatus)
 	tookRest, warnings := restoreTook(t, v, rest)
 	source.StopVelero()
 	paused := look(t, source, ns, "the restore of the Cluster")
