@@ -7,13 +7,11 @@ import (
 	"testing"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/cli"
 	"github.com/initlock/initlock/internal/kubeenv"
-	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
 // guardList is what list -o json says of the lock guard and of each lock's
@@ -121,30 +119,8 @@ func TestListSaysWhenTheGuardIsNotInForce(t *testing.T) {
 // their protection is unknown, and list says which permission is missing.
 func TestListWithoutTheRightToReadTheGuard(t *testing.T) {
 	b := apiServer()
-	ctx := t.Context()
 	ns, _ := b.lockedCluster(t)
-	const user = "initlock-cli-no-admission"
-	kubeconfig, err := env.WriteKubeconfig(user, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "initlock-viewer"},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{capi.Group}, Resources: []string{"clusters", "machines"}, Verbs: []string{"get", "list"}},
-			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list"}},
-		},
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: role.Name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
-	}
-	for _, obj := range []client.Object{role, binding} {
-		if err := b.Client.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
+	kubeconfig := readOnlyUser(t, b, ns, "initlock-cli-no-admission")
 
 	r := runAs(t, kubeconfig, "list", "-n", ns)
 	r.ExpectCode(t, cli.ExitOK)

@@ -6,6 +6,7 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/cli"
 	"github.com/initlock/initlock/pkg/initlock/capi"
@@ -72,7 +73,6 @@ func TestListWithoutPermissionNamesIt(t *testing.T) {
 // release, which permission is missing.
 func TestRepairAndReleaseWithoutWritePermission(t *testing.T) {
 	b := apiServer()
-	ctx := t.Context()
 	ns := b.Namespace(t)
 	b.newCluster(t, ns, "c1", false)
 	b.newMachine(t, ns, "c1", "m1", nil)
@@ -80,29 +80,7 @@ func TestRepairAndReleaseWithoutWritePermission(t *testing.T) {
 	cl := b.newCluster(t, ns, "c2", true)
 	b.newLock(t, ns, "c2", "m2", cl)
 
-	const user = "initlock-cli-read-only"
-	kubeconfig, err := env.WriteKubeconfig(user, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "initlock-read-only"},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{capi.Group}, Resources: []string{"clusters", "machines"}, Verbs: []string{"get", "list"}},
-			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list"}},
-		},
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: role.Name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
-	}
-	if err := b.Client.Create(ctx, role); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Client.Create(ctx, binding); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := readOnlyUser(t, b, ns, "initlock-cli-read-only")
 	runAs(t, kubeconfig, "list", "-n", ns).ExpectCode(t, cli.ExitOK)
 	r := runAs(t, kubeconfig, "repair", "-n", ns, "--yes")
 	r.ExpectCode(t, cli.ExitError)
@@ -119,4 +97,33 @@ func TestRepairAndReleaseWithoutWritePermission(t *testing.T) {
 	if !strings.Contains(r.Err, `kubectl-initlock needs "get" and "patch" on "clusters.cluster.x-k8s.io" (to empty the grant register) and "delete" on "configmaps"`) {
 		t.Errorf("release stderr:\n%s", r.Err)
 	}
+}
+
+// readOnlyUser writes the kubeconfig of a new user who may get and list the
+// Clusters, Machines and ConfigMaps of namespace ns, and nothing else: no
+// write, and no read of the lock guard's admission policies.
+func readOnlyUser(t *testing.T, b *Backend, ns, user string) string {
+	t.Helper()
+	kubeconfig, err := env.WriteKubeconfig(user, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{capi.Group}, Resources: []string{"clusters", "machines"}, Verbs: []string{"get", "list"}},
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list"}},
+		},
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}
+	for _, obj := range []client.Object{role, binding} {
+		if err := b.Client.Create(t.Context(), obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return kubeconfig
 }
