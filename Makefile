@@ -67,7 +67,7 @@ test: kube lint unit ## Lint, vet and run every test against the real control pl
 
 .PHONY: unit
 unit: kube ## Run the tests (real control plane) without lint.
-	$(foreach m,$(MODULES),$(if $(UNIT_$(m)),cd $(m) && KUBEBUILDER_ASSETS="$$($(CURDIR)/hack/kube.sh 2>/dev/null)" $(GO) test $(TEST_FLAGS) $(UNIT_$(m))$(newline)@echo "$(timed) unit, module $(m): $$(( $$(date +%s) - $(started) ))s since make unit began"$(newline)))
+	$(foreach m,$(MODULES),$(if $(UNIT_$(m)),cd $(m) && KUBEBUILDER_ASSETS="$$($(CURDIR)/hack/kube.sh 2>/dev/null)" $(GO) test $(TEST_FLAGS) $(UNIT_$(m))$(newline)@echo "$(timed) unit module $(m): $$(( $$(date +%s) - $(started) ))s since make unit began"$(newline)))
 	@# The library's benchmarks assert request counts: one iteration each.
 	KUBEBUILDER_ASSETS="$$(hack/kube.sh 2>/dev/null)" $(GO) test -run='^$$' -bench=. -benchtime=1x $(TEST_FLAGS) ./test/library
 	@echo "$(timed) unit: $$(( $$(date +%s) - $(started) ))s"
