@@ -46,7 +46,9 @@ func TestMain(m *testing.M) {
 	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
 		os.Exit(m.Run())
 	}
-	kubeenv.Main(m, kubeenv.Options{CAPI: kubeenv.CAPIV1Beta2}, &env)
+	// The lock guard, as installed: without it the manager reports it
+	// missing (a Warning event, a write).
+	kubeenv.Main(m, kubeenv.Options{CAPI: kubeenv.CAPIV1Beta2, LockGuard: true}, &env)
 }
 
 const v = capi.V1Beta2
