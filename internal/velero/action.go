@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 
 	"github.com/sirupsen/logrus"
@@ -188,9 +189,15 @@ var lockMarks = []string{
 	"clusterctl.cluster.x-k8s.io/delete-for-move",
 }
 
+// heldRecord is the lock guard's test of a lock's record
+// (config/protection/lock-guard.yaml): a machineName key, in any case.
+var heldRecord = regexp.MustCompile(`(?i)"machinename"\s*:`)
+
 // liveMarks returns the lockMarks that item, when it is shaped like an init
-// lock (a ConfigMap named after its cluster-name label with "-lock", with
-// the data key lock-information), carries.
+// lock the lock guard holds (a ConfigMap named after its cluster-name label
+// with "-lock", whose data key lock-information holds a record with a
+// machineName: heldRecord), carries. Another provider's lock of the same
+// name and key (KubeKey's record names no Machine) is left as it is.
 func liveMarks(item runtime.Unstructured) []string {
 	u, ok := item.(*unstructured.Unstructured)
 	if !ok || u.GetKind() != "ConfigMap" || u.GroupVersionKind().Group != "" {
@@ -200,7 +207,7 @@ func liveMarks(item runtime.Unstructured) []string {
 	if !ok || u.GetName() != cluster+"-lock" {
 		return nil
 	}
-	if _, ok, _ := unstructured.NestedString(u.Object, "data", "lock-information"); !ok {
+	if record, ok, _ := unstructured.NestedString(u.Object, "data", "lock-information"); !ok || !heldRecord.MatchString(record) {
 		return nil
 	}
 	var found []string

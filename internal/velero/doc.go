@@ -12,7 +12,9 @@
 //   - it reads only the item as backed up and changes only that one
 //     annotation of the restored item, and, on an init lock (a ConfigMap
 //     named <cluster>-lock, labelled with its cluster's name, with the data
-//     key lock-information), takes off the marks of the live lock a backup
+//     key lock-information whose record has a machineName, as the lock
+//     guard tests it; another provider's lock, such as KubeKey's, is
+//     left alone), takes off the marks of the live lock a backup
 //     may hold: the release mark and its start time, the cluster-absent
 //     time and clusterctl move's delete-for-move. A lock restored anew, or
 //     written over the live one by --existing-resource-policy=update, thus

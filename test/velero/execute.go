@@ -30,8 +30,8 @@ func Execute(t *testing.T, b Backend) {
 // dropsLockMarks backs up a held lock that carries every mark of a live
 // lock (a release stopped between its mark and its delete, a move that
 // failed, a Cluster missing) and checks that the action takes them off the
-// restored item, owned or not, and leaves another ConfigMap's annotations
-// of the same names alone.
+// restored item, owned or not, and leaves the annotations of the same names
+// alone on another ConfigMap and on locks whose record names no Machine.
 func dropsLockMarks(t *testing.T, b Backend) {
 	ctx := t.Context()
 	api := b.New(t)
@@ -49,7 +49,14 @@ func dropsLockMarks(t *testing.T, b Backend) {
 	unowned.Annotations = marks
 	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings", Annotations: marks,
 		Labels: map[string]string{capi.ClusterNameLabel: "c1"}}, Data: map[string]string{"lock-information": `{"machineName":"m"}`}}
-	for _, cm := range []*corev1.ConfigMap{owned, unowned, other} {
+	// Locks of the name, label and key whose record names no Machine
+	// (KubeKey's; one not JSON) are not init locks: the guard does not
+	// hold them and the action leaves their annotations alone.
+	kubekey := kubeenv.NewLock(ns, "c3", "c3-cp-0", nil)
+	kubekey.Annotations, kubekey.Data["lock-information"] = marks, `{"kkInstanceName":"c3-cp-0"}`
+	corrupt := kubeenv.NewLock(ns, "c4", "c4-cp-0", nil)
+	corrupt.Annotations, corrupt.Data["lock-information"] = marks, `not json`
+	for _, cm := range []*corev1.ConfigMap{owned, unowned, other, kubekey, corrupt} {
 		if err := api.Client.Create(ctx, cm); err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +65,7 @@ func dropsLockMarks(t *testing.T, b Backend) {
 		name      string
 		marksGone bool
 		relinked  bool
-	}{{"c1-lock", true, true}, {"c2-lock", true, false}, {"settings", false, false}} {
+	}{{"c1-lock", true, true}, {"c2-lock", true, false}, {"settings", false, false}, {"c3-lock", false, false}, {"c4-lock", false, false}} {
 		backed := readBack(t, api.Client, corev1.SchemeGroupVersion.WithKind("ConfigMap"), ns, tt.name)
 		item := ActionInput(t, api.Client, backed, ns)
 		out, err := velero.NewAction(velero.DefaultConfig(), false, nil).Execute(&veleroplugin.RestoreItemActionExecuteInput{

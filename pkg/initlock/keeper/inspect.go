@@ -61,8 +61,9 @@ type Status struct {
 	// initlock-lock-guard, refuses every delete but a release's while it
 	// is in force, which Inspect does not read; kubectl initlock shows the
 	// lock unguarded when it is not), "releasable" (a release marked it), "moving"
-	// (clusterctl move's delete-for-move mark) or "deleting" (held back by
-	// another controller's finalizer); empty with LockProblem.
+	// (clusterctl move's delete-for-move mark, with or without a release
+	// mark) or "deleting" (held back by another controller's finalizer);
+	// empty with LockProblem.
 	Protection string
 
 	// ClusterExists, ClusterInitialized and ClusterPaused describe the
@@ -191,10 +192,13 @@ func protection(l *engine.Lock) string {
 		return ""
 	case l.Deleting:
 		return "deleting"
-	case l.Releasable:
-		return "releasable"
+	// A move mark lets a delete without options through, a release mark
+	// only a delete bound to the lock's resourceVersion: a lock carrying
+	// both (a restore can write both back) shows the weaker protection.
 	case l.MoveMark:
 		return "moving"
+	case l.Releasable:
+		return "releasable"
 	}
 	return "guarded"
 }

@@ -176,3 +176,53 @@ type recorder struct{ reasons []string }
 func (r *recorder) Eventf(_, _ runtime.Object, _, reason, _, _ string, _ ...any) {
 	r.reasons = append(r.reasons, reason)
 }
+
+// Inspect's Protection is the weakest a lock's marks leave it: a move mark
+// lets a delete without options through, a release mark (valid only with
+// the lock's own UID) only a delete bound to its resourceVersion.
+func TestInspectProtection(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		release string // the release mark's value: "uid" for the lock's own
+		move    bool
+		want    string
+	}{
+		{name: "no mark", want: "guarded"},
+		{name: "a release mark", release: "uid", want: "releasable"},
+		{name: "a copy's release mark", release: "the-copied-lock-uid", want: "guarded"},
+		{name: "a move mark", move: true, want: "moving"},
+		{name: "both marks", release: "uid", move: true, want: "moving"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl, m1 := object(cluster, "c1"), object(machine, "m1")
+			c := initlocktest.NewClientBuilder(cl, m1).Build()
+			if res, err := initlock.New(c).Lock(t.Context(), cl, m1); err != nil || !res.Acquired {
+				t.Fatalf("Lock(m1) = %+v, %v", res, err)
+			}
+			cm := &corev1.ConfigMap{}
+			if err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "c1-lock"}, cm); err != nil {
+				t.Fatal(err)
+			}
+			marks := map[string]string{}
+			if tc.release == "uid" {
+				marks["initlock.dev/releasable"] = string(cm.UID)
+			} else if tc.release != "" {
+				marks["initlock.dev/releasable"] = tc.release
+			}
+			if tc.move {
+				marks["clusterctl.cluster.x-k8s.io/delete-for-move"] = ""
+			}
+			cm.SetAnnotations(marks)
+			if err := c.Update(t.Context(), cm); err != nil {
+				t.Fatal(err)
+			}
+			s, err := keeper.Inspect(t.Context(), c, query())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Protection != tc.want {
+				t.Errorf("Protection = %q, want %q", s.Protection, tc.want)
+			}
+		})
+	}
+}
