@@ -31,8 +31,9 @@
 //     inspected: the lock's UID and resourceVersion (or that there was
 //     none) and the grant register's value; a lock or a register that
 //     changed in between is not released (a conflict).
-//   - The JSON and YAML output of list is a LockList of apiVersion
-//     initlock.dev/v1alpha1, to which fields are only ever added.
+//   - The JSON and YAML output of list is a LockList, that of relinks a
+//     RelinkList, both of apiVersion initlock.dev/v1alpha1, to which fields
+//     are only ever added; one printer serves each format (print.go).
 //   - list (-o wide, json, yaml) and repair decide with the settings of the
 //     installed initlock-manager, read from the arguments of its Deployment
 //     (label app.kubernetes.io/name=initlock-manager): its policy and its

@@ -16,7 +16,7 @@ func TestHelpGolden(t *testing.T) {
 	// kubectl's --cache-dir default names the home folder.
 	t.Setenv("HOME", "/home/user")
 	t.Setenv("KUBECACHEDIR", "")
-	for _, args := range [][]string{{}, {"list"}, {"repair"}, {"release"}, {"version"}} {
+	for _, args := range [][]string{{}, {"list"}, {"repair"}, {"release"}, {"relinks"}, {"version"}} {
 		name := strings.Join(append([]string{"help"}, args...), "-") + ".golden"
 		t.Run(name, func(t *testing.T) {
 			r := clisuite.Execute(t, cli.Options{}, append(args, "--help")...)

@@ -155,7 +155,7 @@ cluster.cluster.x-k8s.io/<cluster> for a row without a lock (free, lost).
 }
 
 func (a *app) runList(cmd *cobra.Command, o *listOptions) error {
-	if err := validOutput(o.output); err != nil {
+	if err := validOutput(o.output, listOutputs); err != nil {
 		return err
 	}
 	if _, err := o.policy.policy(); err != nil {
@@ -219,7 +219,7 @@ func (a *app) runList(cmd *cobra.Command, o *listOptions) error {
 		return err
 	}
 	if o.output == outputName {
-		return printNames(out, list.Items)
+		return printNames(out, lockNames(list.Items))
 	}
 	guard.report(cmd.ErrOrStderr())
 	return printTable(out, list.Items, tableOptions{wide: o.output == outputWide, noHeaders: o.noHeaders, colour: a.useColour(out)}, now)

@@ -5,17 +5,19 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/yaml"
 
 	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
-// Output formats of list.
+// Output formats of list and relinks.
 const (
 	outputTable = ""
 	outputWide  = "wide"
@@ -24,14 +26,18 @@ const (
 	outputYAML  = "yaml"
 )
 
-var outputFormats = []string{outputWide, outputName, outputJSON, outputYAML}
+// The output formats each command takes besides the table.
+var (
+	listOutputs    = []string{outputWide, outputName, outputJSON, outputYAML}
+	relinksOutputs = []string{outputName, outputJSON, outputYAML}
+)
 
-func validOutput(o string) error {
-	switch o {
-	case outputTable, "table", outputWide, outputName, outputJSON, outputYAML:
+// validOutput checks o is the table ("" or "table") or one of formats.
+func validOutput(o string, formats []string) error {
+	if o == outputTable || o == "table" || slices.Contains(formats, o) {
 		return nil
 	}
-	return fmt.Errorf("unknown output format %q: use one of table, %s", o, strings.Join(outputFormats, ", "))
+	return fmt.Errorf("unknown output format %q: use one of table, %s", o, strings.Join(formats, ", "))
 }
 
 // table writes aligned columns. With colour, every cell of the verdict
@@ -154,14 +160,29 @@ func printTable(w io.Writer, items []LockStatus, o tableOptions, now time.Time) 
 	return t.flush()
 }
 
-// printNames prints TYPE/NAME of each row, as kubectl's -o name does: the
-// lock ConfigMap, or the Cluster for a row without a lock.
-func printNames(w io.Writer, items []LockStatus) error {
+// lockNames are the TYPE/NAME of each row of list, as kubectl's -o name
+// prints them: the lock ConfigMap, or the Cluster for a row without a lock.
+func lockNames(items []LockStatus) []string {
+	names := make([]string, 0, len(items))
 	for _, s := range items {
 		name := "configmap/" + s.Lock
 		if !s.LockExists {
 			name = "cluster." + capi.Group + "/" + s.Cluster
 		}
+		names = append(names, name)
+	}
+	return names
+}
+
+// objectName is TYPE/NAME of an object of kind gk, as kubectl's -o name
+// prints it: the kind in lower case, then its group, if any.
+func objectName(gk schema.GroupKind, name string) string {
+	return strings.ToLower(gk.String()) + "/" + name
+}
+
+// printNames prints one TYPE/NAME a line (-o name).
+func printNames(w io.Writer, names []string) error {
+	for _, name := range names {
 		if _, err := fmt.Fprintln(w, name); err != nil {
 			return err
 		}
@@ -169,19 +190,21 @@ func printNames(w io.Writer, items []LockStatus) error {
 	return nil
 }
 
-func printJSON(w io.Writer, list LockList) error {
-	b, err := json.MarshalIndent(list, "", "    ")
+// printJSON prints v, a LockList or a RelinkList, as indented JSON (-o json).
+func printJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "    ")
 	if err != nil {
-		return err
+		return fmt.Errorf("encoding the output as JSON: %w", err)
 	}
 	_, err = fmt.Fprintf(w, "%s\n", b)
 	return err
 }
 
-func printYAML(w io.Writer, list LockList) error {
-	b, err := yaml.Marshal(list)
+// printYAML prints v, a LockList or a RelinkList, as YAML (-o yaml).
+func printYAML(w io.Writer, v any) error {
+	b, err := yaml.Marshal(v)
 	if err != nil {
-		return err
+		return fmt.Errorf("encoding the output as YAML: %w", err)
 	}
 	_, err = w.Write(b)
 	return err

@@ -108,6 +108,55 @@ type LockStatus struct {
 	Problem string `json:"problem,omitempty"`
 }
 
+// RelinkListKind is the kind of the JSON and YAML output of "kubectl
+// initlock relinks", of apiVersion ListAPIVersion, to which fields are only
+// ever added, as to LockList.
+const RelinkListKind = "RelinkList"
+
+// RelinkList is the machine-readable output of relinks.
+type RelinkList struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// NotListed names the kinds that were not listed, and why: not served
+	// by the API server, or not listable with the user's permissions.
+	NotListed []string `json:"notListed,omitempty"`
+	// Items, by kind in the order of --kinds, then by namespace and name.
+	Items []RelinkStatus `json:"items"`
+}
+
+// RelinkStatus is one object that carries the relinker's annotation.
+type RelinkStatus struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Namespace  string `json:"namespace,omitempty"`
+	Name       string `json:"name"`
+	// Created is when the restore created the object (RFC 3339).
+	Created string `json:"created"`
+	// Problem says why the annotation cannot be read; Owners is empty then.
+	Problem string `json:"problem,omitempty"`
+	// Owners are the owners the annotation records, in its order, each
+	// judged on a live read.
+	Owners []RelinkOwnerStatus `json:"owners"`
+}
+
+// RelinkOwnerStatus is one recorded owner, as the link rule judged it.
+type RelinkOwnerStatus struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Name       string `json:"name"`
+	// UID is the owner's UID in the backup; empty when the annotation is
+	// of the first format, which did not record it.
+	UID string `json:"uid,omitempty"`
+	// LiveUID is the UID of the object found under the owner's name; empty
+	// when there is none.
+	LiveUID string `json:"liveUID,omitempty"`
+	// Verdict is the link rule's: linked, original or same-restore link
+	// the object; not-found, deleting and unproven leave it waiting.
+	Verdict string `json:"verdict"`
+	// Reason says why a verdict that does not link does not.
+	Reason string `json:"reason,omitempty"`
+}
+
 // row is one entry with its decision.
 type row struct {
 	entry inventory.Entry

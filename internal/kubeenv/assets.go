@@ -108,8 +108,9 @@ func CRDDirs(c CAPI) ([]string, error) {
 	}
 	dirs := []string{filepath.Join(dir, sub)}
 	if c == CAPIV1Beta2 || c == "" {
-		// CABPK's KubeadmConfig, whose conditions initlock-manager reads
-		// when a held lock's provider gave it up.
+		// CABPK's KubeadmConfig, the bootstrap configuration the tests
+		// give Machines, back up, restore and relink (initlock-manager
+		// reads none).
 		dirs = append(dirs, filepath.Join(dir, "bootstrap/kubeadm/config/crd/bases"))
 	}
 	return dirs, nil

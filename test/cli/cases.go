@@ -14,6 +14,7 @@ var cases = []struct {
 	{"ListAllNamespacesAndEmpty", listAllNamespacesAndEmpty},
 	{"Selector", selector},
 	{"OutputNameAndNoHeaders", outputNameAndNoHeaders},
+	{"RelinksOutput", relinksOutput},
 	{"DestructiveCommandsAskWhateverTheOutput", destructiveCommandsAskWhateverTheOutput},
 	{"ReleaseDryRunAndForceAsks", releaseDryRunAndForceAsks},
 	{"RepairOneCluster", repairOneCluster},

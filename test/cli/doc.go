@@ -11,8 +11,9 @@
 // The cases that need the real API server run only here: authorisation
 // (a user without a permission is told which), the garbage collector and
 // the lock guard's refusal of its delete, Velero's restore (velerosim),
-// discovery of the Cluster API version, and relinks, which reads kinds the
-// model does not serve.
+// discovery of the Cluster API version, and relinks over its default kinds,
+// which the model does not all serve (its output formats run on both, over
+// ConfigMaps).
 //
 // It is test support: it calls t.Fatal on unexpected errors and guarantees
 // nothing about production use.
