@@ -54,7 +54,8 @@ func run(args []string, stdout io.Writer) error {
 	if err := opts.Validate(); err != nil {
 		return err
 	}
-	if c.relink {
+	// An observe-only manager writes to no object: no relinker.
+	if c.relink && !opts.ObserveOnly {
 		ro := relink.Options{Namespace: opts.Namespace, WatchFilter: opts.WatchFilter}
 		if c.relinkKinds != "" {
 			if ro.Kinds, err = relink.ParseKinds(c.relinkKinds); err != nil {
@@ -68,7 +69,7 @@ func run(args []string, stdout io.Writer) error {
 			ro = secrets.Enable(ro)
 		}
 		opts.Setups = append(opts.Setups, relink.ManagerSetup(ro))
-	} else if c.relinkSecrets || c.relinkKinds != "" {
+	} else if !opts.ObserveOnly && (c.relinkSecrets || c.relinkKinds != "") {
 		return errors.New("--relink-kinds and --relink-secrets need the relinker: drop them or --relink=false")
 	}
 
@@ -87,7 +88,7 @@ func run(args []string, stdout io.Writer) error {
 	}
 	opts.Logger.Info("Starting the manager", "version", version.Get().Version, "namespace", opts.Namespace,
 		"watchFilter", opts.WatchFilter, "orphanGrace", opts.OrphanGrace, "releaseAfterInit", opts.ReleaseAfterInit,
-		"leaderElection", opts.LeaderElection, "metricsSecure", opts.MetricsSecure, "relink", c.relink, "relinkSecrets", c.relinkSecrets)
+		"leaderElection", opts.LeaderElection, "metricsSecure", opts.MetricsSecure, "relink", c.relink && !opts.ObserveOnly, "relinkSecrets", c.relinkSecrets, "observeOnly", opts.ObserveOnly)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
 

@@ -88,6 +88,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		},
 		Clock:       clk,
 		WatchFilter: opts.WatchFilter,
+		ObserveOnly: opts.ObserveOnly,
 	}
 	if err := r.SetupWithManager(mgr, opts.Concurrency); err != nil {
 		return nil, fmt.Errorf("setting up the lock controller: %w", err)

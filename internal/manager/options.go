@@ -39,6 +39,12 @@ type Options struct {
 	// ReleaseAfterInit releases a lock once its control plane is
 	// initialised.
 	ReleaseAfterInit bool
+	// ObserveOnly makes the manager read, decide and report (metrics,
+	// events, logs) without writing to any lock or Cluster: the lock
+	// controller reports what it would do (the LockActionPlanned event,
+	// initlock_lock_planned_actions), and the initlock-manager binary
+	// starts no relinker.
+	ObserveOnly bool
 	// LockGuard is the name of the lock guard's ValidatingAdmissionPolicy
 	// and binding, which the manager checks are in force at start and
 	// every 5 minutes on Clock (LockGuardMetric, the events
@@ -149,6 +155,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.OrphanGrace, "orphan-grace", o.OrphanGrace, "How long a lock's Cluster must have been absent before the lock is collected, and how old a lock whose holder Machine is gone must be before it is released (a restore may bring the Cluster and the lock back before the Machines).")
 	fs.DurationVar(&o.OrphanSettle, "orphan-settle", o.OrphanSettle, "How long a lock must be seen without its Cluster before the absence is recorded on it.")
 	fs.BoolVar(&o.ReleaseAfterInit, "release-after-init", o.ReleaseAfterInit, "Release a lock once its Cluster's control plane is initialised.")
+	fs.BoolVar(&o.ObserveOnly, "observe-only", o.ObserveOnly, "Read, decide and report (the event LockActionPlanned, the metric initlock_lock_planned_actions, logs) without writing to any lock or Cluster; the relinker does not run.")
 	fs.StringVar(&o.LockGuard, "lock-guard", o.LockGuard, "Name of the lock guard's ValidatingAdmissionPolicy and binding, which the manager checks are in force ("+LockGuardMetric+", the events "+ReasonLockGuardNotInForce+" and "+ReasonLockGuardInForce+"); empty checks nothing.")
 	fs.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "Number of Clusters reconciled at the same time.")
 	fs.Func("kube-api-qps", "Queries per second to the API server (default 20).", func(s string) error {

@@ -58,7 +58,10 @@ var registerOnce sync.Once
 // per process, however many managers it runs.
 func registerMetrics() {
 	registerOnce.Do(func() {
-		metrics.Registry.MustRegister(locksGauge, adoptionsTotal, releasesTotal, absenceMarksTotal, orphansCollectedTotal, warningsTotal, eventsDroppedTotal, holdDuration, stateSince{})
+		metrics.Registry.MustRegister(locksGauge, adoptionsTotal, releasesTotal, absenceMarksTotal, orphansCollectedTotal, warningsTotal, eventsDroppedTotal, holdDuration, stateSince{}, plannedGauge)
+		for _, a := range plannedActions {
+			plannedGauge.WithLabelValues(a)
+		}
 		for _, v := range gaugeStates {
 			locksGauge.WithLabelValues(v)
 		}

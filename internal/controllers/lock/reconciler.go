@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"sync"
+	"time"
 
 	"k8s.io/client-go/tools/events"
 
@@ -41,10 +42,16 @@ type Reconciler struct {
 	// keeper.Keeper.WatchFilter); every lock is released and collected
 	// when that is safe.
 	WatchFilter string
+	// ObserveOnly makes the reconciler decide as it would, on the cache,
+	// and report the decision (initlock_lock_planned_actions, a
+	// LockActionPlanned event when it changes) instead of acting on it:
+	// it writes nothing to any lock or Cluster.
+	ObserveOnly bool
 
 	once   sync.Once
 	keeper *keeper.Keeper
 	states stateTracker
+	plans  planTracker
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -58,12 +65,16 @@ var _ reconcile.Reconciler = (*Reconciler)(nil)
 
 // Reconcile keeps the lock of the Cluster req names (keeper.Keeper.Keep:
 // at most one write, decided on the cache and confirmed against the API
-// server) and records what it found and did in the metrics.
+// server) and records what it found and did in the metrics; with
+// ObserveOnly it only decides and reports (observe).
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	r.once.Do(func() {
 		r.keeper = &keeper.Keeper{Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder,
 			CAPIVersion: r.CAPIVersion, Policy: r.Policy, Clock: r.Clock, WatchFilter: r.WatchFilter}
 	})
+	if r.ObserveOnly {
+		return r.observe(ctx, req)
+	}
 	s, err := r.keeper.Keep(ctx, req.NamespacedName)
 	r.count(req.NamespacedName, s)
 	return ctrl.Result{RequeueAfter: s.RequeueAfter}, err
@@ -99,4 +110,12 @@ func (r *Reconciler) count(key types.NamespacedName, s keeper.Status) {
 	if s.HeldFor > 0 {
 		holdDuration.Observe(s.HeldFor.Seconds())
 	}
+}
+
+// now is the time of decisions, on Clock.
+func (r *Reconciler) now() time.Time {
+	if r.Clock == nil {
+		return time.Now()
+	}
+	return r.Clock.Now()
 }

@@ -56,6 +56,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		<-ctx.Done()
 		r.states.reset()
+		r.plans.reset()
 		return nil
 	}))
 }
