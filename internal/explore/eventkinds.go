@@ -95,6 +95,16 @@ const (
 	// its backed-up state and keeps its UID, so marks the backup holds come
 	// back on the live lock; what does not exist is created.
 	RestoreUpdate EventKind = "restore-update"
+	// ApplyOldLock: an old manifest of an earlier lock of the same name
+	// (another UID: a Cluster created again, a copy restored before) is
+	// applied over the live lock, and its release mark, which names that
+	// lock's UID, comes with it.
+	ApplyOldLock EventKind = "apply-old-lock"
+	// DeleteLockAtVersion: a script deletes the lock with the
+	// resourceVersion it just read as a precondition and no propagation
+	// policy, the shape of a release's delete, without marking the lock
+	// first. A loss, when the lock guard lets it through.
+	DeleteLockAtVersion EventKind = "delete-lock-at-version"
 	// Restore: the namespace is deleted and restored from the backup, as
 	// Velero restores it (velerosim): every object created again with a new
 	// UID, without ownerReferences and status, in Velero's order, in one
@@ -125,6 +135,8 @@ var eventClasses = map[EventKind]faults.Class{
 	Backup:              faults.BackupRestore,
 	Restore:             faults.BackupRestore,
 	RestoreUpdate:       faults.BackupRestore,
+	ApplyOldLock:        faults.BackupRestore,
+	DeleteLockAtVersion: faults.LockDeleted,
 	RestoreClusterFirst: faults.BackupRestore,
 	RestoreOverLock:     faults.BackupRestore,
 	MachinesRestored:    faults.BackupRestore,

@@ -45,7 +45,7 @@ func (s *System) events() []*event {
 
 func costOf(k EventKind) eventCost {
 	switch k {
-	case DeleteLock, FinalizerGone, RevertRegister, RemoveRegister, ReshapeLock, CollectLock:
+	case DeleteLock, DeleteLockAtVersion, FinalizerGone, RevertRegister, RemoveRegister, ReshapeLock, CollectLock:
 		return costLoss
 	}
 	return costEvent
@@ -222,6 +222,23 @@ func (s *System) eventsOf(k EventKind) []*event {
 				s.store.Mutate(lockKey, func(o map[string]any) { setAnnotation(o, wire.ReleaseAnnotation, ptrTo(uidOf(o))) })
 			})}
 		}
+	case ApplyOldLock:
+		if sn.lock != nil && !sn.lock.Deleting && !hasAnnotation(s.store.Peek(lockKey), wire.ReleaseAnnotation) {
+			return []*event{ev("an earlier lock's manifest is applied over the lock, with that lock's release mark", func(s *System) {
+				s.store.Mutate(lockKey, func(o map[string]any) { setAnnotation(o, wire.ReleaseAnnotation, ptrTo("uid-of-an-earlier-lock")) })
+			})}
+		}
+	case DeleteLockAtVersion:
+		if sn.lock != nil && !sn.lock.Deleting {
+			return []*event{ev("a script deletes the lock at the version it read", func(s *System) {
+				before := s.store.Peek(lockKey)
+				rv := rvOf(before)
+				if err := s.store.DeleteWith(lockKey, apimodel.DeleteRequest{ResourceVersion: &rv, User: "a-script"}); err == nil && s.store.Peek(lockKey) == nil {
+					s.checker.lockRemoved(s, before, "a script's delete at the version it read")
+					s.checker.lockDeleted()
+				}
+			})}
+		}
 	case LeaveMoveMark:
 		if sn.lock != nil && !sn.lock.Deleting && !sn.lock.MoveMark {
 			return []*event{ev("a move that failed leaves delete-for-move on the lock", func(s *System) {
@@ -341,3 +358,4 @@ func setAnnotation(o map[string]any, k string, v *string) {
 	}
 	meta["annotations"] = ann
 }
+
