@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds, or verifies, CABPK v1.14.2 with docs/cabpk.patch applied: the
 # kubeadm bootstrap provider taking its init lock through
-# pkg/initlock/locking. The source is Cluster API's module as hack/capi pins
+# pkg/initlock/locking when started with
+# --feature-gates=KubeadmBootstrapRestoreSafeInitLock=true (as test/real
+# starts it), upstream's mutex otherwise. The source is Cluster API's module as hack/capi pins
 # it, copied from the module cache; the patch's go.mod line names a release
 # of the library, which is replaced here by this work tree's pkg/initlock.
 # The binary goes into a cache outside the work tree, in a folder keyed by

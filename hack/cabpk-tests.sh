@@ -1,22 +1,33 @@
 #!/usr/bin/env bash
 # Runs Cluster API's own tests of the kubeadm bootstrap provider (CABPK),
-# the packages ./bootstrap/kubeadm/... of Cluster API $CAPI_VERSION, three
-# times: as released; with docs/cabpk-minimal.patch (CABPK's own mutex
-# re-adopting, taking over and releasing the lock with preconditions, with
-# its tests; it must not name this project); and with docs/cabpk.patch
-# (CABPK taking its init lock through pkg/initlock, with the patch's changes
-# to those tests). The source is the module hack/capi pins, from the module
-# cache; the library is this work tree's pkg/initlock. envtest's control
-# plane is hack/kube.sh's.
+# the packages ./bootstrap/kubeadm/... of Cluster API $CAPI_VERSION, four
+# times: as released (upstream); with docs/cabpk-minimal.patch (minimal:
+# CABPK's own mutex re-adopting, taking over and releasing the lock with
+# preconditions, with its tests; it must not name this project); and twice
+# with docs/cabpk.patch, which puts initlock's mutex behind CABPK's feature
+# gate KubeadmBootstrapRestoreSafeInitLock (alpha, off by default):
+# gate-off, the gate as it defaults, where CABPK runs upstream's mutex and
+# upstream's tests run as released but for the patch's two new tests, which
+# enable the gate themselves; and gate-on, the same tree with the gate set
+# for the whole test binary by the environment variable
+# CAPI_TEST_FEATURE_GATES=KubeadmBootstrapRestoreSafeInitLock=true, which
+# the patch has the TestMain of reconcilers/kubeadmconfig read (the package
+# whose tests build the reconciler's init lock by the gate). With the gate
+# on, those tests run initlock's mutex on initlocktest's fake client and
+# log "KubeadmBootstrapRestoreSafeInitLock enabled: the init lock is
+# *locking.ControlPlaneInitMutex[...]"; the script requires that line in
+# the gate-on run and its absence in the others, and prints its count. The
+# source is the module hack/capi pins, from the module cache; the library is
+# this work tree's pkg/initlock. envtest's control plane is hack/kube.sh's.
 #
 # Every run uses one folder at a fixed path in the cache, so that the Go
 # build cache serves the packages a patch does not change, and later runs;
 # one run at a time holds it. Each run compiles the test binaries first
 # (timed apart from the tests), then runs the tests with -count=1. Prints,
 # per run, the packages and the tests (subtests included) that passed,
-# failed and were skipped, and the three together at the end; the full
+# failed and were skipped, and the four together at the end; the full
 # output is kept in the cache folder (upstream.log, minimal.log,
-# patched.log). Fails when a test fails in any run.
+# gate-off.log, gate-on.log). Fails when a test fails in any run.
 #
 # A heavy build: on a shared machine run it under flock /tmp/heavy.lock.
 set -euo pipefail
@@ -45,27 +56,45 @@ flock 9
 # ended with WHAT (PASS, FAIL or SKIP).
 count() { echo "$(grep -cE -- "^--- $2: " "$1") tests and $(grep -cE -- "^ +--- $2: " "$1") subtests"; }
 
+# The log of the single patched run of earlier versions of this script.
+rm -f "$work/patched.log"
+
 failed=0
 summary=()
-for run in upstream minimal patched; do
+# The line the tests of docs/cabpk.patch log when they run initlock's mutex.
+marker='KubeadmBootstrapRestoreSafeInitLock enabled: the init lock is \*locking\.ControlPlaneInitMutex\['
+for run in upstream minimal gate-off gate-on; do
   tree="$work/cluster-api"
+  gates=""
   case "$run" in
     upstream) capi_tree "$tree" ;;
     minimal) capi_tree "$tree" "$root/docs/cabpk-minimal.patch" ;;
-    patched) capi_tree "$tree" "$root/docs/cabpk.patch" ;;
+    gate-off) capi_tree "$tree" "$root/docs/cabpk.patch" ;;
+    # The tree of gate-off, as it is: its test binaries are cached.
+    gate-on) gates=KubeadmBootstrapRestoreSafeInitLock=true ;;
   esac
   start=$(date +%s)
   log "$run: compiling the test binaries of $PKGS"
   (cd "$tree" && GOFLAGS=-mod=mod GOWORK=off go test -c -o "$work/bin-$run/" $PKGS)
   compiled=$(date +%s)
-  log "$run: compiled in $((compiled - start))s; running the tests"
+  log "$run: compiled in $((compiled - start))s; running the tests${gates:+ with CAPI_TEST_FEATURE_GATES=$gates}"
   rc=0
-  (cd "$tree" && KUBEBUILDER_ASSETS="$assets" GOFLAGS=-mod=mod GOWORK=off go test -count=1 -timeout=20m -v $PKGS) >"$work/$run.log" 2>&1 || rc=$?
+  (cd "$tree" && CAPI_TEST_FEATURE_GATES="$gates" KUBEBUILDER_ASSETS="$assets" GOFLAGS=-mod=mod GOWORK=off go test -count=1 -timeout=20m -v $PKGS) >"$work/$run.log" 2>&1 || rc=$?
   rm -rf "$work/bin-$run"
   pkgs=$(grep -cE '^(ok|FAIL)[[:space:]]+sigs\.k8s\.io/' "$work/$run.log" || true)
+  initlocks=$(grep -cE -- "$marker" "$work/$run.log" || true)
   line="$run: $pkgs packages in $(($(date +%s) - compiled))s; passed: $(count "$work/$run.log" PASS); failed: $(count "$work/$run.log" FAIL); skipped: $(count "$work/$run.log" SKIP)"
+  if [ "$run" = gate-on ]; then
+    line="$line; initlock's mutex behind the reconciler in $initlocks tests and subtests"
+  fi
   log "$line (log: $work/$run.log)"
   summary+=("$line")
+  # Gate on, the reconciler's tests must run initlock's mutex; otherwise never.
+  if { [ "$run" = gate-on ] && [ "$initlocks" -eq 0 ]; } || { [ "$run" != gate-on ] && [ "$initlocks" -ne 0 ]; }; then
+    log "$run: the tests ran initlock's mutex behind the reconciler $initlocks times, against the gate"
+    summary+=("$run: FAILED (the gate)")
+    failed=1
+  fi
   if [ "$rc" -ne 0 ]; then
     grep -E -- '^(--- FAIL|FAIL|panic:)|^ +--- FAIL' "$work/$run.log" >&2 || true
     log "$run: FAILED"

@@ -18,10 +18,11 @@ import (
 )
 
 // TestSeedWithPatchedCABPK runs the seed's story with CABPK built from
-// docs/cabpk.patch, and neither initlock-manager nor initlock's Velero
-// plugin: CABPK takes the lock through pkg/initlock/locking (the lock
-// record carries UIDs and a token, and the Cluster's grant register names
-// the Machine), and after a real Velero backup, the loss of the namespace
+// docs/cabpk.patch, its feature gate KubeadmBootstrapRestoreSafeInitLock
+// on, and neither initlock-manager nor initlock's Velero plugin: CABPK
+// takes the lock through pkg/initlock/locking (the lock record carries
+// UIDs and a token, and the Cluster's grant register names the Machine),
+// and after a real Velero backup, the loss of the namespace
 // and its restore, CABPK itself re-adopts the lock the restore left
 // without an owner, so that deleting the Cluster deletes it.
 func TestSeedWithPatchedCABPK(t *testing.T) {
@@ -32,7 +33,9 @@ func TestSeedWithPatchedCABPK(t *testing.T) {
 	bins, err := stack.FindBinaries()
 	must(t, err)
 	ctx := t.Context()
-	m, err := stack.StartMgmt(ctx, bins, stack.Options{Name: "patched", S3: s3, CABPK: bin})
+	m, err := stack.StartMgmt(ctx, bins, stack.Options{Name: "patched", S3: s3, CABPK: bin,
+		// The patch puts initlock's mutex behind this gate, off by default.
+		CABPKArgs: []string{"--feature-gates=KubeadmBootstrapRestoreSafeInitLock=true"}})
 	must(t, err)
 	t.Cleanup(func() {
 		if err := m.Stop(); err != nil {

@@ -34,8 +34,9 @@ type capiManager struct {
 }
 
 // startCAPIManager starts bin as user name, its webhook server on a free
-// port with the certificate in certDir, and waits until it is ready.
-func (m *Mgmt) startCAPIManager(ctx context.Context, name, bin, certDir string) (*capiManager, error) {
+// port with the certificate in certDir, with extraArgs added to its
+// command line, and waits until it is ready.
+func (m *Mgmt) startCAPIManager(ctx context.Context, name, bin, certDir string, extraArgs ...string) (*capiManager, error) {
 	kubeconfig, err := m.Env.WriteKubeconfig(name, []string{"system:masters"})
 	if err != nil {
 		return nil, err
@@ -49,7 +50,7 @@ func (m *Mgmt) startCAPIManager(ctx context.Context, name, bin, certDir string) 
 	if err != nil {
 		return nil, err
 	}
-	p, err := startProc(m.Dir, name, bin, []string{
+	p, err := startProc(m.Dir, name, bin, append([]string{
 		"--kubeconfig=" + kubeconfig,
 		"--leader-elect=false",
 		"--webhook-cert-dir=" + certDir,
@@ -57,7 +58,7 @@ func (m *Mgmt) startCAPIManager(ctx context.Context, name, bin, certDir string) 
 		"--health-addr=" + addrs[1],
 		"--diagnostics-address=" + addrs[2],
 		"--insecure-diagnostics",
-	}, nil)
+	}, extraArgs...), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +80,7 @@ func (m *Mgmt) startCAPI(ctx context.Context) error {
 	if m.caBundle, err = writeServingCert(certDir); err != nil {
 		return err
 	}
-	if m.cabpk, err = m.startCAPIManager(ctx, "capi-kubeadm-bootstrap-manager", m.cabpkBin, certDir); err != nil {
+	if m.cabpk, err = m.startCAPIManager(ctx, "capi-kubeadm-bootstrap-manager", m.cabpkBin, certDir, m.cabpkArgs...); err != nil {
 		return err
 	}
 	m.cabpk.manifests = filepath.Join(capiDir, "bootstrap", "kubeadm", "config", "webhook", "manifests.yaml")

@@ -31,6 +31,9 @@ type Options struct {
 	// CABPK, when set, is the CABPK binary to run instead of the stack's
 	// (make test-real passes CABPK built with docs/cabpk.patch).
 	CABPK string
+	// CABPKArgs are added to the command line of CABPK (e.g. the
+	// --feature-gates that turn on docs/cabpk.patch's restore-safe lock).
+	CABPKArgs []string
 }
 
 // Mgmt is a management cluster of the stack: a local control plane
@@ -47,6 +50,7 @@ type Mgmt struct {
 
 	bins          Binaries
 	cabpkBin      string
+	cabpkArgs     []string
 	enforceRefs   bool
 	s3            *S3
 	caBundle      []byte
@@ -73,7 +77,7 @@ func StartMgmt(ctx context.Context, bins Binaries, opts Options) (_ *Mgmt, retEr
 	if err != nil {
 		return nil, err
 	}
-	m := &Mgmt{Name: opts.Name, Dir: dir, bins: bins, cabpkBin: opts.CABPK, s3: opts.S3, enforceRefs: opts.OwnerReferencesPermissionEnforcement}
+	m := &Mgmt{Name: opts.Name, Dir: dir, bins: bins, cabpkBin: opts.CABPK, cabpkArgs: opts.CABPKArgs, s3: opts.S3, enforceRefs: opts.OwnerReferencesPermissionEnforcement}
 	if m.cabpkBin == "" {
 		m.cabpkBin = bins.path(BinCABPK)
 	}
