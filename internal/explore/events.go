@@ -358,4 +358,3 @@ func setAnnotation(o map[string]any, k string, v *string) {
 	}
 	meta["annotations"] = ann
 }
-

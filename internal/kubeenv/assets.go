@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
 // Versions of the control plane the project is tested against. hack/kube.sh
@@ -141,4 +145,26 @@ func ModuleDir(repoRel, path string) (string, error) {
 		return "", fmt.Errorf("locating %s in %s: %s", path, repoRel, info.Error)
 	}
 	return info.Dir, nil
+}
+
+// ReadObjects reads the objects of a YAML (or JSON) file of several
+// documents, as kubectl apply -f reads them; empty documents are skipped.
+func ReadObjects(path string) ([]*unstructured.Unstructured, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return out, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", path, err)
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
 }

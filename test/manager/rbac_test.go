@@ -1,13 +1,10 @@
 package managersuite_test
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
@@ -159,23 +155,9 @@ func loadGeneratedRBAC(t testing.TB) []*unstructured.Unstructured {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(root, "config", "rbac", "role.yaml"))
+	out, err := kubeenv.ReadObjects(filepath.Join(root, "config", "rbac", "role.yaml"))
 	if err != nil {
 		t.Fatal(err)
-	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-	var out []*unstructured.Unstructured
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			t.Fatalf("decoding role.yaml: %v", err)
-		}
-		if len(u.Object) > 0 {
-			out = append(out, u)
-		}
 	}
 	if len(out) != 2 || out[0].GetKind() != "ClusterRole" || out[1].GetKind() != "Role" {
 		t.Fatalf("role.yaml holds %d objects, want a ClusterRole and a Role", len(out))

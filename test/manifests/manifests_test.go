@@ -1,11 +1,7 @@
 package manifests_test
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -19,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -48,37 +43,14 @@ func render(t *testing.T, extra ...string) []*unstructured.Unstructured {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("make %s: %v\n%s", strings.Join(args, " "), err, b)
 	}
-	b, err := os.ReadFile(out)
+	objs, err := kubeenv.ReadObjects(out)
 	if err != nil {
 		t.Fatal(err)
-	}
-	objs, err := decode(b)
-	if err != nil {
-		t.Fatalf("reading %s: %v", out, err)
 	}
 	if len(objs) == 0 {
 		t.Fatalf("make manifests rendered no object")
 	}
 	return objs
-}
-
-func decode(b []byte) ([]*unstructured.Unstructured, error) {
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-	var out []*unstructured.Unstructured
-	for {
-		var m map[string]any
-		err := dec.Decode(&m)
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if len(m) == 0 {
-			continue
-		}
-		out = append(out, &unstructured.Unstructured{Object: m})
-	}
 }
 
 // TestInstallManifestsAreValid applies every object rendered from

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/initlock/initlock/internal/kubeenv"
 )
 
 // TestReleaseInstallManifests applies the install manifests of a release
@@ -20,11 +22,7 @@ func TestReleaseInstallManifests(t *testing.T) {
 	}
 	for _, name := range []string{"install.yaml", "install-relink-secrets.yaml", "addon-components.yaml", "owner-references-enforcement.yaml"} {
 		t.Run(name, func(t *testing.T) {
-			b, err := os.ReadFile(filepath.Join(dist, name))
-			if err != nil {
-				t.Fatal(err)
-			}
-			objs, err := decode(b)
+			objs, err := kubeenv.ReadObjects(filepath.Join(dist, name))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/kubectl/pkg/cmd/delete"
@@ -95,7 +92,11 @@ func install(t *testing.T, root, dir string) []*unstructured.Unstructured {
 		filepath.Join(root, "config/relink-secrets/role.yaml"), filepath.Join(root, "config/relink-secrets/role_binding.yaml"),
 		filepath.Join(root, "config/owner-references-enforcement/role.yaml"), filepath.Join(root, "config/owner-references-enforcement/role_binding.yaml"),
 	} {
-		objs = append(objs, decode(t, f)...)
+		read, err := kubeenv.ReadObjects(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, read...)
 	}
 	for _, u := range objs {
 		if err := env.Client.Create(t.Context(), u.DeepCopy()); err != nil {
@@ -103,27 +104,6 @@ func install(t *testing.T, root, dir string) []*unstructured.Unstructured {
 		}
 	}
 	return objs
-}
-
-func decode(t *testing.T, path string) []*unstructured.Unstructured {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-	var out []*unstructured.Unstructured
-	for {
-		var m map[string]any
-		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
-			return out
-		} else if err != nil {
-			t.Fatalf("reading %s: %v", path, err)
-		}
-		if len(m) > 0 {
-			out = append(out, &unstructured.Unstructured{Object: m})
-		}
-	}
 }
 
 // documented returns the kubectl delete commands of the first sh block

@@ -1,13 +1,10 @@
 package stack
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,7 +12,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/initlock/initlock/internal/kubeenv"
 )
@@ -104,21 +100,11 @@ func (m *Mgmt) WebhookConfigurations() ([]*unstructured.Unstructured, error) {
 	}
 	var out []*unstructured.Unstructured
 	for _, mgr := range []*capiManager{m.core, m.cabpk} {
-		b, err := os.ReadFile(mgr.manifests)
+		objs, err := kubeenv.ReadObjects(mgr.manifests)
 		if err != nil {
 			return nil, fmt.Errorf("reading webhook manifests: %w", err)
 		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-		for {
-			u := &unstructured.Unstructured{}
-			if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				return nil, fmt.Errorf("reading %s: %w", mgr.manifests, err)
-			}
-			if len(u.Object) == 0 {
-				continue
-			}
+		for _, u := range objs {
 			u.SetName(mgr.prefix + u.GetName())
 			hooks, _, _ := unstructured.NestedSlice(u.Object, "webhooks")
 			for i, h := range hooks {
