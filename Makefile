@@ -226,12 +226,16 @@ endef
 .PHONY: test-real
 test-real: kube stack ## Run the scenarios on the real Velero server, CAPI core and CABPK (build tag real).
 	$(GO) vet -tags real ./test/real/...
-	@# CABPK with docs/cabpk.patch, cached by the hash of the patch and the library;
-	@# test/real runs it with the patch's feature gate on.
+	@# CABPK with docs/cabpk.patch and with docs/cabpk-minimal.patch, cached by
+	@# the hash of the patch and the library; test/real runs the first with the
+	@# patch's feature gate on.
 	@hack/cabpk-initlock.sh >/dev/null
+	@hack/cabpk-initlock.sh docs/cabpk-minimal.patch >/dev/null
 	@# The test binary is compiled before the clock of the test timeout starts.
 	$(GO) test -tags real -c -o /dev/null ./test/real
-	$(real-env) INITLOCK_CABPK_INITLOCK="$$(hack/cabpk-initlock.sh 2>/dev/null)" $(GO) test -tags real -v $(TEST_FLAGS) ./test/real/...
+	$(real-env) INITLOCK_CABPK_INITLOCK="$$(hack/cabpk-initlock.sh 2>/dev/null)" \
+		INITLOCK_CABPK_MINIMAL="$$(hack/cabpk-initlock.sh docs/cabpk-minimal.patch 2>/dev/null)" \
+		$(GO) test -tags real -v $(TEST_FLAGS) ./test/real/...
 
 # CABPK's own tests: Cluster API v1.14.2's ./bootstrap/kubeadm/... run four
 # times, as released, with docs/cabpk-minimal.patch, and with docs/cabpk.patch

@@ -17,25 +17,44 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv/wire"
 )
 
-// TestSeedWithPatchedCABPK runs the seed's story with CABPK built from
-// docs/cabpk.patch, its feature gate KubeadmBootstrapRestoreSafeInitLock
-// on, and neither initlock-manager nor initlock's Velero plugin: CABPK
-// takes the lock through pkg/initlock/locking (the lock record carries
-// UIDs and a token, and the Cluster's grant register names the Machine),
-// and after a real Velero backup, the loss of the namespace
-// and its restore, CABPK itself re-adopts the lock the restore left
-// without an owner, so that deleting the Cluster deletes it.
+// patchedCABPK is CABPK built with one of the fixes of docs/: the binary's
+// environment variable (make test-real sets it, hack/cabpk-initlock.sh),
+// its command-line arguments, and whether it takes the lock through
+// pkg/initlock (the lock record carries UIDs and a token, and the Cluster's
+// grant register names the Machine) or with its own mutex (upstream's
+// record).
+type patchedCABPK struct {
+	name, env, patch string
+	args             []string
+	initlock         bool
+}
+
+// TestSeedWithPatchedCABPK runs the seed's story with CABPK built from each
+// fix of docs/ (the full patch, its feature gate KubeadmBootstrapRestoreSafeInitLock
+// on; the minimal patch), and neither initlock-manager nor initlock's
+// Velero plugin: after a real Velero backup, the loss of the namespace and
+// its restore, CABPK itself re-adopts the lock the restore left without an
+// owner, so that deleting the Cluster deletes it.
 func TestSeedWithPatchedCABPK(t *testing.T) {
-	bin := os.Getenv("INITLOCK_CABPK_INITLOCK")
+	for _, p := range []patchedCABPK{
+		{name: "full", env: "INITLOCK_CABPK_INITLOCK", patch: "docs/cabpk.patch", initlock: true,
+			// The patch puts initlock's mutex behind this gate, off by default.
+			args: []string{"--feature-gates=KubeadmBootstrapRestoreSafeInitLock=true"}},
+		{name: "minimal", env: "INITLOCK_CABPK_MINIMAL", patch: "docs/cabpk-minimal.patch"},
+	} {
+		t.Run(p.name, func(t *testing.T) { seedWithPatchedCABPK(t, p) })
+	}
+}
+
+func seedWithPatchedCABPK(t *testing.T, p patchedCABPK) {
+	bin := os.Getenv(p.env)
 	if bin == "" {
-		t.Fatal("$INITLOCK_CABPK_INITLOCK is not set: run the suite with 'make test-real', which builds CABPK with docs/cabpk.patch (hack/cabpk-initlock.sh)")
+		t.Fatalf("$%s is not set: run the suite with 'make test-real', which builds CABPK with %s (hack/cabpk-initlock.sh)", p.env, p.patch)
 	}
 	bins, err := stack.FindBinaries()
 	must(t, err)
 	ctx := t.Context()
-	m, err := stack.StartMgmt(ctx, bins, stack.Options{Name: "patched", S3: s3, CABPK: bin,
-		// The patch puts initlock's mutex behind this gate, off by default.
-		CABPKArgs: []string{"--feature-gates=KubeadmBootstrapRestoreSafeInitLock=true"}})
+	m, err := stack.StartMgmt(ctx, bins, stack.Options{Name: "patched-" + p.name, S3: s3, CABPK: bin, CABPKArgs: p.args})
 	must(t, err)
 	t.Cleanup(func() {
 		if err := m.Stop(); err != nil {
@@ -46,12 +65,17 @@ func TestSeedWithPatchedCABPK(t *testing.T) {
 	must(t, m.CreateCluster(ctx, ns, seedCluster, stack.ClusterOptions{}))
 	must(t, m.CreateMachine(ctx, ns, seedCluster, seedMachine, true))
 	cm := waitLockHeld(t, m, ns, seedCluster, seedMachine)
-	if rec, err := wire.DecodeRecord(cm.Data[wire.DataKey]); err != nil || rec.MachineUID == "" || rec.Token == "" {
-		t.Errorf("the lock record %q is in the upstream format: CABPK did not take it through initlock", cm.Data[wire.DataKey])
+	rec, err := wire.DecodeRecord(cm.Data[wire.DataKey])
+	must(t, err)
+	if through := rec.MachineUID != "" && rec.Token != ""; through != p.initlock {
+		t.Errorf("the lock record %q: taken through initlock %t, want %t", cm.Data[wire.DataKey], through, p.initlock)
 	}
 	// The lock and the grant are written in parallel: the lock may be
 	// seen first.
 	eventually(t, 10*time.Second, func(ctx context.Context) error {
+		if !p.initlock {
+			return nil
+		}
 		cluster, err := m.Get(ctx, stack.ClusterGVK, ns, seedCluster)
 		if err != nil {
 			return err
@@ -123,6 +147,6 @@ func TestSeedWithPatchedCABPK(t *testing.T) {
 		}
 		return nil
 	})
-	result(t, "CABPK with docs/cabpk.patch: grant register written at the first lock; after the restore the lock came back unowned and CABPK re-adopted it %s after the restore (%s), no manager; the garbage collector deleted it with the Cluster",
-		healed.Round(time.Millisecond), describeWrites(lockWrites))
+	result(t, "CABPK with %s: after the restore the lock came back unowned and CABPK re-adopted it %s after the restore (%s), no manager; the garbage collector deleted it with the Cluster",
+		p.patch, healed.Round(time.Millisecond), describeWrites(lockWrites))
 }
