@@ -105,6 +105,11 @@ const (
 	// policy, the shape of a release's delete, without marking the lock
 	// first. A loss, when the lock guard lets it through.
 	DeleteLockAtVersion EventKind = "delete-lock-at-version"
+	// RestoreRewritten: the namespace is deleted and restored from the
+	// backup as Restore does, with a resource modifier that writes the
+	// lock's record with its key escaped ({"machine\u004eame":...}), which
+	// every JSON decoder reads as machineName.
+	RestoreRewritten EventKind = "restore-rewritten"
 	// Restore: the namespace is deleted and restored from the backup, as
 	// Velero restores it (velerosim): every object created again with a new
 	// UID, without ownerReferences and status, in Velero's order, in one
@@ -136,6 +141,7 @@ var eventClasses = map[EventKind]faults.Class{
 	Restore:             faults.BackupRestore,
 	RestoreUpdate:       faults.BackupRestore,
 	ApplyOldLock:        faults.BackupRestore,
+	RestoreRewritten:    faults.BackupRestore,
 	DeleteLockAtVersion: faults.LockDeleted,
 	RestoreClusterFirst: faults.BackupRestore,
 	RestoreOverLock:     faults.BackupRestore,

@@ -167,6 +167,13 @@ func (s *System) eventsOf(k EventKind) []*event {
 				s.restoreBackup(s.backup)
 			})}
 		}
+	case RestoreRewritten:
+		if s.backup != nil && !s.restored {
+			return []*event{ev("the namespace is deleted and restored from the backup, the lock's record written with its key escaped", func(s *System) {
+				s.restored = true
+				s.restoreBackup(s.backup.withEscapedRecord())
+			})}
+		}
 	case RestoreClusterFirst:
 		if s.backup != nil && !s.restored {
 			return []*event{ev("the namespace is deleted and restored from the backup, the Machines left for later", func(s *System) {

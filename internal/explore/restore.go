@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv/apimodel"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 )
 
 // backup is a backup of the namespace: every object as it stood when it was
@@ -22,6 +24,23 @@ import (
 type backup struct {
 	items  []*unstructured.Unstructured
 	digest string
+}
+
+// withEscapedRecord is a copy of the backup whose lock's record names its
+// Machine under the key machine\u004eame, as a restore's resource modifier
+// may write it: the same record to every JSON decoder.
+func (b *backup) withEscapedRecord() *backup {
+	out := &backup{digest: b.digest + "+escaped"}
+	for _, it := range b.items {
+		it = it.DeepCopy()
+		if it.GetKind() == "ConfigMap" && it.GetName() == clusterName+wire.LockSuffix {
+			if rec, ok, _ := unstructured.NestedString(it.Object, "data", wire.DataKey); ok {
+				_ = unstructured.SetNestedField(it.Object, strings.Replace(rec, `"machineName"`, `"machine\u004eame"`, 1), "data", wire.DataKey)
+			}
+		}
+		out.items = append(out.items, it)
+	}
+	return out
 }
 
 // takeBackup copies every object of the namespace, as Velero backs it up:

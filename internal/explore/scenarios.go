@@ -100,6 +100,8 @@ func Scenarios() []Scenario {
 			Reconciles: 1, Guard: true, Adversary: []EventKind{LeaveReleaseMark, Backup, RestoreUpdate, DeleteLock}, Events: 4, Losses: 1, MaxSteps: 120},
 		{Name: "mark-of-an-earlier-lock", UpstreamHolder: "m1", Providers: []Provider{{Machine: "m2", Upstream: true, Attempts: 1}},
 			Reconciles: 1, Guard: true, Adversary: []EventKind{ApplyOldLock, DeleteLockAtVersion}, Events: 2, Losses: 1, MaxSteps: 120},
+		{Name: "record-escaped", UpstreamHolder: "m1", Providers: []Provider{{Machine: "m2", Upstream: true, Attempts: 1}},
+			Reconciles: 1, Guard: true, Adversary: []EventKind{Backup, RestoreRewritten, DeleteLock}, Events: 3, Losses: 1, MaxSteps: 120},
 		{Name: "manager-paused", UpstreamHolder: "m1", Before: []EventKind{InitCompletes}, Providers: []Provider{p("m2", 1)}, Reconciles: 1, ManagerViewDepth: 1, StaleReads: 1, Guard: true,
 			Adversary: []EventKind{Pause, Unpause}, Events: 2, MaxSteps: 100},
 		{Name: "pause-upstream-holder", UpstreamHolder: "m1", Providers: []Provider{p("m1", 1), p("m2", 1)},

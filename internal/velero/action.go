@@ -190,8 +190,10 @@ var lockMarks = []string{
 }
 
 // heldRecord is the lock guard's test of a lock's record
-// (config/protection/lock-guard.yaml): a machineName key, in any case.
-var heldRecord = regexp.MustCompile(`(?i)"machinename"\s*:`)
+// (config/protection/lock-guard.yaml): a machineName key, in any case, each
+// letter written as itself or as a JSON escape (\u006d for m), as Go's
+// decoder reads it.
+var heldRecord = regexp.MustCompile(`(?i)"(?:m|\\u00[46]d)(?:a|\\u00[46]1)(?:c|\\u00[46]3)(?:h|\\u00[46]8)(?:i|\\u00[46]9)(?:n|\\u00[46]e)(?:e|\\u00[46]5)(?:n|\\u00[46]e)(?:a|\\u00[46]1)(?:m|\\u00[46]d)(?:e|\\u00[46]5)"\s*:`)
 
 // liveMarks returns the lockMarks that item, when it is shaped like an init
 // lock the lock guard holds (a ConfigMap named after its cluster-name label

@@ -56,7 +56,10 @@ func dropsLockMarks(t *testing.T, b Backend) {
 	kubekey.Annotations, kubekey.Data["lock-information"] = marks, `{"kkInstanceName":"c3-cp-0"}`
 	corrupt := kubeenv.NewLock(ns, "c4", "c4-cp-0", nil)
 	corrupt.Annotations, corrupt.Data["lock-information"] = marks, `not json`
-	for _, cm := range []*corev1.ConfigMap{owned, unowned, other, kubekey, corrupt} {
+	// A record whose key is escaped is the same record: a lock.
+	escaped := kubeenv.NewLock(ns, "c5", "c5-cp-0", nil)
+	escaped.Annotations, escaped.Data["lock-information"] = marks, `{"machine\u004eame":"c5-cp-0"}`
+	for _, cm := range []*corev1.ConfigMap{owned, unowned, other, kubekey, corrupt, escaped} {
 		if err := api.Client.Create(ctx, cm); err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +68,7 @@ func dropsLockMarks(t *testing.T, b Backend) {
 		name      string
 		marksGone bool
 		relinked  bool
-	}{{"c1-lock", true, true}, {"c2-lock", true, false}, {"settings", false, false}, {"c3-lock", false, false}, {"c4-lock", false, false}} {
+	}{{"c1-lock", true, true}, {"c2-lock", true, false}, {"settings", false, false}, {"c3-lock", false, false}, {"c4-lock", false, false}, {"c5-lock", true, false}} {
 		backed := readBack(t, api.Client, corev1.SchemeGroupVersion.WithKind("ConfigMap"), ns, tt.name)
 		item := ActionInput(t, api.Client, backed, ns)
 		out, err := velero.NewAction(velero.DefaultConfig(), false, nil).Execute(&veleroplugin.RestoreItemActionExecuteInput{

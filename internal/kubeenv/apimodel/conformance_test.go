@@ -160,6 +160,8 @@ var scripts = map[string][]step{
 		}},
 		{"delete it unmarked: refused", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
 		{"rewrite its record for another provider: refused (the shape goes)", b(lockJSONPatch(`[{"op":"replace","path":"/data/lock-information","value":"{\"kkInstanceName\":\"kk-0\"}"}]`))},
+		{"rewrite its record with its key's letters escaped, as a resource modifier may: let through (the same record)", b(lockJSONPatch(`[{"op":"replace","path":"/data/lock-information","value":"{\"machine\\u004eame\":\"m1\"}"}]`))},
+		{"delete it unmarked: refused", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
 	},
 	"replayed mark": {
 		{"create the lock", func(ctx context.Context, b *backend) error { return b.createLock(ctx) }},
