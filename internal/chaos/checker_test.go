@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/initlock/initlock/internal/chaos"
-	"github.com/initlock/initlock/internal/kubeenv/wire"
 )
 
 // TestCheckerOverlap: the checker catches two machines holding one lock,
@@ -97,14 +96,7 @@ func TestCheckerUnsafeDelete(t *testing.T) {
 		return chaos.Observed{Kind: chaos.KindMachine, Type: typ, Name: "m1", UID: "m", RV: rv}
 	}
 	lock := func(rv int64, typ watch.EventType) chaos.Observed {
-		return chaos.Observed{Kind: chaos.KindConfigMap, Type: typ, Name: "c1-lock", UID: lockUID, RV: rv, LockOf: "c1", Holder: "m1",
-			HolderRef: wire.Ref{MachineName: "m1"}}
-	}
-	// lockOfOld is a lock initlock wrote for an earlier incarnation of m1.
-	lockOfOld := func(rv int64, typ watch.EventType) chaos.Observed {
-		o := lock(rv, typ)
-		o.HolderRef = wire.Ref{MachineName: "m1", MachineUID: "m-old", ClusterUID: "cl"}
-		return o
+		return chaos.Observed{Kind: chaos.KindConfigMap, Type: typ, Name: "c1-lock", UID: lockUID, RV: rv, LockOf: "c1", Holder: "m1"}
 	}
 	granted := func(rv int64) chaos.Observed {
 		o := cluster(rv, watch.Added, false)
@@ -121,9 +113,6 @@ func TestCheckerUnsafeDelete(t *testing.T) {
 		{"manager deletes a held lock", []chaos.Observed{
 			cluster(1, watch.Added, false), machine(2, watch.Added), lock(3, watch.Added), lock(5, watch.Deleted),
 		}, &byManager, []int{chaos.InvNoUnsafeDelete}},
-		{"manager releases the lock of a holder created again under its name", []chaos.Observed{
-			cluster(1, watch.Added, false), machine(2, watch.Added), lockOfOld(3, watch.Added), lockOfOld(5, watch.Deleted),
-		}, &byManager, nil},
 		{"manager releases after init", []chaos.Observed{
 			cluster(1, watch.Added, false), machine(2, watch.Added), lock(3, watch.Added), cluster(4, watch.Modified, true), lock(5, watch.Deleted),
 		}, &byManager, nil},

@@ -35,11 +35,8 @@ type Observed struct {
 	// LockOf is the cluster whose valid lock the ConfigMap is; "" for a
 	// ConfigMap that is not a lock.
 	LockOf string
-	// Holder is the Machine the lock names, and HolderRef the record's
-	// reference to it (by UID too, while the Cluster keeps the UID the
-	// record was written under).
-	Holder    string
-	HolderRef wire.Ref
+	// Holder is the Machine the lock names.
+	Holder string
 	// Owners are the Cluster ownerReferences of the lock, as name/uid.
 	Owners []string
 
@@ -196,17 +193,10 @@ func (c *Checker) process(o Observed) {
 		}
 		cs := r.clusters[o.LockOf]
 		ld := &lockDeletion{uid: o.UID, name: o.Name, cluster: o.LockOf, holder: o.Holder, rv: o.RV, at: o.Seen}
-		if uid, ok := r.machines[o.Holder]; ok {
-			// The holder exists as initlock identifies it: by UID while
-			// the Cluster keeps the UID the record was written under (a
-			// Machine created again under the holder's name is another
-			// Machine), by name otherwise.
-			var clusterUID types.UID
-			if cs != nil {
-				clusterUID = cs.uid
-			}
-			ld.holderExists = o.HolderRef.Names(clusterUID, o.Holder, uid)
-		}
+		// The holder exists as initlock keeps its place: a Machine of its
+		// name, whatever its UID (a holder restored alone under a new UID
+		// is the holder still; engine.Ref.Claims).
+		_, ld.holderExists = r.machines[o.Holder]
 		if cs != nil {
 			ld.clusterLive = cs.exists && !cs.deleting
 			ld.clusterInitialized = cs.initialised

@@ -210,7 +210,7 @@ func (w *Watcher) observe(kind int, typ watch.EventType, u *unstructured.Unstruc
 			w.h.Add("watch", "configmap "+ev, o.Name, u.GetResourceVersion(), "not a lock")
 			break
 		}
-		o.LockOf, o.Holder, o.HolderRef = cluster, lk.Record.MachineName, lk.Record.Ref
+		o.LockOf, o.Holder = cluster, lk.Record.MachineName
 		for _, ref := range cm.OwnerReferences {
 			if ref.Kind == "Cluster" {
 				o.Owners = append(o.Owners, ref.Name+"/"+shortUID(string(ref.UID)))

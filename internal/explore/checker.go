@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/initlock/initlock/internal/kubeenv/apimodel"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 )
 
@@ -261,7 +262,7 @@ func (c *checker) lockReturned(s *System, actor, machine string, uid types.UID, 
 		return
 	}
 	sn := s.snapshot()
-	g := grant{machine: machine, uid: live, register: !cl.lostRegister || sn.registerNames(machine, live), lock: !cl.lostLock || sn.lockNames(machine, live)}
+	g := grant{machine: machine, uid: live, register: !cl.lostRegister || c.registerNames(sn, machine, live), lock: !cl.lostLock || c.lockNames(sn, machine, live)}
 	if g.register || g.lock {
 		c.grants = append(c.grants, g)
 		c.defended(s)
@@ -382,14 +383,14 @@ func (c *checker) defended(s *System) {
 	}
 	sn := s.snapshot()
 	for _, g := range c.grants {
-		if g.register && !sn.registerNames(g.machine, g.uid) {
+		if g.register && !c.registerNames(sn, g.machine, g.uid) {
 			raw := ""
 			if sn.cluster != nil {
 				raw = sn.cluster.Grant.Raw()
 			}
 			c.violate(InvDefence, "machine %s (uid %s) holds a grant, but the grant register no longer names it: %s", g.machine, g.uid, raw)
 		}
-		if g.lock && !sn.lockNames(g.machine, g.uid) {
+		if g.lock && !c.lockNames(sn, g.machine, g.uid) {
 			c.violate(InvDefence, "machine %s (uid %s) holds a grant, but the lock no longer names it", g.machine, g.uid)
 		}
 	}
@@ -397,14 +398,26 @@ func (c *checker) defended(s *System) {
 
 // registerNames tells whether the grant register names the Machine called
 // machine of UID uid.
-func (sn snapshot) registerNames(machine string, uid types.UID) bool {
-	return sn.cluster != nil && sn.cluster.Grant.Held() && sn.cluster.Grant.Names(sn.cluster.UID, machine, uid)
+func (c *checker) registerNames(sn snapshot, machine string, uid types.UID) bool {
+	return sn.cluster != nil && sn.cluster.Grant.Held() && c.names(sn.cluster.Grant.Ref, sn.cluster.UID, machine, uid)
 }
 
 // lockNames tells whether the lock names the Machine called machine of
 // UID uid.
-func (sn snapshot) lockNames(machine string, uid types.UID) bool {
-	return sn.lock != nil && sn.lock.Err == nil && sn.lock.Record.Names(sn.clusterUID(), machine, uid)
+func (c *checker) lockNames(sn snapshot, machine string, uid types.UID) bool {
+	return sn.lock != nil && sn.lock.Err == nil && c.names(sn.lock.Record.Ref, sn.clusterUID(), machine, uid)
+}
+
+// names tells whether ref names the Machine called machine of UID uid in a
+// Cluster of UID clusterUID: as the records' own rule reads it
+// (wire.Ref.Names), or because uid is what a restore made of the Machine
+// ref was written for. A holder restored alone, while its Cluster keeps
+// its UID, is the holder still: it comes back with its bootstrap data.
+func (c *checker) names(ref wire.Ref, clusterUID types.UID, machine string, uid types.UID) bool {
+	if ref.Names(clusterUID, machine, uid) {
+		return true
+	}
+	return ref.MachineName == machine && ref.MachineUID != "" && c.sameMachine(uid, ref.MachineUID)
 }
 
 // clusterUID is the Cluster's UID; empty when it does not exist.

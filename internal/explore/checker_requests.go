@@ -64,7 +64,7 @@ func (c *checker) lockRemoved(s *System, before map[string]any, by string) {
 	if c.inWindow(by, lk) {
 		return
 	}
-	if m := sn.machines[holder]; m != nil && lk.Record.Names(sn.cluster.UID, holder, m.UID) && c.releasing[holder] == "" {
+	if m := sn.machines[holder]; m != nil && c.names(lk.Record.Ref, sn.cluster.UID, holder, m.UID) && c.releasing[holder] == "" {
 		c.violate(InvHeldLock, "%s removed lock %s while machine %s, which it names, exists, has not released it, and the control plane is not initialised", by, lk.UID, holder)
 	}
 	// A Machine a restore is still bringing back exists for the promise:

@@ -110,6 +110,12 @@ const (
 	// lock's record with its key escaped ({"machine\u004eame":...}), which
 	// every JSON decoder reads as machineName.
 	RestoreRewritten EventKind = "restore-rewritten"
+	// RestoreMachine: a Machine the backup holds is deleted and restored
+	// alone from it, as a partial restore brings back a Machine deleted by
+	// mistake: a new UID, its bootstrap data with it, while the Cluster,
+	// its grant register and the lock stay as they are (Velero skips what
+	// exists). A holder restored so is the holder still.
+	RestoreMachine EventKind = "restore-machine"
 	// Restore: the namespace is deleted and restored from the backup, as
 	// Velero restores it (velerosim): every object created again with a new
 	// UID, without ownerReferences and status, in Velero's order, in one
@@ -142,6 +148,7 @@ var eventClasses = map[EventKind]faults.Class{
 	RestoreUpdate:       faults.BackupRestore,
 	ApplyOldLock:        faults.BackupRestore,
 	RestoreRewritten:    faults.BackupRestore,
+	RestoreMachine:      faults.BackupRestore,
 	DeleteLockAtVersion: faults.LockDeleted,
 	RestoreClusterFirst: faults.BackupRestore,
 	RestoreOverLock:     faults.BackupRestore,

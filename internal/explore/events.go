@@ -174,6 +174,20 @@ func (s *System) eventsOf(k EventKind) []*event {
 				s.restoreBackup(s.backup.withEscapedRecord())
 			})}
 		}
+	case RestoreMachine:
+		if s.backup == nil || s.restored {
+			return nil
+		}
+		var out []*event
+		for _, it := range s.backup.items {
+			if m := it.GetName(); it.GetKind() == "Machine" && sn.machines[m] != nil {
+				out = append(out, ev("machine "+m+" is deleted and restored alone from the backup", func(s *System) {
+					s.restored = true
+					s.restoreMachine(s.backup, m)
+				}))
+			}
+		}
+		return out
 	case RestoreClusterFirst:
 		if s.backup != nil && !s.restored {
 			return []*event{ev("the namespace is deleted and restored from the backup, the Machines left for later", func(s *System) {

@@ -63,6 +63,11 @@ type Scenario struct {
 	// lock lost. DeleteMachine and MachineBack act on it as on
 	// UpstreamHolder.
 	GrantHolder string
+	// LibraryHolder, when set, holds the lock from the start as
+	// pkg/initlock grants it: the grant register and the lock name it by
+	// its own and the Cluster's UIDs, with one token. DeleteMachine and
+	// MachineBack act on it as on UpstreamHolder.
+	LibraryHolder string
 	// Annotated starts the Cluster with an annotation of another tool, so
 	// that the register's first write is a test of its key, not of the
 	// annotations map.
@@ -145,6 +150,9 @@ func (sc *Scenario) machines() []string {
 func (sc *Scenario) holder() string {
 	if sc.UpstreamHolder != "" {
 		return sc.UpstreamHolder
+	}
+	if sc.LibraryHolder != "" {
+		return sc.LibraryHolder
 	}
 	return sc.GrantHolder
 }

@@ -66,10 +66,10 @@ func (s *System) heldForAMachine() bool {
 		// A Machine a restore is still bringing back holds its lock.
 		m = s.pendingMachine(holder)
 	}
-	if m == nil || !sn.lock.Record.Names(sn.clusterUID(), holder, m.UID) {
-		return false
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if m == nil || !s.checker.names(sn.lock.Record.Ref, sn.clusterUID(), holder, m.UID) {
+		return false
+	}
 	return s.checker.releasing[holder] == ""
 }

@@ -99,6 +99,19 @@ func (s *System) restoreUpdate(b *backup) {
 	s.checker.restored(s, before)
 }
 
+// restoreMachine deletes Machine name and restores it alone from the
+// backup: a new UID, while everything else stays as it is.
+func (s *System) restoreMachine(b *backup, name string) {
+	before := map[string]types.UID{name: s.snapshot().machines[name].UID}
+	s.store.Purge(machineKey(name))
+	for _, it := range b.items {
+		if it.GetKind() == "Machine" && it.GetName() == name {
+			s.restoreItems([]*unstructured.Unstructured{it})
+		}
+	}
+	s.checker.restored(s, before)
+}
+
 // restoreClusterFirst restores the backup but its Machines, which
 // restoreMachines brings back later: a restore that brings the Cluster and
 // the lock back before the Machines (a copy applied in file order, a
@@ -217,8 +230,8 @@ func (c *checker) restored(s *System, before map[string]types.UID) {
 			continue
 		}
 		g.uid = m.UID
-		g.register = g.register && sn.registerNames(g.machine, m.UID)
-		g.lock = g.lock && sn.lockNames(g.machine, m.UID)
+		g.register = g.register && c.registerNames(sn, g.machine, m.UID)
+		g.lock = g.lock && c.lockNames(sn, g.machine, m.UID)
 		if !g.lock && s.sc.upstreamProviders() {
 			// A backup older than the lock brings back no lock: stock
 			// providers read nothing else, so in a fleet that mixes them

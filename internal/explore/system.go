@@ -2,6 +2,7 @@ package explore
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -181,6 +182,9 @@ func (s *System) setUp() {
 		s.mustCreate(lockKey, u.Object)
 		s.checker.upstream(s, s.sc.UpstreamHolder)
 	}
+	if m := s.sc.LibraryHolder; m != "" {
+		s.setUpLibraryHolder(m)
+	}
 	if len(s.sc.Relink) > 0 {
 		s.setUpRelink()
 	}
@@ -191,6 +195,29 @@ func (s *System) setUp() {
 		}
 		evs[0].run(s)
 	}
+}
+
+// setUpLibraryHolder grants Machine m the lock as pkg/initlock does: the
+// register and the lock, owned by the Cluster, name it by UID with one
+// token.
+func (s *System) setUpLibraryHolder(m string) {
+	sn := s.snapshot()
+	ref := wire.Ref{MachineName: m, MachineUID: sn.machines[m].UID, ClusterUID: sn.cluster.UID}
+	rec, err := json.Marshal(wire.Record{Ref: ref, Token: "granted-t0"})
+	if err != nil {
+		panic(err)
+	}
+	val := string(rec)
+	s.store.Mutate(clusterKey, func(o map[string]any) { setAnnotation(o, wire.GrantAnnotation, &val) })
+	lock := kubeenv.NewLock(namespace, clusterName, m, nil)
+	lock.Data[wire.DataKey] = val
+	u, err := toUnstructured(lock)
+	if err != nil {
+		panic(err)
+	}
+	u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "cluster.x-k8s.io/v1beta2", Kind: "Cluster", Name: clusterName, UID: sn.cluster.UID}})
+	s.mustCreate(lockKey, u.Object)
+	s.checker.grants = append(s.checker.grants, grant{machine: m, uid: ref.MachineUID, register: true, lock: true})
 }
 
 // lockGuard is the project's lock guard, compiled once.

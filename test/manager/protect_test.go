@@ -1,6 +1,7 @@
 package managersuite_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -298,4 +299,48 @@ func TestRestoreOverAKeptLockWaitsForTheHolder(t *testing.T) {
 	time.Sleep(time.Second)
 	createMachine(t, v, ns, "c1", "c1-cp-0") // restored a second later
 	kubeenv.Consistently(t, 3*time.Second, namesHolder(t, ns, "c1", "c1-cp-0"))
+}
+
+// TestHolderRestoredAloneKeepsItsLock: a partial restore brings the holder
+// Machine back alone, under a new UID, while its Cluster keeps its own and
+// the lock and the grant register, written as pkg/initlock writes them,
+// still name the Machine's earlier UID. The Machine carries its bootstrap
+// data again, init data perhaps: it is the holder still. Past the grace
+// period the manager releases nothing and writes nothing to the lock but
+// its adoption, and the lock keeps naming the Machine.
+func TestHolderRestoredAloneKeepsItsLock(t *testing.T) {
+	ns := env.Namespace(t)
+	cluster := createCluster(t, v, ns, "c1")
+	createMachine(t, v, ns, "c1", "c1-cp-0") // restored: a UID of its own
+	createMachine(t, v, ns, "c1", "c1-cp-1") // waiting for the lock
+	rec, err := json.Marshal(wire.Record{Ref: wire.Ref{MachineName: "c1-cp-0", MachineUID: "uid-before-the-restore", ClusterUID: cluster.GetUID()}, Token: "t1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	record := string(rec)
+	cluster.SetAnnotations(map[string]string{wire.GrantAnnotation: record})
+	if err := env.Client.Update(t.Context(), cluster); err != nil {
+		t.Fatal(err)
+	}
+	lock := lockFor(ns, "c1", "c1-cp-0", cluster)
+	lock.Data[wire.DataKey] = record
+	create(t, lock)
+
+	opts := testOptions(ns)
+	opts.OrphanGrace = 2 * time.Second
+	rm := startManager(t, env.Config, opts)
+	time.Sleep(opts.OrphanGrace) // the lock and the Cluster are older than the grace period
+	kubeenv.Consistently(t, 3*time.Second, func() error {
+		cm, err := getLock(t, ns, "c1")
+		if err != nil {
+			return fmt.Errorf("the restored holder's lock went: %w", err)
+		}
+		if cm.Data[wire.DataKey] != record || cm.DeletionTimestamp != nil {
+			return fmt.Errorf("the lock changed: deleting %v, record %s", cm.DeletionTimestamp != nil, cm.Data[wire.DataKey])
+		}
+		return nil
+	})
+	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 0 {
+		t.Fatalf("configmap writes = %d, want none (the lock is owned already):\n%s", n, rm.Counter)
+	}
 }

@@ -377,9 +377,15 @@ var decideRows = []struct {
 	{"the lock's holder is gone: taken over",
 		lockCall(engine.Observation{Lock: lockOf("m2", "t2", owned), Cluster: cluster(grantTo("m2", "t2"))}),
 		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionTakeOver, register: engine.RegisterClaim, holder: "m1", acquired: true}},
-	{"the granted Machine was created again: its grant does not count",
+	{"the granted Machine restored alone, or created again, under its name (another UID, the Cluster's kept): its grant keeps others out, and its lost lock is made again for it",
 		lockCall(engine.Observation{Cluster: cluster(grantTo("m2", "t2")), Granted: recreated("m2")}),
-		nil, want{verdict: engine.VerdictFree, action: engine.ActionCreate, register: engine.RegisterClaim, holder: "m1", acquired: true}},
+		nil, want{verdict: engine.VerdictLost, action: engine.ActionRecreate, holder: "m2", recreated: true}},
+	{"the holder restored alone, or created again, under its name (another UID, the Cluster's kept): another Machine is refused",
+		lockCall(engine.Observation{Lock: lockOf("m2", "t2", owned), Cluster: cluster(grantTo("m2", "t2")), Holder: recreated("m2"), Granted: recreated("m2")}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m2"}},
+	{"the holder restored alone, or created again, under its name asks: it takes its lock over",
+		lockCall(engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1")), Caller: recreated("m1"), Holder: recreated("m1"), Granted: recreated("m1")}),
+		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionTakeOver, register: engine.RegisterClaim, holder: "m1", acquired: true}},
 	{"initialised: grants no longer count and none is written",
 		lockCall(engine.Observation{Cluster: cluster(initialized, grantTo("m2", "t2")), Granted: machine("m2")}),
 		nil, want{verdict: engine.VerdictFree, action: engine.ActionCreate, holder: "m1", acquired: true}},
@@ -505,6 +511,12 @@ var decideRows = []struct {
 	{"release: the holder exists and the cluster is not initialised: --force retires the grant",
 		forced(engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1")), Holder: machine("m1"), Granted: machine("m1")}),
 		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, register: engine.RegisterRetire, holder: "m1", force: true}},
+	{"release: the holder restored alone under its name (another UID, the Cluster's kept): refused without --force",
+		operator(engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1")), Holder: recreated("m1"), Granted: recreated("m1")}),
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1", force: true, err: report.ErrNotHolder}},
+	{"release: the granted Machine restored alone, its lock lost: refused without --force",
+		operator(engine.Observation{Cluster: cluster(grantTo("m1", "t1")), Granted: recreated("m1")}),
+		nil, want{verdict: engine.VerdictLost, action: engine.ActionNone, holder: "m1", force: true, err: report.ErrNotHolder}},
 	{"release: the holder is gone: no --force",
 		operator(engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1"))}),
 		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionNone, register: engine.RegisterRetire, holder: "m1"}},
@@ -567,9 +579,12 @@ var decideRows = []struct {
 	{"keeper: a gone holder's lock while the register grants another existing Machine: left for the hand-over",
 		engine.Observation{Lock: lockOf("m9", "t9", owned), Cluster: cluster(grantTo("m2", "t2")), Granted: machine("m2")},
 		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionNone, holder: "m9", wait: engine.WaitTakeOver}},
-	{"keeper: a lock of a Machine created again under its name (the record's UID gone): released",
+	{"keeper: a lock whose holder was restored alone, or created again, under its name (another UID, the Cluster's kept): held",
 		engine.Observation{Lock: lockOf("m1", "t1", owned), Cluster: cluster(grantTo("m1", "t1")), Holder: recreated("m1"), Granted: recreated("m1")},
-		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionRelease, holder: "m1", reason: engine.ReasonHolderGone}},
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1"}},
+	{"keeper: an upstream lock whose holder was restored alone under its name: held",
+		engine.Observation{Lock: upstreamLock("m1", owned), Cluster: cluster(), Holder: recreated("m1")},
+		nil, want{verdict: engine.VerdictHealthy, action: engine.ActionNone, holder: "m1"}},
 	{"keeper: being deleted, held back by another finalizer: nothing, it is going",
 		engine.Observation{Lock: beingDeleted(upstreamLock("m9", owned)), Cluster: cluster()},
 		nil, want{verdict: engine.VerdictStaleHolder, action: engine.ActionNone, holder: "m9", wait: engine.WaitDeleting}},
@@ -727,7 +742,7 @@ func TestDecide(t *testing.T) {
 				d.Acquired != w.acquired || d.Recreated != w.recreated ||
 				d.CompletesClaim != w.completes || d.ReadCallerFirst != w.readFirst || d.Landed != w.landed || d.HeldBefore != w.heldBefore || d.Unmark != w.unmark || d.Wait != w.wait || d.NeedsForce != w.force || d.RequeueAfter != w.requeue ||
 				(w.reason != "" && d.Reason != w.reason) {
-				t.Errorf("Decide() = %+v\nwant %+v", d, w)
+				t.Errorf("Decide() = %s (acquired %t, recreated %t, completes %t, readFirst %t, heldBefore %t, wait %q, force %t)\nwant %+v", d, d.Acquired, d.Recreated, d.CompletesClaim, d.ReadCallerFirst, d.HeldBefore, d.Wait, d.NeedsForce, w)
 			}
 			if (w.err == nil) != (d.Err == nil) || (w.err != nil && !errors.Is(d.Err, w.err)) {
 				t.Errorf("Decide().Err = %v, want %v", d.Err, w.err)

@@ -120,7 +120,7 @@ func needsForce(o Observation) (bool, string) {
 	if cl != nil && cl.Initialized {
 		return false, ""
 	}
-	if o.Lock != nil && o.Lock.Problem == nil && o.Holder != nil && o.Lock.Record.Names(cl, o.Holder) {
+	if o.Lock != nil && o.Lock.Problem == nil && o.Lock.Record.Claims(o.Holder) {
 		return true, o.Holder.Name
 	}
 	if o.Lock != nil && o.Lock.Problem != nil && !isNotALock(o.Lock.Problem) {
@@ -134,7 +134,7 @@ func needsForce(o Observation) (bool, string) {
 	if g := cl.Grant; g.Damaged() {
 		return true, ""
 	}
-	if g := cl.Grant; g.Held() && o.Granted != nil && g.Names(cl, o.Granted) {
+	if g := cl.Grant; g.Held() && g.Claims(o.Granted) {
 		return true, o.Granted.Name
 	}
 	return false, ""

@@ -67,12 +67,13 @@ type grantKind int
 
 const (
 	// grantNone: no grant counts: the register is empty or released,
-	// names a Machine that is gone (or was created again under its name),
-	// or the control plane is initialised.
+	// names a Machine that is gone (or the caller under another UID), or
+	// the control plane is initialised.
 	grantNone grantKind = iota
 	// grantCaller: the register names the caller (IntentLock).
 	grantCaller
-	// grantOther: the register names another Machine, which exists.
+	// grantOther: the register names another Machine, which exists (under
+	// any UID: Ref.Claims).
 	grantOther
 	// grantDamaged: the register holds something that is not a grant.
 	grantDamaged
@@ -89,7 +90,7 @@ func grantOf(o Observation) grantKind {
 		return grantDamaged
 	case o.CallerLive != nil && g.Names(o.Cluster, o.CallerLive):
 		return grantCaller
-	case o.Granted != nil && g.Names(o.Cluster, o.Granted):
+	case g.Claims(o.Granted) && !sameName(o.CallerLive, o.Granted):
 		return grantOther
 	}
 	return grantNone
@@ -103,7 +104,8 @@ const (
 	lockMissing lockKind = iota
 	// lockCaller: the record names the caller (IntentLock).
 	lockCaller
-	// lockOther: the record names another Machine, which exists.
+	// lockOther: the record names another Machine, which exists (under any
+	// UID: Ref.Claims).
 	lockOther
 	// lockGone: the record names a Machine that is gone.
 	lockGone
@@ -115,10 +117,17 @@ func lockOf(o Observation) lockKind {
 		return lockMissing
 	case o.CallerLive != nil && o.Lock.Record.Names(o.Cluster, o.CallerLive):
 		return lockCaller
-	case o.Holder != nil && o.Lock.Record.Names(o.Cluster, o.Holder):
+	case o.Lock.Record.Claims(o.Holder) && !sameName(o.CallerLive, o.Holder):
 		return lockOther
 	}
 	return lockGone
+}
+
+// sameName tells whether the caller is Machine m by name: a record that
+// names m by name but not by the caller's UID is no other Machine's to the
+// caller (Ref.Claims), which takes it over as a gone holder's.
+func sameName(caller, m *Machine) bool {
+	return caller != nil && m != nil && caller.Name == m.Name
 }
 
 // conflict tells whether the lock and the grant register name two

@@ -32,9 +32,10 @@ const (
 )
 
 // Ref is how a record names the Machine it grants the lock to. Records
-// written by initlock carry the Machine's and the Cluster's UIDs, so that a
-// Machine created again under the holder's name is not taken for the
-// holder; upstream records carry the name only.
+// written by initlock carry the Machine's and the Cluster's UIDs, so that
+// only the holder's own incarnation relies on them (Names); upstream
+// records carry the name only. Whom a record keeps out is decided by name
+// (Claims).
 type Ref struct {
 	// MachineName is the Machine.
 	MachineName string `json:"machineName"`
@@ -58,6 +59,20 @@ func (r Ref) Names(cl *Cluster, m *Machine) bool {
 		return true
 	}
 	return r.MachineUID == m.UID
+}
+
+// Claims tells whether the record keeps Machine m's place against every
+// other Machine: m exists under the name the record gives, whatever its
+// UID. Names decides who may rely on a record; Claims decides whom it keeps
+// out. A Machine of the holder's name under another UID, while the Cluster
+// keeps the UID the record was written under, is either the holder
+// restored alone (a partial restore gives it a new UID and brings its
+// bootstrap data, init data perhaps, back with it) or a Machine created
+// anew under its name. Nothing a decision reads tells the two apart, so
+// the record keeps out everyone else while such a Machine exists; that
+// Machine's own Lock takes the lock over.
+func (r Ref) Claims(m *Machine) bool {
+	return m != nil && r.MachineName != "" && r.MachineName == m.Name
 }
 
 // Exact tells whether the record names Machine m of Cluster cl by both

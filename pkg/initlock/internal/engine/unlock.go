@@ -44,10 +44,10 @@ type UnlockParams struct {
 	// an operator's release reads those Machines live in each round, and
 	// again between the lock's release mark and its delete, and stops
 	// (initlock.ErrNotHolder; the mark taken off again) once one exists: a
-	// holder restored while the release runs keeps its lock. A Machine
-	// created again under the holder's name, while the Cluster keeps its
-	// UID, is another Machine (the record names its holder by UID) and
-	// stops nothing. A reading or a delete that fails after the mark
+	// holder restored while the release runs keeps its lock. A Machine of
+	// the holder's name stops it whatever its UID: a holder restored alone,
+	// while the Cluster keeps its UID, comes back under a new one
+	// (Ref.Claims). A reading or a delete that fails after the mark
 	// stops the round too, and the mark comes off. When taking the mark
 	// off fails (another writer changed the lock, or the request failed),
 	// the release reads the lock again and takes its mark off again while
