@@ -28,16 +28,16 @@ func parseFixture(t *testing.T) *benchreport.File {
 
 func TestParse(t *testing.T) {
 	f := parseFixture(t)
-	if n := len(f.Results); n != 15 {
-		t.Fatalf("%d results, want 15", n)
+	if n := len(f.Results); n != 16 {
+		t.Fatalf("%d results, want 16", n)
 	}
-	if c := f.Results[4]; c.Pkg != "github.com/initlock/initlock/hack/contention" || c.Param("callers") != "50" || c.Metrics["p99-ratio"] != 1.4 {
+	if c := f.Results[5]; c.Pkg != "github.com/initlock/initlock/hack/contention" || c.Param("callers") != "50" || c.Metrics["p99-ratio"] != 1.4 {
 		t.Fatalf("contention result %+v", c)
 	}
-	if c := f.Results[5]; c.Name != "FreeLockVsUpstream" || c.Metrics["ratio"] != 1.7 {
+	if c := f.Results[6]; c.Name != "FreeLockVsUpstream" || c.Metrics["ratio"] != 1.7 {
 		t.Fatalf("free Lock result %+v", c)
 	}
-	r := f.Results[6]
+	r := f.Results[7]
 	if r.Name != "RestoreStorm/clusters=250" || r.Procs != 2 || r.Iterations != 1 || r.Param("clusters") != "250" ||
 		r.Base() != "RestoreStorm" || r.Pkg != "github.com/initlock/initlock/test/manager/bench" {
 		t.Fatalf("result %+v", r)
@@ -52,8 +52,8 @@ func TestParse(t *testing.T) {
 
 func TestSummariseAndRows(t *testing.T) {
 	sums := benchreport.Summarise(parseFixture(t).Results)
-	if len(sums) != 13 {
-		t.Fatalf("%d summaries, want 13", len(sums))
+	if len(sums) != 14 {
+		t.Fatalf("%d summaries, want 14", len(sums))
 	}
 	free := sums[0]
 	if free.Name != "FreeLock" || free.Runs != 3 || free.Median["lock-ns/op"] != 14e6 || free.Min["ratio"] != 1.857 {
@@ -65,20 +65,22 @@ func TestSummariseAndRows(t *testing.T) {
 		byFigure[r.Bench+" "+r.Figure] = r
 	}
 	for key, want := range map[string][3]string{
-		"FreeLock free Lock (PATCH register ∥ GET Machine, then CREATE) vs a raw ConfigMap Create":                                 {"14.00 ms", "2.00", "no"},
-		"FreeLock free Lock vs its two writes one after the other, each timed alone":                                               {"14.00 ms", "0.93", "yes"},
-		"FreeLockVsUpstream free Lock vs the upstream lock's free Lock (GET, then CREATE), median":                                 {"6.80 ms", "1.70", "no"},
-		"FreeLock free Lock: requests per call":                                                                                    {"1 reads, 2 writes", "", "yes"},
-		"ReLock healthy re-Lock (3 reads in parallel, 0 writes) vs a raw ConfigMap Get":                                            {"1.60 ms", "1.14", "yes"},
-		"ReLock healthy re-Lock: requests per call":                                                                                {"3 reads, 0 writes", "", "yes"},
-		"Contention/callers=50 contention: requests":                                                                               {"7.5 per caller", "3.75", ""},
-		"RestoreStorm/clusters=250 restore storm, 250 clusters, no client rate limit: time until every lock is owned again":        {"6.0 s", "1.20", "yes"},
-		"RestoreStorm/clusters=250/qps=20 restore storm, 250 clusters, client QPS 20: time until every lock is owned again":        {"14.0 s", "1.08", "yes"},
-		"RestoreStorm/clusters=500 restore storm: requests the API server served per lock (apiserver_request_total, every client)": {"2.50", "2.00", ""},
-		"RestoreStorm/clusters=500 restore storm: CPU time of the process (manager, or patch loop)":                                {"8.0 s", "2.00", ""},
-		"SteadyState/clusters=100 steady state, 100 healthy clusters: writes":                                                      {"0", "", "yes"},
-		"MemoryUnrelatedConfigMaps/configmaps=5000 manager heap with 5000 unrelated ConfigMaps vs none":                            {"4.2 MiB", "1.05", "yes"},
-		"Relink relinker, 10000 restored objects linked to their owners: time per object":                                          {"7.07 ms", "1.68", "no"},
+		"FreeLock free Lock (PATCH register ∥ GET Machine, then CREATE) vs a raw ConfigMap Create":                                             {"14.00 ms", "2.00", "no"},
+		"FreeLock free Lock vs its two writes one after the other, each timed alone":                                                           {"14.00 ms", "0.93", "yes"},
+		"FreeLockVsUpstream free Lock vs the upstream lock's free Lock (GET, then CREATE), median":                                             {"6.80 ms", "1.70", "no"},
+		"FreeLock free Lock: requests per call":                                                                                                {"1 reads, 2 writes", "", "yes"},
+		"ReLock healthy re-Lock (3 reads in parallel, 0 writes) vs a raw ConfigMap Get":                                                        {"1.60 ms", "1.14", "yes"},
+		"ReLock healthy re-Lock: requests per call":                                                                                            {"3 reads, 0 writes", "", "yes"},
+		"LockGuard update of a ConfigMap that is not a lock, with the lock guard vs without (the policy's objectSelector leaves it unmatched)": {"1.005", "1.00", "yes"},
+		"LockGuard delete of a ConfigMap that is not a lock, with the lock guard vs without (the policy's objectSelector leaves it unmatched)": {"1.020", "1.02", "no"},
+		"Contention/callers=50 contention: requests":                                                                                           {"7.5 per caller", "3.75", ""},
+		"RestoreStorm/clusters=250 restore storm, 250 clusters, no client rate limit: time until every lock is owned again":                    {"6.0 s", "1.20", "yes"},
+		"RestoreStorm/clusters=250/qps=20 restore storm, 250 clusters, client QPS 20: time until every lock is owned again":                    {"14.0 s", "1.08", "yes"},
+		"RestoreStorm/clusters=500 restore storm: requests the API server served per lock (apiserver_request_total, every client)":             {"2.50", "2.00", ""},
+		"RestoreStorm/clusters=500 restore storm: CPU time of the process (manager, or patch loop)":                                            {"8.0 s", "2.00", ""},
+		"SteadyState/clusters=100 steady state, 100 healthy clusters: writes":                                                                  {"0", "", "yes"},
+		"MemoryUnrelatedConfigMaps/configmaps=5000 manager heap with 5000 unrelated ConfigMaps vs none":                                        {"4.2 MiB", "1.05", "yes"},
+		"Relink relinker, 10000 restored objects linked to their owners: time per object":                                                      {"7.07 ms", "1.68", "no"},
 		"Other patches/op": {"2.500 patches/op", "", ""},
 		"Contention/callers=50 contention, 50 Machines calling Lock at once: p99 over callers of the time to their final answer": {"420 ms", "1.40", "yes"},
 	} {
