@@ -1,9 +1,11 @@
 // Package cli implements kubectl-initlock, the kubectl plugin that shows
 // and repairs the Cluster API control-plane init locks of a management
-// cluster: list, repair, release and version; and relinks, which lists the
+// cluster: list, repair, release and version; relinks, which lists the
 // restored objects the relinker has not linked, with relink.Judge's
 // verdict for each recorded owner (relink.FindPending: one list per kind,
-// one live read per owner).
+// one live read per owner); and doctor, which reads the install (the lock
+// guard, the manager, its roles, the Velero plugin, the versions, the locks
+// that need a person) and judges each part with a remedy, writing nothing.
 //
 // The commands are built with cobra and k8s.io/cli-runtime's
 // genericclioptions, so --kubeconfig, --context, -n and the other kubeconfig
@@ -48,7 +50,7 @@
 //   - list and release of a name with neither a Cluster nor a lock fail
 //     with the API server's NotFound, printed as kubectl prints it.
 //   - Exit codes: 0 success, 1 error or refusal, 2 (repair) locks remain that
-//     need a person.
+//     need a person, or (doctor) a check failed or could not be made.
 //
 // # What it does not do
 //

@@ -150,7 +150,7 @@ ones with the same decision function as the initlock manager.`,
 	cmd.SetOut(opts.IOStreams.Out)
 	cmd.SetErr(opts.IOStreams.ErrOut)
 	a.flags.AddFlags(cmd.PersistentFlags())
-	cmd.AddCommand(a.newListCommand(), a.newRepairCommand(), a.newReleaseCommand(), a.newRelinksCommand(), a.newVersionCommand())
+	cmd.AddCommand(a.newListCommand(), a.newRepairCommand(), a.newReleaseCommand(), a.newRelinksCommand(), a.newDoctorCommand(), a.newVersionCommand())
 	return cmd
 }
 
@@ -178,12 +178,26 @@ func (a *app) connect() (*connection, error) {
 	if a.opts.Client != nil {
 		return &connection{client: a.opts.Client, capiVersion: a.opts.CAPIVersion}, nil
 	}
-	if err := a.checkKubeconfig(); err != nil {
+	host, dc, c, err := a.dial()
+	if err != nil {
 		return nil, err
+	}
+	version, err := capi.Discover(dc)
+	if err != nil {
+		return nil, fmt.Errorf("API server %s: %w", host, err)
+	}
+	return &connection{client: c, capiVersion: version}, nil
+}
+
+// dial makes a discovery client and a client for the chosen kubeconfig
+// context, and returns the API server's address with them.
+func (a *app) dial() (string, *discovery.DiscoveryClient, client.Client, error) {
+	if err := a.checkKubeconfig(); err != nil {
+		return "", nil, nil, err
 	}
 	cfg, err := a.flags.ToRESTConfig()
 	if err != nil {
-		return nil, kubeconfigError(err)
+		return "", nil, nil, kubeconfigError(err)
 	}
 	cfg = rest.CopyConfig(cfg)
 	if cfg.QPS == 0 {
@@ -191,17 +205,13 @@ func (a *app) connect() (*connection, error) {
 	}
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", cfg.Host, err)
-	}
-	version, err := capi.Discover(dc)
-	if err != nil {
-		return nil, fmt.Errorf("API server %s: %w", cfg.Host, err)
+		return "", nil, nil, fmt.Errorf("connecting to %s: %w", cfg.Host, err)
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", cfg.Host, err)
+		return "", nil, nil, fmt.Errorf("connecting to %s: %w", cfg.Host, err)
 	}
-	return &connection{client: c, capiVersion: version}, nil
+	return cfg.Host, dc, c, nil
 }
 
 // namespace returns the namespace from -n or the kubeconfig context, or ""
