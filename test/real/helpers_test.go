@@ -248,6 +248,17 @@ func lockOwned(ctx context.Context, m *stack.Mgmt, ns, cluster string) error {
 // other than 0 fails t.
 func initlockCLI(t *testing.T, m *stack.Mgmt, args ...string) string {
 	t.Helper()
+	printed, code := initlockExit(t, m, args...)
+	if code != cli.ExitOK {
+		t.Fatalf("kubectl initlock %s: exit code %d", strings.Join(args, " "), code)
+	}
+	return printed
+}
+
+// initlockExit is initlockCLI for a command that may fail or refuse: it
+// returns the exit code with what was printed.
+func initlockExit(t *testing.T, m *stack.Mgmt, args ...string) (string, int) {
+	t.Helper()
 	kubeconfig, err := m.Env.WriteKubeconfig("operator", []string{"system:masters"})
 	must(t, err)
 	var out, errOut bytes.Buffer
@@ -255,8 +266,5 @@ func initlockCLI(t *testing.T, m *stack.Mgmt, args ...string) string {
 		append(slices.Clone(args), "--kubeconfig", kubeconfig))
 	printed := errOut.String() + out.String()
 	t.Logf("$ kubectl initlock %s\n%s", strings.Join(args, " "), printed)
-	if code != cli.ExitOK {
-		t.Fatalf("kubectl initlock %s: exit code %d", strings.Join(args, " "), code)
-	}
-	return printed
+	return printed, code
 }
