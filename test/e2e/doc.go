@@ -21,6 +21,16 @@
 // Machine from being granted the lock in the target. An intact lock moves as
 // it should.
 //
+// TestClusterctlUpgradeKeepsLockGuard runs the clusterctl life cycle of the
+// add-on on a third control plane of its own, with hack/capi/addon (built
+// like the move program; $INITLOCK_E2E_ADDON): "clusterctl init",
+// "clusterctl upgrade apply" and "clusterctl delete" of two versions
+// rendered from config/clusterctl into a local repository, clusterctl
+// reaching the API server through a proxy that delays it 10 ms each way
+// ($INITLOCK_E2E_CLUSTERCTL_LATENCY). It shows the lock guard, applied
+// with kubectl, in force throughout: a held lock's delete, sent over and
+// over, always refused, and the guard's objects never deleted.
+//
 // They do not run Cluster API's controllers: what those would do (re-adding
 // a Machine's Cluster ownerReference after a restore, reporting the
 // provisioning status move requires) the tests do by hand, and say so.
