@@ -6,7 +6,7 @@ GO ?= go
 # The Go modules of project code, by folder: vet, lint and unit visit each in
 # turn, and go.work lists the same folders (make lint checks it). The
 # modules that only pin a tool or a peer's version are in hack/pins.
-MODULES := . pkg/initlock hack/contention hack/capi hack/s3 hack/release test/alerts
+MODULES := . pkg/initlock hack/contention hack/capi hack/s3 hack/release test/alerts test/release/publish
 # Every go command here resolves the module it runs in on its own, from that
 # module's go.mod and go.sum, as a consumer of the library and a release build
 # do; go.work serves editors and go commands typed by hand, and make quick.
@@ -15,8 +15,9 @@ export GOWORK := off
 PKGS ?= ./...
 TEST_FLAGS ?= -count=1 -timeout=30m
 # What make unit passes to go test in a module, after TEST_FLAGS. A module
-# without it has no test to run there: those of hack/capi and hack/release
-# check a release (make test-release), and hack/s3 has none.
+# without it has no test to run there: those of hack/capi, hack/release and
+# test/release/publish check a release (make test-release), and hack/s3 has
+# none.
 UNIT_. = $(PKGS)
 UNIT_pkg/initlock = ./...
 # Contention next to the upstream lock: one round, its request counts
@@ -254,46 +255,60 @@ demo-real: kube stack ## The seed's story on the real Velero server, CAPI core a
 # ---- Release: images without Docker and the release artefacts ----------
 # hack/release (a module of its own, with go-containerregistry) builds them;
 # see docs/release.md. DIST is where they are written, REGISTRY where the
-# images are to be published.
+# images are to be published (REGISTRY/NAME:VERSION), DOWNLOAD_URL where the
+# files are (DOWNLOAD_URL/VERSION/FILE: the krew manifest and the release
+# notes name them there).
 VERSION ?=
 REGISTRY ?= ghcr.io/initlock
+DOWNLOAD_URL ?= https://github.com/initlock/initlock/releases/download
 DIST ?= dist
 PLATFORMS ?= linux/amd64,linux/arm64
 ARCHIVE_PLATFORMS ?= linux/amd64,linux/arm64,darwin/amd64,darwin/arm64
 RELEASE_TEST_VERSION := v0.1.0-test
+# The test release is made for another registry and download location than
+# the defaults, so that its tests see that every reference follows them.
+RELEASE_TEST_REGISTRY := registry.example.com/initlock
+RELEASE_TEST_DOWNLOAD_URL := https://downloads.example.com/initlock/releases
 # The test release builds the images and the kubectl-initlock archive for
 # this machine's platform only: every further platform is a full compile,
 # which would double the cold build time in CI, and the code is the same for
 # every platform (hack/release/oci tests an index of two).
 RELEASE_TEST_PLATFORMS := linux/$(shell $(GO) env GOARCH)
-RELEASE_RUN = cd hack/release && $(GO) run . -root $(CURDIR) -registry $(REGISTRY) -out $(abspath $(DIST)) -platforms $(PLATFORMS) -archive-platforms $(ARCHIVE_PLATFORMS)
+RELEASE_RUN = cd hack/release && $(GO) run . -root $(CURDIR) -registry $(REGISTRY) -download-url $(DOWNLOAD_URL) -out $(abspath $(DIST)) -platforms $(PLATFORMS) -archive-platforms $(ARCHIVE_PLATFORMS)
 
 .PHONY: images
-images: ## Build the images as OCI layouts under dist/images, reproducibly (VERSION=v0.1.0, default v0.0.0-dev; PLATFORMS=linux/amd64,linux/arm64).
+images: ## Build the images as OCI layouts under dist/images, reproducibly (VERSION=v0.1.0, default v0.0.0-dev; PLATFORMS=linux/amd64,linux/arm64); refuses a DIST that holds a release.
 	$(RELEASE_RUN) -images-only -version $(or $(VERSION),v0.0.0-dev)
 
 .PHONY: release
-release: ## Build every release artefact into dist/: make release VERSION=v0.1.0.
-	@if [ -z "$(VERSION)" ]; then echo "usage: make release VERSION=vX.Y.Z" >&2; exit 1; fi
+release: ## Build every release artefact into dist/: make release VERSION=v0.1.0 [REGISTRY=...] [DOWNLOAD_URL=...].
+	@if [ -z "$(VERSION)" ]; then echo "usage: make release VERSION=vX.Y.Z [REGISTRY=registry/namespace] [DOWNLOAD_URL=https://...]" >&2; exit 1; fi
 	$(RELEASE_RUN) -version $(VERSION)
 
 # test-release builds a release into a temporary folder and tests every
-# artefact: reproducible images, checksums, digests in the manifests, krew's
-# own validation and install of each archive (hack/release); the clusterctl
-# components read from a local repository by the clusterctl library
-# (hack/capi); install.yaml applied with server-side dry-run, and each image
-# unpacked and run on the local control plane (test/release, build tag
-# release).
+# artefact: reproducible images, checksums, digests in the manifests, the
+# registry and download location in every reference, krew's own validation
+# and install of each archive, make images refusing to delete the release
+# (hack/release); the clusterctl components read from a local repository by
+# the clusterctl library (hack/capi); the images pushed to a local registry
+# as docs/release.md publishes them, each keeping its digest of images.txt
+# (test/release/publish); install.yaml applied with server-side dry-run,
+# monitoring.yaml against the Prometheus Operator's CRDs, and each image
+# unpacked and run on the local control plane, the manager scraped as the
+# ServiceMonitor does (test/release, build tag release).
 .PHONY: test-release
 test-release: kube ## Build a release into a temporary folder and test every artefact and image.
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	start=$$(date +%s); \
-	$(MAKE) -s release VERSION=$(RELEASE_TEST_VERSION) DIST="$$tmp/dist" PLATFORMS=$(RELEASE_TEST_PLATFORMS) ARCHIVE_PLATFORMS=$(RELEASE_TEST_PLATFORMS); \
+	$(MAKE) -s release VERSION=$(RELEASE_TEST_VERSION) DIST="$$tmp/dist" PLATFORMS=$(RELEASE_TEST_PLATFORMS) ARCHIVE_PLATFORMS=$(RELEASE_TEST_PLATFORMS) \
+		REGISTRY=$(RELEASE_TEST_REGISTRY) DOWNLOAD_URL=$(RELEASE_TEST_DOWNLOAD_URL); \
 	echo "test-release: release built in $$(( $$(date +%s) - start ))s" >&2; \
+	export INITLOCK_DIST="$$tmp/dist" INITLOCK_REGISTRY=$(RELEASE_TEST_REGISTRY) INITLOCK_DOWNLOAD_URL=$(RELEASE_TEST_DOWNLOAD_URL); \
 	(cd hack/release && \
-		INITLOCK_DIST="$$tmp/dist" INITLOCK_PLATFORMS=$(RELEASE_TEST_PLATFORMS) INITLOCK_ARCHIVE_PLATFORMS=$(RELEASE_TEST_PLATFORMS) $(GO) test -count=1 -timeout=20m ./...); \
-	(cd hack/capi && INITLOCK_DIST="$$tmp/dist" $(GO) test -count=1 -timeout=10m ./release/...); \
+		INITLOCK_PLATFORMS=$(RELEASE_TEST_PLATFORMS) INITLOCK_ARCHIVE_PLATFORMS=$(RELEASE_TEST_PLATFORMS) $(GO) test -count=1 -timeout=20m ./...); \
+	(cd hack/capi && $(GO) test -count=1 -timeout=10m ./release/...); \
+	(cd test/release/publish && $(GO) test -count=1 -timeout=10m ./...); \
 	$(GO) vet -tags release ./test/... ; \
-	INITLOCK_DIST="$$tmp/dist" KUBEBUILDER_ASSETS="$$(hack/kube.sh 2>/dev/null)" \
+	KUBEBUILDER_ASSETS="$$(hack/kube.sh 2>/dev/null)" \
 		$(GO) test -tags release -count=1 -timeout=20m -run 'TestRelease' ./test/release/... ./test/manifests/...; \
 	echo "test-release: done in $$(( $$(date +%s) - start ))s" >&2

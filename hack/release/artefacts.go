@@ -87,31 +87,43 @@ func (r *release) krew() error {
 	return os.WriteFile(filepath.Join(r.o.out, "initlock.yaml"), b.Bytes(), 0o644)
 }
 
-// notes writes release-notes.md: the images, how to install, and the
-// changes.
+// notes writes release-notes.md: what changed for an operator (changed
+// defaults, upgrade notes), the series' row of the compatibility table,
+// the images, how to install, and the commits.
 func (r *release) notes(refs map[string]string) error {
 	changes, err := notes.Changes(r.o.root, r.o.version)
 	if err != nil {
 		return err
 	}
-	compatibility, err := notes.Compatibility(r.o.root)
+	install, err := os.ReadFile(filepath.Join(r.o.root, "docs", "install.md"))
+	if err != nil {
+		return err
+	}
+	compatibility, err := notes.CompatibilityRow(string(install), r.o.version)
+	if err != nil {
+		return fmt.Errorf("docs/install.md: %w", err)
+	}
+	changedDefaults, upgradeNotes, err := notes.Upgrade(r.o.root, r.o.version)
 	if err != nil {
 		return err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "# initlock %s\n\n## Images\n\n", r.o.version)
+	fmt.Fprintf(&b, "# initlock %s\n\n", r.o.version)
+	fmt.Fprintf(&b, "## %s\n\n%s\n\n## %s\n\n%s\n\n", notes.ChangedDefaults, changedDefaults, notes.UpgradeNotes, upgradeNotes)
+	fmt.Fprintf(&b, "## Compatibility\n\n%s\nEvery version: docs/install.md#compatibility.\n\n## Images\n\n", compatibility)
 	for _, s := range specs() {
 		fmt.Fprintf(&b, "- `%s`\n", refs[s.name])
 	}
 	url := r.o.downloadURL + "/" + r.o.version
 	fmt.Fprintf(&b, "\n## Install\n\n```sh\n"+
+		"kubectl apply --server-side -f %s/lock-guard.yaml   # with clusterctl: the guard first, and again before each upgrade\n"+
 		"clusterctl init --addon initlock   # with the provider in clusterctl.yaml, see docs/install.md\n"+
 		"kubectl apply --server-side -f %s/install.yaml\n"+
 		"velero plugin add %s   # restarts Velero: run it when no backup or restore is in progress\n"+
-		"kubectl krew install --manifest-url=%s/initlock.yaml\n```\n\n"+
+		"kubectl krew install --manifest-url=%s/initlock.yaml\n"+
+		"kubectl apply --server-side -f %s/monitoring.yaml   # optional, with the Prometheus Operator: see docs/install.md#with-the-prometheus-operator\n```\n\n"+
 		"The Velero plugin is named by digest alone: Velero derives its init container's name from the reference.\n\n",
-		url, byDigest(refs[PluginImage]), url)
-	fmt.Fprintf(&b, "## Compatibility\n\n%s\n", compatibility)
+		url, url, byDigest(refs[PluginImage]), url, url)
 	b.WriteString(changes)
 	return os.WriteFile(filepath.Join(r.o.out, "release-notes.md"), []byte(b.String()), 0o644)
 }

@@ -16,6 +16,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/initlock/initlock/hack/release/notes"
 )
 
 // The tests of this file check the artefacts of a release that
@@ -113,7 +115,8 @@ func TestChecksums(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"install.yaml", "install-relink-secrets.yaml", "addon-components.yaml", "owner-references-enforcement.yaml", "metadata.yaml", "initlock.yaml", "release-notes.md", "images.txt"} {
+	for _, want := range []string{"install.yaml", "install-relink-secrets.yaml", "addon-components.yaml", "lock-guard.yaml", "owner-references-enforcement.yaml",
+		"monitoring.yaml", MetricsCertPatch, "metadata.yaml", "initlock.yaml", "release-notes.md", "images.txt"} {
 		if !listed[want] {
 			t.Errorf("the release has no %s", want)
 		}
@@ -140,20 +143,148 @@ func TestManifestsPinTheImage(t *testing.T) {
 	}
 }
 
-// The release notes name the images and the changes.
+// The release notes say, in order, what changed for an operator (changed
+// defaults, upgrade notes, from docs/upgrade-notes.md), the release's row
+// of the compatibility table, the images, how to install, and the changes.
 func TestReleaseNotes(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(dist(t), "release-notes.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	text := string(b)
 	plugin := refs(t)[PluginImage]
 	name, digest, _ := strings.Cut(plugin, "@")
 	byDigest := name[:strings.LastIndex(name, ":")] + "@" + digest
-	for _, want := range []string{"# initlock " + version(t), refs(t)[ManagerImage], plugin, "velero plugin add " + byDigest + " ",
-		"## Compatibility\n\n| initlock | Cluster API | Kubernetes (management cluster) | Velero |\n", "## Changes since "} {
-		if !strings.Contains(string(b), want) {
-			t.Errorf("release-notes.md has no %q:\n%s", want, b)
+	changedDefaults, upgradeNotes, err := notes.Upgrade("../..", version(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := 0
+	for _, want := range []string{"# initlock " + version(t) + "\n",
+		"\n## Changed defaults\n\n" + changedDefaults + "\n",
+		"\n## Upgrade notes\n\n" + upgradeNotes + "\n",
+		"\n## Compatibility\n\n| initlock | Cluster API | Kubernetes (management cluster) | Velero |\n| --- | --- | --- | --- |\n| " + version(t) + " | v1.",
+		"\n## Images\n", refs(t)[ManagerImage], plugin,
+		"\n## Install\n", "/lock-guard.yaml", "velero plugin add " + byDigest + " ", "/monitoring.yaml",
+		"\n## Changes since "} {
+		i := strings.Index(text[last:], want)
+		if i < 0 {
+			t.Fatalf("release-notes.md has no %q after byte %d:\n%s", want, last, b)
 		}
+		last += i + len(want)
+	}
+	if strings.Count(text, "\n| v") != 1 {
+		t.Errorf("release-notes.md has %d compatibility rows, want the release's alone:\n%s", strings.Count(text, "\n| v"), b)
+	}
+}
+
+// Every image reference of the release is under $INITLOCK_REGISTRY and
+// every download URL under $INITLOCK_DOWNLOAD_URL/VERSION (make
+// test-release sets both to other than the defaults), and no text file of
+// the release names the default registry or download location.
+func TestRegistryAndDownloadURL(t *testing.T) {
+	registry, downloadURL := os.Getenv("INITLOCK_REGISTRY"), os.Getenv("INITLOCK_DOWNLOAD_URL")
+	if registry == "" || downloadURL == "" {
+		t.Fatal("INITLOCK_REGISTRY or INITLOCK_DOWNLOAD_URL is not set: run these tests with make test-release")
+	}
+	if registry == "ghcr.io/initlock" || strings.HasPrefix(downloadURL, "https://github.com/initlock/") {
+		t.Fatal("the test release uses the default registry or download location: the test would show nothing")
+	}
+	for name, ref := range refs(t) {
+		if !strings.HasPrefix(ref, registry+"/"+name+":") {
+			t.Errorf("images.txt: %s is not under %s", ref, registry)
+		}
+	}
+	d := dist(t)
+	b, err := os.ReadFile(filepath.Join(d, "initlock.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uris int
+	for line := range strings.Lines(string(b)) {
+		if uri, ok := strings.CutPrefix(strings.TrimSpace(line), "uri: "); ok {
+			uris++
+			if !strings.HasPrefix(uri, downloadURL+"/"+version(t)+"/kubectl-initlock_") {
+				t.Errorf("initlock.yaml: uri %s is not under %s/%s", uri, downloadURL, version(t))
+			}
+		}
+	}
+	if uris != len(archivePlatforms(t)) {
+		t.Errorf("initlock.yaml has %d uris, want %d", uris, len(archivePlatforms(t)))
+	}
+	b, err = os.ReadFile(filepath.Join(d, "release-notes.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range []string{"install.yaml", "initlock.yaml", "monitoring.yaml"} {
+		if !strings.Contains(string(b), downloadURL+"/"+version(t)+"/"+file) {
+			t.Errorf("release-notes.md does not name %s/%s/%s", downloadURL, version(t), file)
+		}
+	}
+	entries, err := os.ReadDir(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".yaml") && !strings.HasSuffix(e.Name(), ".md") && !strings.HasSuffix(e.Name(), ".txt") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(d, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, def := range []string{"ghcr.io/initlock", "github.com/initlock/initlock/releases"} {
+			if strings.Contains(string(b), def) {
+				t.Errorf("%s names %s, the default", e.Name(), def)
+			}
+		}
+	}
+}
+
+// make images into the folder of a release fails and leaves every file of
+// the release as it was.
+func TestImagesKeepARelease(t *testing.T) {
+	d := dist(t)
+	out := filepath.Join(t.TempDir(), "dist")
+	// The release's files but the image layouts, which weigh much and
+	// which the check does not read.
+	entries, err := os.ReadDir(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	if err := os.MkdirAll(filepath.Join(out, "images"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(d, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(out, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want[e.Name()], _ = sha256File(filepath.Join(out, e.Name()))
+	}
+	cmd := exec.CommandContext(t.Context(), "make", "-s", "images", "DIST="+out, "VERSION="+version(t), "PLATFORMS="+os.Getenv("INITLOCK_PLATFORMS"))
+	cmd.Dir = "../.."
+	b, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("make images into a release's folder succeeded:\n%s", b)
+	}
+	if !strings.Contains(string(b), "release-notes.md") || !strings.Contains(string(b), "make images DIST=") {
+		t.Errorf("make images says:\n%s\nwant the files it would delete and what to do", b)
+	}
+	for name, sum := range want {
+		if got, err := sha256File(filepath.Join(out, name)); err != nil || got != sum {
+			t.Errorf("%s changed: sha256 %s (%v), was %s", name, got, err, sum)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "images")); err != nil {
+		t.Errorf("images/: %v", err)
 	}
 }
 

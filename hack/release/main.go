@@ -13,11 +13,17 @@
 // Usage (from this folder):
 //
 //	go run . -version v0.1.0 -out ../../dist [-images-only] [-registry ghcr.io/initlock]
+//	    [-download-url https://github.com/initlock/initlock/releases/download]
+//
+// -images-only refuses an -out folder that holds anything but images, such
+// as a release: it never deletes what a full run wrote.
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -39,7 +45,7 @@ func main() {
 	var o options
 	var platforms, archivePlatforms string
 	flag.StringVar(&o.root, "root", "../..", "The initlock work tree.")
-	flag.StringVar(&o.out, "out", "../../dist", "Folder the artefacts are written to; emptied first.")
+	flag.StringVar(&o.out, "out", "../../dist", "Folder the artefacts are written to; emptied first (with -images-only, only when it holds nothing but images).")
 	flag.StringVar(&o.version, "version", "", "Release version, vMAJOR.MINOR.PATCH[-pre] (required).")
 	flag.StringVar(&o.registry, "registry", "ghcr.io/initlock", "Registry and namespace the images are published under.")
 	flag.StringVar(&o.downloadURL, "download-url", "https://github.com/initlock/initlock/releases/download", "Where the release's files are published, followed by /VERSION/FILE.")
@@ -65,6 +71,11 @@ func run(o options) error {
 	}
 	if o.out, err = filepath.Abs(o.out); err != nil {
 		return err
+	}
+	if o.imagesOnly {
+		if err := holdsOnlyImages(o.out); err != nil {
+			return err
+		}
 	}
 	if err := os.RemoveAll(o.out); err != nil {
 		return err
@@ -98,4 +109,33 @@ func run(o options) error {
 	}
 	fmt.Fprintf(os.Stderr, "release: wrote %s\n", o.out)
 	return nil
+}
+
+// imagesOnlyFiles are the entries of a folder that an -images-only run
+// writes: it may empty a folder that holds nothing else.
+var imagesOnlyFiles = map[string]bool{"images": true, "images.txt": true, "checksums.txt": true}
+
+// holdsOnlyImages refuses a folder that holds anything an -images-only run
+// does not write, such as the release that "make release" wrote there:
+// "make images" replaces the images of an earlier "make images" and
+// deletes nothing else.
+func holdsOnlyImages(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var others []string
+	for _, e := range entries {
+		if !imagesOnlyFiles[e.Name()] {
+			others = append(others, e.Name())
+		}
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s holds %s, which -images-only would delete (a release made by make release?): "+
+		"build the images into another folder (make images DIST=dist/images-only) or move them away first", dir, strings.Join(others, ", "))
 }

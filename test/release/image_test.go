@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"debug/elf"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -81,9 +82,13 @@ func static(t *testing.T, path string) {
 	}
 }
 
-// TestReleaseManagerImage runs initlock-manager from its image: it reports
-// the release version, heals a lock on the local control plane, serves its
-// metrics only over HTTPS to authenticated clients, and stops on SIGTERM.
+// TestReleaseManagerImage runs initlock-manager from its image as the
+// patched install of docs/install.md runs it, with the operator's metrics
+// certificate in --metrics-cert-dir: it reports the release version, heals
+// a lock on the local control plane, serves its metrics only over HTTPS,
+// only to authenticated clients, and to a scrape made as the ServiceMonitor
+// of monitoring.yaml makes it (that certificate's CA and server name, the
+// token of its ServiceAccount), and stops on SIGTERM.
 func TestReleaseManagerImage(t *testing.T) {
 	u := unpack(t, "initlock-manager")
 	u.check(t, []string{"/initlock-manager"}, "initlock-manager")
@@ -105,10 +110,15 @@ func TestReleaseManagerImage(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(u.root, "kubeconfig"), b, 0o644); err != nil { //nolint:gosec // read by the image's user
 		t.Fatal(err)
 	}
+	// The Secret of the operator's certificate, where the patched
+	// Deployment mounts it.
+	certDir := metricsCertDir(t)
+	ca := servingCert(t, filepath.Join(u.root, certDir), str(t, endpoint(t), "tlsConfig", "serverName"))
+
 	ns := env.Namespace(t)
 	metricsAddr, probeAddr := kubeenv.FreeAddress(t), kubeenv.FreeAddress(t)
 	cmd := u.command(t, "--kubeconfig=/kubeconfig", "--namespace="+ns, "--leader-elect", "--leader-election-namespace="+ns,
-		"--metrics-bind-address="+metricsAddr, "--health-probe-bind-address="+probeAddr)
+		"--metrics-bind-address="+metricsAddr, "--health-probe-bind-address="+probeAddr, "--metrics-cert-dir="+certDir)
 	if os.Geteuid() != 0 {
 		cmd.Args[1] = "--kubeconfig=" + filepath.Join(u.root, "kubeconfig")
 	}
@@ -120,6 +130,19 @@ func TestReleaseManagerImage(t *testing.T) {
 	kubeenv.Eventually(t, 10*time.Second, func() error { return status(t, "https://"+metricsAddr+"/metrics", http.StatusUnauthorized) })
 	if err := status(t, "http://"+metricsAddr+"/metrics", http.StatusOK); err == nil {
 		t.Error("the metrics are served over plain HTTP")
+	}
+	// As the ServiceMonitor scrapes: the certificate verified, the token.
+	s := monitoringScraper(t, ns, ca)
+	kubeenv.Eventually(t, 30*time.Second, func() error {
+		body, err := scrape(t, "https://"+metricsAddr+"/metrics", s)
+		if err == nil && !strings.Contains(body, "initlock_build_info{") {
+			err = fmt.Errorf("the scrape has no initlock_build_info:\n%s", body)
+		}
+		return err
+	})
+	// Without the CA, the certificate is not trusted.
+	if _, err := scrape(t, "https://"+metricsAddr+"/metrics", scraper{tls: &tls.Config{ServerName: s.tls.ServerName, MinVersion: tls.VersionTLS12}, token: s.token}); err == nil {
+		t.Error("the manager's certificate is trusted without the operator's CA")
 	}
 
 	proc.Terminate(t, 30*time.Second)
@@ -223,4 +246,26 @@ func status(t *testing.T, url string, want int) error {
 		return fmt.Errorf("GET %s: %s, want %d", url, resp.Status, want)
 	}
 	return nil
+}
+
+// scrape gets url as s does and returns the body of a 200 answer.
+func scrape(t *testing.T, url string, s scraper) (string, error) {
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: s.tls}}
+	resp, err := c.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
+	}
+	return string(body), err
 }

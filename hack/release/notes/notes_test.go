@@ -76,3 +76,53 @@ func TestOneCompatibilityTable(t *testing.T) {
 		t.Errorf("the compatibility table has other columns:\n%s", want)
 	}
 }
+
+func TestCompatibilityRow(t *testing.T) {
+	md := "text\n<!-- compatibility: x -->\n| initlock | Cluster API |\n| --- | --- |\n| v0.10 | old |\n| v0.1 (no tag yet) | v1.11 to v1.14 |\n| v1.1 | later |\n<!-- end of compatibility -->\n"
+	got, err := notes.CompatibilityRow(md, "v0.1.0-rc.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "| initlock | Cluster API |\n| --- | --- |\n| v0.1.0-rc.1 | v1.11 to v1.14 |\n"; got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	if got, err := notes.CompatibilityRow(md, "v0.10.2"); err != nil || !strings.Contains(got, "| v0.10.2 | old |") {
+		t.Errorf("v0.10.2: %q, %v", got, err)
+	}
+	if _, err := notes.CompatibilityRow(md, "v0.2.0"); err == nil || !strings.Contains(err.Error(), "no row for v0.2") {
+		t.Errorf("v0.2.0: %v, want no row", err)
+	}
+}
+
+func TestUpgradeSections(t *testing.T) {
+	md := "# Upgrade notes\n\n## v0.2\n\n### Changed defaults\n\nNone.\n\n### Upgrade notes\n\nRun this:\n\n```sh\n# a comment, not a heading\nkubectl apply\n```\n\nThen that.\n\n## v0.1\n\n### Changed defaults\n\n- `--x` is off.\n\n### Upgrade notes\n\n"
+	cd, un, err := notes.UpgradeSections(md, "v0.2.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cd != "None." || un != "Run this:\n\n```sh\n# a comment, not a heading\nkubectl apply\n```\n\nThen that." {
+		t.Errorf("v0.2: %q, %q", cd, un)
+	}
+	if _, _, err := notes.UpgradeSections(md, "v0.1.0"); err == nil || !strings.Contains(err.Error(), `"### Upgrade notes"`) {
+		t.Errorf("v0.1 with empty upgrade notes: %v", err)
+	}
+	if _, _, err := notes.UpgradeSections(md, "v0.3.0"); err == nil || !strings.Contains(err.Error(), `"## v0.3"`) {
+		t.Errorf("v0.3: %v", err)
+	}
+}
+
+// docs/upgrade-notes.md has the sections of the series the compatibility
+// table has a row for (make release needs both).
+func TestUpgradeNotesOfThisSeries(t *testing.T) {
+	root := filepath.Join("..", "..", "..")
+	b, err := os.ReadFile(filepath.Join(root, "docs", "install.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := notes.CompatibilityRow(string(b), "v0.1.0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := notes.Upgrade(root, "v0.1.0"); err != nil {
+		t.Fatal(err)
+	}
+}
