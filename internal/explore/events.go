@@ -347,6 +347,7 @@ func (s *System) revertEvents(sn snapshot) []*event {
 					setAnnotation(o, wire.GrantAnnotation, &val)
 				}
 			})
+			s.reverted = true
 			s.checker.registerLost()
 		}})
 	}

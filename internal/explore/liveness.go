@@ -69,13 +69,16 @@ func (s *System) liveness(ctx context.Context) {
 			conflict = res.Verdict == "conflict"
 		}
 	}
-	if conflict && s.restored {
+	if conflict && (s.restored || s.reverted) {
 		// A restore from a backup taken while one Machine's call and
 		// another's were both in flight can bring back a register naming
 		// one Machine and a lock naming another; a Machine running init
 		// can leave exactly the same records, so both stay protected until
 		// one of them is gone or an operator releases the lock, as
-		// docs/design.md says. Counted, not a violation.
+		// docs/design.md says. So can a register put back to an earlier
+		// grant whose Machine was created again under its name since: a
+		// record keeps its place whatever the Machine's UID (a holder
+		// restored alone is the holder still). Counted, not a violation.
 		s.checker.operatorNeeded = true
 		return
 	}

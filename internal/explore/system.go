@@ -80,6 +80,9 @@ type System struct {
 	// was restored.
 	backup   *backup
 	restored bool
+	// reverted tells that the grant register went back to an earlier
+	// value (RevertRegister): a restore of the register alone.
+	reverted bool
 	// pending are the backup's Machines a restore that brings the
 	// Cluster first has yet to bring back, and pendingBefore the UIDs the
 	// Machines had before it.
@@ -103,6 +106,9 @@ func (s *System) adversaryState() []string {
 	var lines []string
 	if s.backup != nil {
 		lines = append(lines, fmt.Sprintf("backup %s restored %v machines pending %d", s.backup.digest, s.restored, len(s.pending)))
+	}
+	if s.reverted {
+		lines = append(lines, "register reverted")
 	}
 	// A delete a Lock call issued must not delete the lock it began with.
 	for _, r := range s.late {
