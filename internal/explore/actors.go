@@ -58,6 +58,12 @@ func (s *System) provider(ctx context.Context, p Provider) {
 		cl.SetGroupVersionKind(apimodel.ClusterGVK)
 		m := &unstructured.Unstructured{Object: mObj}
 		m.SetGroupVersionKind(apimodel.MachineGVK)
+		if p.Adopt {
+			_, _ = l.Adopt(ctx, cl)
+			if s.isAborted() {
+				return
+			}
+		}
 		s.checker.callStarted(s, actor)
 		s.touch(hookCallStarted)
 		res, err := l.Lock(ctx, cl, m)

@@ -123,6 +123,10 @@ type Provider struct {
 	// bootstrap data is written (a failed status update, a restore), so
 	// that the next reconcile calls Lock again, as the holder.
 	Relock bool
+	// Adopt makes each of its reconciles call Adopt before Lock, as
+	// CABPK's branch that restores a bootstrap config's status does for a
+	// control-plane Machine (with the full patch's gate on).
+	Adopt bool
 	// ViewDepth is how many versions back its cache may be.
 	ViewDepth int
 	// Incarnation, when not 0, restricts the provider to that incarnation

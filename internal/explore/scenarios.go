@@ -72,6 +72,8 @@ func Scenarios() []Scenario {
 			Adversary: []EventKind{DeleteLock}, Events: 1, Losses: 1, MaxSteps: 120},
 		{Name: "mixed-fleet", Providers: []Provider{{Machine: "m1", Upstream: true, Attempts: 2, Unlock: true}, {Machine: "m2", Attempts: 1, Unlock: true}},
 			Reconciles: 1, Guard: true, MaxSteps: 150},
+		{Name: "adopt-restored", Providers: []Provider{{Machine: "m1", Attempts: 1, Adopt: true}, {Machine: "m2", Attempts: 1, Adopt: true}},
+			Adversary: []EventKind{Backup, Restore}, Events: 2, MaxSteps: 120},
 		{Name: "mixed-restore", Providers: []Provider{{Machine: "m1", Upstream: true, Attempts: 1}, {Machine: "m2", Attempts: 1}},
 			Guard: true, Adversary: []EventKind{Backup, Restore, DeleteLock}, Events: 3, Losses: 1, MaxSteps: 150},
 		{Name: "released-restore", UpstreamHolder: "m1", Before: []EventKind{InitCompletes}, Providers: []Provider{{Machine: "m2", Upstream: true, Attempts: 1}},

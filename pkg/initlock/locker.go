@@ -133,3 +133,17 @@ func (l *Locker) Unlock(ctx context.Context, cluster, machine client.Object, opt
 	}
 	return l.env.Unlock(ctx, cluster, machine, p)
 }
+
+// Adopt makes cluster the owner of its existing init lock again, by UID,
+// when the lock lost that ownerReference (a restore, a move) and a keeper
+// would adopt it: the write of a keeper's adoption, confirmed on the
+// Cluster read live and conditional on the lock as read. It writes nothing
+// else: it never creates, grants, takes over or releases a lock, so a
+// provider may call it for any Machine of the Cluster, such as the branch
+// that restores a bootstrap config's status. A lock whose holder is gone
+// and that no grant protects is left to the next Lock, which takes it over
+// owned, or to a keeper. It tells whether it wrote the lock. Errors wrap
+// ErrClusterPaused, ErrNotALock, ErrCorruptLock or an API error.
+func (l *Locker) Adopt(ctx context.Context, cluster client.Object) (bool, error) {
+	return l.env.Adopt(ctx, cluster)
+}

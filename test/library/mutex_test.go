@@ -166,18 +166,8 @@ func TestMutexUnlock(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t)
 			tt.setup(f)
-			var l logs
-			f.counter.Reset()
-			got := newMutex(f.client).Unlock(l.into(t.Context()), f.cluster)
-			if got != tt.want {
-				t.Errorf("Unlock() = %v, want %v; logged:\n%s", got, tt.want, &l)
-			}
-			if r, w := f.counter.Reads(), f.counter.Writes(); r != tt.reads || w != tt.writes {
-				t.Errorf("Unlock() made %d reads and %d writes, want %d and %d", r, w, tt.reads, tt.writes)
-			}
-			if tt.logged != "" && !l.has(tt.logged, tt.logged != "Cluster is paused, not releasing the init lock") {
-				t.Errorf("Unlock() did not log %q; logged:\n%s", tt.logged, &l)
-			}
+			f.checkCall(t, "Unlock", newMutex(f.client).Unlock, callWant{ok: tt.want, reads: tt.reads, writes: tt.writes,
+				logged: tt.logged, withError: tt.logged != "Cluster is paused, not releasing the init lock"})
 			if gone := kubeenv.MustGetLock(f.t, env.Client, f.ns, "c1") == nil; gone != tt.gone {
 				t.Errorf("lock gone = %v, want %v", gone, tt.gone)
 			}
@@ -214,5 +204,30 @@ func TestMutexKeepsTheCallerObjectConsistent(t *testing.T) {
 	f.cluster.SetLabels(map[string]string{"provider": "after-unlock"})
 	if err := env.Client.Update(t.Context(), f.cluster); err != nil {
 		t.Fatalf("Update of the caller's object after Unlock: %v", err)
+	}
+}
+
+// callWant is what a call of the mutex that takes only the Cluster (Unlock,
+// Adopt) answers, the requests it makes and the line it logs, if any.
+type callWant struct {
+	ok            bool
+	reads, writes int
+	logged        string
+	withError     bool
+}
+
+// checkCall makes call on the fixture's Cluster and checks it against w.
+func (f *fixture) checkCall(t *testing.T, name string, call func(context.Context, *unstructured.Unstructured) bool, w callWant) {
+	t.Helper()
+	var l logs
+	f.counter.Reset()
+	if got := call(l.into(t.Context()), f.cluster); got != w.ok {
+		t.Errorf("%s() = %v, want %v; logged:\n%s", name, got, w.ok, &l)
+	}
+	if r, wr := f.counter.Reads(), f.counter.Writes(); r != w.reads || wr != w.writes {
+		t.Errorf("%s() made %d reads and %d writes, want %d and %d", name, r, wr, w.reads, w.writes)
+	}
+	if w.logged != "" && !l.has(w.logged, w.withError) {
+		t.Errorf("%s() did not log %q; logged:\n%s", name, w.logged, &l)
 	}
 }

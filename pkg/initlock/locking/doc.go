@@ -10,7 +10,7 @@
 //	r.KubeadmInitLock = locking.NewControlPlaneInitMutex[*clusterv1.Cluster, *clusterv1.Machine](mgr.GetClient(),
 //		initlock.WithAPIReader(mgr.GetAPIReader()))
 //
-// The type arguments make Lock and Unlock take the provider's own Cluster
+// The type arguments make Lock, Unlock and Adopt take the provider's own Cluster
 // and Machine types, so the mutex satisfies the provider's interface
 // unchanged; this package does not import Cluster API. Typed objects are
 // read through the client's scheme (converted to unstructured content),
@@ -30,6 +30,15 @@
 //     with UID and resourceVersion preconditions, empties the grant register
 //     on the Cluster, and never deletes a ConfigMap of the lock's name that
 //     is not an init lock. A missing lock is true, as upstream.
+//   - Adopt(ctx, cluster) bool is initlock.Locker.Adopt, which upstream
+//     lacks: it re-adopts an existing lock that lost its Cluster
+//     ownerReference, whoever holds it, and writes nothing else (no lock
+//     created, granted or released). A provider calls it where it must not
+//     take the lock: the branch that restores a bootstrap config's status
+//     after a restore or a move. false means "try again" (an API error, a
+//     paused Cluster); a ConfigMap that is not a lock is logged and true.
+//     A provider finds it with a type assertion on its own small
+//     interface, so its InitLocker interface stays as it is.
 //   - Logging goes to ctrl.LoggerFrom(ctx) with the key configMap, as the
 //     upstream mutex logs: Info while another Machine holds the lock, Error
 //     for every error, V(4) for success and for a paused Cluster. Events on

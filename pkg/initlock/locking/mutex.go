@@ -93,6 +93,33 @@ func (m *ControlPlaneInitMutex[C, M]) Unlock(ctx context.Context, cluster C) boo
 	return false
 }
 
+// Adopt re-adopts cluster's existing init lock without taking it
+// (initlock.Locker.Adopt): it never creates, grants or releases a lock, so
+// a provider calls it where it must not take one, such as the branch that
+// restores a bootstrap config's status after a restore or a move. It is
+// false when the lock could not be read or written, or the Cluster is
+// paused (logged): the caller tries again. A ConfigMap that is not a lock,
+// or a lock that cannot be read, is a person's to resolve: logged, and
+// true, as a missing lock and a lock the Cluster owns already are.
+func (m *ControlPlaneInitMutex[C, M]) Adopt(ctx context.Context, cluster C) bool {
+	log := logger(ctx, cluster)
+	adopted, err := m.locker.Adopt(ctx, cluster)
+	switch {
+	case errors.Is(err, initlock.ErrClusterPaused):
+		log.V(4).Info("Cluster is paused, not adopting the init lock")
+		return false
+	case errors.Is(err, initlock.ErrNotALock), errors.Is(err, initlock.ErrCorruptLock):
+		log.Error(err, "Leaving the init lock as it is")
+		return true
+	case err != nil:
+		log.Error(err, "Failed to adopt the init lock")
+		return false
+	case adopted:
+		log.Info("Init lock adopted by its Cluster")
+	}
+	return true
+}
+
 // logger is the caller's logger with the lock's ConfigMap, as the upstream
 // mutex logs it.
 func logger(ctx context.Context, cluster client.Object) logr.Logger {
