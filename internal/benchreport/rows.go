@@ -130,8 +130,20 @@ func rowsOf(s Summary) []Row {
 		}
 		for _, op := range []string{"update", "delete"} {
 			if k := "plain-" + op + "-ratio"; f.has(k) {
+				// End to end, the run's noise (create-ratio) is larger
+				// than the 1% judged below on the plugin's own time.
 				f.add(op+" of a ConfigMap that is not a lock, with the lock guard vs without (the policy's objectSelector leaves it unmatched)",
-					fmt.Sprintf("%.3f", m[k]), "", m[k], "ratio ≤ 1.01", m[k] <= 1.01)
+					fmt.Sprintf("%.3f", m[k]), "", m[k], "", false)
+			}
+		}
+		for _, op := range []string{"update", "delete"} {
+			if on, off := "plugin-"+op+"-on-us", "plugin-"+op+"-off-us"; f.has(on, off) && m[off] > 0 {
+				f.add("time in the ValidatingAdmissionPolicy plugin per "+op+" of a ConfigMap that is not a lock, with the lock guard vs without (the API server's histogram)",
+					fmt.Sprintf("%.1f µs", m[on]), fmt.Sprintf("%.1f µs (no guard)", m[off]), m[on]/m[off], "", false)
+			}
+			if k := "plugin-" + op + "-added-ratio"; f.has(k) {
+				f.add(op+" of a ConfigMap that is not a lock: its latency without the guard plus the plugin time the guard adds, vs its latency without the guard",
+					fmt.Sprintf("%.4f", m[k]), "", m[k], "ratio ≤ 1.01", m[k] <= 1.01)
 			}
 		}
 		if f.has("create-ratio") {

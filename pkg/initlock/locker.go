@@ -140,9 +140,12 @@ func (l *Locker) Unlock(ctx context.Context, cluster, machine client.Object, opt
 // Cluster read live and conditional on the lock as read. It writes nothing
 // else: it never creates, grants, takes over or releases a lock, so a
 // provider may call it for any Machine of the Cluster, such as the branch
-// that restores a bootstrap config's status. A lock whose holder is gone
-// and that no grant protects is left to the next Lock, which takes it over
-// owned, or to a keeper. It tells whether it wrote the lock. Errors wrap
+// that restores a bootstrap config's status. Its patch also takes off the
+// marks a keeper's adoption takes off (a release mark, an orphan's mark,
+// clusterctl's delete-for-move). While the control plane is not
+// initialised, a lock whose holder is gone and that no grant protects is
+// left to the next Lock, which takes it over owned, or to a keeper. It
+// tells whether it wrote the lock. Errors wrap
 // ErrClusterPaused, ErrNotALock, ErrCorruptLock or an API error.
 func (l *Locker) Adopt(ctx context.Context, cluster client.Object) (bool, error) {
 	return l.env.Adopt(ctx, cluster)

@@ -72,6 +72,15 @@ func TestMutexAdopt(t *testing.T) {
 		setup: func(f *fixture) { f.upstreamLock("gone") },
 		want:  true, reads: 3, writes: 0, holder: "gone",
 	}, {
+		name: "the same on an initialised Cluster: adopted",
+		setup: func(f *fixture) {
+			f.upstreamLock("gone")
+			if err := kubeenv.SetInitialized(f.ctx(), f.admin, f.cluster); err != nil {
+				f.t.Fatal(err)
+			}
+		},
+		want: true, reads: 4, writes: 1, owned: true, holder: "gone",
+	}, {
 		name:  "a ConfigMap that is not a lock: untouched",
 		setup: func(f *fixture) { f.foreign(map[string]string{"user-data": "precious"}, nil) },
 		want:  true, reads: 2, writes: 0, logged: "Leaving the init lock as it is",

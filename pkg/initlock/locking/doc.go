@@ -32,7 +32,9 @@
 //     is not an init lock. A missing lock is true, as upstream.
 //   - Adopt(ctx, cluster) bool is initlock.Locker.Adopt, which upstream
 //     lacks: it re-adopts an existing lock that lost its Cluster
-//     ownerReference, whoever holds it, and writes nothing else (no lock
+//     ownerReference (held by an existing Machine, or any lock once the
+//     control plane is initialised), taking off in the same patch the marks
+//     a keeper's adoption takes off, and writes nothing else (no lock
 //     created, granted or released). A provider calls it where it must not
 //     take the lock: the branch that restores a bootstrap config's status
 //     after a restore or a move. false means "try again" (an API error, a

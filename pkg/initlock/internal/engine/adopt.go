@@ -13,9 +13,10 @@ import (
 // keeper that does not release a lock after init (Policy.ReleaseAfterInit
 // false, the default grace period) and acts only when that decision is an
 // adoption, which Keep confirms on the Cluster read live and writes as a
-// patch conditional on the lock's resourceVersion. So a lock whose holder
-// is gone and that no grant protects is left to the next Lock (which takes
-// it over, owned) or to a keeper. It returns whether it wrote the lock;
+// patch conditional on the lock's resourceVersion, which takes off the
+// marks an adoption takes off. So, while the control plane is not
+// initialised, a lock whose holder is gone and that no grant protects is
+// left to the next Lock (which takes it over, owned) or to a keeper. It returns whether it wrote the lock;
 // errors wrap initlock.ErrClusterPaused, initlock.ErrNotALock,
 // initlock.ErrCorruptLock (a lock that cannot be read, or a damaged grant
 // register) or an API error.
