@@ -88,9 +88,6 @@ func runFailedInit(t *testing.T, mode failedMode, scenario string) failedOutcome
 	ctx := t.Context()
 	o := failedOutcome{mode: mode.name, scenario: scenario}
 	ns := source.Env.Namespace(t)
-	if mode.install != nil {
-		mode.install(t)
-	}
 	const cluster, cp0, cp1, secret = "failed", "failed-cp-0", "failed-cp-1", "failed-files"
 	must(t, source.CreateCluster(ctx, ns, cluster, stack.ClusterOptions{}))
 	must(t, source.CreateMachineWithConfig(ctx, ns, cluster, cp0, true, map[string]any{
@@ -182,24 +179,40 @@ func TestFailedInitReleased(t *testing.T) {
 			installManager(t, source, opts)
 		}})
 	}
-	for _, scenario := range []string{scenarioFixedLater, scenarioPermanent} {
-		t.Run(scenario, func(t *testing.T) {
-			var lines []string
-			for _, mode := range modes {
-				var o failedOutcome
-				t.Run(mode.name, func(t *testing.T) { o = runFailedInit(t, mode, scenario) })
-				lines = append(lines, o.String())
-				if !mode.current {
-					continue
-				}
-				if o.dataAfter == 0 {
-					t.Errorf("%s: the Machine waiting for init data did not get it: %s", mode.name, o)
-				}
-				if o.secondInit > 0 && o.whileFirst {
-					t.Errorf("%s: cp-1 got init data while cp-0 existed: %s", mode.name, o)
-				}
+	// Each mode is installed once; its scenarios run at once, in namespaces
+	// of their own (most of their time is waiting for CABPK's retries).
+	scenarios := []string{scenarioFixedLater, scenarioPermanent}
+	lines := make([][]string, len(scenarios))
+	for _, mode := range modes {
+		t.Run(mode.name, func(t *testing.T) {
+			if mode.install != nil {
+				mode.install(t)
 			}
-			result(t, "failed init data, %s: %s", scenario, strings.Join(lines, "; "))
+			outcomes := make([]failedOutcome, len(scenarios))
+			t.Run("scenarios", func(t *testing.T) {
+				for i, scenario := range scenarios {
+					t.Run(scenario, func(t *testing.T) {
+						t.Parallel()
+						o := runFailedInit(t, mode, scenario)
+						outcomes[i] = o
+						if !mode.current {
+							return
+						}
+						if o.dataAfter == 0 {
+							t.Errorf("%s: the Machine waiting for init data did not get it: %s", mode.name, o)
+						}
+						if o.secondInit > 0 && o.whileFirst {
+							t.Errorf("%s: cp-1 got init data while cp-0 existed: %s", mode.name, o)
+						}
+					})
+				}
+			})
+			for i, o := range outcomes {
+				lines[i] = append(lines[i], o.String())
+			}
 		})
+	}
+	for i, scenario := range scenarios {
+		result(t, "failed init data, %s: %s", scenario, strings.Join(lines[i], "; "))
 	}
 }

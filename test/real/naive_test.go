@@ -126,8 +126,8 @@ func TestNaiveRestore(t *testing.T) {
 	}
 }
 
-// runNaive makes naiveRuns naive copies, one after the other, of Clusters
-// set up all at once.
+// runNaive makes naiveRuns naive copies, a few at a time, of Clusters set
+// up all at once.
 func runNaive(t *testing.T, v naiveVariant) []naiveRun {
 	ctx := t.Context()
 	if v.early {
@@ -150,8 +150,19 @@ func runNaive(t *testing.T, v naiveVariant) []naiveRun {
 	copies := make([]string, naiveRuns)
 	for i := range naiveRuns {
 		copies[i] = kubeenv.NamespaceName("naive-copy")
-		runs[i] = naiveCopy(t, nss[i], copies[i], backups[i])
+		must(t, source.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: copies[i]}}))
+		cleanupNamespace(t, source, copies[i])
 	}
+	// The copies run as many at once as the test binary's -parallel lets
+	// (GOMAXPROCS by default), each in its own namespace.
+	t.Run("copies", func(t *testing.T) {
+		for i := range naiveRuns {
+			t.Run(copies[i], func(t *testing.T) {
+				t.Parallel()
+				runs[i] = naiveCopy(t, nss[i], copies[i], backups[i])
+			})
+		}
+	})
 	// CABPK asks again for a Machine it refused 30 s later: look at every
 	// copy once more, 30 s after the last cp-1 was created.
 	time.Sleep(30 * time.Second)
@@ -193,8 +204,6 @@ func naiveSetup(ctx context.Context, ns string) ([]*unstructured.Unstructured, e
 // and adds cp-1 there.
 func naiveCopy(t *testing.T, from, to string, backed []*unstructured.Unstructured) naiveRun {
 	ctx := t.Context()
-	must(t, source.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: to}}))
-	cleanupNamespace(t, source, to)
 	r, err := velerosim.New(source.Env.Config, velerosim.Options{Naive: true, NamespaceMapping: map[string]string{from: to}})
 	must(t, err)
 	items := make([]*unstructured.Unstructured, 0, len(backed))
