@@ -25,12 +25,18 @@
 // applied before the pause may still create the lock it claimed). A
 // release with no grant to retire writes the lock alone, and its
 // preconditions cannot test the Cluster: a pause landing between its
-// reading and its writes does not stop it. Lock and
+// reading and its writes does not stop it; nor does it stop an adoption
+// (Lock's, Adopt's), whose patch binds the lock alone. Lock and
 // Unlock never wait: a refused caller gets Result.RetryAfter.
 //
 // Limits. Losing both records at once (the ConfigMap deleted and the
 // Cluster restored from a backup older than the grant) may let a second
-// Machine in, as upstream after the ConfigMap alone is lost. A grant counts
+// Machine in, as upstream after the ConfigMap alone is lost. An adoption
+// (Lock's, Adopt's, a keeper's) that a delete and re-creation of the
+// Cluster under its name overtakes, in the milliseconds between its live
+// read of the Cluster and its patch, writes the deleted Cluster's UID:
+// without the lock guard the garbage collector then deletes the lock,
+// which is that loss when the new Cluster lacks the grant. A grant counts
 // only while its Machine exists. Locks of providers that keep the upstream
 // lock have no grant. The library's internal engine states the protocol
 // and the bounds to which it is proved; docs/design.md gives the argument.
