@@ -68,7 +68,15 @@ test: kube lint unit ## Lint, vet and run every test against the real control pl
 
 .PHONY: unit
 unit: kube ## Run the tests (real control plane) without lint.
-	$(foreach m,$(MODULES),$(if $(UNIT_$(m)),cd $(m) && KUBEBUILDER_ASSETS="$$($(CURDIR)/hack/kube.sh 2>/dev/null)" $(GO) test $(TEST_FLAGS) $(UNIT_$(m))$(newline)@echo "$(timed) unit module $(m): $$(( $$(date +%s) - $(started) ))s since make unit began"$(newline)))
+	@# The other modules' tests run beside the root module's, each module
+	@# after the other (their tests mostly wait on control planes); their
+	@# output follows the root module's.
+	@assets="$$(hack/kube.sh 2>/dev/null)"; log=$$(mktemp); \
+	( $(foreach m,$(filter-out .,$(MODULES)),$(if $(UNIT_$(m)),cd $(CURDIR)/$(m) && echo "cd $(m) && go test $(TEST_FLAGS) $(UNIT_$(m))" && KUBEBUILDER_ASSETS="$$assets" $(GO) test $(TEST_FLAGS) $(UNIT_$(m)) || exit 1; echo "$(timed) unit module $(m): $$(( $$(date +%s) - $(started) ))s since make unit began";)) ) >"$$log" 2>&1 & others=$$!; \
+	echo "go test $(TEST_FLAGS) $(UNIT_.)"; root=0; KUBEBUILDER_ASSETS="$$assets" $(GO) test $(TEST_FLAGS) $(UNIT_.) || root=$$?; \
+	echo "$(timed) unit module .: $$(( $$(date +%s) - $(started) ))s since make unit began"; \
+	rest=0; wait $$others || rest=$$?; cat "$$log"; rm -f "$$log"; \
+	[ $$root -eq 0 ] && [ $$rest -eq 0 ]
 	@# The library's benchmarks assert request counts: one iteration each.
 	KUBEBUILDER_ASSETS="$$(hack/kube.sh 2>/dev/null)" $(GO) test -run='^$$' -bench=. -benchtime=1x $(TEST_FLAGS) ./test/library
 	@echo "$(timed) unit: $$(( $$(date +%s) - $(started) ))s"

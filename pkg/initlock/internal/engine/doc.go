@@ -213,6 +213,7 @@
 //	lock_writes.go    a Lock's writes (claim, lock, refusal) and its outcome
 //	unlock.go         Unlock and UnlockParams: the rounds of a release and its refusals
 //	unlock_writes.go  a release's writes (register, lock) and an operator's Force
+//	adopt.go          Adopt: a provider's adoption, the keepers' decision and write
 //	keep.go           Keep, Confirm and Apply: the keepers' writes
 //	decide.go         Decide, the one decision
 //	decide_lock.go    the decision for Lock
