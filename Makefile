@@ -241,10 +241,12 @@ test-real: kube stack ## Run the scenarios on the real Velero server, CAPI core 
 	@hack/cabpk-initlock.sh >/dev/null
 	@hack/cabpk-initlock.sh docs/cabpk-minimal.patch >/dev/null
 	@# The test binary is compiled before the clock of the test timeout starts.
+	@# -parallel 4: the scenarios that run subtests side by side (the naive
+	@# copies, the failed-init scenarios) mostly wait on CABPK's requeues.
 	$(GO) test -tags real -c -o /dev/null ./test/real
 	$(real-env) INITLOCK_CABPK_INITLOCK="$$(hack/cabpk-initlock.sh 2>/dev/null)" \
 		INITLOCK_CABPK_MINIMAL="$$(hack/cabpk-initlock.sh docs/cabpk-minimal.patch 2>/dev/null)" \
-		$(GO) test -tags real -v $(TEST_FLAGS) ./test/real/...
+		$(GO) test -tags real -v $(TEST_FLAGS) -parallel 4 ./test/real/...
 
 # CABPK's own tests: Cluster API v1.14.2's ./bootstrap/kubeadm/... run four
 # times, as released, with docs/cabpk-minimal.patch, and with docs/cabpk.patch

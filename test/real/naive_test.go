@@ -154,7 +154,7 @@ func runNaive(t *testing.T, v naiveVariant) []naiveRun {
 		cleanupNamespace(t, source, copies[i])
 	}
 	// The copies run as many at once as the test binary's -parallel lets
-	// (GOMAXPROCS by default), each in its own namespace.
+	// (make test-real sets 4), each in its own namespace.
 	t.Run("copies", func(t *testing.T) {
 		for i := range naiveRuns {
 			t.Run(copies[i], func(t *testing.T) {
