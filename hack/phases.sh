@@ -15,8 +15,10 @@ phases_log="$phases_dir/all.log"
 phases_start=$(date +%s)
 : >"$phases_dir/table"
 
-# phases_tree_rss SID: the RSS, in kB, of every process of session SID.
-phases_tree_rss() { ps -s "$1" -o rss= 2>/dev/null | awk '{s+=$1} END {print s+0}'; }
+# phases_tree_rss SID: the RSS, in kB, of every process of session SID; 0
+# once the session has ended (ps then fails, which must not end the caller
+# under errexit and pipefail).
+phases_tree_rss() { { ps -s "$1" -o rss= 2>/dev/null || true; } | awk '{s+=$1} END {print s+0}'; }
 
 phase() {
   local name=$1; shift
