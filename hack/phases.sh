@@ -22,7 +22,7 @@ phases_tree_rss() { { ps -s "$1" -o rss= 2>/dev/null || true; } | awk '{s+=$1} E
 
 phase() {
   local name=$1; shift
-  local start peak=0 now rc timefile="$phases_dir/time" pid
+  local start peak=0 now rc timefile="$phases_dir/time-$name" pid
   start=$(date +%s)
   printf '\n=== phase %s: %s\n' "$name" "$*"
   local timer=()
@@ -31,6 +31,7 @@ phase() {
   # A session of its own, so that every process the phase starts is counted.
   setsid "${timer[@]}" "$@" > >(tee -a "$phases_log") 2> >(tee -a "$phases_log" >&2) &
   pid=$!
+  echo "$pid" >"$phases_dir/sid-$name"
   while kill -0 "$pid" 2>/dev/null; do
     now=$(phases_tree_rss "$pid")
     [ "$now" -gt "$peak" ] && peak=$now
@@ -44,23 +45,41 @@ phase() {
   return "$rc"
 }
 
-# background NAME COMMAND...: phase NAME, run while the next phases run;
-# await NAME waits for it and fails as it failed.
+# background NAME COMMAND...: phase NAME, run while the next phases run. Its
+# output goes to a file of its own, so that it does not interleave with
+# theirs; await NAME prints that output, then waits for it and fails as it
+# failed. Output of a background phase never awaited is printed at the end.
 declare -A phases_bg=()
 background() {
   local name=$1
-  ( phase "$@" ) &
+  ( phases_log=/dev/null; phase "$@" ) >"$phases_dir/bg-$name.log" 2>&1 &
   phases_bg[$name]=$!
 }
 await() {
   local name=$1 rc=0
   wait "${phases_bg[$name]}" || rc=$?
   unset "phases_bg[$name]"
+  phases_show "$name"
   return "$rc"
+}
+# phases_show NAME: the output of background phase NAME, on stdout and in
+# the log the report reads.
+phases_show() {
+  local file="$phases_dir/bg-$1.log"
+  [ -f "$file" ] || return 0
+  printf '\n=== output of the background phase %s\n' "$1"
+  tee -a "$phases_log" <"$file"
+  rm -f "$file"
 }
 
 phases_report() {
-  local rc=$?
+  local rc=$? name
+  for name in "${!phases_bg[@]}"; do
+    # The phase's processes are a session (and process group) of their own.
+    kill -- "-$(cat "$phases_dir/sid-$name" 2>/dev/null)" 2>/dev/null || true
+    wait "${phases_bg[$name]}" 2>/dev/null || true
+    phases_show "$name"
+  done
   {
     printf '\n=== phases (wall time, peak RSS of the phase'"'"'s processes, largest process)\n'
     printf '%-14s %7s %9s %12s %s\n' phase wall tree largest result
