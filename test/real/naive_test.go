@@ -214,12 +214,19 @@ func naiveCopy(t *testing.T, from, to string, backed []*unstructured.Unstructure
 		}
 		items = append(items, u)
 	}
-	_, err = r.Restore(ctx, items)
+	restored, err := r.Restore(ctx, items)
 	must(t, err)
 	copied := time.Now()
 	var out naiveRun
-	lock, err := kubeenv.GetLock(ctx, source.Client, to, naiveCluster)
-	must(t, err)
+	// The lock as restored: on a loaded machine the garbage collector may
+	// delete it before the first read below.
+	i := slices.IndexFunc(restored, func(u *unstructured.Unstructured) bool {
+		return u.GetKind() == "ConfigMap" && u.GetName() == naiveCluster+wire.LockSuffix
+	})
+	if i < 0 {
+		t.Fatalf("the restore into %s created no lock", to)
+	}
+	lockUID := restored[i].GetUID()
 	// The infrastructure provider reports its copied objects again: the
 	// copy has no status.
 	must(t, source.MarkProvisioned(ctx, stack.LocalClusterGVK, to, naiveCluster))
@@ -228,7 +235,7 @@ func naiveCopy(t *testing.T, from, to string, backed []*unstructured.Unstructure
 	for time.Since(copied) < time.Second && out.lockGone == 0 {
 		cm, err := kubeenv.GetLock(ctx, source.Client, to, naiveCluster)
 		must(t, err)
-		if cm == nil || cm.UID != lock.UID || cm.DeletionTimestamp != nil {
+		if cm == nil || cm.UID != lockUID || cm.DeletionTimestamp != nil {
 			out.lockGone = time.Since(copied)
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -244,7 +251,7 @@ func naiveCopy(t *testing.T, from, to string, backed []*unstructured.Unstructure
 	if cm != nil {
 		rec, _ := wire.DecodeRecord(cm.Data[wire.DataKey])
 		out.lockHolder = rec.MachineName
-		if out.lockGone == 0 && cm.UID != lock.UID {
+		if out.lockGone == 0 && cm.UID != lockUID {
 			out.lockGone = time.Since(copied)
 		}
 	} else if out.lockGone == 0 {
