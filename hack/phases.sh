@@ -38,6 +38,10 @@ phase() {
     sleep 1
   done
   wait "$pid" && rc=0 || rc=$?
+  # What the phase left running goes with it: a test binary that panics
+  # skips its cleanup and leaves its control planes behind, which would
+  # take CPU from every later phase.
+  pkill -KILL -s "$pid" 2>/dev/null || true
   local largest="-"
   [ -s "$timefile" ] && largest="$(( $(tail -n 1 "$timefile") / 1024 )) MB"
   printf '%-14s %6ss %9s %12s %s\n' "$name" "$(( $(date +%s) - start ))" "$(( peak / 1024 )) MB" "$largest" \

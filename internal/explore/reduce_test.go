@@ -22,6 +22,7 @@ import (
 // its orbit's digest), and so must every invariant's violations and the
 // shortest length of each, with the digest forgetting or not.
 func TestReductions(t *testing.T) {
+	skipShort(t)
 	for _, sc := range smallScenarios() {
 		t.Run(sc.Name, func(t *testing.T) {
 			t.Parallel()
@@ -164,6 +165,7 @@ func (c noPreconditionsClient) Delete(ctx context.Context, obj client.Object, _ 
 // TestReductions explored to their end: the same states are reached, and the same
 // invariants are violated.
 func TestAnyDepth(t *testing.T) {
+	skipShort(t)
 	for _, sc := range smallScenarios() {
 		sc.MaxSteps = 100 // each ends well within it
 		t.Run(sc.Name, func(t *testing.T) {
@@ -181,6 +183,16 @@ func TestAnyDepth(t *testing.T) {
 				t.Errorf("the buggy variant has no violation")
 			}
 		})
+	}
+}
+
+// skipShort skips, with -short (make quick), the checks of the explorer's
+// own reductions, which change only with the explorer's search; make test
+// runs them.
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: the search's reductions are checked by make test")
 	}
 }
 

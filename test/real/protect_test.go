@@ -116,6 +116,11 @@ func holdLock(t *testing.T, m *stack.Mgmt, ns, cluster string) {
 	waitLockHeld(t, m, ns, cluster, cp0)
 	waitInitData(t, m, ns, cp0)
 	eventually(t, time.Minute, machineHasData(m, ns, cp0))
+	// Core writes the Cluster's kubeconfig Secret on its own schedule; the
+	// scenarios back it up with the rest, so it must be there first.
+	eventually(t, time.Minute, func(ctx context.Context) error {
+		return m.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster + "-kubeconfig"}, &corev1.Secret{})
+	})
 }
 
 // lockState tells what became of cluster's lock in ns: gone, terminating,
