@@ -98,6 +98,16 @@ func TestCheckerUnsafeDelete(t *testing.T) {
 	lock := func(rv int64, typ watch.EventType) chaos.Observed {
 		return chaos.Observed{Kind: chaos.KindConfigMap, Type: typ, Name: "c1-lock", UID: lockUID, RV: rv, LockOf: "c1", Holder: "m1"}
 	}
+	// The holder deleted, then created again under its name (a new UID),
+	// before or after the manager's release mark.
+	again := func(rv int64) chaos.Observed {
+		return chaos.Observed{Kind: chaos.KindMachine, Type: watch.Added, Name: "m1", UID: "m-again", RV: rv}
+	}
+	marked := func(rv int64, typ watch.EventType) chaos.Observed {
+		o := lock(rv, typ)
+		o.Marked = true
+		return o
+	}
 	granted := func(rv int64) chaos.Observed {
 		o := cluster(rv, watch.Added, false)
 		o.Grant = `{"machineName":"m1","token":"t1"}`
@@ -112,6 +122,18 @@ func TestCheckerUnsafeDelete(t *testing.T) {
 	}{
 		{"manager deletes a held lock", []chaos.Observed{
 			cluster(1, watch.Added, false), machine(2, watch.Added), lock(3, watch.Added), lock(5, watch.Deleted),
+		}, &byManager, []int{chaos.InvNoUnsafeDelete}},
+		{"holder back after the manager's release mark: the stated window", []chaos.Observed{
+			cluster(1, watch.Added, false), machine(2, watch.Added), lock(3, watch.Added), machine(4, watch.Deleted),
+			marked(5, watch.Modified), again(6), marked(7, watch.Deleted),
+		}, &byManager, nil},
+		{"holder back before the manager's release mark", []chaos.Observed{
+			cluster(1, watch.Added, false), machine(2, watch.Added), lock(3, watch.Added), machine(4, watch.Deleted),
+			again(5), marked(6, watch.Modified), marked(7, watch.Deleted),
+		}, &byManager, []int{chaos.InvNoUnsafeDelete}},
+		{"holder back after a mark taken off since", []chaos.Observed{
+			cluster(1, watch.Added, false), machine(2, watch.Added), lock(3, watch.Added), machine(4, watch.Deleted),
+			marked(5, watch.Modified), lock(6, watch.Modified), again(7), marked(8, watch.Modified), marked(9, watch.Deleted),
 		}, &byManager, []int{chaos.InvNoUnsafeDelete}},
 		{"manager releases after init", []chaos.Observed{
 			cluster(1, watch.Added, false), machine(2, watch.Added), lock(3, watch.Added), cluster(4, watch.Modified, true), lock(5, watch.Deleted),

@@ -39,6 +39,8 @@ type Observed struct {
 	Holder string
 	// Owners are the Cluster ownerReferences of the lock, as name/uid.
 	Owners []string
+	// Marked: the lock carries a release mark for its own UID.
+	Marked bool
 
 	// AddOnOf is the cluster whose add-on ConfigMap this is; OwnerUIDs
 	// are its Cluster ownerReferences' UIDs.
@@ -62,6 +64,11 @@ type replayState struct {
 	clusters map[string]*clusterSeen
 	// machines maps the Machines that exist to their UIDs.
 	machines map[string]types.UID
+	// born is the revision at which each Machine that exists was created.
+	born map[string]int64
+	// marked is, for each lock marked for release, the revision of the
+	// write that put the mark on it.
+	marked map[string]int64
 }
 
 type clusterSeen struct {
@@ -76,7 +83,7 @@ type clusterSeen struct {
 }
 
 func newReplayState() replayState {
-	return replayState{clusters: map[string]*clusterSeen{}, machines: map[string]types.UID{}}
+	return replayState{clusters: map[string]*clusterSeen{}, machines: map[string]types.UID{}, born: map[string]int64{}, marked: map[string]int64{}}
 }
 
 // lockDeletion is a lock deletion the watcher saw, with the state of the
@@ -92,6 +99,9 @@ type lockDeletion struct {
 	holderExists, judged bool
 	// granted: the Cluster's grant register named the holder.
 	granted bool
+	// backAfterMark: the holder Machine that exists was created after the
+	// release mark the deleted lock carries was written.
+	backAfterMark bool
 }
 
 // StartRevision sets the revision each watch starts from.
@@ -182,13 +192,24 @@ func (c *Checker) process(o Observed) {
 			cs.grantee = g.MachineName
 		}
 	case KindMachine:
-		if o.Type == watch.Deleted {
+		switch {
+		case o.Type == watch.Deleted:
 			delete(r.machines, o.Name)
-		} else {
+			delete(r.born, o.Name)
+		case r.machines[o.Name] != o.UID:
 			r.machines[o.Name] = o.UID
+			r.born[o.Name] = o.RV
 		}
 	case KindConfigMap:
-		if o.Type != watch.Deleted || o.LockOf == "" {
+		if o.LockOf == "" {
+			return
+		}
+		if _, ok := r.marked[o.Name]; !o.Marked {
+			delete(r.marked, o.Name)
+		} else if !ok {
+			r.marked[o.Name] = o.RV
+		}
+		if o.Type != watch.Deleted {
 			return
 		}
 		cs := r.clusters[o.LockOf]
@@ -197,6 +218,9 @@ func (c *Checker) process(o Observed) {
 		// name, whatever its UID (a holder restored alone under a new UID
 		// is the holder still; engine.Ref.Claims).
 		_, ld.holderExists = r.machines[o.Holder]
+		markRV, marked := r.marked[o.Name]
+		ld.backAfterMark = marked && ld.holderExists && r.born[o.Holder] > markRV
+		delete(r.marked, o.Name)
 		if cs != nil {
 			ld.clusterLive = cs.exists && !cs.deleting
 			ld.clusterInitialized = cs.initialised
@@ -215,6 +239,14 @@ func (c *Checker) judge(ld *lockDeletion) {
 	ld.judged = true
 	unsafe := ld.clusterLive && !ld.clusterInitialized && ld.holderExists
 	switch {
+	case strings.HasPrefix(d.Actor, "mgr-") && unsafe && ld.backAfterMark:
+		// The window docs/design.md states ("A holder restored between the
+		// manager's last live read and its delete"): the holder came back
+		// after the release mark, which the release's second live read
+		// follows; the explorer holds the release to that read exactly.
+		c.counts.DeletesByManager++
+		c.counts.DeletesInWindow++
+		c.h.Add(d.Actor, "deleted lock", ld.name, itoa64(ld.rv), "held by "+ld.holder+", back after the release mark: the stated window")
 	case strings.HasPrefix(d.Actor, "mgr-"):
 		c.counts.DeletesByManager++
 		c.h.Add(d.Actor, "deleted lock", ld.name, itoa64(ld.rv), "held by "+ld.holder)

@@ -93,8 +93,8 @@ func (t *Totals) String() string {
 		"acquired for a machine or cluster UID gone %d\n",
 		c.LockCalls, c.Grants, c.ReLocks, c.Refused, c.LockErrors+c.Paused+c.NotALock, c.Paused, c.NotALock, c.AcquiredDeleted, c.AcquiredGone)
 	fmt.Fprintf(&b, "  inits %d, failed inits unlocked %d (Unlock errors %d)\n", c.Inits, c.UnlockCalls, c.UnlockErrors)
-	fmt.Fprintf(&b, "  lock deletions: by the manager %d, by Unlock %d, by Lock of its own ungranted lock %d, by others (garbage collector, operator, disaster) %d\n",
-		c.DeletesByManager, c.DeletesByUnlock, c.DeletesWithdrawn, c.DeletesExternal)
+	fmt.Fprintf(&b, "  lock deletions: by the manager %d (%d with the holder back after the release mark, the stated window), by Unlock %d, by Lock of its own ungranted lock %d, by others (garbage collector, operator, disaster) %d\n",
+		c.DeletesByManager, c.DeletesInWindow, c.DeletesByUnlock, c.DeletesWithdrawn, c.DeletesExternal)
 	fmt.Fprintf(&b, "  faults injected: bootstrap clients %d of %d requests, managers %d of %d\n",
 		t.ClientFaults.Injected(), t.ClientFaults.Requests, t.ManagerFaults.Injected(), t.ManagerFaults.Requests)
 	fmt.Fprintf(&b, "  manager processes started %d, SIGKILLed %d\n", t.ManagerStarts, t.ManagerKills)
@@ -157,6 +157,10 @@ type Counts struct {
 	// DeletesWithdrawn are locks a Lock call deleted that it had written
 	// for its own Machine, which no grant named.
 	DeletesWithdrawn int
+	// DeletesInWindow are the manager's deletes of a lock whose holder
+	// Machine was created again after the release mark: the window
+	// docs/design.md states.
+	DeletesInWindow int
 	// AddOnLinks are the Cluster references seen on restored add-ons, each
 	// to the right owner (invariant 5).
 	AddOnLinks int
@@ -175,6 +179,7 @@ func (c Counts) Add(o Counts) Counts {
 		Inits:            c.Inits + o.Inits,
 		DeletesByManager: c.DeletesByManager + o.DeletesByManager, DeletesByUnlock: c.DeletesByUnlock + o.DeletesByUnlock,
 		DeletesExternal: c.DeletesExternal + o.DeletesExternal, DeletesWithdrawn: c.DeletesWithdrawn + o.DeletesWithdrawn,
-		AddOnLinks: c.AddOnLinks + o.AddOnLinks,
+		DeletesInWindow: c.DeletesInWindow + o.DeletesInWindow,
+		AddOnLinks:      c.AddOnLinks + o.AddOnLinks,
 	}
 }

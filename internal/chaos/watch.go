@@ -211,6 +211,7 @@ func (w *Watcher) observe(kind int, typ watch.EventType, u *unstructured.Unstruc
 			break
 		}
 		o.LockOf, o.Holder = cluster, lk.Record.MachineName
+		o.Marked = cm.Annotations[wire.ReleaseAnnotation] == string(cm.UID)
 		for _, ref := range cm.OwnerReferences {
 			if ref.Kind == "Cluster" {
 				o.Owners = append(o.Owners, ref.Name+"/"+shortUID(string(ref.UID)))
@@ -219,6 +220,9 @@ func (w *Watcher) observe(kind int, typ watch.EventType, u *unstructured.Unstruc
 		detail := "holder=" + o.Holder + " owners=" + strings.Join(o.Owners, ",") + " uid=" + shortUID(string(o.UID))
 		if _, ok := cm.Annotations[wire.ClusterAbsentAnnotation]; ok {
 			detail += " absent-mark"
+		}
+		if o.Marked {
+			detail += " release-mark"
 		}
 		w.h.Add("watch", "lock "+ev, o.Name, u.GetResourceVersion(), detail)
 	case KindMachine:
