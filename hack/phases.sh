@@ -42,6 +42,7 @@ phase() {
   # skips its cleanup and leaves its control planes behind, which would
   # take CPU from every later phase.
   pkill -KILL -s "$pid" 2>/dev/null || true
+  rm -f "$phases_dir/sid-$name"
   local largest="-"
   [ -s "$timefile" ] && largest="$(( $(tail -n 1 "$timefile") / 1024 )) MB"
   printf '%-14s %6ss %9s %12s %s\n' "$name" "$(( $(date +%s) - start ))" "$(( peak / 1024 )) MB" "$largest" \
@@ -51,8 +52,9 @@ phase() {
 
 # background NAME COMMAND...: phase NAME, run while the next phases run. Its
 # output goes to a file of its own, so that it does not interleave with
-# theirs; await NAME prints that output, then waits for it and fails as it
-# failed. Output of a background phase never awaited is printed at the end.
+# theirs; await NAME waits for it, prints that output, and fails as it
+# failed. A background phase never awaited (an earlier phase failed) is
+# killed at the end, and its output printed.
 declare -A phases_bg=()
 background() {
   local name=$1
@@ -77,10 +79,22 @@ phases_show() {
 }
 
 phases_report() {
-  local rc=$? name
+  local rc=$? name sid i
+  # A background phase still running: its processes are a session of their
+  # own, whose ID it writes once started (wait a little for a phase that
+  # has only just begun).
   for name in "${!phases_bg[@]}"; do
-    # The phase's processes are a session (and process group) of their own.
-    kill -- "-$(cat "$phases_dir/sid-$name" 2>/dev/null)" 2>/dev/null || true
+    for i in 1 2 3 4 5 6 7 8 9 10; do
+      [ -s "$phases_dir/sid-$name" ] || ! kill -0 "${phases_bg[$name]}" 2>/dev/null && break
+      sleep 0.5
+    done
+  done
+  # Every phase still running (the one in the foreground too, when the run
+  # was stopped) is killed.
+  for sid in "$phases_dir"/sid-*; do
+    [ -s "$sid" ] && { pkill -KILL -s "$(cat "$sid")" 2>/dev/null || true; }
+  done
+  for name in "${!phases_bg[@]}"; do
     wait "${phases_bg[$name]}" 2>/dev/null || true
     phases_show "$name"
   done
@@ -90,9 +104,9 @@ phases_report() {
     cat "$phases_dir/table"
     printf '%-14s %6ss\n' total "$(( $(date +%s) - phases_start ))"
     printf '\n=== the 20 slowest test packages\n'
-    grep -E '^(ok|FAIL)[[:space:]]+[^[:space:]]+[[:space:]]+[0-9.]+s' "$phases_log" | awk '{t=$3; sub(/s$/,"",t); printf "%8.1fs  %s\n", t, $2}' | sort -rn | head -n 20
+    grep -E '^(ok|FAIL)[[:space:]]+[^[:space:]]+[[:space:]]+[0-9.]+s' "$phases_log" | awk '{t=$3; sub(/s$/,"",t); printf "%8.1fs  %s\n", t, $2}' | sort -rn | head -n 20 || true
     printf '\n=== the 15 slowest tests run with -v\n'
-    grep -E '^--- (PASS|FAIL): [^ ]+ \([0-9.]+s\)' "$phases_log" | sed -E 's/^--- (PASS|FAIL): ([^ ]+) \(([0-9.]+)s\)/\3 \2 \1/' | sort -rn | head -n 15 | awk '{printf "%8.1fs  %s %s\n", $1, $2, $3}'
+    grep -E '^--- (PASS|FAIL): [^ ]+ \([0-9.]+s\)' "$phases_log" | sed -E 's/^--- (PASS|FAIL): ([^ ]+) \(([0-9.]+)s\)/\3 \2 \1/' | sort -rn | head -n 15 | awk '{printf "%8.1fs  %s %s\n", $1, $2, $3}' || true
     printf '\n=== parts of the make targets\n'
     grep -E '^make timing: ' "$phases_log" | sed 's/^make timing: //' || echo "(none)"
     printf '\n=== builds of the control plane and the peers\n'

@@ -3,6 +3,7 @@ package chaos
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -36,9 +37,12 @@ type Checker struct {
 
 	// Invariant 4: successful ConfigMap deletions by UID, as the injectors
 	// saw them, and the lock deletions the watcher saw.
-	deleters  map[types.UID]Deletion
-	deletions []*lockDeletion
-	replay    replayState
+	deleters map[types.UID]Deletion
+	// machineReads are, for each actor, when it last sent a read of each
+	// Machine ("" for a list), on the history's clock.
+	machineReads map[string]map[string]time.Duration
+	deletions    []*lockDeletion
+	replay       replayState
 
 	// Identity: the UID of each Machine and Cluster the scenario created,
 	// by name (goneUID once deleted), and the latest revision the watcher
@@ -61,18 +65,19 @@ type hold struct {
 // NewChecker returns a Checker that records into h.
 func NewChecker(h *History) *Checker {
 	return &Checker{
-		h:           h,
-		holds:       map[string]*hold{},
-		epochs:      map[string]int{},
-		deleting:    map[string]bool{},
-		initialised: map[string]bool{},
-		foreign:     map[string]ForeignConfigMap{},
-		deleters:    map[types.UID]Deletion{},
-		replay:      newReplayState(),
-		machineUIDs: map[string]types.UID{},
-		clusterUIDs: map[string]types.UID{},
-		latest:      [numKinds]map[string]int64{{}, {}, {}},
-		relinks:     relinkState{clusterRestore: map[types.UID]string{}, addOns: map[types.UID]restoredAddOn{}},
+		h:            h,
+		holds:        map[string]*hold{},
+		epochs:       map[string]int{},
+		deleting:     map[string]bool{},
+		initialised:  map[string]bool{},
+		foreign:      map[string]ForeignConfigMap{},
+		deleters:     map[types.UID]Deletion{},
+		machineReads: map[string]map[string]time.Duration{},
+		replay:       newReplayState(),
+		machineUIDs:  map[string]types.UID{},
+		clusterUIDs:  map[string]types.UID{},
+		latest:       [numKinds]map[string]int64{{}, {}, {}},
+		relinks:      relinkState{clusterRestore: map[types.UID]string{}, addOns: map[types.UID]restoredAddOn{}},
 	}
 }
 
@@ -348,13 +353,26 @@ func (c *Checker) Foreign() []ForeignConfigMap {
 	return out
 }
 
-// Deleted records a ConfigMap DELETE that reached the API server.
+// MachineRead records that actor sent a read of Machine machine ("" for a
+// list of Machines).
+func (c *Checker) MachineRead(actor, machine string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.machineReads[actor] == nil {
+		c.machineReads[actor] = map[string]time.Duration{}
+	}
+	c.machineReads[actor][machine] = c.h.Since()
+}
+
+// Deleted records a ConfigMap DELETE that reached the API server, with
+// when its actor last read each Machine before it.
 func (c *Checker) Deleted(d Deletion) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if d.Code >= 300 || d.UID == "" {
 		return
 	}
+	d.reads = maps.Clone(c.machineReads[d.Actor])
 	c.deleters[d.UID] = d
 	for _, ld := range c.deletions {
 		if ld.uid == d.UID && !ld.judged {

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -100,8 +101,16 @@ func TestCheckerUnsafeDelete(t *testing.T) {
 	}
 	// The holder deleted, then created again under its name (a new UID),
 	// before or after the manager's release mark.
+	// The watcher sees it an hour into the run: after any read the test
+	// makes (readSince).
 	again := func(rv int64) chaos.Observed {
-		return chaos.Observed{Kind: chaos.KindMachine, Type: watch.Added, Name: "m1", UID: "m-again", RV: rv}
+		return chaos.Observed{Kind: chaos.KindMachine, Type: watch.Added, Name: "m1", UID: "m-again", RV: rv, Seen: time.Hour}
+	}
+	// The same, seen a nanosecond into the run: before any read.
+	againEarly := func(rv int64) chaos.Observed {
+		o := again(rv)
+		o.Seen = time.Nanosecond
+		return o
 	}
 	marked := func(rv int64, typ watch.EventType) chaos.Observed {
 		o := lock(rv, typ)
@@ -114,6 +123,9 @@ func TestCheckerUnsafeDelete(t *testing.T) {
 		return o
 	}
 	byManager := chaos.Deletion{Actor: "mgr-1", Name: "c1-lock", UID: lockUID, Code: 200}
+	// readSince: the deleting replica is mgr-2, which read m1 in a list
+	// before its delete (the test's reads are made by mgr-2 only).
+	readSince := chaos.Deletion{Actor: "mgr-2", Name: "c1-lock", UID: lockUID, Code: 200}
 	for _, tc := range []struct {
 		name     string
 		events   []chaos.Observed
@@ -126,6 +138,14 @@ func TestCheckerUnsafeDelete(t *testing.T) {
 		{"holder back after the manager's release mark: the stated window", []chaos.Observed{
 			cluster(1, watch.Added, false), machine(2, watch.Added), lock(3, watch.Added), machine(4, watch.Deleted),
 			marked(5, watch.Modified), again(6), marked(7, watch.Deleted),
+		}, &byManager, nil},
+		{"holder back after the mark, read by the deleting replica since", []chaos.Observed{
+			cluster(1, watch.Added, false), machine(2, watch.Added), lock(3, watch.Added), machine(4, watch.Deleted),
+			marked(5, watch.Modified), againEarly(6), marked(7, watch.Deleted),
+		}, &readSince, []int{chaos.InvNoUnsafeDelete}},
+		{"holder back after the mark, read by another replica since", []chaos.Observed{
+			cluster(1, watch.Added, false), machine(2, watch.Added), lock(3, watch.Added), machine(4, watch.Deleted),
+			marked(5, watch.Modified), againEarly(6), marked(7, watch.Deleted),
 		}, &byManager, nil},
 		{"holder back before the manager's release mark", []chaos.Observed{
 			cluster(1, watch.Added, false), machine(2, watch.Added), lock(3, watch.Added), machine(4, watch.Deleted),
@@ -179,6 +199,7 @@ func TestCheckerUnsafeDelete(t *testing.T) {
 			for _, o := range tc.events {
 				c.Observe(o)
 			}
+			c.MachineRead("mgr-2", "")
 			if tc.deletion != nil {
 				c.Deleted(*tc.deletion)
 			}

@@ -88,10 +88,12 @@
 //     by a Lock call withdrawing the lock it wrote for its own Machine,
 //     which no grant names (the Cluster turned out paused, or another
 //     Machine won the register). A manager's delete of a lock whose holder
-//     was created again after the lock's release mark was written is the
-//     window docs/design.md states (the release's last live read follows
-//     the mark, and the explorer holds it to that read): it is counted,
-//     not a violation. A holder back before the mark is a violation.
+//     was created again after the lock's release mark was written, and
+//     seen created after the deleting replica last sent a read of it, is
+//     the window docs/design.md states (the explorer holds the release to
+//     its reading exactly): it is counted, not a violation. A holder back
+//     before the mark, or read by the deleting replica since, is a
+//     violation.
 //     The Watcher records every write to ConfigMaps, Machines and
 //     Clusters (grant registers included) with its revision; deletions are judged on the
 //     state at their revision, once all three watches have gone past it,

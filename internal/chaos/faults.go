@@ -144,6 +144,16 @@ type Deletion struct {
 	Code int
 	// Lost tells that the caller did not get the server's answer.
 	Lost bool
+
+	// reads are when the actor last sent a read of each Machine ("" for a
+	// list) before the delete's answer (Checker.MachineRead).
+	reads map[string]time.Duration
+}
+
+// lastRead is when the deleter last read machine, by name or in a list;
+// 0 when it never did.
+func (d Deletion) lastRead(machine string) time.Duration {
+	return max(d.reads[machine], d.reads[""])
 }
 
 // Injector is an http.RoundTripper that injects Faults into the requests
@@ -159,6 +169,7 @@ type Injector struct {
 	stats    FaultStats
 	onDelete func(Deletion)
 	onLate   func(LateWrite)
+	onRead   func(actor, machine string)
 	// pending counts the held writes not yet sent; idle is signalled when
 	// it drops to zero.
 	pending int
@@ -322,6 +333,7 @@ func (in *Injector) RoundTrip(req *http.Request) (*http.Response, error) {
 		_ = req.Body.Close()
 		req.Body = io.NopCloser(bytes.NewReader(deleteBody))
 	}
+	in.reportRead(req)
 	resp, err := in.next.RoundTrip(req)
 	if isCMDelete && err == nil {
 		resp = in.reportDelete(req, deleteBody, resp, d.fault == faults.LostResponse)
@@ -337,6 +349,37 @@ func (in *Injector) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, timeoutError(req)
 	}
 	return statusResponse(req, d.code), nil
+}
+
+// OnMachineRead sets f to be told of every read of Machines the actor
+// sends to the server: the Machine's name, or "" for a list.
+func (in *Injector) OnMachineRead(f func(actor, machine string)) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.onRead = f
+}
+
+// reportRead tells onRead about a GET of a Machine or a list of Machines.
+func (in *Injector) reportRead(req *http.Request) {
+	in.mu.Lock()
+	f := in.onRead
+	in.mu.Unlock()
+	if f == nil || req.Method != http.MethodGet {
+		return
+	}
+	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	for i, p := range parts {
+		if p != "machines" {
+			continue
+		}
+		switch i {
+		case len(parts) - 1:
+			f(in.name, "")
+		case len(parts) - 2:
+			f(in.name, parts[i+1])
+		}
+		return
+	}
 }
 
 // reportDelete tells onDelete about a ConfigMap DELETE the server answered,

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -185,5 +186,31 @@ func TestWatchLag(t *testing.T) {
 	}
 	if err := <-done; err == nil {
 		t.Fatal("a read of a closed lagged watch succeeded")
+	}
+}
+
+// TestMachineReads: the Injector tells of every read of a Machine, by
+// name, and of every list of Machines; other requests are not reads of
+// Machines.
+func TestMachineReads(t *testing.T) {
+	next, _ := fakeServer(http.StatusOK, `{}`)
+	inj := chaos.NewInjector("mgr-1", next, 1, nil)
+	var reads []string
+	inj.OnMachineRead(func(actor, machine string) { reads = append(reads, actor+":"+machine) })
+	for _, r := range []struct{ method, path string }{
+		{http.MethodGet, "/apis/cluster.x-k8s.io/v1beta2/namespaces/ns/machines/m1"},
+		{http.MethodGet, "/apis/cluster.x-k8s.io/v1beta2/namespaces/ns/machines"},
+		{http.MethodGet, "/apis/cluster.x-k8s.io/v1beta2/machines"},
+		{http.MethodGet, "/api/v1/namespaces/ns/configmaps/c1-lock"},
+		{http.MethodDelete, "/apis/cluster.x-k8s.io/v1beta2/namespaces/ns/machines/m1"},
+	} {
+		resp, err := inj.RoundTrip(httptest.NewRequestWithContext(t.Context(), r.method, "https://api"+r.path, nil))
+		if err != nil {
+			t.Fatalf("%s %s: %v", r.method, r.path, err)
+		}
+		_ = resp.Body.Close()
+	}
+	if want := []string{"mgr-1:m1", "mgr-1:", "mgr-1:"}; !slices.Equal(reads, want) {
+		t.Fatalf("reads %q, want %q", reads, want)
 	}
 }

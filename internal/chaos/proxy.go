@@ -33,6 +33,7 @@ type Proxy struct {
 	replicas map[string]*Injector
 	proxies  map[string]*httputil.ReverseProxy
 	onLate   func(LateWrite)
+	onRead   func(actor, machine string)
 }
 
 // NewProxy starts a Proxy to the API server of cfg on a free local port.
@@ -65,6 +66,14 @@ func (p *Proxy) Close() error {
 	return err
 }
 
+// OnMachineRead sets f to be told of every read of Machines a replica
+// registered from now on sends (Injector.OnMachineRead).
+func (p *Proxy) OnMachineRead(f func(actor, machine string)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.onRead = f
+}
+
 // Replica registers a replica name, with its faults drawn from seed, and
 // writes its kubeconfig into dir. It returns the kubeconfig's path and the
 // replica's Injector.
@@ -75,6 +84,7 @@ func (p *Proxy) Replica(name, dir string, seed uint64) (string, *Injector, error
 	if !ok {
 		inj = NewInjector(name, p.upstream, seed, p.onDelete)
 		inj.OnLateWrite(p.onLate)
+		inj.OnMachineRead(p.onRead)
 		p.replicas[name] = inj
 		rp := &httputil.ReverseProxy{
 			Rewrite: func(r *httputil.ProxyRequest) {

@@ -64,8 +64,10 @@ type replayState struct {
 	clusters map[string]*clusterSeen
 	// machines maps the Machines that exist to their UIDs.
 	machines map[string]types.UID
-	// born is the revision at which each Machine that exists was created.
-	born map[string]int64
+	// born is the revision at which each Machine that exists was created,
+	// bornSeen when the watcher saw it created.
+	born     map[string]int64
+	bornSeen map[string]time.Duration
 	// marked is, for each lock marked for release, the revision of the
 	// write that put the mark on it.
 	marked map[string]int64
@@ -83,7 +85,7 @@ type clusterSeen struct {
 }
 
 func newReplayState() replayState {
-	return replayState{clusters: map[string]*clusterSeen{}, machines: map[string]types.UID{}, born: map[string]int64{}, marked: map[string]int64{}}
+	return replayState{clusters: map[string]*clusterSeen{}, machines: map[string]types.UID{}, born: map[string]int64{}, bornSeen: map[string]time.Duration{}, marked: map[string]int64{}}
 }
 
 // lockDeletion is a lock deletion the watcher saw, with the state of the
@@ -100,8 +102,10 @@ type lockDeletion struct {
 	// granted: the Cluster's grant register named the holder.
 	granted bool
 	// backAfterMark: the holder Machine that exists was created after the
-	// release mark the deleted lock carries was written.
-	backAfterMark bool
+	// release mark the deleted lock carries was written; holderBornSeen is
+	// when the watcher saw it created.
+	backAfterMark  bool
+	holderBornSeen time.Duration
 }
 
 // StartRevision sets the revision each watch starts from.
@@ -196,9 +200,15 @@ func (c *Checker) process(o Observed) {
 		case o.Type == watch.Deleted:
 			delete(r.machines, o.Name)
 			delete(r.born, o.Name)
+			delete(r.bornSeen, o.Name)
 		case r.machines[o.Name] != o.UID:
 			r.machines[o.Name] = o.UID
-			r.born[o.Name] = o.RV
+			if o.Type == watch.Added {
+				r.born[o.Name], r.bornSeen[o.Name] = o.RV, o.Seen
+			} else {
+				delete(r.born, o.Name)
+				delete(r.bornSeen, o.Name)
+			}
 		}
 	case KindConfigMap:
 		if o.LockOf == "" {
@@ -220,6 +230,7 @@ func (c *Checker) process(o Observed) {
 		_, ld.holderExists = r.machines[o.Holder]
 		markRV, marked := r.marked[o.Name]
 		ld.backAfterMark = marked && ld.holderExists && r.born[o.Holder] > markRV
+		ld.holderBornSeen = r.bornSeen[o.Holder]
 		delete(r.marked, o.Name)
 		if cs != nil {
 			ld.clusterLive = cs.exists && !cs.deleting
@@ -239,11 +250,14 @@ func (c *Checker) judge(ld *lockDeletion) {
 	ld.judged = true
 	unsafe := ld.clusterLive && !ld.clusterInitialized && ld.holderExists
 	switch {
-	case strings.HasPrefix(d.Actor, "mgr-") && unsafe && ld.backAfterMark:
+	case strings.HasPrefix(d.Actor, "mgr-") && unsafe && ld.backAfterMark && ld.holderBornSeen > d.lastRead(ld.holder):
 		// The window docs/design.md states ("A holder restored between the
 		// manager's last live read and its delete"): the holder came back
-		// after the release mark, which the release's second live read
-		// follows; the explorer holds the release to that read exactly.
+		// after the release mark, and the watcher saw it created after the
+		// replica deleting the lock last sent a read of it. A mark older than
+		// the release that reuses it does not widen this: the replica's own
+		// reads bound it. The explorer holds the release to its reading
+		// exactly.
 		c.counts.DeletesByManager++
 		c.counts.DeletesInWindow++
 		c.h.Add(d.Actor, "deleted lock", ld.name, itoa64(ld.rv), "held by "+ld.holder+", back after the release mark: the stated window")
