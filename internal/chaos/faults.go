@@ -367,18 +367,8 @@ func (in *Injector) reportRead(req *http.Request) {
 	if f == nil || req.Method != http.MethodGet {
 		return
 	}
-	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
-	for i, p := range parts {
-		if p != "machines" {
-			continue
-		}
-		switch i {
-		case len(parts) - 1:
-			f(in.name, "")
-		case len(parts) - 2:
-			f(in.name, parts[i+1])
-		}
-		return
+	if name, ok := machinePath(req.URL.Path); ok {
+		f(in.name, name)
 	}
 }
 

@@ -202,6 +202,8 @@ func TestMachineReads(t *testing.T) {
 		{http.MethodGet, "/apis/cluster.x-k8s.io/v1beta2/namespaces/ns/machines"},
 		{http.MethodGet, "/apis/cluster.x-k8s.io/v1beta2/machines"},
 		{http.MethodGet, "/api/v1/namespaces/ns/configmaps/c1-lock"},
+		{http.MethodGet, "/api/v1/namespaces/ns/configmaps/machines"},
+		{http.MethodGet, "/apis/cluster.x-k8s.io/v1beta2/namespaces/ns/machinesets/machines"},
 		{http.MethodDelete, "/apis/cluster.x-k8s.io/v1beta2/namespaces/ns/machines/m1"},
 	} {
 		resp, err := inj.RoundTrip(httptest.NewRequestWithContext(t.Context(), r.method, "https://api"+r.path, nil))

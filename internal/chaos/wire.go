@@ -79,6 +79,30 @@ func configMapKey(path string) (string, string) {
 	return "", ""
 }
 
+// machinePath tells whether path names Cluster API's Machines: their list
+// (name "") or one Machine; a prefix (the proxy's replica name) may come
+// first.
+func machinePath(path string) (name string, ok bool) {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	for i := range parts {
+		if len(parts) < i+4 || parts[i] != "apis" || parts[i+1] != "cluster.x-k8s.io" {
+			continue
+		}
+		rest := parts[i+3:]
+		if len(rest) > 2 && rest[0] == "namespaces" {
+			rest = rest[2:]
+		}
+		switch {
+		case len(rest) == 1 && rest[0] == "machines":
+			return "", true
+		case len(rest) == 2 && rest[0] == "machines":
+			return rest[1], true
+		}
+		return "", false
+	}
+	return "", false
+}
+
 // preconditionUID reads the UID precondition of a DELETE's body (JSON or
 // protobuf DeleteOptions).
 func preconditionUID(body []byte) types.UID {
