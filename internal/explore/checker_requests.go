@@ -5,7 +5,7 @@ package explore
 // applied, a read is served or a request is issued.
 
 import (
-	"encoding/json"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -255,17 +255,21 @@ func onlyRegisterChanged(s *System) bool {
 	return reflect.DeepEqual(a, b)
 }
 
+// strip gives obj without its resourceVersion and grant register, sharing
+// the rest with obj: the caller only compares it.
 func strip(obj map[string]any) map[string]any {
-	js, _ := json.Marshal(obj)
-	out := map[string]any{}
-	_ = json.Unmarshal(js, &out)
-	meta, _ := out["metadata"].(map[string]any)
-	if meta == nil {
+	out := maps.Clone(obj)
+	meta, ok := obj["metadata"].(map[string]any)
+	if !ok {
 		return out
 	}
+	meta = maps.Clone(meta)
+	out["metadata"] = meta
 	delete(meta, "resourceVersion")
 	if ann, ok := meta["annotations"].(map[string]any); ok {
+		ann = maps.Clone(ann)
 		delete(ann, wire.GrantAnnotation)
+		meta["annotations"] = ann
 		if len(ann) == 0 {
 			delete(meta, "annotations")
 		}

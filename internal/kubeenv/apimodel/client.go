@@ -122,30 +122,35 @@ func (c *Client) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 	if err != nil {
 		return err
 	}
-	return Fill(obj, res)
+	return fill(obj, res)
 }
 
 // Fill sets obj from a stored object, in obj's form.
 func Fill(obj client.Object, stored map[string]any) error {
+	return fill(obj, deepCopy(stored))
+}
+
+// fill sets obj from m, a copy the caller gives up: obj may keep parts of
+// it. The store's reads and writes answer with such copies.
+func fill(obj client.Object, m map[string]any) error {
 	switch o := obj.(type) {
 	case *unstructured.Unstructured:
 		gvk := o.GroupVersionKind()
-		o.Object = deepCopy(stored)
+		o.Object = m
 		if gvk.Kind != "" {
 			o.SetGroupVersionKind(gvk)
 		}
 		return nil
 	case *metav1.PartialObjectMetadata:
 		gvk := o.GroupVersionKind()
-		u := &unstructured.Unstructured{Object: deepCopy(stored)}
 		o.ObjectMeta = metav1.ObjectMeta{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object["metadata"].(map[string]any), &o.ObjectMeta); err != nil {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(metadata(m), &o.ObjectMeta); err != nil {
 			return err
 		}
 		o.SetGroupVersionKind(gvk)
 		return nil
 	}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(deepCopy(stored), obj); err != nil {
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, obj); err != nil {
 		return err
 	}
 	if gvks, _, err := scheme.ObjectKinds(obj); err == nil && len(gvks) > 0 {
@@ -188,7 +193,7 @@ func (c *Client) put(ctx context.Context, verb string, obj client.Object, write 
 	if err != nil {
 		return err
 	}
-	return Fill(obj, res)
+	return fill(obj, res)
 }
 
 // Patch patches obj with a JSON patch or a merge patch.
@@ -206,7 +211,7 @@ func (c *Client) Patch(ctx context.Context, obj client.Object, patch client.Patc
 	if err != nil {
 		return err
 	}
-	return Fill(obj, res)
+	return fill(obj, res)
 }
 
 // Delete deletes obj, with the UID and resourceVersion preconditions, the

@@ -16,8 +16,11 @@
 //     counter, as etcd's), keeping every version of every object, so that a
 //     cache may show any of them.
 //   - Create fails with AlreadyExists on a taken name. Patch applies JSON
-//     patches (with their test operations) and merge patches with the same
-//     library the API server uses (gopkg.in/evanphx/json-patch.v4); a failed
+//     patches (with their test operations) and merge patches as the library the API server uses does
+//     (gopkg.in/evanphx/json-patch.v4): natively for the operations and
+//     paths the project's writers send, with the library for the rest and
+//     for every patch that fails, so errors are the library's (a fuzz test
+//     holds the two to the same results); a failed
 //     JSON patch answers 422 Invalid, a resourceVersion in the patched object
 //     other than the current one 409 Conflict. Delete honours UID and
 //     resourceVersion preconditions (409 Conflict). A write that changes

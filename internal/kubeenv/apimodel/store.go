@@ -43,8 +43,8 @@ type Version struct {
 // resourceVersions (one global revision counter, as etcd's), and every
 // version each object went through, for cache views. Its write operations
 // answer as kube-apiserver does, with the same API errors: Create fails if
-// the name is taken, Patch applies JSON patches and merge patches with the
-// library the API server uses and honours a resourceVersion in the patched
+// the name is taken, Patch applies JSON patches and merge patches as the
+// library the API server uses does (applyPatch) and honours a resourceVersion in the patched
 // object, Delete honours UID and resourceVersion preconditions. The status
 // of a Cluster (a status subresource) is not changed by patches of the
 // object. A write that changes nothing does not bump the revision.
@@ -172,6 +172,23 @@ func (s *Store) Patch(k Key, pt types.PatchType, patch []byte) (map[string]any, 
 	if !ok {
 		return nil, apierrors.NewNotFound(s.gr(k.Kind), k.Name)
 	}
+	if pt != types.JSONPatchType && pt != types.MergePatchType {
+		return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", s.gr(k.Kind), k.Name, "unsupported patch type "+string(pt), 0, false)
+	}
+	next, ok := applyPatch(cur, pt, patch)
+	if !ok {
+		var err error
+		if next, err = libraryPatch(cur, pt, patch); err != nil {
+			return nil, err
+		}
+	}
+	return s.update(k, cur, next)
+}
+
+// libraryPatch applies a JSON patch or (any other type) a merge patch to a
+// copy of cur with the library the API server uses, and fails as the API
+// server does.
+func libraryPatch(cur map[string]any, pt types.PatchType, patch []byte) (map[string]any, error) {
 	curJS, err := json.Marshal(cur)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
@@ -186,18 +203,16 @@ func (s *Store) Patch(k Key, pt types.PatchType, patch []byte) (map[string]any, 
 		if patched, err = p.Apply(curJS); err != nil {
 			return nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", err.Error(), 0, false)
 		}
-	case types.MergePatchType:
+	default:
 		if patched, err = jsonpatch.MergePatch(curJS, patch); err != nil {
 			return nil, apierrors.NewBadRequest(err.Error())
 		}
-	default:
-		return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", s.gr(k.Kind), k.Name, "unsupported patch type "+string(pt), 0, false)
 	}
 	next, err := decode(patched)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
 	}
-	return s.update(k, cur, next)
+	return next, nil
 }
 
 // Update replaces the object with obj, as a PUT: Conflict when obj carries
