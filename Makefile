@@ -3,7 +3,7 @@ SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
 
 GO ?= go
-# The Go modules of project code, by folder: vet, lint and unit visit each in
+# The Go modules of project code, by folder: lint and unit visit each in
 # turn, and go.work lists the same folders (make lint checks it). The
 # modules that only pin a tool or a peer's version are in hack/pins.
 MODULES := . pkg/initlock hack/contention hack/capi hack/s3 hack/release test/alerts test/release/publish
@@ -27,10 +27,13 @@ UNIT_hack/contention = -bench=. -benchtime=1x ./...
 # packages against the real manager (a module of its own, so that only
 # this test depends on Prometheus).
 UNIT_test/alerts = ./...
-# The packages whose tests start no control plane (the others fail, rather
-# than skip, without one), across the modules of go.work: make quick.
-QUICK_PKGS ?= ./cmd/initlock-manager ./internal/benchreport/... ./internal/cli/... ./internal/controllers/lock ./internal/copier ./internal/demo ./internal/explore ./internal/kubeenv/faults ./internal/kubeenv/wire ./internal/lockguard ./internal/manager \
-	./internal/relink/... ./internal/velero ./internal/version ./pkg/initlock/... ./hack/release/archive ./hack/release/notes ./hack/release/oci
+# make quick: the packages of the product (the library's module and what
+# the shipped binaries compile), the explorer and the fault catalogue it
+# checks, whose tests start no control plane (the others fail, rather than
+# skip, without one). The tools' tests (demo, benchmark report, release)
+# run in make test.
+QUICK_PKGS ?= ./cmd/initlock-manager ./internal/cli/... ./internal/controllers/lock ./internal/copier ./internal/explore ./internal/kubeenv/faults ./internal/kubeenv/wire ./internal/lockguard ./internal/manager \
+	./internal/relink/... ./internal/velero ./internal/version ./pkg/initlock/...
 # Without -count=1, go test's cache skips the packages that did not change.
 # -short skips the checks of the explorer's own reductions (make test runs
 # them).
@@ -66,7 +69,7 @@ kube: ## Build, or verify, etcd, kube-apiserver and kube-controller-manager in t
 	@hack/kube.sh >/dev/null
 
 .PHONY: test
-test: kube lint unit ## Lint, vet and run every test against the real control plane.
+test: kube lint unit ## Lint (with govet) and run every test against the real control plane.
 
 .PHONY: unit
 unit: kube ## Run the tests (real control plane) without lint.
@@ -94,13 +97,10 @@ quick: ## Run the tests that need no control plane (QUICK_PKGS), without buildin
 lines: ## Count the lines of Go shipped, of support and of tests (hack/lines.sh).
 	@hack/lines.sh
 
-.PHONY: vet
-vet:
-	$(foreach m,$(MODULES),cd $(m) && $(GO) vet $(module-pkgs)$(newline))
-	@echo "$(timed) vet: $$(( $$(date +%s) - $(started) ))s"
-
 .PHONY: lint
-lint: vet verify-generate ## gofmt, go vet, golangci-lint (every module of MODULES) and generated files.
+# golangci-lint's govet runs every analyzer go vet runs, and more, with the
+# build tags of every test, so go vet is not run apart.
+lint: verify-generate ## gofmt, golangci-lint with govet (every module of MODULES) and generated files.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@# go.work uses the modules of MODULES, no more and no fewer.
 	@want=$$(printf '%s\n' $(MODULES) | sort); \
