@@ -71,8 +71,7 @@ func runHeldBackup(t *testing.T, withInitlock bool) heldBackOutcome {
 	o.answer = answer(t, operatorDelete(t, ns, cluster))
 	o.lockState = lockState(t, ns, cluster)
 
-	v, err := source.StartVelero(ctx, withInitlock)
-	must(t, err)
+	v := startVelero(t, source, withInitlock)
 	backup := backupNamespace(t, v, ns)
 	o.inBackup = slices.ContainsFunc(downloadBackup(t, v, backup, ns), func(u *unstructured.Unstructured) bool {
 		return u.GetKind() == "ConfigMap" && u.GetName() == lock.Name

@@ -258,8 +258,7 @@ func TestSimulatorFidelity(t *testing.T) {
 	ctx := t.Context()
 	ns := source.Env.Namespace(t)
 	fidelityGraph(t, ns)
-	v, err := source.StartVelero(ctx, true)
-	must(t, err)
+	v := startVelero(t, source, true)
 	backup := backupNamespace(t, v, ns)
 	// The simulator backs up what Velero backed up: not the object being
 	// deleted.

@@ -101,6 +101,18 @@ func cleanupNamespace(t *testing.T, m *stack.Mgmt, ns string) {
 	})
 }
 
+// startVelero starts m's Velero server for the test, with initlock's plugin
+// if initlockPlugin. The server is stopped when the test ends, failed or
+// not: only one Velero server can run on the machine (it always binds
+// :8080), so a server left running would fail every later scenario.
+func startVelero(t *testing.T, m *stack.Mgmt, initlockPlugin bool) *stack.Velero {
+	t.Helper()
+	v, err := m.StartVelero(t.Context(), initlockPlugin)
+	must(t, err)
+	t.Cleanup(m.StopVelero)
+	return v
+}
+
 // velero runs the velero CLI against m's server, logging the command as a
 // user would type it.
 func veleroCLI(t *testing.T, v *stack.Velero, args ...string) string {

@@ -105,8 +105,7 @@ func TestHolderRestoredAlone(t *testing.T) {
 	}
 
 	setPaused(t, m, ns, cluster, true)
-	v, err := m.StartVelero(ctx, true)
-	must(t, err)
+	v := startVelero(t, m, true)
 	backup := backupNamespace(t, v, ns)
 	setPaused(t, m, ns, cluster, false)
 

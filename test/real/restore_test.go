@@ -53,15 +53,13 @@ func restoreElsewhere(t *testing.T) {
 
 	setPaused(t, source, ns, cluster, true)
 	look(t, source, ns, "the pause").wantLock(t, "the pause", cluster, healthy(cp0))
-	v, err := source.StartVelero(ctx, true)
-	must(t, err)
+	v := startVelero(t, source, true)
 	backup := backupNamespace(t, v, ns)
 	source.StopVelero()
 
 	cleanupNamespace(t, target, ns)
 	startManager(t, target)
-	v, err = target.StartVelero(ctx, true)
-	must(t, err)
+	v = startVelero(t, target, true)
 	synced := time.Now()
 	must(t, v.WaitBackupSynced(ctx, backup))
 	sync := time.Since(synced)
@@ -131,8 +129,7 @@ func restoreOverLive(t *testing.T) {
 	look(t, source, ns, "a release stopped after its mark").wantLock(t, "the stopped release", cluster, marked)
 
 	setPaused(t, source, ns, cluster, true)
-	v, err := source.StartVelero(ctx, true)
-	must(t, err)
+	v := startVelero(t, source, true)
 	backup := backupNamespace(t, v, ns)
 	setPaused(t, source, ns, cluster, false)
 
@@ -158,8 +155,7 @@ func restoreOverLive(t *testing.T) {
 
 	// The same restore by a Velero server without initlock's plugin writes
 	// the mark back on the live lock.
-	v, err = source.StartVelero(ctx, false)
-	must(t, err)
+	v = startVelero(t, source, false)
 	restoreBackup(t, v, backup, "--existing-resource-policy=update", withStatus)
 	source.StopVelero()
 	wantLive(t, ns, cluster, uid, true)
@@ -206,8 +202,7 @@ func restoreOneCluster(t *testing.T) {
 	for _, c := range []string{lost, kept} {
 		setPaused(t, source, ns, c, true)
 	}
-	v, err := source.StartVelero(ctx, true)
-	must(t, err)
+	v := startVelero(t, source, true)
 	backup := backupNamespace(t, v, ns)
 	for _, c := range []string{lost, kept} {
 		setPaused(t, source, ns, c, false)

@@ -68,8 +68,7 @@ func runSeed(t *testing.T, withInitlock bool) []seedOutcome {
 	waitPaused(t, source, ns, seedCluster)
 	backed := snapshot(t, source, ns)
 
-	v, err := source.StartVelero(ctx, withInitlock)
-	must(t, err)
+	v := startVelero(t, source, withInitlock)
 	backup := backupNamespace(t, v, ns)
 	source.StopVelero()
 
@@ -108,8 +107,7 @@ func restoreSeed(t *testing.T, m *stack.Mgmt, variant string, backed []*unstruct
 		startManager(t, m)
 		defer m.StopManager()
 	}
-	v, err := m.StartVelero(ctx, withInitlock)
-	must(t, err)
+	v := startVelero(t, m, withInitlock)
 	done := restore(v)
 	m.StopVelero()
 	must(t, m.SetPaused(ctx, ns, seedCluster, false))

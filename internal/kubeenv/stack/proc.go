@@ -54,9 +54,9 @@ func (p *Proc) waitFor(ctx context.Context, timeout time.Duration, what string, 
 			if exit == nil {
 				exit = errors.New("exit status 0")
 			}
-			return fmt.Errorf("%s %w before %s (%w); last lines of %s:\n%s", p.Name, errExited, what, exit, p.LogPath, p.Tail(30))
+			return fmt.Errorf("%s %w before %s (%w); last lines of %s:\n%s\n(%s exited before %s)", p.Name, errExited, what, exit, p.LogPath, p.Tail(30), p.Name, what)
 		case <-ctx.Done():
-			return fmt.Errorf("%s: not %s within %s: %w; last lines of %s:\n%s", p.Name, what, timeout, err, p.LogPath, p.Tail(30))
+			return fmt.Errorf("%s: not %s within %s: %w; last lines of %s:\n%s\n(%s: not %s within %s)", p.Name, what, timeout, err, p.LogPath, p.Tail(30), p.Name, what, timeout)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

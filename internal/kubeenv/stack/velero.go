@@ -178,7 +178,7 @@ func (m *Mgmt) startVeleroServer(ctx context.Context, kubeconfig, plugins, tmp s
 	// Ready once this server has validated the location: a phase left
 	// Available by an earlier server says nothing about this one.
 	started := metav1.NewTime(time.Now().Truncate(time.Second))
-	err = p.waitFor(ctx, 60*time.Second, "validating the backup storage location", func(ctx context.Context) error {
+	err = p.waitFor(ctx, 2*time.Minute, "validating the backup storage location", func(ctx context.Context) error {
 		bsl := &velerov1.BackupStorageLocation{}
 		if err := m.Client.Get(ctx, client.ObjectKey{Namespace: VeleroNamespace, Name: "default"}, bsl); err != nil {
 			return err
@@ -218,7 +218,10 @@ func (v *Velero) CLI(ctx context.Context, args ...string) (string, error) {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
 	if err != nil {
-		return out.String(), fmt.Errorf("velero %s: %w\n%s\nlast lines of %s:\n%s", strings.Join(args, " "), err, out.String(), v.LogPath, v.Tail(40))
+		// The cause last as well: a long log tail hides it otherwise.
+		cmdline := strings.Join(args, " ")
+		return out.String(), fmt.Errorf("velero %s: %w\n%s\nlast lines of %s:\n%s\n(velero %s: %w)",
+			cmdline, err, out.String(), v.LogPath, v.Tail(40), cmdline, err)
 	}
 	return out.String(), nil
 }
@@ -241,9 +244,11 @@ func (v *Velero) Restore(ctx context.Context, name string) (*velerov1.Restore, e
 // bucket (a backup made by another management cluster's server). Velero's
 // backup sync runs when its server starts and then once a minute, and skips
 // a location not yet validated: the first server of a management cluster
-// finds a backup of another one about a minute after it started.
+// finds a backup of another one about a minute after it started. On a
+// loaded machine the location's first validation can miss the second tick
+// as well, so the wait spans four.
 func (v *Velero) WaitBackupSynced(ctx context.Context, name string) error {
-	return v.waitFor(ctx, 2*time.Minute, "syncing backup "+name+" from the bucket", func(ctx context.Context) error {
+	return v.waitFor(ctx, 4*time.Minute, "syncing backup "+name+" from the bucket", func(ctx context.Context) error {
 		b, err := v.Backup(ctx, name)
 		if err != nil {
 			return err
