@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -285,4 +286,45 @@ func TestBackupSkipsObjectsBeingDeleted(t *testing.T) {
 	if got, want := names(velerosim.List(t.Context(), env.Client, ns, cms)), []string{"c1-lock", "c2-lock"}; !slices.Equal(got, want) {
 		t.Errorf("List = %v, want %v", got, want)
 	}
+}
+
+// TestMetrics reads the API server's metrics with Prometheus's parser: a
+// ConfigMap's create shows in apiserver_request_total and in the admission
+// time of the ValidatingAdmissionPolicy plugin.
+func TestMetrics(t *testing.T) {
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	creates := func() float64 {
+		m, err := env.Metrics(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n float64
+		m.Each("apiserver_request_total", func(l map[string]string, s *dto.Metric) {
+			if l["verb"] == "POST" && l["resource"] == "configmaps" {
+				n += s.GetCounter().GetValue()
+			}
+		})
+		return n
+	}
+	before, admittedBefore := creates(), admissionCreates(t)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "metrics"}}
+	if err := env.Client.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	if d := creates() - before; d < 1 {
+		t.Errorf("apiserver_request_total of ConfigMap creates rose by %g, want at least 1", d)
+	}
+	if d := admissionCreates(t) - admittedBefore; d < 1 {
+		t.Errorf("ValidatingAdmissionPolicy's CREATE requests rose by %g, want at least 1", d)
+	}
+}
+
+func admissionCreates(t *testing.T) float64 {
+	t.Helper()
+	times, err := env.AdmissionTimes(t.Context(), "ValidatingAdmissionPolicy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return times["CREATE"].Requests
 }

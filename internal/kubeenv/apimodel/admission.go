@@ -171,9 +171,11 @@ func (g *Guard) admitAs(op admission.Operation, oldMap, nextMap map[string]any, 
 	return nil
 }
 
+// configMapOf converts a stored ConfigMap; the conversion copies what it
+// reads, so obj is not copied first.
 func configMapOf(obj map[string]any) (*corev1.ConfigMap, error) {
 	cm := &corev1.ConfigMap{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(deepCopy(obj), cm); err != nil {
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, cm); err != nil {
 		return nil, err
 	}
 	cm.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))

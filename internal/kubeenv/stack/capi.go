@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -169,31 +170,13 @@ func (m *Mgmt) WebhookRequests(ctx context.Context) (map[string]float64, error) 
 		if err != nil {
 			return nil, fmt.Errorf("reading the metrics of %s: %w", mgr.Name, err)
 		}
-		for _, line := range strings.Split(body, "\n") {
-			rest, ok := strings.CutPrefix(line, "controller_runtime_webhook_requests_total{")
-			if !ok {
-				continue
-			}
-			labels, value, ok := strings.Cut(rest, "} ")
-			if !ok {
-				continue
-			}
-			var code, hook string
-			for _, l := range strings.Split(labels, ",") {
-				k, v, _ := strings.Cut(l, "=")
-				switch k {
-				case "code":
-					code = strings.Trim(v, `"`)
-				case "webhook":
-					hook = strings.Trim(v, `"`)
-				}
-			}
-			f, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-			if err != nil {
-				return nil, fmt.Errorf("reading metric %q: %w", line, err)
-			}
-			out[hook+" "+code] += f
+		metrics, err := kubeenv.ParseMetrics(strings.NewReader(body))
+		if err != nil {
+			return nil, fmt.Errorf("the metrics of %s: %w", mgr.Name, err)
 		}
+		metrics.Each("controller_runtime_webhook_requests_total", func(l map[string]string, s *dto.Metric) {
+			out[l["webhook"]+" "+l["code"]] += s.GetCounter().GetValue()
+		})
 	}
 	return out, nil
 }

@@ -1,16 +1,12 @@
 package bench
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
+	dto "github.com/prometheus/client_model/go"
 	"k8s.io/client-go/rest"
 )
 
@@ -86,51 +82,24 @@ var writeVerbs = map[string]bool{"POST": true, "PUT": true, "PATCH": true, "APPL
 // controllers included; the scrape itself is one request.
 func apiserverRequests(b *testing.B) served {
 	b.Helper()
-	cs, err := kubernetes.NewForConfig(env.Config)
+	m, err := env.Metrics(b.Context())
 	if err != nil {
 		b.Fatal(err)
 	}
-	raw, err := cs.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(b.Context())
-	if err != nil {
-		b.Fatalf("reading the API server's metrics: %v", err)
+	const total = "apiserver_request_total"
+	if len(m[total].GetMetric()) == 0 {
+		b.Fatalf("the API server's metrics have no %s", total)
 	}
 	var s served
-	found := false
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			b.Fatalf("metric line %q: %v", line, err)
-		}
-		s.all, found = s.all+v, true
-		if writeVerbs[label(line, "verb")] {
+	m.Each(total, func(l map[string]string, sample *dto.Metric) {
+		v := sample.GetCounter().GetValue()
+		s.all += v
+		if writeVerbs[l["verb"]] {
 			s.writes += v
-			if label(line, "resource") == "configmaps" && label(line, "group") == "" {
+			if l["resource"] == "configmaps" && l["group"] == "" {
 				s.configMapWrites += v
 			}
 		}
-	}
-	if !found {
-		b.Fatal("the API server's metrics have no apiserver_request_total")
-	}
+	})
 	return s
-}
-
-// label is the value of a label in a Prometheus text-format line, "" when
-// absent.
-func label(line, name string) string {
-	_, rest, ok := strings.Cut(line, "{"+name+`="`)
-	if !ok {
-		if _, rest, ok = strings.Cut(line, ","+name+`="`); !ok {
-			return ""
-		}
-	}
-	v, _, _ := strings.Cut(rest, `"`)
-	return v
 }
