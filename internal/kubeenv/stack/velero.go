@@ -244,9 +244,9 @@ func (v *Velero) Restore(ctx context.Context, name string) (*velerov1.Restore, e
 // bucket (a backup made by another management cluster's server). Velero's
 // backup sync runs when its server starts and then once a minute, and skips
 // a location not yet validated: the first server of a management cluster
-// finds a backup of another one about a minute after it started. On a
-// loaded machine the location's first validation can miss the second tick
-// as well, so the wait spans four.
+// finds a backup of another one about a minute after it started. The wait
+// spans four ticks, so that a loaded machine's late validation or slow tick
+// does not fail a scenario.
 func (v *Velero) WaitBackupSynced(ctx context.Context, name string) error {
 	return v.waitFor(ctx, 4*time.Minute, "syncing backup "+name+" from the bucket", func(ctx context.Context) error {
 		b, err := v.Backup(ctx, name)
