@@ -1,7 +1,7 @@
 package stack
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -25,15 +25,27 @@ type Write struct {
 // Writes reads every write request logged so far by the management
 // cluster's API server, in the order they were answered.
 func (m *Mgmt) Writes() ([]Write, error) {
-	f, err := os.Open(m.Env.AuditLogPath())
+	raw, err := os.ReadFile(m.Env.AuditLogPath())
 	if err != nil {
 		return nil, fmt.Errorf("reading the audit log: %w", err)
 	}
-	defer func() { _ = f.Close() }()
+	out, err := parseAudit(raw)
+	if err != nil {
+		return nil, fmt.Errorf("reading the audit log %s: %w", m.Env.AuditLogPath(), err)
+	}
+	return out, nil
+}
+
+// parseAudit reads the write requests of an audit log. The API server may
+// be writing another request's event as the file is read: the text after
+// the last newline is not an event yet.
+func parseAudit(raw []byte) ([]Write, error) {
+	raw = raw[:bytes.LastIndexByte(raw, '\n')+1]
 	var out []Write
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
+	for i, line := range bytes.SplitAfter(raw, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
 		var ev struct {
 			Stage string `json:"stage"`
 			Verb  string `json:"verb"`
@@ -51,8 +63,8 @@ func (m *Mgmt) Writes() ([]Write, error) {
 			} `json:"responseStatus"`
 			StageTimestamp time.Time `json:"stageTimestamp"`
 		}
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			return nil, fmt.Errorf("reading the audit log: %w", err)
+		if err := json.Unmarshal(line, &ev); err != nil {
+			return nil, fmt.Errorf("line %d: %w", i+1, err)
 		}
 		if ev.Stage != "ResponseComplete" {
 			continue
@@ -64,5 +76,5 @@ func (m *Mgmt) Writes() ([]Write, error) {
 			Code: ev.ResponseStatus.Code, At: ev.StageTimestamp,
 		})
 	}
-	return out, sc.Err()
+	return out, nil
 }
