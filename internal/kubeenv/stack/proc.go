@@ -86,7 +86,9 @@ func (p *Proc) waitHTTP(ctx context.Context, timeout time.Duration, url string) 
 func (p *Proc) waitLogLine(ctx context.Context, timeout time.Duration, prefix string) (string, error) {
 	var rest string
 	err := p.waitFor(ctx, timeout, "logging "+prefix, func(context.Context) error {
-		sc := bufio.NewScanner(strings.NewReader(p.Log()))
+		// Only whole lines: the process may be writing the last one.
+		text := p.Log()
+		sc := bufio.NewScanner(strings.NewReader(text[:strings.LastIndexByte(text, '\n')+1]))
 		for sc.Scan() {
 			if r, ok := strings.CutPrefix(sc.Text(), prefix); ok {
 				rest = r
