@@ -29,6 +29,9 @@
 //     with its requests counted, and stops it when the test ends.
 //   - Recorder records the events a component emits (type, reason,
 //     regarding object and note), for a test to compare.
+//   - ParseMetrics reads any /metrics page with Prometheus's own parser;
+//     Env.Metrics reads the API server's, and AdmissionTimes the time its
+//     admission plugins spent.
 //   - ReadLockGuard reads the lock guard the binaries embed
 //     (config/protection, through lockguard.Shipped), named as installed;
 //     InstallLockGuard and UninstallLockGuard put it in place and take it
