@@ -38,7 +38,9 @@ QUICK_PKGS ?= ./cmd/initlock-manager ./internal/cli/... ./internal/controllers/l
 # -short skips the checks of the explorer's own reductions (make test runs
 # them).
 QUICK_FLAGS ?= -short -timeout=10m
-GOLANGCI_LINT := $(GO) tool -modfile=$(CURDIR)/hack/pins/golangci-lint/go.mod golangci-lint
+# The path of golangci-lint's binary, built from its pin if need be: go tool
+# -modfile runs only outside a workspace, and golangci-lint runs in one.
+GOLANGCI_LINT := $(GO) tool -n -modfile=$(CURDIR)/hack/pins/golangci-lint/go.mod golangci-lint
 CONTROLLER_GEN := $(GO) tool -modfile=$(CURDIR)/hack/pins/controller-gen/go.mod controller-gen
 KUSTOMIZE := $(GO) tool -modfile=$(CURDIR)/hack/pins/kustomize/go.mod kustomize
 
@@ -48,14 +50,9 @@ KUSTOMIZE := $(GO) tool -modfile=$(CURDIR)/hack/pins/kustomize/go.mod kustomize
 started = $(shell date +%s)
 timed := make timing:
 
-# A recipe visits the modules with $(foreach m,$(MODULES),...$(newline)):
-# one recipe line per module, m its folder, module-pkgs its packages (PKGS
-# in the root module, all of them elsewhere).
-module-pkgs = $(if $(filter .,$(m)),$(PKGS),./...)
-define newline
-
-
-endef
+# The packages of every module, as patterns of the workspace: PKGS in the
+# root module, all of them elsewhere.
+workspace-pkgs = $(foreach m,$(MODULES),$(if $(filter .,$(m)),$(PKGS),./$(m)/...))
 
 .PHONY: all
 all: test
@@ -112,13 +109,18 @@ lines: ## Count the lines of Go shipped, of support and of tests (hack/lines.sh)
 .PHONY: lint
 # golangci-lint's govet runs every analyzer go vet runs, and more, with the
 # build tags of every test, so go vet is not run apart.
-lint: verify-generate ## gofmt, golangci-lint with govet (every module of MODULES) and generated files.
+lint: verify-generate ## gofmt, golangci-lint with govet (one pass over every module of MODULES) and generated files.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@# go.work uses the modules of MODULES, no more and no fewer.
 	@want=$$(printf '%s\n' $(MODULES) | sort); \
 	have=$$($(GO) work edit -json go.work | sed -n 's/^.*"DiskPath": "\(.*\)".*$$/\1/p' | sed 's|^\./||' | sort); \
 	if [ "$$want" != "$$have" ]; then echo "go.work and MODULES name different modules:"; diff <(echo "$$want") <(echo "$$have"); exit 1; fi
-	$(foreach m,$(MODULES),cd $(m) && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml $(module-pkgs)$(newline))
+	@# One pass over every module, resolved together in the workspace: the
+	@# dependencies they share are loaded and analysed once, at one version.
+	@# Each module still compiles at its own versions in its tests and in
+	@# the builds from it (make unit, stack, test-e2e and test-release).
+	lint=$$($(GOLANGCI_LINT)) && GOWORK=$(CURDIR)/go.work "$$lint" run --config $(CURDIR)/.golangci.yml \
+		$(workspace-pkgs)
 	@echo "$(timed) golangci-lint: $$(( $$(date +%s) - $(started) ))s"
 
 # Benchmark report (cmd/initlock-benchreport): the library, the library under
