@@ -66,19 +66,7 @@ kube: ## Build, or verify, etcd, kube-apiserver and kube-controller-manager in t
 	@hack/kube.sh >/dev/null
 
 .PHONY: test
-test: ## Lint (with govet) and run every test against the real control plane.
-	@# Lint needs no control plane: it runs beside the control plane's build
-	@# and the tests, on the core they leave idle while they wait on control
-	@# planes or link, and its output follows theirs.
-	@log=$$(mktemp); trap 'rm -f "$$log"' EXIT; \
-	echo "make lint: running beside make unit; its output follows"; \
-	$(MAKE) --no-print-directory lint >"$$log" 2>&1 & lint=$$!; \
-	rc=0; $(MAKE) --no-print-directory unit || rc=$$?; \
-	lrc=0; wait $$lint || lrc=$$?; \
-	echo "=== make lint"; cat "$$log"; \
-	[ $$lrc -eq 0 ] || echo "make lint failed"; \
-	[ $$rc -eq 0 ] || echo "make unit failed"; \
-	[ $$rc -eq 0 ] && [ $$lrc -eq 0 ]
+test: kube lint unit ## Lint (with govet) and run every test against the real control plane.
 
 .PHONY: unit
 unit: kube ## Run the tests (real control plane) without lint.
