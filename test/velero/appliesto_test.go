@@ -94,15 +94,3 @@ func TestAppliesToAsVeleroResolvesIt(t *testing.T) {
 		})
 	}
 }
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}

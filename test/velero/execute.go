@@ -156,74 +156,46 @@ func executeTable(t *testing.T, b Backend) {
 		return u
 	}
 	tests := []struct {
-		name      string
-		backed    *unstructured.Unstructured
-		item      func(*unstructured.Unstructured) *unstructured.Unstructured
-		want      string // annotation; "" means the item is returned untouched
-		wantErrIn []string
+		name       string
+		backed     *unstructured.Unstructured
+		annotation string // set on the item, with "keep", when not empty
+		want       string // annotation; "" means the item is returned untouched
+		wantErrIn  []string
 	}{
+		{name: "no ownerReferences: untouched", backed: backedCM},
+		{name: "no ownerReferences and a bad annotation: untouched", backed: withAnnotation(backedCM, "{not json")},
 		{
-			name:   "no ownerReferences: untouched",
-			backed: backedCM,
-			item: func(u *unstructured.Unstructured) *unstructured.Unstructured {
-				return ActionInput(t, api.Client, u, ns)
-			},
-		},
-		{
-			name:   "no ownerReferences and a bad annotation: untouched",
-			backed: withAnnotation(backedCM, "{not json"),
-			item: func(u *unstructured.Unstructured) *unstructured.Unstructured {
-				return ActionInput(t, api.Client, u, ns)
-			},
-		},
-		{
-			name:   "pending owners from an earlier restore, in the first format, are kept after the current ones",
-			backed: backedMachine,
-			item: func(u *unstructured.Unstructured) *unstructured.Unstructured {
-				return withAnnotation(ActionInput(t, api.Client, u, ns),
-					`[{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","name":"c1"},{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta1","kind":"DockerCluster","name":"c1"}]`)
-			},
+			name: "pending owners from an earlier restore, in the first format, are kept after the current ones", backed: backedMachine,
+			annotation: `[{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","name":"c1"},{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta1","kind":"DockerCluster","name":"c1"}]`,
 			want: `{"version":2,"owners":[` + owners + `,` +
 				`{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta1","kind":"DockerCluster","name":"c1"}]}`,
 		},
 		{
-			name:   "pending owners in the second format keep their UIDs",
-			backed: backedMachine,
-			item: func(u *unstructured.Unstructured) *unstructured.Unstructured {
-				return withAnnotation(ActionInput(t, api.Client, u, ns),
-					`{"version":2,"owners":[{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta1","kind":"DockerCluster","name":"c1","uid":"u-dc"}]}`)
-			},
+			name: "pending owners in the second format keep their UIDs", backed: backedMachine,
+			annotation: `{"version":2,"owners":[{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta1","kind":"DockerCluster","name":"c1","uid":"u-dc"}]}`,
 			want: `{"version":2,"owners":[` + owners + `,` +
 				`{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta1","kind":"DockerCluster","name":"c1","uid":"u-dc"}]}`,
 		},
 		{
-			name:   "an item run through the action twice keeps one record per owner",
-			backed: backedMachine,
-			item: func(u *unstructured.Unstructured) *unstructured.Unstructured {
-				return withAnnotation(ActionInput(t, api.Client, u, ns), relink.Encode(relink.FromOwnerReferences(u.GetOwnerReferences())))
-			},
-			want: `{"version":2,"owners":[` + owners + `]}`,
+			name: "an item run through the action twice keeps one record per owner", backed: backedMachine,
+			annotation: relink.Encode(relink.FromOwnerReferences(backedMachine.GetOwnerReferences())),
+			want:       `{"version":2,"owners":[` + owners + `]}`,
 		},
 		{
-			name:   "bad JSON in the annotation names the object",
-			backed: backedMachine,
-			item: func(u *unstructured.Unstructured) *unstructured.Unstructured {
-				return withAnnotation(ActionInput(t, api.Client, u, ns), "{not json")
-			},
+			name: "bad JSON in the annotation names the object", backed: backedMachine, annotation: "{not json",
 			wantErrIn: []string{"machine.cluster.x-k8s.io " + ns + "/c1-cp-0", relink.Annotation, "not a JSON object of owner references"},
 		},
 		{
-			name:   "an owner without a name names the object",
-			backed: backedMachine,
-			item: func(u *unstructured.Unstructured) *unstructured.Unstructured {
-				return withAnnotation(ActionInput(t, api.Client, u, ns), `[{"apiVersion":"v1","kind":"ConfigMap"}]`)
-			},
+			name: "an owner without a name names the object", backed: backedMachine, annotation: `[{"apiVersion":"v1","kind":"ConfigMap"}]`,
 			wantErrIn: []string{"machine.cluster.x-k8s.io " + ns + "/c1-cp-0", "must all be set"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			item := tt.item(tt.backed)
+			item := ActionInput(t, api.Client, tt.backed, ns)
+			if tt.annotation != "" {
+				item = withAnnotation(item, tt.annotation)
+			}
 			before := item.DeepCopy()
 			out, err := velero.NewAction(velero.DefaultConfig(), false, nil).Execute(&veleroplugin.RestoreItemActionExecuteInput{
 				Item: item, ItemFromBackup: tt.backed, Restore: RestoreObject(ns),

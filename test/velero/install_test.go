@@ -4,12 +4,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -117,6 +119,10 @@ func TestPluginInstallAsDocumented(t *testing.T) {
 // holds the defaults.
 func TestSettingsConfigMapAsDocumented(t *testing.T) {
 	ns := env.Namespace(t)
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var found int
 	for page, text := range docs(t) {
 		for _, m := range yamlBlock.FindAllStringSubmatch(text, -1) {
@@ -135,9 +141,9 @@ func TestSettingsConfigMapAsDocumented(t *testing.T) {
 			if err := env.Client.Create(t.Context(), cm); err != nil {
 				t.Fatal(err)
 			}
-			got, err := settingsIn(t, ns, nil).Load(t.Context(), nil)
+			got, err := velero.Settings{ConfigMaps: cs.CoreV1().ConfigMaps(ns), Namespace: ns, Getenv: func(string) string { return "" }}.Load(t.Context(), nil)
 			want := velero.DefaultConfig()
-			if err != nil || !equalStrings(got.Resources, want.Resources) || !equalStrings(got.LabelledResources, want.LabelledResources) || got.LabelSelector != want.LabelSelector {
+			if err != nil || !slices.Equal(got.Resources, want.Resources) || !slices.Equal(got.LabelledResources, want.LabelledResources) || got.LabelSelector != want.LabelSelector {
 				t.Errorf("%s: the ConfigMap gives %+v, %v; want the defaults %+v", page, got, err, want)
 			}
 			if err := env.Client.Delete(t.Context(), cm); err != nil {

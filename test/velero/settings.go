@@ -60,6 +60,21 @@ func Settings(t *testing.T, b Backend) {
 		}, want: velero.Config{Resources: velero.DefaultConfig().Resources, LabelledResources: velero.DefaultConfig().LabelledResources, LabelSelector: "cluster.x-k8s.io/cluster-name in (a)"}},
 		{name: "deprecated variables", vars: map[string]string{velero.EnvLabelledResources: "configmaps"}, warns: true,
 			want: velero.Config{Resources: velero.DefaultConfig().Resources, LabelledResources: []string{"configmaps"}, LabelSelector: capi.ClusterNameLabel}},
+		{name: "every variable", vars: map[string]string{
+			velero.EnvResources:         " machines.cluster.x-k8s.io , *.bootstrap.cluster.x-k8s.io,",
+			velero.EnvLabelledResources: "configmaps",
+			velero.EnvLabelSelector:     "cluster.x-k8s.io/cluster-name in (a,b)",
+		}, warns: true, want: velero.Config{
+			Resources:         []string{"machines.cluster.x-k8s.io", "*.bootstrap.cluster.x-k8s.io"},
+			LabelledResources: []string{"configmaps"},
+			LabelSelector:     "cluster.x-k8s.io/cluster-name in (a,b)",
+		}},
+		{name: "no labelled resources in the variables", vars: map[string]string{velero.EnvLabelledResources: "-"}, warns: true,
+			want: velero.Config{Resources: velero.DefaultConfig().Resources, LabelSelector: capi.ClusterNameLabel}},
+		{name: "bad selector in the variables", vars: map[string]string{velero.EnvLabelSelector: "a in (("},
+			wantErr: velero.EnvLabelSelector + `="a in ((" is not a label selector`},
+		{name: "nothing selected by the variables", vars: map[string]string{velero.EnvResources: "-", velero.EnvLabelledResources: "-"},
+			wantErr: velero.EnvResources + " and " + velero.EnvLabelledResources + " select no resource"},
 		{name: "both", setup: func(t *testing.T, c client.Client, ns string) {
 			SettingsConfigMap(t, c, ns, "s", kind, map[string]string{velero.KeyResources: "machines.cluster.x-k8s.io"})
 		}, vars: map[string]string{velero.EnvResources: "clusters.cluster.x-k8s.io"},

@@ -3,26 +3,17 @@ package velerosuite_test
 import (
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/sirupsen/logrus"
 	"github.com/vmware-tanzu/velero/pkg/plugin/clientmgmt"
 	"github.com/vmware-tanzu/velero/pkg/plugin/clientmgmt/process"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/initlock/initlock/internal/velero"
 	velerosuite "github.com/initlock/initlock/test/velero"
 )
-
-func settingsIn(t *testing.T, ns string, vars map[string]string) velero.Settings {
-	t.Helper()
-	cs, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return velero.Settings{ConfigMaps: cs.CoreV1().ConfigMaps(ns), Namespace: ns, Getenv: func(k string) string { return vars[k] }}
-}
 
 // pluginDir builds velero-plugin-initlock into a folder of its own, as
 // Velero's plugin folder holds it.
@@ -73,11 +64,11 @@ func TestPluginReadsItsSettingsConfigMap(t *testing.T) {
 		sel, err := action.AppliesTo()
 		return sel.IncludedResources, err
 	}
-	if got, err := appliesTo(t); err != nil || !equalStrings(got, velero.DefaultConfig().Resources) {
+	if got, err := appliesTo(t); err != nil || !slices.Equal(got, velero.DefaultConfig().Resources) {
 		t.Fatalf("without settings: AppliesTo = %v, %v", got, err)
 	}
 	cm := velerosuite.SettingsConfigMap(t, env.Client, ns, "initlock-plugin-settings", string(velero.SettingsKind), map[string]string{velero.KeyResources: "machines.cluster.x-k8s.io"})
-	if got, err := appliesTo(t); err != nil || !equalStrings(got, []string{"machines.cluster.x-k8s.io"}) {
+	if got, err := appliesTo(t); err != nil || !slices.Equal(got, []string{"machines.cluster.x-k8s.io"}) {
 		t.Fatalf("with settings: AppliesTo = %v, %v", got, err)
 	}
 	cm.Data[velero.KeyLabelSelector] = "a in (("
