@@ -1,4 +1,4 @@
-package relinksuite_test
+package relinksuite
 
 import (
 	"fmt"
@@ -16,7 +16,10 @@ import (
 // process have made.
 func reconciles(t *testing.T) float64 {
 	t.Helper()
-	n, _ := metricValue(t, ctrlmetrics.Registry, "controller_runtime_reconcile_total", map[string]string{"controller": relink.ControllerName})
+	n, _, err := gathered(ctrlmetrics.Registry, "controller_runtime_reconcile_total", map[string]string{"controller": relink.ControllerName})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return n
 }
 

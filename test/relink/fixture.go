@@ -280,25 +280,40 @@ func (f *fixture) wantWaiting(gk schema.GroupKind, names ...string) {
 
 // metric returns the value of a gauge or counter of the relinker for gk.
 func (f *fixture) metric(name string, gk schema.GroupKind) (float64, error) {
-	families, err := f.registry.Gather()
+	v, ok, err := gathered(f.registry, name, map[string]string{"group": gk.Group, "kind": gk.Kind})
+	if err == nil && !ok {
+		err = errors.New("no such metric")
+	}
+	return v, err
+}
+
+// gathered sums the samples of the counter or gauge name of g whose labels
+// include labels; ok tells whether there was one.
+func gathered(g prometheus.Gatherer, name string, labels map[string]string) (sum float64, ok bool, err error) {
+	families, err := g.Gather()
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	for _, fam := range families {
 		if fam.GetName() != name {
 			continue
 		}
+	next:
 		for _, m := range fam.GetMetric() {
-			labels := map[string]string{}
+			have := map[string]string{}
 			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
+				have[l.GetName()] = l.GetValue()
 			}
-			if labels["group"] == gk.Group && labels["kind"] == gk.Kind {
-				return m.GetGauge().GetValue() + m.GetCounter().GetValue(), nil
+			for k, v := range labels {
+				if have[k] != v {
+					continue next
+				}
 			}
+			ok = true
+			sum += m.GetGauge().GetValue() + m.GetCounter().GetValue()
 		}
 	}
-	return 0, errors.New("no such metric")
+	return sum, ok, nil
 }
 
 // at sets the relinker's clock to d after obj's creation.

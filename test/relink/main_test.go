@@ -1,4 +1,4 @@
-package relinksuite_test
+package relinksuite
 
 import (
 	"context"
@@ -136,41 +136,11 @@ func startAs(t testing.TB, cfg *rest.Config, ns string, opts relink.Options) *ha
 // metric returns the value of a metric of the relinker for kind.
 func (h *harness) metric(t testing.TB, name string, gk schema.GroupKind) float64 {
 	t.Helper()
-	v, ok := metricValue(t, h.registry, name, map[string]string{"group": gk.Group, "kind": gk.Kind})
-	if !ok {
-		t.Fatalf("no metric %s for %s", name, gk)
+	v, ok, err := gathered(h.registry, name, map[string]string{"group": gk.Group, "kind": gk.Kind})
+	if err != nil || !ok {
+		t.Fatalf("no metric %s for %s (%v)", name, gk, err)
 	}
 	return v
-}
-
-// metricValue sums the samples of the counter or gauge name of g whose
-// labels include labels; ok tells whether there was one.
-func metricValue(t testing.TB, g prometheus.Gatherer, name string, labels map[string]string) (sum float64, ok bool) {
-	t.Helper()
-	families, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range f.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for k, v := range labels {
-				if have[k] != v {
-					continue next
-				}
-			}
-			ok = true
-			sum += m.GetGauge().GetValue() + m.GetCounter().GetValue()
-		}
-	}
-	return sum, ok
 }
 
 // events returns the reasons of the Events about the named object.
@@ -194,10 +164,7 @@ func capiGVK(kind string) schema.GroupVersionKind {
 	return schema.GroupVersionKind{Group: capi.Group, Version: env.CAPIVersion, Kind: kind}
 }
 
-var (
-	configMapGVK = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
-	secretGVK    = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
-)
+var secretGVK = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
 
 func create(t testing.TB, u *unstructured.Unstructured) *unstructured.Unstructured {
 	t.Helper()
@@ -232,24 +199,13 @@ func restoredConfigMap(t testing.TB, ns, name, cluster string, owners ...relink.
 // backedUpConfigMap is a ConfigMap of cluster as backed up, with an
 // ownerReference to each of owners (to UIDs that no longer exist).
 func backedUpConfigMap(ns, name, cluster string, owners ...relink.OwnerRef) *unstructured.Unstructured {
-	backed := &unstructured.Unstructured{}
-	backed.SetGroupVersionKind(configMapGVK)
-	backed.SetNamespace(ns)
-	backed.SetName(name)
-	backed.SetUID(types.UID(fmt.Sprintf("0b5e7e1e-0000-4000-8000-%012d", len(name))))
-	backed.SetLabels(map[string]string{capi.ClusterNameLabel: cluster})
-	backed.Object["data"] = map[string]any{"k": "v"}
 	refs := make([]metav1.OwnerReference, 0, len(owners))
 	for i, o := range owners {
 		refs = append(refs, metav1.OwnerReference{APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name,
 			UID: types.UID(fmt.Sprintf("0d1d0000-0000-4000-8000-%012d", i)), Controller: o.Controller, BlockOwnerDeletion: o.BlockOwnerDeletion})
 	}
-	backed.SetOwnerReferences(refs)
-	return backed
+	return backedUp(configMap(ns, name, cluster), refs...)
 }
-
-// restoreName is the name of the restore restoredConfigMap simulates.
-const restoreName = "restore-1"
 
 // restored returns u, an object not yet created, as the restore of
 // restoredConfigMap creates it: labelled with that restore, so that the
@@ -313,21 +269,7 @@ func linked(t testing.TB, gvk schema.GroupVersionKind, ns, name string, want ...
 	}
 }
 
-func equalRefs(a, b []metav1.OwnerReference) bool {
-	return slices.EqualFunc(a, b, func(x, y metav1.OwnerReference) bool {
-		return x.APIVersion == y.APIVersion && x.Kind == y.Kind && x.Name == y.Name && x.UID == y.UID &&
-			ptr.Deref(x.Controller, false) == ptr.Deref(y.Controller, false) && (x.Controller == nil) == (y.Controller == nil) &&
-			ptr.Deref(x.BlockOwnerDeletion, false) == ptr.Deref(y.BlockOwnerDeletion, false) && (x.BlockOwnerDeletion == nil) == (y.BlockOwnerDeletion == nil)
-	})
-}
-
-func refTo(u *unstructured.Unstructured, controller bool) metav1.OwnerReference {
-	r := metav1.OwnerReference{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Name: u.GetName(), UID: u.GetUID()}
-	if controller {
-		r.Controller, r.BlockOwnerDeletion = ptr.To(true), ptr.To(true)
-	}
-	return r
-}
+func equalRefs(a, b []metav1.OwnerReference) bool { return slices.Equal(refStrings(a), refStrings(b)) }
 
 // newMachineSet returns a valid MachineSet of cluster, not yet created.
 func newMachineSet(ns, cluster, name string) *unstructured.Unstructured {

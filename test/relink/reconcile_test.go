@@ -1,4 +1,4 @@
-package relinksuite_test
+package relinksuite
 
 import (
 	"testing"
@@ -6,15 +6,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
-	relinksuite "github.com/initlock/initlock/test/relink"
 )
 
 // The relinker's reconcile cases against the real API server, with a
 // client that reads and writes it directly; internal/relink runs them
 // against the model.
 
-func apiServer() relinksuite.Backend {
-	return relinksuite.Backend{
+func apiServer() Backend {
+	return Backend{
 		New: func(t *testing.T) (client.Client, string, *kubeenv.Counter) {
 			t.Helper()
 			counter := &kubeenv.Counter{}
@@ -28,6 +27,6 @@ func apiServer() relinksuite.Backend {
 	}
 }
 
-func TestReconcileOnAPIServer(t *testing.T) { relinksuite.Reconcile(t, apiServer()) }
+func TestReconcileOnAPIServer(t *testing.T) { Reconcile(t, apiServer()) }
 
-func TestPendingOnAPIServer(t *testing.T) { relinksuite.Pending(t, apiServer()) }
+func TestPendingOnAPIServer(t *testing.T) { Pending(t, apiServer()) }

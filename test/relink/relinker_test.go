@@ -1,4 +1,4 @@
-package relinksuite_test
+package relinksuite
 
 import (
 	"fmt"
@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -18,8 +17,6 @@ import (
 	"github.com/initlock/initlock/internal/relink"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 )
-
-var configMapGK = schema.GroupKind{Kind: "ConfigMap"}
 
 func TestPausedClustersAreLeftAlone(t *testing.T) {
 	for _, tt := range []struct {

@@ -1,9 +1,10 @@
-package relinksuite_test
+package relinksuite
 
 import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,66 +24,10 @@ import (
 	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
-// backedUp is one item of a backup: the resource it was listed from
-// (plural.group, as Velero names it) and the object as the API server
-// served it.
-type backedUp struct {
-	resource string
-	obj      *unstructured.Unstructured
-}
-
-// graphResources are the resources of a cluster's object graph, with their
-// kinds, as Velero backs them up.
-func graphResources() map[string]schema.GroupVersionKind {
-	return map[string]schema.GroupVersionKind{
-		"configmaps":                           configMapGVK,
-		"secrets":                              {Version: "v1", Kind: "Secret"},
-		"clusters.cluster.x-k8s.io":            capiGVK("Cluster"),
-		"machinedeployments.cluster.x-k8s.io":  capiGVK("MachineDeployment"),
-		"machinesets.cluster.x-k8s.io":         capiGVK("MachineSet"),
-		"machines.cluster.x-k8s.io":            capiGVK("Machine"),
-		"machinehealthchecks.cluster.x-k8s.io": capiGVK("MachineHealthCheck"),
-	}
-}
-
-// backup lists every object of the graph resources in ns.
-func backup(t *testing.T, ns string) []backedUp {
-	t.Helper()
-	var items []backedUp
-	for resource, gvk := range graphResources() {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := env.Client.List(t.Context(), list, client.InNamespace(ns)); err != nil {
-			t.Fatalf("backing up %s: %v", resource, err)
-		}
-		for i := range list.Items {
-			items = append(items, backedUp{resource: resource, obj: &list.Items[i]})
-		}
-	}
-	return items
-}
-
-// restore recreates ns and the items the way Velero's restore does, with
-// the project's simulator of it (velerosim): in Velero's default resource
-// order, each item with its metadata reset, without status, labelled with
-// the backup and restore names, and passed through every restore item
-// action of the plugin that applies to it, as Velero's resolver decides. It
-// returns the items as resource/name in the order they were created.
-func restore(t *testing.T, ns string, items []backedUp) (order []string) {
-	t.Helper()
-	if err := env.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatalf("restoring namespace %s: %v", ns, err)
-	}
-	resources := map[string]string{}
-	objs := make([]*unstructured.Unstructured, 0, len(items))
-	for _, it := range items {
-		resources[it.obj.GetKind()] = it.resource
-		objs = append(objs, it.obj)
-	}
-	for _, u := range velerosim.Restore(t, env.Config, velerosim.Options{Actions: pluginActions()}, objs...) {
-		order = append(order, resources[u.GetKind()]+"/"+u.GetName())
-	}
-	return order
+// graphKinds are the kinds of a cluster's object graph.
+func graphKinds() []schema.GroupVersionKind {
+	return []schema.GroupVersionKind{configMapGVK, secretGVK, capiGVK("Cluster"), capiGVK("MachineDeployment"),
+		capiGVK("MachineSet"), capiGVK("Machine"), capiGVK("MachineHealthCheck")}
 }
 
 // TestVeleroRestoreRelinksTheGraph backs up the object graph of a Cluster,
@@ -144,15 +89,18 @@ func TestVeleroRestoreRelinksTheGraph(t *testing.T) {
 	}
 
 	// Record every ownerReference and every UID.
-	items := backup(t, ns)
-	type key struct{ resource, name string }
+	items, err := velerosim.Backup(ctx, env.Client, ns, graphKinds()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type key struct{ kind, name string }
 	original := map[key][]metav1.OwnerReference{}
 	oldUIDs := map[types.UID]key{}
 	withOwners := 0
 	for _, it := range items {
-		k := key{it.resource, it.obj.GetName()}
-		original[k] = it.obj.GetOwnerReferences()
-		oldUIDs[it.obj.GetUID()] = k
+		k := key{it.GetKind(), it.GetName()}
+		original[k] = it.GetOwnerReferences()
+		oldUIDs[it.GetUID()] = k
 		if len(original[k]) > 0 {
 			withOwners++
 		}
@@ -176,10 +124,21 @@ func TestVeleroRestoreRelinksTheGraph(t *testing.T) {
 		return fmt.Errorf("namespace %s still there", ns)
 	})
 
-	// The manager runs while Velero restores.
+	// The manager runs while Velero restores ns and the items, as the
+	// project's simulator of it (velerosim) does: in Velero's default
+	// resource order, each item with its metadata reset, without status,
+	// labelled with the backup and restore names, and passed through every
+	// restore item action of the plugin that applies to it, as Velero's
+	// resolver decides.
 	h := start(t, ns, secrets.Enable(relink.Options{}))
-	order := restore(t, ns, items)
-	if first, last := order[0], order[len(order)-1]; first[:len("secrets/")] != "secrets/" || last != "clusters.cluster.x-k8s.io/c1" {
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatalf("restoring namespace %s: %v", ns, err)
+	}
+	var order []string
+	for _, u := range velerosim.Restore(t, env.Config, velerosim.Options{Actions: pluginActions()}, items...) {
+		order = append(order, u.GetKind()+"/"+u.GetName())
+	}
+	if first, last := order[0], order[len(order)-1]; !strings.HasPrefix(first, "Secret/") || last != "Cluster/c1" {
 		t.Fatalf("restore order %v: want Secrets first and the Cluster last", order)
 	}
 
@@ -187,17 +146,17 @@ func TestVeleroRestoreRelinksTheGraph(t *testing.T) {
 	newUIDs := map[key]types.UID{}
 	kubeenv.Eventually(t, 60*time.Second, func() error {
 		for _, it := range items {
-			k := key{it.resource, it.obj.GetName()}
-			u := get(t, it.obj.GroupVersionKind(), ns, it.obj.GetName())
+			k := key{it.GetKind(), it.GetName()}
+			u := get(t, it.GroupVersionKind(), ns, it.GetName())
 			newUIDs[k] = u.GetUID()
 			if v, ok := u.GetAnnotations()[relink.Annotation]; ok {
-				return fmt.Errorf("%s %s not relinked yet (%s)", k.resource, k.name, v)
+				return fmt.Errorf("%s %s not relinked yet (%s)", k.kind, k.name, v)
 			}
 		}
 		return nil
 	})
 	for _, it := range items {
-		k := key{it.resource, it.obj.GetName()}
+		k := key{it.GetKind(), it.GetName()}
 		var want []metav1.OwnerReference
 		for _, ref := range original[k] {
 			owner, ok := oldUIDs[ref.UID]
@@ -207,12 +166,12 @@ func TestVeleroRestoreRelinksTheGraph(t *testing.T) {
 			ref.UID = newUIDs[owner]
 			want = append(want, ref)
 		}
-		got := get(t, it.obj.GroupVersionKind(), ns, it.obj.GetName()).GetOwnerReferences()
+		got := get(t, it.GroupVersionKind(), ns, it.GetName()).GetOwnerReferences()
 		if !equalRefs(got, want) {
-			t.Errorf("%s %s ownerReferences = %v, want %v", k.resource, k.name, got, want)
+			t.Errorf("%s %s ownerReferences = %v, want %v", k.kind, k.name, got, want)
 		}
-		if newUIDs[k] == it.obj.GetUID() {
-			t.Errorf("%s %s kept its UID", k.resource, k.name)
+		if newUIDs[k] == it.GetUID() {
+			t.Errorf("%s %s kept its UID", k.kind, k.name)
 		}
 	}
 
@@ -224,9 +183,9 @@ func TestVeleroRestoreRelinksTheGraph(t *testing.T) {
 	kubeenv.Consistently(t, 2*time.Second, func() error {
 		for _, it := range items {
 			u := &unstructured.Unstructured{}
-			u.SetGroupVersionKind(it.obj.GroupVersionKind())
-			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: it.obj.GetName()}, u); err != nil {
-				return fmt.Errorf("%s %s: %w", it.resource, it.obj.GetName(), err)
+			u.SetGroupVersionKind(it.GroupVersionKind())
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: it.GetName()}, u); err != nil {
+				return fmt.Errorf("%s %s: %w", it.GetKind(), it.GetName(), err)
 			}
 		}
 		return nil
@@ -250,16 +209,13 @@ func TestVeleroRestoreRelinksTheGraph(t *testing.T) {
 		t.Fatal(err)
 	}
 	kubeenv.Eventually(t, 60*time.Second, func() error {
+		objs, err := velerosim.List(ctx, env.Client, ns, graphKinds()...)
+		if err != nil {
+			return err
+		}
 		var left []string
-		for resource, gvk := range graphResources() {
-			list := &unstructured.UnstructuredList{}
-			list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-			if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
-				return err
-			}
-			for _, u := range list.Items {
-				left = append(left, resource+"/"+u.GetName())
-			}
+		for _, u := range objs {
+			left = append(left, u.GetKind()+"/"+u.GetName())
 		}
 		if len(left) > 0 {
 			slices.Sort(left)

@@ -1,4 +1,4 @@
-package relinksuite_test
+package relinksuite
 
 import (
 	"fmt"
