@@ -27,34 +27,26 @@ func TestEncodeDecode(t *testing.T) {
 	if value != want {
 		t.Fatalf("Encode = %s\nwant     %s", value, want)
 	}
-	got, err := Decode(value)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if Encode(got) != value {
-		t.Fatalf("round trip = %s", Encode(got))
-	}
 	if Encode(nil) != `{"version":2,"owners":[]}` {
 		t.Fatalf("Encode(nil) = %s", Encode(nil))
 	}
-}
-
-// TestDecodeReadsTheFirstFormat: backups made before owner UIDs were
-// recorded hold the annotation as a JSON array without UIDs.
-func TestDecodeReadsTheFirstFormat(t *testing.T) {
-	got, err := Decode(` [{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","name":"c1"},` +
-		`{"apiVersion":"cluster.x-k8s.io/v1beta2","kind":"MachineSet","name":"ms","controller":true,"blockOwnerDeletion":true}]`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := `{"version":2,"owners":[{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","name":"c1"},` +
-		`{"apiVersion":"cluster.x-k8s.io/v1beta2","kind":"MachineSet","name":"ms","controller":true,"blockOwnerDeletion":true}]}`
-	if Encode(got) != want {
-		t.Fatalf("Decode then Encode = %s\nwant                %s", Encode(got), want)
-	}
-	for _, value := range []string{`[]`, `null`} {
-		if got, err := Decode(value); err != nil || len(got) != 0 {
-			t.Errorf("Decode(%s) = %v, %v", value, got, err)
+	// Decode then Encode: the second format round trips; backups made
+	// before owner UIDs were recorded hold the first format, a JSON array
+	// without UIDs; of duplicates, the first is kept.
+	for _, tt := range []struct{ value, want string }{
+		{value, value},
+		{` [{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","name":"c1"},` +
+			`{"apiVersion":"cluster.x-k8s.io/v1beta2","kind":"MachineSet","name":"ms","controller":true,"blockOwnerDeletion":true}]`,
+			`{"version":2,"owners":[{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","name":"c1"},` +
+				`{"apiVersion":"cluster.x-k8s.io/v1beta2","kind":"MachineSet","name":"ms","controller":true,"blockOwnerDeletion":true}]}`},
+		{`[]`, `{"version":2,"owners":[]}`},
+		{`null`, `{"version":2,"owners":[]}`},
+		{`[{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","name":"c1"},` +
+			`{"apiVersion":"cluster.x-k8s.io/v1beta2","kind":"Cluster","name":"c1","controller":true}]`,
+			`{"version":2,"owners":[{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","name":"c1"}]}`},
+	} {
+		if got, err := Decode(tt.value); err != nil || Encode(got) != tt.want {
+			t.Errorf("Decode(%s) then Encode = %s, %v\nwant %s", tt.value, Encode(got), err, tt.want)
 		}
 	}
 }
@@ -84,17 +76,6 @@ func TestDecodeRejects(t *testing.T) {
 	}
 	if _, err := Decode(`{"version":3,"owners":[]}`); err == nil || !strings.Contains(err.Error(), "upgrade initlock-manager") {
 		t.Errorf("a later version's error = %v, want it to say what to do", err)
-	}
-}
-
-func TestDecodeKeepsTheFirstOfDuplicates(t *testing.T) {
-	got, err := Decode(`[{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","name":"c1"},` +
-		`{"apiVersion":"cluster.x-k8s.io/v1beta2","kind":"Cluster","name":"c1","controller":true}]`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 1 || got[0].APIVersion != "cluster.x-k8s.io/v1beta1" || got[0].Controller != nil {
-		t.Fatalf("Decode = %+v", got)
 	}
 }
 
