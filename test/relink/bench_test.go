@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,37 +51,28 @@ func restoreConfigMaps(b *testing.B, ns string, n int) map[string]string {
 	return rvs
 }
 
-// parallel runs f(0..n-1) on workers goroutines.
+// parallel runs f(0..n-1) on workers goroutines, failing b at the first
+// error.
 func parallel(b *testing.B, n, workers int, f func(int) error) {
 	b.Helper()
-	next := make(chan int)
+	var next atomic.Int64
 	errs := make(chan error, workers)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
-			for i := range next {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
 				if err := f(i); err != nil {
 					errs <- err
+					next.Store(int64(n))
 					return
 				}
 			}
 		})
 	}
-	for i := range n {
-		select {
-		case next <- i:
-		case err := <-errs:
-			close(next)
-			wg.Wait()
-			b.Fatal(err)
-		}
-	}
-	close(next)
 	wg.Wait()
-	select {
-	case err := <-errs:
+	close(errs)
+	if err := <-errs; err != nil {
 		b.Fatal(err)
-	default:
 	}
 }
 
@@ -178,12 +170,7 @@ func benchRelinker(b *testing.B, n int) (elapsed time.Duration, patches, ownerRe
 	h := startAs(b, unthrottled(), ns, relink.Options{MaxConcurrentReconciles: benchWorkers})
 	restoreConfigMaps(b, ns, n)
 	// Every ConfigMap has been seen and waits for the Cluster.
-	kubeenv.Eventually(b, 15*time.Minute, func() error {
-		if waiting := h.metric(b, relink.WaitingMetric, configMapGK); waiting != float64(n) {
-			return fmt.Errorf("%v ConfigMaps waiting", waiting)
-		}
-		return nil
-	})
+	h.waitMetric(b, 15*time.Minute, relink.WaitingMetric, float64(n))
 	start := time.Now()
 	// The Cluster comes last, restored by the same restore.
 	if err := env.Client.Create(b.Context(), restored(b, kubeenv.NewCluster(env.CAPIVersion, ns, "c1"))); err != nil {

@@ -74,21 +74,11 @@ func TestOwnerReadsAreBatched(t *testing.T) {
 	for i := range n {
 		create(t, restoredConfigMap(t, ns, fmt.Sprintf("cm-%03d", i), "c1", clusterOwner("c1")))
 	}
-	kubeenv.Eventually(t, 30*time.Second, func() error {
-		if got := h.metric(t, relink.WaitingMetric, configMapGK); got != n {
-			return fmt.Errorf("%v waiting", got)
-		}
-		return nil
-	})
+	h.waitMetric(t, 30*time.Second, relink.WaitingMetric, n)
 	h.rm.Counter.Reset()
 	began := time.Now()
 	cluster := create(t, restored(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1")))
-	kubeenv.Eventually(t, 30*time.Second, func() error {
-		if got := h.metric(t, relink.LinkedMetric, configMapGK); got != n {
-			return fmt.Errorf("%v linked", got)
-		}
-		return nil
-	})
+	h.waitMetric(t, 30*time.Second, relink.LinkedMetric, n)
 	elapsed := time.Since(began)
 	reads := h.rm.Counter.Of("clusters", ns).Count("get")
 	if most := 1 + int(elapsed/relink.ConfirmFor); reads < 1 || reads > most {

@@ -143,6 +143,18 @@ func (h *harness) metric(t testing.TB, name string, gk schema.GroupKind) float64
 	return v
 }
 
+// waitMetric waits until the relinker's metric name for ConfigMaps is
+// want.
+func (h *harness) waitMetric(t testing.TB, timeout time.Duration, name string, want float64) {
+	t.Helper()
+	kubeenv.Eventually(t, timeout, func() error {
+		if got := h.metric(t, name, configMapGK); got != want {
+			return fmt.Errorf("%s{ConfigMap} = %v, want %v", name, got, want)
+		}
+		return nil
+	})
+}
+
 // events returns the reasons of the Events about the named object.
 func events(t testing.TB, ns, name string) []string {
 	t.Helper()
@@ -271,17 +283,31 @@ func linked(t testing.TB, gvk schema.GroupVersionKind, ns, name string, want ...
 
 func equalRefs(a, b []metav1.OwnerReference) bool { return slices.Equal(refStrings(a), refStrings(b)) }
 
-// newMachineSet returns a valid MachineSet of cluster, not yet created.
-func newMachineSet(ns, cluster, name string) *unstructured.Unstructured {
-	return machineGroup("MachineSet", ns, cluster, name)
-}
-
-// newMachineDeployment returns a valid MachineDeployment of cluster, not
-// yet created.
-func newMachineDeployment(ns, cluster, name string) *unstructured.Unstructured {
-	return machineGroup("MachineDeployment", ns, cluster, name)
-}
-
+// machineGroup returns a valid MachineSet or MachineDeployment (kind) of
+// cluster, not yet created.
 func machineGroup(kind, ns, cluster, name string) *unstructured.Unstructured {
 	return kubeenv.NewMachineGroup(kind, env.CAPIVersion, ns, cluster, name)
 }
+
+// The relinker's reconcile cases against the real API server, with a
+// client that reads and writes it directly; internal/relink runs them
+// against the model.
+
+func apiServer() Backend {
+	return Backend{
+		New: func(t *testing.T) (client.Client, string, *kubeenv.Counter) {
+			t.Helper()
+			counter := &kubeenv.Counter{}
+			c, err := client.New(counter.CountingConfig(env.Config), client.Options{Scheme: kubeenv.Scheme()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c, env.Namespace(t), counter
+		},
+		Collects: true,
+	}
+}
+
+func TestReconcileOnAPIServer(t *testing.T) { Reconcile(t, apiServer()) }
+
+func TestPendingOnAPIServer(t *testing.T) { Pending(t, apiServer()) }

@@ -20,15 +20,6 @@ import (
 	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
-// addOn is a user's ConfigMap of Cluster cluster, owned by it: an object no
-// Cluster API controller adopts.
-func addOn(ns, name string, cluster *unstructured.Unstructured) *corev1.ConfigMap {
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
-		Labels:          map[string]string{capi.ClusterNameLabel: cluster.GetName()},
-		OwnerReferences: []metav1.OwnerReference{refTo(cluster, false)}},
-		Data: map[string]string{"addons": "cni"}}
-}
-
 // backupOf backs up the Clusters, MachineDeployments and ConfigMaps of ns.
 func backupOf(t *testing.T, ns string) []*unstructured.Unstructured {
 	t.Helper()
@@ -79,11 +70,14 @@ func unlinkedAndKept(t *testing.T, ns string, keys ...objKey) func() error {
 }
 
 // clusterWithAddOn creates in ns Cluster c1 and an add-on ConfigMap it
-// owns.
+// owns: a user's object, which no Cluster API controller adopts.
 func clusterWithAddOn(t *testing.T, ns string) (*unstructured.Unstructured, *corev1.ConfigMap) {
 	t.Helper()
 	c1 := create(t, kubeenv.NewCluster(env.CAPIVersion, ns, "c1"))
-	cm := addOn(ns, "c1-addons", c1)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1-addons",
+		Labels:          map[string]string{capi.ClusterNameLabel: "c1"},
+		OwnerReferences: []metav1.OwnerReference{refTo(c1, false)}},
+		Data: map[string]string{"addons": "cni"}}
 	if err := env.Client.Create(t.Context(), cm); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +89,7 @@ func clusterWithAddOn(t *testing.T, ns string) (*unstructured.Unstructured, *cor
 func graphOf(t *testing.T, ns string) (c1, md *unstructured.Unstructured, cm *corev1.ConfigMap) {
 	t.Helper()
 	c1, cm = clusterWithAddOn(t, ns)
-	md = newMachineDeployment(ns, "c1", "c1-md-0")
+	md = machineGroup("MachineDeployment", ns, "c1", "c1-md-0")
 	md.SetOwnerReferences([]metav1.OwnerReference{refTo(c1, false)})
 	create(t, md)
 	return c1, md, cm

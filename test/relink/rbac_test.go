@@ -14,31 +14,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/relink"
 	"github.com/initlock/initlock/internal/relink/secrets"
 )
-
-// allowed asks the API server whether the user of cfg may do what attrs
-// describe.
-func allowed(t *testing.T, cfg *rest.Config, attrs authorizationv1.ResourceAttributes) error {
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(t.Context(),
-		&authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs}}, metav1.CreateOptions{})
-	if err != nil {
-		return err
-	}
-	if !r.Status.Allowed {
-		return fmt.Errorf("not allowed yet: %+v", attrs)
-	}
-	return nil
-}
 
 // TestRelinkerNeedsOnlyItsMarkedPermissions runs the relinker on every
 // namespace as a user bound only to the rules of its markers, relinks a
@@ -71,8 +52,18 @@ func testRestrictedRelinker(t *testing.T, withSecrets bool) {
 	}
 	// RBAC applies once the authorizer's cache has seen the binding: wait
 	// until the user may record an event.
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	kubeenv.Eventually(t, 10*time.Second, func() error {
-		return allowed(t, cfg, authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Group: "events.k8s.io", Resource: "events"})
+		attrs := authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Group: "events.k8s.io", Resource: "events"}
+		r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx,
+			&authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs}}, metav1.CreateOptions{})
+		if err == nil && !r.Status.Allowed {
+			err = fmt.Errorf("not allowed yet: %+v", attrs)
+		}
+		return err
 	})
 
 	// Restored as Velero does: Secrets and ConfigMaps, Machine objects,
@@ -86,10 +77,10 @@ func testRestrictedRelinker(t *testing.T, withSecrets bool) {
 	}
 	create(t, restoredConfigMap(t, ns, "c1-lock", "c1", clusterOwner("c1")))
 	create(t, restoredConfigMap(t, ns, "orphan", "gone", clusterOwner("gone")))
-	md := newMachineDeployment(ns, "c1", "md-0")
+	md := machineGroup("MachineDeployment", ns, "c1", "md-0")
 	md.SetAnnotations(map[string]string{relink.Annotation: relink.Encode([]relink.OwnerRef{clusterOwner("c1")})})
 	create(t, restored(t, md))
-	ms := newMachineSet(ns, "c1", "md-0-abc")
+	ms := machineGroup("MachineSet", ns, "c1", "md-0-abc")
 	ms.SetAnnotations(map[string]string{relink.Annotation: relink.Encode([]relink.OwnerRef{controllerOwner("MachineDeployment", "md-0")})})
 	create(t, restored(t, ms))
 	m := kubeenv.NewMachine(env.CAPIVersion, ns, "c1", "md-0-abc-0")
@@ -138,10 +129,11 @@ func testRestrictedRelinker(t *testing.T, withSecrets bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	forbidden := []struct {
+	type attempt struct {
 		what string
 		do   func(context.Context) error
-	}{
+	}
+	forbidden := []attempt{
 		{"get a secret", func(ctx context.Context) error {
 			return uc.Get(ctx, client.ObjectKeyFromObject(secret), &corev1.Secret{})
 		}},
@@ -161,10 +153,7 @@ func testRestrictedRelinker(t *testing.T, withSecrets bool) {
 		{"list pods", func(ctx context.Context) error { return uc.List(ctx, &corev1.PodList{}, client.InNamespace(ns)) }},
 	}
 	if !withSecrets {
-		forbidden = append(forbidden, struct {
-			what string
-			do   func(context.Context) error
-		}{"list secrets", func(ctx context.Context) error {
+		forbidden = append(forbidden, attempt{"list secrets", func(ctx context.Context) error {
 			return uc.List(ctx, &metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "SecretList"}}, client.InNamespace(ns))
 		}})
 	}

@@ -40,7 +40,7 @@ func TestPausedClustersAreLeftAlone(t *testing.T) {
 			cluster := kubeenv.NewCluster(env.CAPIVersion, ns, "c1")
 			tt.pause(cluster)
 			cluster = create(t, restored(t, cluster))
-			ms := create(t, restored(t, newMachineSet(ns, "c1", "ms-0")))
+			ms := create(t, restored(t, machineGroup("MachineSet", ns, "c1", "ms-0")))
 			create(t, restoredConfigMap(t, ns, "by-label", "c1", controllerOwner("MachineSet", "ms-0")))
 			// Labelled with another Cluster, but recording c1 as owner.
 			create(t, restoredConfigMap(t, ns, "by-owner", "other", clusterOwner("c1")))
@@ -83,7 +83,7 @@ func TestLinksOwnersAsTheyAppear(t *testing.T) {
 		}
 		return nil
 	})
-	md := create(t, restored(t, newMachineDeployment(ns, "c1", "md-0")))
+	md := create(t, restored(t, machineGroup("MachineDeployment", ns, "c1", "md-0")))
 	kubeenv.Eventually(t, 10*time.Second, linked(t, configMapGVK, ns, "two-owners", refTo(cluster, false), refTo(md, true)))
 	kubeenv.Consistently(t, 500*time.Millisecond, func() error { return nil })
 	if got := h.objectWrites(); got != 2 {

@@ -43,10 +43,10 @@ func TestVeleroRestoreRelinksTheGraph(t *testing.T) {
 	// The graph: Cluster -> MachineDeployment -> MachineSet -> Machines;
 	// Cluster -> Secrets, ConfigMaps and the init lock.
 	cluster := create(t, kubeenv.NewCluster(v, ns, "c1"))
-	md := newMachineDeployment(ns, "c1", "c1-md-0")
+	md := machineGroup("MachineDeployment", ns, "c1", "c1-md-0")
 	md.SetOwnerReferences([]metav1.OwnerReference{refTo(cluster, false)})
 	create(t, md)
-	ms := newMachineSet(ns, "c1", "c1-md-0-x7k2p")
+	ms := machineGroup("MachineSet", ns, "c1", "c1-md-0-x7k2p")
 	ms.SetOwnerReferences([]metav1.OwnerReference{refTo(md, true)})
 	create(t, ms)
 	for i := range 3 {
