@@ -51,8 +51,8 @@ func restoreConfigMaps(b *testing.B, ns string, n int) map[string]string {
 	return rvs
 }
 
-// parallel runs f(0..n-1) on workers goroutines, failing b at the first
-// error.
+// parallel runs f(0..n-1) on workers goroutines, each taking the next
+// index from a shared counter, failing b at the first error.
 func parallel(b *testing.B, n, workers int, f func(int) error) {
 	b.Helper()
 	var next atomic.Int64

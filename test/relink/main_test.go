@@ -281,7 +281,10 @@ func linked(t testing.TB, gvk schema.GroupVersionKind, ns, name string, want ...
 	}
 }
 
-func equalRefs(a, b []metav1.OwnerReference) bool { return slices.Equal(refStrings(a), refStrings(b)) }
+// equalRefs tells whether a and b are the same references, flags included.
+func equalRefs(a, b []metav1.OwnerReference) bool {
+	return slices.Equal(refStrings(a), refStrings(b))
+}
 
 // machineGroup returns a valid MachineSet or MachineDeployment (kind) of
 // cluster, not yet created.
