@@ -75,7 +75,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *realStack {
 		runDemo = demo.RunReal
 	}
-	_, err := runDemo(ctx, opts)
+	err := runDemo(ctx, opts)
 	switch {
 	case err == nil:
 		return 0

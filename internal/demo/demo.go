@@ -64,16 +64,6 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Report is what Run did.
-type Report struct {
-	// Steps in the order they ran.
-	Steps []Step
-	// EnvDir was the control plane's temporary folder; Run removed it.
-	EnvDir string
-	// Kubeconfig was the admin kubeconfig written for Keep; Run removed it.
-	Kubeconfig string
-}
-
 var (
 	// ErrFailed is returned when a step failed.
 	ErrFailed = errors.New("a step of the demo failed")
@@ -108,21 +98,11 @@ type demo struct {
 
 // Run tells the story on a fresh local control plane and cleans everything
 // up before it returns. See the package documentation.
-func Run(ctx context.Context, opts Options) (rep Report, retErr error) {
+func Run(ctx context.Context, opts Options) (retErr error) {
 	opts = opts.withDefaults()
 	d := &demo{ctx: ctx, opts: opts, tl: newTimeline(ctx, opts.Out, opts.Colour), lockWrites: &writeCounter{}}
 	d.log = setLoggers(opts.Log)
-	defer func() {
-		if d.env != nil {
-			rep.EnvDir = d.env.Dir
-		}
-		if err := d.stop(); err != nil {
-			retErr = errors.Join(retErr, err)
-		}
-		for _, s := range d.tl.steps {
-			rep.Steps = append(rep.Steps, *s)
-		}
-	}()
+	defer func() { retErr = errors.Join(retErr, d.stop()) }()
 
 	d.tl.printf("%s\n", d.tl.paint(bold, "initlock demo: Cluster API's control-plane init lock, on a real local control plane"))
 	d.tl.printf("   Nothing is installed on this machine; everything runs in this process and its children and is removed at the end.\n")
@@ -142,15 +122,9 @@ func Run(ctx context.Context, opts Options) (rep Report, retErr error) {
 	d.tl.summary()
 
 	if ok && opts.Keep && ctx.Err() == nil {
-		rep.Kubeconfig = d.keep()
+		d.keep()
 	}
-	switch {
-	case d.tl.failed() && ctx.Err() != nil:
-		return rep, errInterrupted
-	case d.tl.failed():
-		return rep, ErrFailed
-	}
-	return rep, nil
+	return d.tl.err()
 }
 
 // setLoggers points controller-runtime's and klog's loggers at w, or at
@@ -293,11 +267,10 @@ func (d *demo) startManager(n note) error {
 }
 
 // keep leaves everything running until the context is cancelled.
-func (d *demo) keep() string {
-	kc := d.kubeconfig
+func (d *demo) keep() {
 	p := d.tl.printf
 	p("\n%s\n", d.tl.paint(bold, "== The control plane and initlock-manager keep running =="))
-	p("   export KUBECONFIG=%s\n", kc)
+	p("   export KUBECONFIG=%s\n", d.kubeconfig)
 	p("   kubectl get clusters.cluster.x-k8s.io,machines.cluster.x-k8s.io -A\n")
 	p("   kubectl get configmaps -A -l %s --show-labels\n", wire.ClusterNameLabel)
 	p("   kubectl get events.events.k8s.io -A -o custom-columns=REASON:.reason,OBJECT:.regarding.name,NOTE:.note\n")
@@ -309,7 +282,6 @@ func (d *demo) keep() string {
 	p("   Press Ctrl-C to stop everything and remove the temporary files.\n")
 	<-d.ctx.Done()
 	p("\nInterrupted.\n")
-	return kc
 }
 
 // stop stops the manager, then the control plane, and removes its folders.

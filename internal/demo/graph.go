@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/internal/relink"
@@ -164,25 +165,12 @@ func (d *demo) createGraph(n note) (map[string]string, error) {
 		return nil, err
 	}
 	ns, v := graphNamespace, d.capiVersion
-	cluster := newGraphObject(v, "Cluster", ns, graphCluster, map[string]any{
-		"controlPlaneEndpoint": map[string]any{"host": graphCluster + ".example.test", "port": int64(6443)},
-	})
-	md := newGraphObject(v, "MachineDeployment", ns, graphCluster+"-md-0", map[string]any{
-		"clusterName": graphCluster,
-		"replicas":    int64(1),
-		"selector":    map[string]any{"matchLabels": map[string]any{"demo": "md-0"}},
-		"template":    machineTemplate(graphCluster),
-	})
-	ms := newGraphObject(v, "MachineSet", ns, graphCluster+"-md-0-7f9c", map[string]any{
-		"clusterName": graphCluster,
-		"replicas":    int64(1),
-		"selector":    map[string]any{"matchLabels": map[string]any{"demo": "md-0"}},
-		"template":    machineTemplate(graphCluster),
-	})
-	worker := newGraphObject(v, "Machine", ns, graphCluster+"-md-0-7f9c-x2k4", machineSpec(graphCluster, graphCluster+"-md-0-7f9c-x2k4"))
-	worker.SetLabels(map[string]string{capi.ClusterNameLabel: graphCluster, "demo": "md-0"})
-	cp := newGraphObject(v, "Machine", ns, graphCluster+"-cp-0", machineSpec(graphCluster, graphCluster+"-cp-0"))
-	cp.SetLabels(map[string]string{capi.ClusterNameLabel: graphCluster, "cluster.x-k8s.io/control-plane": ""})
+	cluster := kubeenv.NewCluster(v, ns, graphCluster)
+	md := kubeenv.NewMachineGroup("MachineDeployment", v, ns, graphCluster, graphCluster+"-md-0")
+	ms := kubeenv.NewMachineGroup("MachineSet", v, ns, graphCluster, graphCluster+"-md-0-7f9c")
+	worker := kubeenv.NewMachine(v, ns, graphCluster, graphCluster+"-md-0-7f9c-x2k4")
+	worker.SetLabels(map[string]string{capi.ClusterNameLabel: graphCluster, "pool": ms.GetName()})
+	cp := kubeenv.NewMachine(v, ns, graphCluster, graphCluster+"-cp-0")
 	secret := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "Secret",
 		"metadata":   map[string]any{"namespace": ns, "name": graphCluster + "-kubeconfig", "labels": map[string]any{capi.ClusterNameLabel: graphCluster}},
@@ -217,34 +205,6 @@ func (d *demo) createGraph(n note) (map[string]string, error) {
 	}
 	out["ConfigMap/"+graphCluster+wire.LockSuffix] = label(cluster)
 	return out, nil
-}
-
-func newGraphObject(version, kind, namespace, name string, spec map[string]any) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
-	u.SetAPIVersion(capi.Group + "/" + version)
-	u.SetKind(kind)
-	u.SetNamespace(namespace)
-	u.SetName(name)
-	return u
-}
-
-func machineSpec(cluster, name string) map[string]any {
-	return map[string]any{
-		"clusterName":       cluster,
-		"bootstrap":         map[string]any{"dataSecretName": name + "-bootstrap"},
-		"infrastructureRef": map[string]any{"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerMachine", "name": name},
-	}
-}
-
-func machineTemplate(cluster string) map[string]any {
-	return map[string]any{
-		"metadata": map[string]any{"labels": map[string]any{"demo": "md-0"}},
-		"spec": map[string]any{
-			"clusterName":       cluster,
-			"bootstrap":         map[string]any{"dataSecretName": cluster + "-md-0-bootstrap"},
-			"infrastructureRef": map[string]any{"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerMachineTemplate", "name": cluster + "-md-0"},
-		},
-	}
 }
 
 func label(u *unstructured.Unstructured) string { return u.GetKind() + "/" + u.GetName() }

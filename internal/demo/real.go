@@ -38,16 +38,11 @@ type realDemo struct {
 // velero and kubectl command as a user would type it, with the same
 // timeline, PASS and FAIL as Run, and stops everything it started before it
 // returns.
-func RunReal(ctx context.Context, opts Options) (rep Report, retErr error) {
+func RunReal(ctx context.Context, opts Options) (retErr error) {
 	opts = opts.withDefaults()
 	setLoggers(opts.Log)
 	d := &realDemo{ctx: ctx, opts: opts, tl: newTimeline(ctx, opts.Out, opts.Colour)}
-	defer func() {
-		retErr = errors.Join(retErr, d.stop())
-		for _, s := range d.tl.steps {
-			rep.Steps = append(rep.Steps, *s)
-		}
-	}()
+	defer func() { retErr = errors.Join(retErr, d.stop()) }()
 	d.tl.printf("%s\n", d.tl.paint(bold, "initlock demo on the real components: Velero, Cluster API core and CABPK, unmodified"))
 	d.tl.printf("   Nothing is installed on this machine; every process runs from the cache and is stopped at the end.\n")
 
@@ -67,13 +62,7 @@ func RunReal(ctx context.Context, opts Options) (rep Report, retErr error) {
 		d.seedInitlock()
 	}
 	d.tl.summary()
-	switch {
-	case d.tl.failed() && ctx.Err() != nil:
-		return rep, errInterrupted
-	case d.tl.failed():
-		return rep, ErrFailed
-	}
-	return rep, nil
+	return d.tl.err()
 }
 
 func (d *realDemo) binaries(n note) error {

@@ -142,6 +142,19 @@ func (t *timeline) failed() bool {
 	return false
 }
 
+// err is what the demo returns once the story is told: nil when every step
+// passed, errInterrupted when one did not and the context is cancelled,
+// ErrFailed otherwise.
+func (t *timeline) err() error {
+	switch {
+	case !t.failed():
+		return nil
+	case t.ctx.Err() != nil:
+		return errInterrupted
+	}
+	return ErrFailed
+}
+
 func (t *timeline) printf(format string, args ...any) {
 	_, _ = fmt.Fprintf(t.out, format, args...)
 }
