@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/bootstrap/kubeadm/pkg/locking"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -45,11 +44,7 @@ import (
 func BenchmarkContention(b *testing.B) {
 	defer loadavg.Record(b)()
 	n := *callers
-	ns := env.Namespace(b)
-	il := newContender(b, "initlock")
-	up := newContender(b, "upstream")
-	il.warm(b, ns, lockInitlock)
-	up.warm(b, ns, lockUpstream)
+	ns, il, up := contenders(b)
 	var ils, ups stats
 	for i := range b.N {
 		b.StopTimer()
@@ -89,15 +84,19 @@ type contender struct {
 
 func newContender(b *testing.B, name string) *contender {
 	b.Helper()
-	s := runtime.NewScheme()
-	utilruntime.Must(corev1.AddToScheme(s))
-	utilruntime.Must(clusterv1.AddToScheme(s))
-	c := &contender{name: name, counter: &kubeenv.Counter{}}
-	var err error
-	if c.client, err = client.New(c.counter.CountingConfig(env.Config), client.Options{Scheme: s}); err != nil {
-		b.Fatal(err)
-	}
-	return c
+	counter := &kubeenv.Counter{}
+	return &contender{name: name, counter: counter, client: typedClient(b, counter.CountingConfig(env.Config))}
+}
+
+// contenders returns a fresh namespace and the warmed-up contenders of
+// initlock and of the upstream lock.
+func contenders(b *testing.B) (string, *contender, *contender) {
+	b.Helper()
+	ns := env.Namespace(b)
+	il, up := newContender(b, "initlock"), newContender(b, "upstream")
+	il.warm(b, ns, lockInitlock)
+	up.warm(b, ns, lockUpstream)
+	return ns, il, up
 }
 
 // warm makes one untimed Lock with c's client, on a Cluster of its own, so

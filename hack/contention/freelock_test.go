@@ -27,11 +27,7 @@ import (
 // initlock's free Lock with them.
 func BenchmarkFreeLockVsUpstream(b *testing.B) {
 	defer loadavg.Record(b)()
-	ns := env.Namespace(b)
-	il := newContender(b, "initlock")
-	up := newContender(b, "upstream")
-	il.warm(b, ns, lockInitlock)
-	up.warm(b, ns, lockUpstream)
+	ns, il, up := contenders(b)
 	var ils, ups []time.Duration
 	b.StopTimer()
 	for i := range b.N {

@@ -9,9 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/bootstrap/kubeadm/pkg/locking"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,14 +36,7 @@ const staleCopyRuns = 20
 // m2 is granted while m1 exists in at least one: the upstream failure the
 // guard closes.
 func TestStaleOwnerCopy(t *testing.T) {
-	sc := runtime.NewScheme()
-	utilruntime.Must(corev1.AddToScheme(sc))
-	utilruntime.Must(clusterv1.AddToScheme(sc))
-	typedClient, err := client.New(env.Config, client.Options{Scheme: sc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mutex := locking.NewControlPlaneInitMutex(typedClient)
+	mutex := locking.NewControlPlaneInitMutex(typedClient(t, env.Config))
 	for _, guarded := range []bool{true, false} {
 		t.Run(fmt.Sprintf("guard=%t", guarded), func(t *testing.T) {
 			if guarded {
@@ -85,9 +76,9 @@ func staleCopy(t *testing.T, mutex *locking.ControlPlaneInitMutex) (bool, time.D
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	cl := kubeenv.NewCluster(capi.V1Beta2, ns, "c1")
-	create(t, cl)
+	managertest.Create(t, env.Client, cl)
 	m1 := kubeenv.NewMachine(capi.V1Beta2, ns, "c1", "m1")
-	create(t, m1)
+	managertest.Create(t, env.Client, m1)
 	if !mutex.Lock(ctx, typed[clusterv1.Cluster](t, cl), typed[clusterv1.Machine](t, m1)) {
 		t.Fatal("upstream Lock for m1 of a free lock: refused")
 	}
@@ -122,7 +113,7 @@ func staleCopy(t *testing.T, mutex *locking.ControlPlaneInitMutex) (bool, time.D
 		time.Sleep(10 * time.Millisecond)
 	}
 	m2 := kubeenv.NewMachine(capi.V1Beta2, to, "c1", "m2")
-	create(t, m2)
+	managertest.Create(t, env.Client, m2)
 	clCopy := get(t, capi.ClusterGVK(capi.V1Beta2), to, "c1")
 	if clCopy == nil {
 		t.Fatal("the copied Cluster is gone")

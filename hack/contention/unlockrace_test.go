@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/rest"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/bootstrap/kubeadm/pkg/locking"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,6 +20,7 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/test/managertest"
 )
 
 // TestUpstreamUnlockRace runs CABPK v1.14.2's own mutex against a lock
@@ -41,22 +43,15 @@ func TestUpstreamUnlockRace(t *testing.T) {
 				t.Cleanup(func() { env.RemoveLockGuard(t) })
 			}
 			cl := kubeenv.NewCluster(capi.V1Beta2, ns, "c1")
-			create(t, cl)
+			managertest.Create(t, env.Client, cl)
 			m1, m2 := kubeenv.NewMachine(capi.V1Beta2, ns, "c1", "m1"), kubeenv.NewMachine(capi.V1Beta2, ns, "c1", "m2")
-			create(t, m1)
-			create(t, m2)
-			create(t, kubeenv.NewLock(ns, "c1", "m0", cl))
+			managertest.Create(t, env.Client, m1)
+			managertest.Create(t, env.Client, m2)
+			managertest.Create(t, env.Client, kubeenv.NewLock(ns, "c1", "m0", cl))
 
 			var tookOver initlock.Result
 			raced := false
-			sc := runtime.NewScheme()
-			utilruntime.Must(corev1.AddToScheme(sc))
-			utilruntime.Must(clusterv1.AddToScheme(sc))
-			typedClient, err := client.NewWithWatch(env.Config, client.Options{Scheme: sc})
-			if err != nil {
-				t.Fatal(err)
-			}
-			upstream := interceptor.NewClient(typedClient, interceptor.Funcs{
+			upstream := interceptor.NewClient(typedClient(t, env.Config), interceptor.Funcs{
 				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 					err := c.Get(ctx, key, obj, opts...)
 					if _, ok := obj.(*clusterv1.Machine); ok && key.Name == "m0" && apierrors.IsNotFound(err) && !raced {
@@ -80,7 +75,7 @@ func TestUpstreamUnlockRace(t *testing.T) {
 			// CABPK's next reconcile of m2.
 			m2Acquired := mutex.Lock(ctx, typed[clusterv1.Cluster](t, cl), typed[clusterv1.Machine](t, m2))
 			cm := &corev1.ConfigMap{}
-			err = env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "c1-lock"}, cm)
+			err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "c1-lock"}, cm)
 			t.Logf("guard %t: m1 took the lock over; upstream's Unlock for m2 then deleted it, or tried; upstream's next Lock for m2: acquired %t; lock: %s",
 				guarded, m2Acquired, describe(cm, err))
 			if !guarded {
@@ -103,11 +98,18 @@ func TestUpstreamUnlockRace(t *testing.T) {
 	}
 }
 
-func create(t *testing.T, obj client.Object) {
-	t.Helper()
-	if err := env.Client.Create(t.Context(), obj); err != nil {
-		t.Fatal(err)
+// typedClient returns a client of cfg for ConfigMaps and Cluster API's
+// typed objects, as CABPK's is.
+func typedClient(tb testing.TB, cfg *rest.Config) client.WithWatch {
+	tb.Helper()
+	s := runtime.NewScheme()
+	utilruntime.Must(corev1.AddToScheme(s))
+	utilruntime.Must(clusterv1.AddToScheme(s))
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: s})
+	if err != nil {
+		tb.Fatal(err)
 	}
+	return c
 }
 
 func typed[T any](t *testing.T, u *unstructured.Unstructured) *T {
