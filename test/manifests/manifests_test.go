@@ -124,7 +124,7 @@ func validator(t *testing.T) func(*unstructured.Unstructured) {
 	}
 	return func(o *unstructured.Unstructured) {
 		t.Helper()
-		warnings.reset()
+		warnings.take()
 		err := c.Apply(t.Context(), client.ApplyConfigurationFromUnstructured(o.DeepCopy()),
 			client.FieldOwner("initlock-install-test"), client.ForceOwnership, client.DryRunAll)
 		if err != nil {
@@ -151,6 +151,8 @@ func TestInstallManifestsAreConsistent(t *testing.T) {
 		_, ok := byKind[kind][namespace+"/"+name]
 		return ok
 	}
+	// The ServiceAccounts a ClusterRoleBinding binds, as "namespace/name".
+	bound := map[string]bool{}
 	for _, kind := range []string{"ClusterRoleBinding", "RoleBinding"} {
 		for k, o := range byKind[kind] {
 			var b rbacv1.RoleBinding
@@ -166,6 +168,9 @@ func TestInstallManifestsAreConsistent(t *testing.T) {
 				if s.Kind == rbacv1.ServiceAccountKind && !has("ServiceAccount", s.Namespace, s.Name) {
 					t.Errorf("%s %s binds ServiceAccount %s/%s, which the manifests do not hold", kind, k, s.Namespace, s.Name)
 				}
+				if kind == "ClusterRoleBinding" && s.Kind == rbacv1.ServiceAccountKind {
+					bound[s.Namespace+"/"+s.Name] = true
+				}
 			}
 		}
 	}
@@ -175,7 +180,7 @@ func TestInstallManifestsAreConsistent(t *testing.T) {
 		if sa := d.Spec.Template.Spec.ServiceAccountName; !has("ServiceAccount", d.Namespace, sa) {
 			t.Errorf("Deployment %s runs as ServiceAccount %q, which the manifests do not hold", k, sa)
 		}
-		if !bound(t, byKind, d.Namespace, d.Spec.Template.Spec.ServiceAccountName) {
+		if !bound[d.Namespace+"/"+d.Spec.Template.Spec.ServiceAccountName] {
 			t.Errorf("Deployment %s: its ServiceAccount is bound to no ClusterRole", k)
 		}
 		for _, c := range d.Spec.Template.Spec.Containers {
@@ -225,20 +230,6 @@ func TestManifestsImage(t *testing.T) {
 	}
 }
 
-// bound tells whether a ClusterRoleBinding binds the ServiceAccount.
-func bound(t *testing.T, byKind map[string]map[string]*unstructured.Unstructured, namespace, sa string) bool {
-	for _, o := range byKind["ClusterRoleBinding"] {
-		var b rbacv1.ClusterRoleBinding
-		convert(t, o, &b)
-		for _, s := range b.Subjects {
-			if s.Kind == rbacv1.ServiceAccountKind && s.Namespace == namespace && s.Name == sa {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 func convert(t *testing.T, u *unstructured.Unstructured, into any) {
 	t.Helper()
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, into); err != nil {
@@ -259,8 +250,6 @@ func (w *warningCollector) HandleWarningHeader(_ int, _ string, text string) {
 	defer w.mu.Unlock()
 	w.warnings = append(w.warnings, text)
 }
-
-func (w *warningCollector) reset() { w.take() }
 
 func (w *warningCollector) take() []string {
 	w.mu.Lock()
