@@ -105,9 +105,8 @@ func TestServiceMonitorMatchesTheService(t *testing.T) {
 // Cluster's grant register names another Machine, which it leaves to that
 // Machine's next lock attempt: here none comes.
 func TestStalledLock(t *testing.T) {
-	m := readMonitoring(t)
 	ns := env.Namespace(t)
-	_, tg := startManager(t, m, ns, nil)
+	_, tg := startManager(t, ns, nil)
 	cluster := managertest.CreateCluster(t, env.Client, env.CAPIVersion, ns, "c1", func(u *unstructured.Unstructured) {
 		u.SetAnnotations(map[string]string{wire.GrantAnnotation: `{"machineName":"c1-cp-1","token":"t1"}`})
 	})
@@ -115,7 +114,7 @@ func TestStalledLock(t *testing.T) {
 	managertest.Create(t, env.Client, kubeenv.NewLock(ns, "c1", "c1-cp-gone", cluster))
 	waitForMetric(t, tg, "initlock_locks", map[string]string{"state": "stale-holder"}, 1)
 
-	tl := newTimeline(t, m)
+	tl := newTimeline(t)
 	tl.scrape(tg)
 	tl.hold(15*time.Minute, tg)
 	tl.expectQuiet()
@@ -142,14 +141,13 @@ func TestStalledLock(t *testing.T) {
 // here because its holder Machine still exists, which keeps the manager
 // from collecting it.
 func TestOrphanNotCollected(t *testing.T) {
-	m := readMonitoring(t)
 	ns := env.Namespace(t)
-	_, tg := startManager(t, m, ns, nil)
+	_, tg := startManager(t, ns, nil)
 	managertest.Create(t, env.Client, kubeenv.NewMachine(env.CAPIVersion, ns, "c1", "c1-cp-0"))
 	managertest.Create(t, env.Client, kubeenv.NewLock(ns, "c1", "c1-cp-0", nil))
 	waitForMetric(t, tg, "initlock_locks", map[string]string{"state": "orphan"}, 1)
 
-	tl := newTimeline(t, m)
+	tl := newTimeline(t)
 	tl.scrape(tg)
 	tl.hold(time.Hour, tg)
 	tl.expectQuiet()
@@ -161,9 +159,8 @@ func TestOrphanNotCollected(t *testing.T) {
 // ConfigMap that takes a cluster's lock name without being a lock, after
 // ten minutes.
 func TestNeedsOperator(t *testing.T) {
-	m := readMonitoring(t)
 	ns := env.Namespace(t)
-	_, tg := startManager(t, m, ns, nil)
+	_, tg := startManager(t, ns, nil)
 	managertest.Create(t, env.Client, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1-lock"}, Data: map[string]string{"settings": "mine"}})
 	managertest.CreateCluster(t, env.Client, env.CAPIVersion, ns, "c1")
 	c2 := managertest.CreateCluster(t, env.Client, env.CAPIVersion, ns, "c2")
@@ -173,7 +170,7 @@ func TestNeedsOperator(t *testing.T) {
 	waitForMetric(t, tg, "initlock_locks", map[string]string{"state": "foreign"}, 1)
 	waitForMetric(t, tg, "initlock_locks", map[string]string{"state": "corrupt"}, 1)
 
-	tl := newTimeline(t, m)
+	tl := newTimeline(t)
 	tl.scrape(tg)
 	tl.hold(9*time.Minute, tg)
 	tl.expectQuiet()
@@ -193,7 +190,6 @@ func TestNeedsOperator(t *testing.T) {
 // a patch for lack of permission, stays while it is refused, and ends 30
 // minutes after the permission is granted.
 func TestRelinkForbidden(t *testing.T) {
-	m := readMonitoring(t)
 	ns := env.Namespace(t)
 	v := env.CAPIVersion
 	// The manager's role, less patch on Machines.
@@ -226,11 +222,11 @@ func TestRelinkForbidden(t *testing.T) {
 	// The relinker's metrics are on the registry the manager serves, as in
 	// initlock-manager; it retries a refused object every second instead
 	// of every five minutes.
-	_, tg := startManager(t, m, ns, cfg, func(o *manager.Options) {
+	_, tg := startManager(t, ns, cfg, func(o *manager.Options) {
 		o.Setups = append(o.Setups, relink.ManagerSetup(relink.Options{Namespace: ns, WarnAfter: -1, MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second}))
 	})
 	waitForMetric(t, tg, relink.ForbiddenMetric, map[string]string{"kind": "Machine"}, 0)
-	tl := newTimeline(t, m)
+	tl := newTimeline(t)
 	tl.scrape(tg)
 	tl.hold(10*time.Minute, tg)
 
@@ -279,15 +275,14 @@ func TestRelinkForbidden(t *testing.T) {
 // InitLockManagerDown fires when no replica has been up for 10 minutes
 // while the manager last reported locks.
 func TestManagerDown(t *testing.T) {
-	m := readMonitoring(t)
 	ns := env.Namespace(t)
-	rm, tg := startManager(t, m, ns, nil)
+	rm, tg := startManager(t, ns, nil)
 	cluster := managertest.CreateCluster(t, env.Client, env.CAPIVersion, ns, "c1")
 	managertest.CreateMachine(t, env.Client, env.CAPIVersion, ns, "c1", "c1-cp-0")
 	managertest.Create(t, env.Client, kubeenv.NewLock(ns, "c1", "c1-cp-0", cluster))
 	waitForMetric(t, tg, "initlock_locks", map[string]string{"state": "healthy"}, 1)
 
-	tl := newTimeline(t, m)
+	tl := newTimeline(t)
 	tl.scrape(tg)
 	tl.hold(10*time.Minute, tg)
 	rm.Stop()
@@ -303,11 +298,10 @@ func TestManagerDown(t *testing.T) {
 // later, a single-node cluster whose kubeadm init takes forty minutes, and
 // a rolling update of the manager.
 func TestQuietThroughRestoreInitAndRollingUpdate(t *testing.T) {
-	m := readMonitoring(t)
 	ns := env.Namespace(t)
-	rm, tg := startManager(t, m, ns, nil)
+	rm, tg := startManager(t, ns, nil)
 	v := env.CAPIVersion
-	tl := newTimeline(t, m)
+	tl := newTimeline(t)
 
 	// A restore of 20 clusters: Velero restores the ConfigMaps first, then
 	// the Machines and, last, the Clusters.
@@ -348,7 +342,7 @@ func TestQuietThroughRestoreInitAndRollingUpdate(t *testing.T) {
 	// is scraped from the next scrape on.
 	rm.Stop()
 	tl.scrape(tg)
-	_, next := startManager(t, m, ns, nil)
+	_, next := startManager(t, ns, nil)
 	waitForMetric(t, next, "initlock_locks", map[string]string{"state": "healthy"}, n)
 	tl.scrape(tg, next)
 	tl.hold(30*time.Minute, tg, next)

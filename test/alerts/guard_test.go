@@ -11,11 +11,10 @@ import (
 // InitLockGuardMissing stays quiet while the lock guard is installed, and
 // fires 15 minutes after the manager finds it gone, not before.
 func TestLockGuardMissing(t *testing.T) {
-	m := readMonitoring(t)
 	ns := env.Namespace(t)
-	rm, tg := startManager(t, m, ns, nil)
+	rm, tg := startManager(t, ns, nil)
 	waitForMetric(t, tg, manager.LockGuardMetric, nil, 1)
-	tl := newTimeline(t, m)
+	tl := newTimeline(t)
 	tl.scrape(tg)
 	tl.hold(30*time.Minute, tg)
 	tl.expectQuiet()
@@ -31,7 +30,7 @@ func TestLockGuardMissing(t *testing.T) {
 	env.RemoveLockGuard(t)
 	rm.Stop()
 	tl.scrape(tg)
-	_, next := startManager(t, m, ns, nil)
+	_, next := startManager(t, ns, nil)
 	waitForMetric(t, next, manager.LockGuardMetric, nil, 0)
 	tl.scrape(tg, next)
 	tl.hold(14*time.Minute, tg, next)

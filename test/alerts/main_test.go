@@ -25,7 +25,7 @@ func TestMain(m *testing.M) { kubeenv.Main(m, kubeenv.Options{LockGuard: true}, 
 // installs it, changed by mutate, and returns it with its endpoint as the
 // ServiceMonitor scrapes it: with the token of a ServiceAccount bound to
 // the metrics-reader ClusterRole of config/rbac, as Prometheus's is.
-func startManager(t *testing.T, m monitoring, ns string, cfg *rest.Config, mutate ...func(*manager.Options)) (*kubeenv.Running, target) {
+func startManager(t *testing.T, ns string, cfg *rest.Config, mutate ...func(*manager.Options)) (*kubeenv.Running, target) {
 	t.Helper()
 	if cfg == nil {
 		cfg = env.Config
@@ -37,6 +37,7 @@ func startManager(t *testing.T, m monitoring, ns string, cfg *rest.Config, mutat
 		f(&opts)
 	}
 	rm := managertest.Start(t, cfg, opts)
+	m := readMonitoring(t)
 	tg := target{url: m.scheme + "://" + addr + m.path, token: prometheusToken(t, ns), instance: addr}
 	kubeenv.Eventually(t, 30*time.Second, func() error {
 		_, _, err := get(t, tg)

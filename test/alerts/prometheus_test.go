@@ -3,12 +3,12 @@ package alerts_test
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -127,8 +127,9 @@ type timeline struct {
 	log []string
 }
 
-func newTimeline(t *testing.T, m monitoring) *timeline {
+func newTimeline(t *testing.T) *timeline {
 	t.Helper()
+	m := readMonitoring(t)
 	tl := &timeline{
 		t:  t,
 		db: teststorage.New(t),
@@ -330,12 +331,7 @@ func (tl *timeline) expectFiring(name string, want map[string]string) {
 // expectQuiet fails if any alert fired, or fires now.
 func (tl *timeline) expectQuiet() {
 	tl.t.Helper()
-	names := make([]string, 0, len(tl.fired))
-	for n := range tl.fired {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	if len(names) > 0 {
-		tl.t.Fatalf("alerts fired: %v\n%s", names, strings.Join(tl.log, "\n"))
+	if len(tl.fired) > 0 {
+		tl.t.Fatalf("alerts fired: %v\n%s", slices.Sorted(maps.Keys(tl.fired)), strings.Join(tl.log, "\n"))
 	}
 }
