@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/client-go/discovery"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -189,9 +190,9 @@ func (d *demo) startControlPlane(n note) error {
 	if err := d.ctx.Err(); err != nil {
 		return err
 	}
-	dc, err := discoveryFor(env)
+	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
 	if err != nil {
-		return err
+		return fmt.Errorf("building a discovery client: %w", err)
 	}
 	if d.capiVersion, err = capi.Discover(dc); err != nil {
 		return err

@@ -67,7 +67,7 @@ func (d *demo) objectGraph() {
 
 	tl.step("Back up namespace "+graphNamespace+", delete it and wait until it is gone", func(n note) error {
 		var err error
-		if backup, err = d.backupKinds(graphNamespace); err != nil {
+		if backup, err = velerosim.Backup(d.ctx, d.c, graphNamespace, graphKinds...); err != nil {
 			return err
 		}
 		n("backed up %d objects", len(backup))
@@ -177,8 +177,8 @@ func (d *demo) createGraph(n note) (map[string]string, error) {
 		"stringData": map[string]any{"value": "a kubeconfig for the workload cluster"},
 	}}
 
-	if err := d.c.Create(d.ctx, cluster); err != nil {
-		return nil, fmt.Errorf("creating cluster %s/%s: %w", ns, graphCluster, err)
+	if _, err := d.create(cluster); err != nil {
+		return nil, err
 	}
 	graph := []graphObject{
 		{obj: md, owner: cluster},
@@ -192,13 +192,13 @@ func (d *demo) createGraph(n note) (map[string]string, error) {
 			APIVersion: g.owner.GetAPIVersion(), Kind: g.owner.GetKind(), Name: g.owner.GetName(), UID: g.owner.GetUID(),
 			Controller: ptr.To(g.controller), BlockOwnerDeletion: ptr.To(g.controller),
 		}})
-		if err := d.c.Create(d.ctx, g.obj); err != nil {
-			return nil, fmt.Errorf("creating %s %s/%s: %w", g.obj.GetKind(), ns, g.obj.GetName(), err)
+		if _, err := d.create(g.obj); err != nil {
+			return nil, err
 		}
 		out[label(g.obj)] = label(g.owner)
 	}
-	if err := d.c.Create(d.ctx, cp); err != nil {
-		return nil, fmt.Errorf("creating machine %s/%s: %w", ns, cp.GetName(), err)
+	if _, err := d.create(cp); err != nil {
+		return nil, err
 	}
 	if err := d.takeLock(n, cluster, cp); err != nil {
 		return nil, err
@@ -216,12 +216,6 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// backupKinds reads the graph's kinds in the namespace, as a Velero backup
-// holds them.
-func (d *demo) backupKinds(ns string) ([]*unstructured.Unstructured, error) {
-	return velerosim.Backup(d.ctx, d.c, ns, graphKinds...)
 }
 
 // restoreWithPlugin restores the objects as Velero does, with the project's

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -66,14 +65,6 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-time.After(d):
 		return nil
 	}
-}
-
-func discoveryFor(env *kubeenv.Env) (discovery.DiscoveryInterface, error) {
-	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
-	if err != nil {
-		return nil, fmt.Errorf("building a discovery client: %w", err)
-	}
-	return dc, nil
 }
 
 // writeCounter counts the create, update, patch and delete requests to
@@ -146,20 +137,10 @@ func (d *demo) createNamespace(name string) error {
 	return nil
 }
 
-// createCluster creates a Cluster.
-func (d *demo) createCluster(ns, name string) (*unstructured.Unstructured, error) {
-	u := kubeenv.NewCluster(d.capiVersion, ns, name)
+// create creates u, an object of Cluster API.
+func (d *demo) create(u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	if err := d.c.Create(d.ctx, u); err != nil {
-		return nil, fmt.Errorf("creating cluster %s/%s: %w", ns, name, err)
-	}
-	return u, nil
-}
-
-// createMachine creates a control-plane Machine of cluster.
-func (d *demo) createMachine(ns, cluster, name string) (*unstructured.Unstructured, error) {
-	u := kubeenv.NewMachine(d.capiVersion, ns, cluster, name)
-	if err := d.c.Create(d.ctx, u); err != nil {
-		return nil, fmt.Errorf("creating machine %s/%s: %w", ns, name, err)
+		return nil, fmt.Errorf("creating %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
 	}
 	return u, nil
 }
@@ -225,33 +206,12 @@ func short(uid types.UID) string {
 	return s
 }
 
-// ownedBy tells whether the lock's only Cluster ownerReference points at
-// cluster's UID.
-func ownedBy(cm *corev1.ConfigMap, cluster *unstructured.Unstructured) bool {
-	n := 0
-	for _, r := range cm.OwnerReferences {
-		if schema.FromAPIVersionAndKind(r.APIVersion, r.Kind).GroupKind() == capi.ClusterGVK("").GroupKind() {
-			if r.UID != cluster.GetUID() {
-				return false
-			}
-			n++
-		}
-	}
-	return n == 1
-}
-
 // backedUpKinds are the kinds a backup reads, in the order a Velero restore
 // brings them back: ConfigMaps early, Clusters last.
 var backedUpKinds = []schema.GroupVersionKind{
 	corev1.SchemeGroupVersion.WithKind("ConfigMap"),
 	capi.MachineGVK(capi.V1Beta2),
 	capi.ClusterGVK(capi.V1Beta2),
-}
-
-// backup reads the namespace's ConfigMaps, Machines and Clusters as they
-// are, as a Velero backup holds them.
-func (d *demo) backup(ns string) ([]*unstructured.Unstructured, error) {
-	return velerosim.Backup(d.ctx, d.c, ns, backedUpKinds...)
 }
 
 // restore creates the backed-up objects of the given kind as a Velero
@@ -302,18 +262,29 @@ func (d *demo) deleteNamespace(name string) error {
 	})
 }
 
-// waitLockGone waits until the cluster's lock no longer exists.
-func (d *demo) waitLockGone(ns, cluster string) error {
-	return poll(d.ctx, d.opts.Timeout, func(context.Context) error {
-		cm, err := kubeenv.GetLock(d.ctx, d.c, ns, cluster)
-		if err != nil {
+// waitLock polls the lock of cluster in ns until check, given the lock (nil
+// when there is none), returns nil, and returns the lock it last read.
+func (d *demo) waitLock(ns, cluster string, check func(*corev1.ConfigMap) error) (*corev1.ConfigMap, error) {
+	var cm *corev1.ConfigMap
+	err := poll(d.ctx, d.opts.Timeout, func(ctx context.Context) error {
+		var err error
+		if cm, err = kubeenv.GetLock(ctx, d.c, ns, cluster); err != nil {
 			return err
 		}
+		return check(cm)
+	})
+	return cm, err
+}
+
+// waitLockGone waits until the cluster's lock no longer exists.
+func (d *demo) waitLockGone(ns, cluster string) error {
+	_, err := d.waitLock(ns, cluster, func(cm *corev1.ConfigMap) error {
 		if cm != nil {
 			return fmt.Errorf("lock %s/%s still exists: %s", ns, cm.Name, describeLock(cm))
 		}
 		return nil
 	})
+	return err
 }
 
 // event waits for an events.k8s.io Event with the reason regarding the

@@ -1,7 +1,6 @@
 package demo
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 )
@@ -73,10 +73,10 @@ func (s *seedStory) create(n note) error {
 		return err
 	}
 	var err error
-	if s.cluster, err = d.createCluster(seedNamespace, seedCluster); err != nil {
+	if s.cluster, err = d.create(kubeenv.NewCluster(d.capiVersion, seedNamespace, seedCluster)); err != nil {
 		return err
 	}
-	if s.machine, err = d.createMachine(seedNamespace, seedCluster, seedMachine); err != nil {
+	if s.machine, err = d.create(kubeenv.NewMachine(d.capiVersion, seedNamespace, seedCluster, seedMachine)); err != nil {
 		return err
 	}
 	s.oldUID = s.cluster.GetUID()
@@ -101,7 +101,7 @@ func (s *seedStory) pause(n note) error {
 // backUp reads the namespace's objects as Velero backs them up.
 func (s *seedStory) backUp(n note) error {
 	var err error
-	if s.backup, err = s.d.backup(seedNamespace); err != nil {
+	if s.backup, err = velerosim.Backup(s.d.ctx, s.d.c, seedNamespace, backedUpKinds...); err != nil {
 		return err
 	}
 	n("backed up %s", countKinds(s.backup))
@@ -152,10 +152,19 @@ func (s *seedStory) restoreLockAndMachine(n note) error {
 func (s *seedStory) slowRestore(n note) error {
 	d := s.d
 	d.lockWrites.take()
-	mark, err := d.waitAbsenceMark()
+	cm, err := d.waitLock(seedNamespace, seedCluster, func(cm *corev1.ConfigMap) error {
+		switch {
+		case cm == nil:
+			return fmt.Errorf("%w: the lock is gone", errStop)
+		case cm.Annotations[wire.ClusterAbsentAnnotation] == "":
+			return errors.New("initlock-manager has not recorded the Cluster's absence yet")
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
+	mark := cm.Annotations[wire.ClusterAbsentAnnotation]
 	seen := time.Now()
 	n("initlock-manager recorded the absence on the lock: %s=%q", wire.ClusterAbsentAnnotation, mark)
 	n("the mark names the lock's UID (%s): a lock restored again later starts a new grace period", short(s.lockUID))
@@ -179,26 +188,6 @@ func (s *seedStory) slowRestore(n note) error {
 		duration(time.Since(seen)), dec.Verdict, dec.Action, dec.Holder)
 	n("be bringing the Cluster back (initlock-manager's writes to the lock: %s)", writes)
 	return nil
-}
-
-// waitAbsenceMark waits until the manager has recorded on the seed's lock
-// that its Cluster is absent, and returns the mark.
-func (d *demo) waitAbsenceMark() (string, error) {
-	var mark string
-	err := poll(d.ctx, d.opts.Timeout, func(context.Context) error {
-		cm, err := kubeenv.GetLock(d.ctx, d.c, seedNamespace, seedCluster)
-		if err != nil {
-			return err
-		}
-		if cm == nil {
-			return fmt.Errorf("%w: the lock is gone", errStop)
-		}
-		if mark = cm.Annotations[wire.ClusterAbsentAnnotation]; mark == "" {
-			return errors.New("initlock-manager has not recorded the Cluster's absence yet")
-		}
-		return nil
-	})
-	return mark, err
 }
 
 // restoreCluster restores the Cluster, which comes back with a new UID.
@@ -281,23 +270,15 @@ func (s *seedStory) unpause(n note) error {
 // waitAdopted waits until the seed's lock is owned by cluster and no longer
 // carries the cluster-absent mark, and returns it.
 func (d *demo) waitAdopted(cluster *unstructured.Unstructured) (*corev1.ConfigMap, error) {
-	var cm *corev1.ConfigMap
-	err := poll(d.ctx, d.opts.Timeout, func(context.Context) error {
-		var err error
-		if cm, err = kubeenv.GetLock(d.ctx, d.c, seedNamespace, seedCluster); err != nil {
-			return err
-		}
+	return d.waitLock(seedNamespace, seedCluster, func(cm *corev1.ConfigMap) error {
 		switch {
 		case cm == nil:
 			return fmt.Errorf("%w: the lock is gone", errStop)
-		case !ownedBy(cm, cluster):
-			return fmt.Errorf("lock %s", describeLock(cm))
 		case cm.Annotations[wire.ClusterAbsentAnnotation] != "":
 			return errors.New("the lock still carries its cluster-absent mark")
 		}
-		return nil
+		return kubeenv.LockOwnedBy(cm, cluster)
 	})
-	return cm, err
 }
 
 // guardRefusesDelete deletes the held lock as an operator might, and shows

@@ -32,10 +32,10 @@ func (d *demo) singleNode() {
 			return err
 		}
 		var err error
-		if cluster, err = d.createCluster(soloNamespace, soloCluster); err != nil {
+		if cluster, err = d.create(kubeenv.NewCluster(d.capiVersion, soloNamespace, soloCluster)); err != nil {
 			return err
 		}
-		if machine, err = d.createMachine(soloNamespace, soloCluster, soloMachine); err != nil {
+		if machine, err = d.create(kubeenv.NewMachine(d.capiVersion, soloNamespace, soloCluster, soloMachine)); err != nil {
 			return err
 		}
 		return d.takeLock(n, cluster, machine)

@@ -29,16 +29,12 @@ type Step struct {
 	Part string
 	// Title says what the step does.
 	Title string
-	// Notes say what happened.
-	Notes []string
 	// At is when the step started, from the start of the demo.
 	At time.Duration
 	// Took is how long it took.
 	Took time.Duration
 	// Outcome is PASS, FAIL or SKIP.
 	Outcome Outcome
-	// Err is why it failed.
-	Err error
 }
 
 // timeline runs steps and prints them as they happen.
@@ -93,16 +89,14 @@ func (t *timeline) step(title string, f func(n note) error) bool {
 	t.printf("%s [%2d] %s\n", clock(s.At), num, title)
 	started := time.Now()
 	err := f(func(format string, args ...any) {
-		line := fmt.Sprintf(format, args...)
-		s.Notes = append(s.Notes, line)
-		t.printf("%s %s\n", strings.Repeat(" ", 13), line)
+		t.printf("%s %s\n", strings.Repeat(" ", 13), fmt.Sprintf(format, args...))
 	})
 	s.Took = time.Since(started)
 	if err != nil {
 		if t.ctx.Err() != nil && errors.Is(err, context.Canceled) {
 			err = errInterrupted
 		}
-		s.Outcome, s.Err, t.broken = Fail, err, true
+		s.Outcome, t.broken = Fail, true
 		t.printf("%s %s %s: %v\n", strings.Repeat(" ", 13), t.paint(red, string(Fail)), duration(s.Took), err)
 		return false
 	}
