@@ -172,7 +172,7 @@ func (r *round) run(b *testing.B, s *stats, lock lockFunc) {
 		b.Fatalf("%s: the callers made %d requests, the API server was sent %d", r.c.name, made, sent)
 	}
 	r.check(b, out, w)
-	s.add(out, w, made, reads, writes)
+	s.add(out, w, made, writes)
 	b.Logf("%s, %d callers: winner %s after %s; requests: %d get, %d create, %d patch, %d delete", r.c.name, len(out),
 		r.machines[w].GetName(), out[w].took.Round(time.Millisecond), r.c.counter.Count("get"), r.c.counter.Count("create"),
 		r.c.counter.Count("patch"), r.c.counter.Count("delete"))

@@ -117,12 +117,12 @@ func winner(b *testing.B, what string, out []outcome) int {
 type stats struct {
 	times   []time.Duration
 	winners []time.Duration
-	// requests (reads and writes among them), attempts and errors summed
-	// over the callers.
-	requests, reads, writes, attempts, errors int
+	// requests (writes among them), attempts and errors summed over the
+	// callers.
+	requests, writes, attempts, errors int
 }
 
-func (s *stats) add(out []outcome, w, requests, reads, writes int) {
+func (s *stats) add(out []outcome, w, requests, writes int) {
 	for _, o := range out {
 		s.times = append(s.times, o.took)
 		s.attempts += o.attempts
@@ -130,7 +130,6 @@ func (s *stats) add(out []outcome, w, requests, reads, writes int) {
 	}
 	s.winners = append(s.winners, out[w].took)
 	s.requests += requests
-	s.reads += reads
 	s.writes += writes
 }
 
