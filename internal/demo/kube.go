@@ -266,9 +266,9 @@ func (d *demo) deleteNamespace(name string) error {
 // when there is none), returns nil, and returns the lock it last read.
 func (d *demo) waitLock(ns, cluster string, check func(*corev1.ConfigMap) error) (*corev1.ConfigMap, error) {
 	var cm *corev1.ConfigMap
-	err := poll(d.ctx, d.opts.Timeout, func(ctx context.Context) error {
+	err := poll(d.ctx, d.opts.Timeout, func(context.Context) error {
 		var err error
-		if cm, err = kubeenv.GetLock(ctx, d.c, ns, cluster); err != nil {
+		if cm, err = kubeenv.GetLock(d.ctx, d.c, ns, cluster); err != nil {
 			return err
 		}
 		return check(cm)
