@@ -137,7 +137,7 @@ func (d *demo) createNamespace(name string) error {
 	return nil
 }
 
-// create creates u, an object of Cluster API.
+// create creates u and returns it.
 func (d *demo) create(u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	if err := d.c.Create(d.ctx, u); err != nil {
 		return nil, fmt.Errorf("creating %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
