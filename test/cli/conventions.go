@@ -1,7 +1,6 @@
 package clisuite
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -24,9 +23,7 @@ func labelled(labels map[string]string) clusterOpt {
 func (b *Backend) unownedFleet(t *testing.T, ns string) {
 	t.Helper()
 	for name, labels := range map[string]map[string]string{"c1": {"env": "prod"}, "c2": {"env": "dev"}, "c3": nil} {
-		b.newCluster(t, ns, name, false, labelled(labels))
-		b.newMachine(t, ns, name, "m-"+name, nil)
-		b.newLock(t, ns, name, "m-"+name, nil)
+		b.unowned(t, ns, name, labelled(labels))
 	}
 	b.newLock(t, ns, "c-gone", "m-gone", nil)
 }
@@ -37,38 +34,21 @@ func selector(t *testing.T, b *Backend) {
 	ns := b.Namespace(t)
 	b.unownedFleet(t, ns)
 	var c kubeenv.Counter
-	r := b.run(t, invocation{counter: &c}, "list", "-n", ns, "-l", "env=prod", "-o", "name")
-	r.ExpectCode(t, cli.ExitOK)
-	if r.Out != "configmap/c1-lock\n" {
-		t.Errorf("list -l env=prod -o name:\n%s", r.Out)
+	for selector, want := range map[string]string{"env=prod": "configmap/c1-lock\n", "env": "configmap/c1-lock\nconfigmap/c2-lock\n"} {
+		c.Reset()
+		if r := b.run(t, invocation{counter: &c}, "list", "-n", ns, "-l", selector, "-o", "name").ExpectCode(t, cli.ExitOK); r.Out != want {
+			t.Errorf("list -l %s -o name:\n%s", selector, r.Out)
+		}
+		// Clusters, labelled ConfigMaps and Machines: every selected
+		// Cluster has its lock, so no search for foreign ConfigMaps.
+		expectN(t, "lists", c.Count("list"), 3)
 	}
-	// Clusters, labelled ConfigMaps and Machines: every selected Cluster
-	// has its lock, so no search for foreign ConfigMaps.
-	if got := c.Count("list"); got != 3 {
-		t.Errorf("lists = %d, want 3", got)
-	}
-	r = b.run(t, invocation{}, "list", "-n", ns, "-l", "env", "-o", "name")
-	r.ExpectCode(t, cli.ExitOK)
-	if r.Out != "configmap/c1-lock\nconfigmap/c2-lock\n" {
-		t.Errorf("list -l env -o name:\n%s", r.Out)
-	}
-	r = b.run(t, invocation{}, "list", "-n", ns, "-l", "env in (")
-	r.ExpectCode(t, cli.ExitError)
-	if !strings.Contains(r.Err, `invalid selector "env in ("`) {
-		t.Errorf("bad selector: %s", r.Err)
-	}
-	r = b.run(t, invocation{}, "list", "c1", "-n", ns, "-l", "env=prod")
-	r.ExpectCode(t, cli.ExitError)
-	if !strings.Contains(r.Err, "a CLUSTER cannot be given with a selector") {
-		t.Errorf("CLUSTER with -l: %s", r.Err)
-	}
+	b.run(t, invocation{}, "list", "-n", ns, "-l", "env in (").ExpectCode(t, cli.ExitError).ErrHas(t, `invalid selector "env in ("`)
+	b.run(t, invocation{}, "list", "c1", "-n", ns, "-l", "env=prod").ExpectCode(t, cli.ExitError).ErrHas(t, "a CLUSTER cannot be given with a selector")
 
 	c.Reset()
-	r = b.run(t, invocation{counter: &c}, "repair", "-n", ns, "-l", "env!=prod,env", "--yes")
-	r.ExpectCode(t, cli.ExitOK)
-	if got := c.Writes(); got != 1 || !strings.Contains(r.Out, "adopted     "+ns+"/c2-lock") {
-		t.Errorf("repair -l made %d writes:\n%s", got, r.Out)
-	}
+	b.run(t, invocation{counter: &c}, "repair", "-n", ns, "-l", "env!=prod,env", "--yes").ExpectCode(t, cli.ExitOK).OutHas(t, "adopted     "+ns+"/c2-lock")
+	expectN(t, "writes of repair -l", c.Writes(), 1)
 	got := byCluster(b.listJSON(t, ns))
 	for cluster, owner := range map[string]string{"c1": "missing", "c2": "ok", "c3": "missing"} {
 		if got[cluster].Owner != owner {
@@ -85,8 +65,7 @@ func selector(t *testing.T, b *Backend) {
 func outputNameAndNoHeaders(t *testing.T, b *Backend) {
 	ns := b.Namespace(t)
 	b.fleet(t, ns)
-	r := b.run(t, invocation{}, "list", "-n", ns, "-o", "name", "--show-free")
-	r.ExpectCode(t, cli.ExitOK)
+	r := b.run(t, invocation{}, "list", "-n", ns, "-o", "name", "--show-free").ExpectCode(t, cli.ExitOK)
 	want := []string{"configmap/c-corrupt-lock", "configmap/c-foreign-lock", "cluster.cluster.x-k8s.io/c-free", "configmap/c-healthy-lock",
 		"configmap/c-held-lock", "configmap/c-init-lock", "cluster.cluster.x-k8s.io/c-lost", "configmap/c-orphan-lock",
 		"configmap/c-paused-lock", "configmap/c-stale-lock", "configmap/c-unowned-lock", "configmap/c-wrong-lock"}
@@ -112,10 +91,8 @@ func outputNameAndNoHeaders(t *testing.T, b *Backend) {
 		}
 	}
 	for _, o := range []string{"table", "wide"} {
-		with := b.run(t, invocation{}, "list", "-n", ns, "-o", o)
-		with.ExpectCode(t, cli.ExitOK)
-		without := b.run(t, invocation{}, "list", "-n", ns, "-o", o, "--no-headers")
-		without.ExpectCode(t, cli.ExitOK)
+		with := b.run(t, invocation{}, "list", "-n", ns, "-o", o).ExpectCode(t, cli.ExitOK)
+		without := b.run(t, invocation{}, "list", "-n", ns, "-o", o, "--no-headers").ExpectCode(t, cli.ExitOK)
 		lines := strings.SplitAfter(with.Out, "\n")
 		if !strings.HasPrefix(lines[0], "NAMESPACE") || strings.Contains(without.Out, "NAMESPACE") || len(strings.SplitAfter(without.Out, "\n")) != len(lines)-1 {
 			t.Errorf("-o %s --no-headers:\n%s\nwith headers:\n%s", o, without.Out, with.Out)
@@ -126,27 +103,19 @@ func outputNameAndNoHeaders(t *testing.T, b *Backend) {
 // repair and release ask before they change anything, whether their
 // output is a terminal or not; with no answer they change nothing.
 func destructiveCommandsAskWhateverTheOutput(t *testing.T, b *Backend) {
-	setup := func(t *testing.T) string {
-		ns := b.Namespace(t)
-		cl := b.newCluster(t, ns, "c1", true)
-		b.newMachine(t, ns, "c1", "m1", nil)
-		b.newLock(t, ns, "c1", "m1", cl)
-		return ns
-	}
 	for _, cmd := range [][]string{{"repair"}, {"release", "c1"}} {
 		t.Run(cmd[0], func(t *testing.T) {
-			ns := setup(t)
+			ns := b.Namespace(t)
+			b.held(t, ns, "c1", true)
 			for _, stdin := range []string{"", "n\n", "whatever\n"} {
 				var c kubeenv.Counter
-				r := b.run(t, invocation{stdin: stdin, counter: &c}, append(cmd, "-n", ns)...)
-				r.ExpectCode(t, cli.ExitError)
+				r := b.run(t, invocation{stdin: stdin, counter: &c}, append(cmd, "-n", ns)...).ExpectCode(t, cli.ExitError)
 				if !strings.Contains(r.Err, "[y/N]: ") || !strings.Contains(r.Err, "aborted; nothing was changed (--yes") || c.Writes() != 0 {
 					t.Errorf("stdin %q: %d writes\nstdout:\n%s\nstderr:\n%s", stdin, c.Writes(), r.Out, r.Err)
 				}
 			}
 			var c kubeenv.Counter
-			r := b.run(t, invocation{stdin: "y\n", counter: &c}, append(cmd, "-n", ns)...)
-			r.ExpectCode(t, cli.ExitOK)
+			r := b.run(t, invocation{stdin: "y\n", counter: &c}, append(cmd, "-n", ns)...).ExpectCode(t, cli.ExitOK)
 			if c.Writes() == 0 || kubeenv.MustGetLock(t, b.Client, ns, "c1") != nil {
 				t.Errorf("answered y: %d writes\nstdout:\n%s\nstderr:\n%s", c.Writes(), r.Out, r.Err)
 			}
@@ -159,34 +128,23 @@ func destructiveCommandsAskWhateverTheOutput(t *testing.T, b *Backend) {
 func releaseDryRunAndForceAsks(t *testing.T, b *Backend) {
 	ns, _ := b.lockedCluster(t)
 	var c kubeenv.Counter
-	r := b.run(t, invocation{counter: &c}, "release", "c1", "-n", ns, "--dry-run")
-	r.ExpectCode(t, cli.ExitError) // refused without --force, as the release would be
-	if !strings.Contains(r.Err, "refusing to release") || c.Writes() != 0 {
-		t.Errorf("dry run without --force: %d writes, stderr:\n%s", c.Writes(), r.Err)
-	}
-	r = b.run(t, invocation{counter: &c}, "release", "c1", "-n", ns, "--dry-run=client", "--force")
-	r.ExpectCode(t, cli.ExitOK)
+	// Refused without --force, as the release would be.
+	b.run(t, invocation{counter: &c}, "release", "c1", "-n", ns, "--dry-run").ExpectCode(t, cli.ExitError).ErrHas(t, "refusing to release")
+	expectN(t, "writes of a dry run without --force", c.Writes(), 0)
+	r := b.run(t, invocation{counter: &c}, "release", "c1", "-n", ns, "--dry-run=client", "--force").ExpectCode(t, cli.ExitOK)
 	want := `namespace "` + ns + `": would release lock "c1-lock" of cluster "c1" (holder "m1"), although machine "m1" holds it and the control plane of cluster "c1" is not initialised (--force).` +
 		"\nDry run: nothing was changed.\n"
 	if r.Out != want || c.Writes() != 0 {
 		t.Errorf("dry run with --force: %d writes\nstdout %q\nwant   %q", c.Writes(), r.Out, want)
 	}
-	r = b.run(t, invocation{counter: &c, stdin: "n\n"}, "release", "c1", "-n", ns, "--force")
-	r.ExpectCode(t, cli.ExitError)
-	if !strings.Contains(r.Err, "warning: releasing lock \"c1-lock\" of cluster \"c1\" (holder \"m1\") although machine \"m1\" holds it") ||
-		!strings.Contains(r.Err, "Release it anyway? [y/N]: ") || c.Writes() != 0 {
-		t.Errorf("--force declined: %d writes, stderr:\n%s", c.Writes(), r.Err)
-	}
-	r = b.run(t, invocation{counter: &c, stdin: "yes\n"}, "release", "c1", "-n", ns, "--force")
-	r.ExpectCode(t, cli.ExitOK)
+	b.run(t, invocation{counter: &c, stdin: "n\n"}, "release", "c1", "-n", ns, "--force").ExpectCode(t, cli.ExitError).
+		ErrHas(t, "warning: releasing lock \"c1-lock\" of cluster \"c1\" (holder \"m1\") although machine \"m1\" holds it", "Release it anyway? [y/N]: ")
+	expectN(t, "writes of --force declined", c.Writes(), 0)
+	r = b.run(t, invocation{counter: &c, stdin: "yes\n"}, "release", "c1", "-n", ns, "--force").ExpectCode(t, cli.ExitOK)
 	if kubeenv.MustGetLock(t, b.Client, ns, "c1") != nil {
 		t.Errorf("--force accepted, lock still there; stderr:\n%s", r.Err)
 	}
-	r = b.run(t, invocation{}, "release", "c1", "-n", ns, "--dry-run=server")
-	r.ExpectCode(t, cli.ExitError)
-	if !strings.Contains(r.Err, "--dry-run=server is not supported") {
-		t.Errorf("stderr: %s", r.Err)
-	}
+	b.run(t, invocation{}, "release", "c1", "-n", ns, "--dry-run=server").ExpectCode(t, cli.ExitError).ErrHas(t, "--dry-run=server is not supported")
 }
 
 // repair CLUSTER repairs that cluster's lock only, and fails with NotFound
@@ -195,8 +153,7 @@ func repairOneCluster(t *testing.T, b *Backend) {
 	ns := b.Namespace(t)
 	b.unownedFleet(t, ns)
 	var c kubeenv.Counter
-	r := b.run(t, invocation{counter: &c}, "repair", "c3", "-n", ns, "--yes")
-	r.ExpectCode(t, cli.ExitOK)
+	r := b.run(t, invocation{counter: &c}, "repair", "c3", "-n", ns, "--yes").ExpectCode(t, cli.ExitOK)
 	if c.Writes() != 1 || !strings.Contains(r.Out, "adopted     "+ns+"/c3-lock") || strings.Contains(r.Out, "c1-lock") {
 		t.Errorf("repair c3 made %d writes:\n%s", c.Writes(), r.Out)
 	}
@@ -205,16 +162,11 @@ func repairOneCluster(t *testing.T, b *Backend) {
 			t.Errorf("%s: owner %q, want %q", cluster, got, owner)
 		}
 	}
-	r = b.run(t, invocation{}, "repair", "nope", "-n", ns, "--yes")
-	r.ExpectCode(t, cli.ExitError)
+	r = b.run(t, invocation{}, "repair", "nope", "-n", ns, "--yes").ExpectCode(t, cli.ExitError)
 	if want := `Error from server (NotFound): clusters.cluster.x-k8s.io "nope" not found` + "\n"; !strings.HasSuffix(r.Err, want) {
 		t.Errorf("repair nope: stderr %q", r.Err)
 	}
-	r = b.run(t, invocation{}, "repair", "c1", "-A")
-	r.ExpectCode(t, cli.ExitError)
-	if !strings.Contains(r.Err, "drop -A or the cluster name") {
-		t.Errorf("repair c1 -A: %s", r.Err)
-	}
+	b.run(t, invocation{}, "repair", "c1", "-A").ExpectCode(t, cli.ExitError).ErrHas(t, "drop -A or the cluster name")
 }
 
 // list judges with the installed manager's settings, its scope included: a
@@ -222,21 +174,12 @@ func repairOneCluster(t *testing.T, b *Backend) {
 // list -o wide and JSON, and repair leaves it, saying why.
 func listShowsOnlyWhatTheManagerDoes(t *testing.T, b *Backend) {
 	ns := b.Namespace(t)
-	watched := b.newCluster(t, ns, "c-watched", true, labelled(map[string]string{capi.WatchFilterLabel: "fleet-a"}))
-	b.newMachine(t, ns, "c-watched", "m-watched", nil)
-	b.newLock(t, ns, "c-watched", "m-watched", watched)
-	other := b.newCluster(t, ns, "c-other", true)
-	b.newMachine(t, ns, "c-other", "m-other", nil)
-	b.newLock(t, ns, "c-other", "m-other", other)
+	b.held(t, ns, "c-watched", true, labelled(map[string]string{capi.WatchFilterLabel: "fleet-a"}))
+	b.held(t, ns, "c-other", true)
 	b.managerDeployment(t, ns, "--leader-elect", "--watch-filter", "fleet-a", "--orphan-grace=30m")
 	deployment := "Deployment " + ns + "/initlock-controller-manager (--watch-filter=fleet-a)"
 
-	r := b.run(t, invocation{}, "list", "-n", ns, "-o", "json")
-	r.ExpectCode(t, cli.ExitOK)
-	var l cli.LockList
-	if err := json.Unmarshal([]byte(r.Out), &l); err != nil {
-		t.Fatal(err)
-	}
+	l := b.listJSON(t, ns)
 	got := byCluster(l)
 	if got["c-watched"].Action != "release" || got["c-watched"].Problem != "" {
 		t.Errorf("watched cluster: %+v", got["c-watched"])
@@ -247,24 +190,20 @@ func listShowsOnlyWhatTheManagerDoes(t *testing.T, b *Backend) {
 	if l.PolicySource != deployment || l.Policy.OrphanGrace != "30m0s" {
 		t.Errorf("policy %+v from %q", l.Policy, l.PolicySource)
 	}
-	r = b.run(t, invocation{}, "list", "-n", ns, "-o", "wide")
-	r.ExpectCode(t, cli.ExitOK)
-	if r.Err != "Using the policy of "+deployment+": --release-after-init=true --orphan-grace=30m0s\n" {
+	if r := b.run(t, invocation{}, "list", "-n", ns, "-o", "wide").ExpectCode(t, cli.ExitOK); r.Err != "Using the policy of "+deployment+": --release-after-init=true --orphan-grace=30m0s\n" {
 		t.Errorf("list -o wide stderr: %q", r.Err)
 	}
 
 	// A release is two writes: the release mark, then the delete.
 	var c kubeenv.Counter
-	r = b.run(t, invocation{counter: &c}, "repair", "-n", ns, "--yes")
-	r.ExpectCode(t, cli.ExitOK)
+	r := b.run(t, invocation{counter: &c}, "repair", "-n", ns, "--yes").ExpectCode(t, cli.ExitOK)
 	if c.Writes() != 2 || !strings.Contains(r.Out, "released    "+ns+"/c-watched-lock") ||
 		!strings.Contains(r.Out, "no initlock-manager handles this cluster ("+deployment+"): release is left to whoever handles it") {
 		t.Errorf("repair made %d writes:\n%s", c.Writes(), r.Out)
 	}
 	// Both policy flags judge every lock, as an operator asks.
 	c.Reset()
-	r = b.run(t, invocation{counter: &c}, "repair", "-n", ns, "--yes", "--release-after-init=true", "--orphan-grace=10m")
-	r.ExpectCode(t, cli.ExitOK)
+	r = b.run(t, invocation{counter: &c}, "repair", "-n", ns, "--yes", "--release-after-init=true", "--orphan-grace=10m").ExpectCode(t, cli.ExitOK)
 	if c.Writes() != 2 || !strings.Contains(r.Out, "released    "+ns+"/c-other-lock") {
 		t.Errorf("repair with both flags made %d writes:\n%s", c.Writes(), r.Out)
 	}

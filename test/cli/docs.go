@@ -60,16 +60,10 @@ func (b *Backend) referenceFleet(t *testing.T) {
 	ns := b.fixedNamespace(t, "capi")
 	b.newCluster(t, ns, "c-foreign", false)
 	b.newConfigMap(t, ns, "c-foreign-lock", nil, map[string]string{"settings": "mine"}, nil)
-	healthy := b.newCluster(t, ns, "c-healthy", false)
-	b.newMachine(t, ns, "c-healthy", "m-healthy", nil)
-	b.newLock(t, ns, "c-healthy", "m-healthy", healthy)
-	initialised := b.newCluster(t, ns, "c-init", true)
-	b.newMachine(t, ns, "c-init", "m-init", nil)
-	b.newLock(t, ns, "c-init", "m-init", initialised)
+	b.held(t, ns, "c-healthy", false)
+	b.held(t, ns, "c-init", true)
 	b.newLock(t, ns, "c-orphan", "m-orphan", nil)
-	b.newCluster(t, ns, "c-unowned", false)
-	b.newMachine(t, ns, "c-unowned", "m-unowned", nil)
-	b.newLock(t, ns, "c-unowned", "m-unowned", nil)
+	b.unowned(t, ns, "c-unowned")
 }
 
 // Every sample of kubectl initlock in referencePage is its real output on

@@ -164,29 +164,6 @@ func (b *Backend) create(t *testing.T, obj client.Object) {
 	}
 }
 
-// createDeployment creates d and deletes it when t ends, waiting until it
-// is gone: list and repair find the manager's Deployment by its label in
-// every namespace, and later tests must not.
-func (b *Backend) createDeployment(t *testing.T, d *appsv1.Deployment) {
-	t.Helper()
-	if err := b.Client.Create(t.Context(), d); err != nil {
-		t.Fatalf("creating Deployment %s: %v", d.Name, err)
-	}
-	t.Cleanup(func() {
-		ctx := context.WithoutCancel(t.Context())
-		if err := b.Client.Delete(ctx, d); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("deleting Deployment %s: %v", d.Name, err)
-		}
-		kubeenv.Eventually(t, 10*time.Second, func() error {
-			err := b.Client.Get(ctx, client.ObjectKeyFromObject(d), &appsv1.Deployment{})
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			return err
-		})
-	})
-}
-
 // setAvailable writes the status the Deployment controller writes once n
 // replicas of d are available (the test control plane runs no Deployment
 // controller).

@@ -38,16 +38,11 @@ func repairWaitsForARestoredHolder(t *testing.T, b *Backend) {
 	cl := b.newCluster(t, ns, "c1", false)
 	b.newLock(t, ns, "c1", "m-gone", cl)
 	var c kubeenv.Counter
-	r := b.run(t, invocation{counter: &c}, "repair", "-n", ns, "--yes")
-	r.ExpectCode(t, cli.ExitOK)
-	if c.Writes() != 0 || !strings.Contains(r.Out, "younger than the grace period") {
-		t.Fatalf("repair of a young lock of a gone holder made %d writes:\n%s", c.Writes(), r.Out)
-	}
-	r = b.run(t, invocation{clock: pastGrace(), counter: &c}, "repair", "-n", ns, "--yes")
-	r.ExpectCode(t, cli.ExitOK)
-	if c.Writes() != 2 || kubeenv.MustGetLock(t, b.Client, ns, "c1") != nil {
-		t.Fatalf("repair past the grace period made %d writes, want 2 (the release mark, the delete):\n%s", c.Writes(), r.Out)
-	}
+	b.run(t, invocation{counter: &c}, "repair", "-n", ns, "--yes").ExpectCode(t, cli.ExitOK).OutHas(t, "younger than the grace period")
+	expectN(t, "writes of the repair of a young lock of a gone holder", c.Writes(), 0)
+	r := b.run(t, invocation{clock: pastGrace(), counter: &c}, "repair", "-n", ns, "--yes").ExpectCode(t, cli.ExitOK)
+	expectN(t, "writes past the grace period (the release mark, the delete)", c.Writes(), 2)
+	b.expectLock(t, ns, false, r)
 }
 
 // repairTakesLeftMarksOff: a release mark or clusterctl move's
@@ -61,9 +56,8 @@ func repairTakesLeftMarksOff(t *testing.T, b *Backend) {
 	} {
 		t.Run(tc.protection, func(t *testing.T) {
 			ns := b.Namespace(t)
-			cl := b.newCluster(t, ns, "c1", false)
-			b.newMachine(t, ns, "c1", "c1-cp-0", nil)
-			lock := b.newLock(t, ns, "c1", "c1-cp-0", cl)
+			b.held(t, ns, "c1", false)
+			lock := kubeenv.MustGetLock(t, b.Client, ns, "c1")
 			value := ""
 			if tc.key == wire.ReleaseAnnotation {
 				value = string(lock.UID)
@@ -72,17 +66,10 @@ func repairTakesLeftMarksOff(t *testing.T, b *Backend) {
 			if err := b.Client.Patch(t.Context(), lock, client.RawPatch(types.MergePatchType, []byte(mark))); err != nil {
 				t.Fatal(err)
 			}
-			r := b.run(t, invocation{}, "list", "-n", ns)
-			r.ExpectCode(t, cli.ExitOK)
-			if !strings.Contains(r.Out, " "+tc.protection+" ") {
-				t.Fatalf("list does not show the lock as %s:\n%s", tc.protection, r.Out)
-			}
+			b.run(t, invocation{}, "list", "-n", ns).ExpectCode(t, cli.ExitOK).OutHas(t, " "+tc.protection+" ")
 			var c kubeenv.Counter
-			r = b.run(t, invocation{counter: &c}, "repair", "-n", ns, "--yes")
-			r.ExpectCode(t, cli.ExitOK)
-			if !strings.Contains(r.Out, "so that the lock guard holds the lock again") || c.Writes() != 1 {
-				t.Fatalf("repair made %d writes, want 1 (the adoption), and to say why:\n%s", c.Writes(), r.Out)
-			}
+			b.run(t, invocation{counter: &c}, "repair", "-n", ns, "--yes").ExpectCode(t, cli.ExitOK).OutHas(t, "so that the lock guard holds the lock again")
+			expectN(t, "writes (the adoption)", c.Writes(), 1)
 			after := kubeenv.MustGetLock(t, b.Client, ns, "c1")
 			if _, ok := after.Annotations[tc.key]; ok || after.UID != lock.UID {
 				t.Fatalf("after repair the lock is %s with annotations %v: want the same lock without %s", after.UID, after.Annotations, tc.key)
@@ -116,11 +103,10 @@ func releaseReadsAgainAfterTheAnswer(t *testing.T, b *Backend) {
 	b.newLock(t, ns, "c1", "m0", cl)
 	in := &answerAfter{before: func() { b.newMachine(t, ns, "c1", "m0", nil) }, answer: strings.NewReader("y\n")}
 	var c kubeenv.Counter
-	r := b.run(t, invocation{in: in, counter: &c}, "release", "c1", "-n", ns)
-	r.ExpectCode(t, cli.ExitError)
-	if !strings.Contains(r.Err, "changed while you were asked") || c.Writes() != 0 || kubeenv.MustGetLock(t, b.Client, ns, "c1") == nil {
-		t.Fatalf("release answered y after the holder came back: %d writes\nstdout:\n%s\nstderr:\n%s", c.Writes(), r.Out, r.Err)
-	}
+	r := b.run(t, invocation{in: in, counter: &c}, "release", "c1", "-n", ns).ExpectCode(t, cli.ExitError)
+	r.ErrHas(t, "changed while you were asked")
+	expectN(t, "writes of the release answered y after the holder came back", c.Writes(), 0)
+	b.expectLock(t, ns, true, r)
 }
 
 // releaseLeavesALockMadeSince: a release ends with the lock it inspected.
@@ -155,15 +141,10 @@ func releaseLeavesALockMadeSince(t *testing.T, b *Backend) {
 			replace := func(ctx context.Context, c client.Client, cm *corev1.ConfigMap) error {
 				return tt.replace(ctx, c, cm, b.getCluster(t, cl), m2)
 			}
-			r := b.run(t, invocation{before: b.interfere(t, "patch", ns, "c1", 1, replace)}, "release", "c1", "-n", ns, "--yes")
-			r.ExpectCode(t, cli.ExitOK)
+			r := b.run(t, invocation{before: b.interfere(t, "patch", ns, "c1", 1, replace)}, "release", "c1", "-n", ns, "--yes").ExpectCode(t, cli.ExitOK)
+			b.expectLock(t, ns, true, r) // m2's, made while the release ran
+			r.OutHas(t, `was replaced while releasing it; the lock that stands now names "m2" and was left alone`)
 			cm := kubeenv.MustGetLock(t, b.Client, ns, "c1")
-			if cm == nil {
-				t.Fatalf("the lock of m2, made while the release ran, was released\nstdout:\n%s\nstderr:\n%s", r.Out, r.Err)
-			}
-			if want := `was replaced while releasing it; the lock that stands now names "m2" and was left alone`; !strings.Contains(r.Out, want) {
-				t.Errorf("stdout lacks %q:\n%s", want, r.Out)
-			}
 			if rec, err := wire.DecodeRecord(cm.Data[wire.DataKey]); err != nil || rec.MachineName != "m2" {
 				t.Errorf("lock record %+v, %v; want m2's", rec, err)
 			}
@@ -186,21 +167,14 @@ func releaseStopsForAHolderBack(t *testing.T, b *Backend) {
 		return c.Create(ctx, kubeenv.NewMachine(b.CAPIVersion, ns, "c1", "m1"))
 	}
 	var c kubeenv.Counter
-	r := b.run(t, invocation{counter: &c, before: b.interfere(t, "patch", ns, "c1", 1, restore)}, "release", "c1", "-n", ns, "--yes")
-	r.ExpectCode(t, cli.ExitError)
+	r := b.run(t, invocation{counter: &c, before: b.interfere(t, "patch", ns, "c1", 1, restore)}, "release", "c1", "-n", ns, "--yes").ExpectCode(t, cli.ExitError)
+	b.expectLock(t, ns, true, r) // m1's, restored while the release ran
 	cm := kubeenv.MustGetLock(t, b.Client, ns, "c1")
-	if cm == nil {
-		t.Fatalf("the lock of m1, restored while the release ran, was released\nstdout:\n%s\nstderr:\n%s", r.Out, r.Err)
-	}
 	if _, marked := cm.Annotations[wire.ReleaseAnnotation]; marked {
 		t.Errorf("the release mark was left on the lock: %v", cm.Annotations)
 	}
-	if !strings.Contains(r.Err, "a Machine it names came back while releasing it") || !strings.Contains(r.Err, "machine m1, which it names, exists") {
-		t.Errorf("stderr:\n%s", r.Err)
-	}
-	if got := c.Writes(); got != 2 {
-		t.Errorf("writes = %d, want 2 (the mark, then its removal)", got)
-	}
+	r.ErrHas(t, "a Machine it names came back while releasing it", "machine m1, which it names, exists")
+	expectN(t, "writes (the mark, then its removal)", c.Writes(), 2)
 }
 
 // repairConfirmsAfterTheAnswer: repair plans the release of a gone
@@ -214,10 +188,8 @@ func repairConfirmsAfterTheAnswer(t *testing.T, b *Backend) {
 	b.newLock(t, ns, "c1", "m0", cl)
 	in := &answerAfter{before: func() { b.newMachine(t, ns, "c1", "m0", nil) }, answer: strings.NewReader("y\n")}
 	var c kubeenv.Counter
-	r := b.run(t, invocation{in: in, clock: pastGrace(), counter: &c}, "repair", "-n", ns)
-	r.ExpectCode(t, cli.ExitOK)
-	if !strings.Contains(r.Out, "the Cluster or its Machines had changed; now healthy, nothing to do") || c.Writes() != 0 ||
-		kubeenv.MustGetLock(t, b.Client, ns, "c1") == nil {
-		t.Fatalf("repair answered y after the holder came back: %d writes\nstdout:\n%s\nstderr:\n%s", c.Writes(), r.Out, r.Err)
-	}
+	r := b.run(t, invocation{in: in, clock: pastGrace(), counter: &c}, "repair", "-n", ns).ExpectCode(t, cli.ExitOK)
+	r.OutHas(t, "the Cluster or its Machines had changed; now healthy, nothing to do")
+	expectN(t, "writes of the repair answered y after the holder came back", c.Writes(), 0)
+	b.expectLock(t, ns, true, r)
 }

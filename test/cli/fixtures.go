@@ -1,6 +1,7 @@
 package clisuite
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,8 +16,6 @@ import (
 // the upstream bootstrap provider make them.
 
 type clusterOpt func(*unstructured.Unstructured)
-
-func paused(u *unstructured.Unstructured) { u.Object["spec"].(map[string]any)["paused"] = true }
 
 func (b *Backend) newCluster(t *testing.T, ns, name string, initialised bool, opts ...clusterOpt) *unstructured.Unstructured {
 	t.Helper()
@@ -44,6 +43,29 @@ func (b *Backend) newMachine(t *testing.T, ns, cluster, name string, annotations
 		t.Fatalf("creating machine %s/%s: %v", ns, name, err)
 	}
 	return u
+}
+
+// holderOf names the Machine of Cluster name that held writes: m1 of c1,
+// m-x of c-x.
+func holderOf(name string) string { return "m" + strings.TrimPrefix(name, "c") }
+
+// held makes Cluster name with opts, initialised or not, its Machine
+// (holderOf) and the lock that Machine holds, owned by the Cluster.
+func (b *Backend) held(t *testing.T, ns, name string, initialised bool, opts ...clusterOpt) *unstructured.Unstructured {
+	t.Helper()
+	cl := b.newCluster(t, ns, name, initialised, opts...)
+	b.newMachine(t, ns, name, holderOf(name), nil)
+	b.newLock(t, ns, name, holderOf(name), cl)
+	return cl
+}
+
+// unowned makes what held makes, but the lock has lost its ownerReference
+// (as after a restore) and the Cluster is not initialised.
+func (b *Backend) unowned(t *testing.T, ns, name string, opts ...clusterOpt) {
+	t.Helper()
+	b.newCluster(t, ns, name, false, opts...)
+	b.newMachine(t, ns, name, holderOf(name), nil)
+	b.newLock(t, ns, name, holderOf(name), nil)
 }
 
 func ownerRef(cluster *unstructured.Unstructured) metav1.OwnerReference {
@@ -85,4 +107,13 @@ func (b *Backend) resourceVersions(t *testing.T, ns string) map[string]string {
 		out[cm.Name] = cm.ResourceVersion
 	}
 	return out
+}
+
+// expectLock fails t unless the lock of Cluster c1 of ns exists, or not,
+// as exists says, after the command that printed r.
+func (b *Backend) expectLock(t *testing.T, ns string, exists bool, r Result) {
+	t.Helper()
+	if got := kubeenv.MustGetLock(t, b.Client, ns, "c1") != nil; got != exists {
+		t.Fatalf("lock of c1 exists: %t, want %t\nstdout:\n%s\nstderr:\n%s", got, exists, r.Out, r.Err)
+	}
 }

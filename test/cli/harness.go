@@ -84,19 +84,47 @@ func (b *Backend) run(t *testing.T, inv invocation, args ...string) Result {
 	return Execute(t, opts, args...)
 }
 
-// ExpectCode fails t unless the command exited with code.
-func (r Result) ExpectCode(t *testing.T, code int) {
+// ExpectCode fails t unless the command exited with code, and returns r.
+func (r Result) ExpectCode(t *testing.T, code int) Result {
 	t.Helper()
 	if r.Code != code {
 		t.Fatalf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", r.Code, code, r.Out, r.Err)
+	}
+	return r
+}
+
+// OutHas reports each of want that stdout does not contain.
+func (r Result) OutHas(t *testing.T, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(r.Out, w) {
+			t.Errorf("stdout lacks %q:\n%s\nstderr:\n%s", w, r.Out, r.Err)
+		}
+	}
+}
+
+// ErrHas reports each of want that stderr does not contain.
+func (r Result) ErrHas(t *testing.T, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(r.Err, w) {
+			t.Errorf("stderr lacks %q:\n%s\nstdout:\n%s", w, r.Err, r.Out)
+		}
+	}
+}
+
+// expectN reports unless got, the number of what, is want.
+func expectN(t *testing.T, what string, got, want int) {
+	t.Helper()
+	if got != want {
+		t.Errorf("%s = %d, want %d", what, got, want)
 	}
 }
 
 // listJSON runs list -o json in ns and decodes it.
 func (b *Backend) listJSON(t *testing.T, ns string, extra ...string) cli.LockList {
 	t.Helper()
-	r := b.run(t, invocation{}, append([]string{"list", "-n", ns, "-o", "json"}, extra...)...)
-	r.ExpectCode(t, 0)
+	r := b.run(t, invocation{}, append([]string{"list", "-n", ns, "-o", "json"}, extra...)...).ExpectCode(t, 0)
 	var l cli.LockList
 	if err := json.Unmarshal([]byte(r.Out), &l); err != nil {
 		t.Fatalf("decoding list output: %v\n%s", err, r.Out)

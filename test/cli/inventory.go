@@ -18,9 +18,7 @@ import (
 func Gather(t *testing.T, b *Backend) {
 	ctx := t.Context()
 	ns := b.Namespace(t)
-	healthy := b.newCluster(t, ns, "c-healthy", false)
-	b.newMachine(t, ns, "c-healthy", "m1", nil)
-	b.newLock(t, ns, "c-healthy", "m1", healthy)
+	b.held(t, ns, "c-healthy", false)
 	initialised := b.newCluster(t, ns, "c-init", true)
 	b.newLock(t, ns, "c-init", "m-gone", initialised)
 	b.newCluster(t, ns, "c-foreign", false)

@@ -43,9 +43,7 @@ func (b *Backend) fleet(t *testing.T, ns string) {
 
 	b.newCluster(t, ns, "c-free", false)
 
-	healthy := b.newCluster(t, ns, "c-healthy", false)
-	b.newMachine(t, ns, "c-healthy", "m-healthy", nil)
-	b.newLock(t, ns, "c-healthy", "m-healthy", healthy)
+	healthy := b.held(t, ns, "c-healthy", false)
 
 	held := b.newCluster(t, ns, "c-held", false)
 	b.newMachine(t, ns, "c-held", "m-held", nil)
@@ -68,9 +66,7 @@ func (b *Backend) fleet(t *testing.T, ns string) {
 		_ = b.Client.Patch(context.WithoutCancel(t.Context()), heldLock, client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`)))
 	})
 
-	initialised := b.newCluster(t, ns, "c-init", true)
-	b.newMachine(t, ns, "c-init", "m-init", nil)
-	b.newLock(t, ns, "c-init", "m-init", initialised)
+	b.held(t, ns, "c-init", true)
 
 	b.newCluster(t, ns, "c-lost", false, func(u *unstructured.Unstructured) {
 		u.SetAnnotations(map[string]string{wire.GrantAnnotation: `{"machineName":"m-lost","acquiredAt":"2026-01-01T00:00:00Z"}`})
@@ -79,16 +75,12 @@ func (b *Backend) fleet(t *testing.T, ns string) {
 
 	b.newLock(t, ns, "c-orphan", "m-orphan", nil)
 
-	b.newCluster(t, ns, "c-paused", false, paused)
-	b.newMachine(t, ns, "c-paused", "m-paused", nil)
-	b.newLock(t, ns, "c-paused", "m-paused", nil)
+	b.unowned(t, ns, "c-paused", kubeenv.Paused)
 
 	stale := b.newCluster(t, ns, "c-stale", false)
 	b.newLock(t, ns, "c-stale", "m-gone", stale)
 
-	b.newCluster(t, ns, "c-unowned", false)
-	b.newMachine(t, ns, "c-unowned", "m-unowned", nil)
-	b.newLock(t, ns, "c-unowned", "m-unowned", nil)
+	b.unowned(t, ns, "c-unowned")
 
 	b.newCluster(t, ns, "c-wrong", false)
 	b.newMachine(t, ns, "c-wrong", "m-wrong", nil)
@@ -108,23 +100,18 @@ func listGolden(t *testing.T, b *Backend) {
 
 	for _, tc := range []struct {
 		name string
+		code int
 		args []string
 	}{
-		{"list-table.golden", []string{"list", "-n", ns}},
-		{"list-show-free.golden", []string{"list", "-n", ns, "--show-free"}},
-		{"list-wide.golden", []string{"list", "-n", ns, "-o", "wide"}},
-		{"list-json.golden", []string{"list", "-n", ns, "-o", "json"}},
-		{"list-yaml.golden", []string{"list", "-n", ns, "-o", "yaml"}},
-		{"repair-dry-run.golden", []string{"repair", "-n", ns, "--dry-run=client"}},
+		{"list-table.golden", 0, []string{"list", "-n", ns}},
+		{"list-show-free.golden", 0, []string{"list", "-n", ns, "--show-free"}},
+		{"list-wide.golden", 0, []string{"list", "-n", ns, "-o", "wide"}},
+		{"list-json.golden", 0, []string{"list", "-n", ns, "-o", "json"}},
+		{"list-yaml.golden", 0, []string{"list", "-n", ns, "-o", "yaml"}},
+		{"repair-dry-run.golden", 2, []string{"repair", "-n", ns, "--dry-run=client"}}, // corrupt and foreign
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := b.run(t, inv, tc.args...)
-			want := 0
-			if tc.args[0] == "repair" {
-				want = 2 // corrupt and foreign
-			}
-			r.ExpectCode(t, want)
-			Golden(t, tc.name, mask(r.Out))
+			Golden(t, tc.name, mask(b.run(t, inv, tc.args...).ExpectCode(t, tc.code).Out))
 		})
 	}
 }
@@ -143,13 +130,11 @@ func listColourOnlyOnTerminal(t *testing.T, b *Backend) {
 	ns := b.Namespace(t)
 	b.fleet(t, ns)
 	clk := farFuture()
-	plain := b.run(t, invocation{clock: clk}, "list", "-n", ns)
-	plain.ExpectCode(t, 0)
+	plain := b.run(t, invocation{clock: clk}, "list", "-n", ns).ExpectCode(t, 0)
 	if ansi.MatchString(plain.Out) {
 		t.Fatalf("colour in output that is not a terminal:\n%q", plain.Out)
 	}
-	coloured := b.run(t, invocation{clock: clk, terminal: true}, "list", "-n", ns)
-	coloured.ExpectCode(t, 0)
+	coloured := b.run(t, invocation{clock: clk, terminal: true}, "list", "-n", ns).ExpectCode(t, 0)
 	if !strings.Contains(coloured.Out, "\x1b[32mhealthy\x1b[0m") || !strings.Contains(coloured.Out, "\x1b[31mcorrupt\x1b[0m") {
 		t.Fatalf("no colour on a terminal:\n%q", coloured.Out)
 	}
@@ -170,76 +155,41 @@ func listRequestsDoNotGrowWithTheFleet(t *testing.T, b *Backend) {
 	ns := b.Namespace(t)
 	b.fleet(t, ns)
 	var c kubeenv.Counter
-	r := b.run(t, invocation{counter: &c}, "list", "-n", ns)
-	r.ExpectCode(t, 0)
-	if got := c.Count("list"); got != 4 {
-		t.Errorf("lists = %d, want 4", got)
-	}
-	if got := c.Writes(); got != 0 {
-		t.Errorf("writes = %d, want 0", got)
-	}
+	b.run(t, invocation{counter: &c}, "list", "-n", ns).ExpectCode(t, 0)
+	expectN(t, "lists", c.Count("list"), 4)
+	expectN(t, "writes", c.Writes(), 0)
 	// One GET for c-foreign-lock, the others for discovery.
 	gets := c.Count("get")
 
 	for i := range 10 {
-		name := "c-more-" + string(rune('a'+i))
-		cl := b.newCluster(t, ns, name, false)
-		b.newMachine(t, ns, name, "m-"+name, nil)
-		b.newLock(t, ns, name, "m-"+name, cl)
+		b.held(t, ns, "c-more-"+string(rune('a'+i)), false)
 	}
 	c.Reset()
-	r = b.run(t, invocation{counter: &c}, "list", "-n", ns)
-	r.ExpectCode(t, 0)
-	if got := c.Count("list"); got != 4 {
-		t.Errorf("lists with 10 more clusters = %d, want 4", got)
-	}
-	if got := c.Count("get"); got != gets {
-		t.Errorf("gets with 10 more clusters = %d, want %d as before", got, gets)
-	}
+	b.run(t, invocation{counter: &c}, "list", "-n", ns).ExpectCode(t, 0)
+	expectN(t, "lists with 10 more clusters", c.Count("list"), 4)
+	expectN(t, "gets with 10 more clusters, as before", c.Count("get"), gets)
 }
 
 // Without a Cluster lacking its labelled lock, the ConfigMap metadata list
 // is skipped.
 func listSkipsForeignSearchWhenEveryClusterHasItsLock(t *testing.T, b *Backend) {
 	ns := b.Namespace(t)
-	cl := b.newCluster(t, ns, "c1", false)
-	b.newMachine(t, ns, "c1", "m1", nil)
-	b.newLock(t, ns, "c1", "m1", cl)
+	b.held(t, ns, "c1", false)
 	var c kubeenv.Counter
-	r := b.run(t, invocation{counter: &c}, "list", "-n", ns)
-	r.ExpectCode(t, 0)
-	if got := c.Count("list"); got != 3 {
-		t.Errorf("lists = %d, want 3", got)
-	}
+	b.run(t, invocation{counter: &c}, "list", "-n", ns).ExpectCode(t, 0)
+	expectN(t, "lists", c.Count("list"), 3)
 }
 
 func listAllNamespacesAndEmpty(t *testing.T, b *Backend) {
 	ns1, ns2, empty := b.Namespace(t), b.Namespace(t), b.Namespace(t)
 	for _, ns := range []string{ns1, ns2} {
-		cl := b.newCluster(t, ns, "c1", false)
-		b.newMachine(t, ns, "c1", "m1", nil)
-		b.newLock(t, ns, "c1", "m1", cl)
+		b.held(t, ns, "c1", false)
 	}
-	r := b.run(t, invocation{}, "list", "-A", "-o", "json")
-	r.ExpectCode(t, 0)
-	for _, ns := range []string{ns1, ns2} {
-		if !strings.Contains(r.Out, `"namespace": "`+ns+`"`) {
-			t.Errorf("list -A misses namespace %s:\n%s", ns, r.Out)
-		}
-	}
-	r = b.run(t, invocation{}, "list", "-n", empty)
-	r.ExpectCode(t, 0)
+	b.run(t, invocation{}, "list", "-A", "-o", "json").ExpectCode(t, 0).OutHas(t, `"namespace": "`+ns1+`"`, `"namespace": "`+ns2+`"`)
+	r := b.run(t, invocation{}, "list", "-n", empty).ExpectCode(t, 0)
 	if r.Out != "" || !strings.Contains(r.Err, "No init locks found") {
 		t.Errorf("empty namespace: stdout %q, stderr %q", r.Out, r.Err)
 	}
-	r = b.run(t, invocation{}, "list", "-n", empty, "-o", "json")
-	r.ExpectCode(t, 0)
-	if !strings.Contains(r.Out, `"items": []`) {
-		t.Errorf("empty JSON list has no empty items:\n%s", r.Out)
-	}
-	r = b.run(t, invocation{}, "list", "-n", empty, "-o", "xml")
-	r.ExpectCode(t, 1)
-	if !strings.Contains(r.Err, `unknown output format "xml"`) {
-		t.Errorf("bad -o: %s", r.Err)
-	}
+	b.run(t, invocation{}, "list", "-n", empty, "-o", "json").ExpectCode(t, 0).OutHas(t, `"items": []`)
+	b.run(t, invocation{}, "list", "-n", empty, "-o", "xml").ExpectCode(t, 1).ErrHas(t, `unknown output format "xml"`)
 }

@@ -54,53 +54,28 @@ func releaseRefusesWhileInitMayRunThenForce(t *testing.T, b *Backend) {
 	}
 
 	var c kubeenv.Counter
-	r := b.run(t, invocation{counter: &c}, "release", "c1", "-n", ns)
-	r.ExpectCode(t, cli.ExitError)
-	for _, want := range []string{
-		`namespace "` + ns + `": configmap "c1-lock": refusing to release: machine "m1" holds it and the control plane of cluster "c1" is not initialised`,
-		"--force",
-	} {
-		if !strings.Contains(r.Err, want) {
-			t.Errorf("stderr lacks %q:\n%s", want, r.Err)
-		}
-	}
-	if c.Writes() != 0 || kubeenv.MustGetLock(t, b.Client, ns, "c1") == nil {
-		t.Fatalf("refused release wrote %d times", c.Writes())
-	}
+	r := b.run(t, invocation{counter: &c}, "release", "c1", "-n", ns).ExpectCode(t, cli.ExitError)
+	r.ErrHas(t, `namespace "`+ns+`": configmap "c1-lock": refusing to release: machine "m1" holds it and the control plane of cluster "c1" is not initialised`, "--force")
+	expectN(t, "writes of the refused release", c.Writes(), 0)
+	b.expectLock(t, ns, true, r)
 
 	c.Reset()
-	r = b.run(t, invocation{counter: &c}, "release", "c1", "-n", ns, "--force", "--yes")
-	r.ExpectCode(t, cli.ExitOK)
-	if !strings.Contains(r.Err, "warning: releasing lock") || !strings.Contains(r.Out, `released init lock "c1-lock" of cluster "c1" (holder "m1")`) {
-		t.Errorf("stdout:\n%s\nstderr:\n%s", r.Out, r.Err)
-	}
-	if kubeenv.MustGetLock(t, b.Client, ns, "c1") != nil {
-		t.Fatal("lock still exists")
-	}
+	r = b.run(t, invocation{counter: &c}, "release", "c1", "-n", ns, "--force", "--yes").ExpectCode(t, cli.ExitOK)
+	r.ErrHas(t, "warning: releasing lock")
+	r.OutHas(t, `released init lock "c1-lock" of cluster "c1" (holder "m1")`)
+	b.expectLock(t, ns, false, r)
 	if g := b.grantOf(t, cluster); g != "" {
 		t.Fatalf("grant not withdrawn: %s", g)
 	}
-	if got := c.Writes(); got != 4 {
-		t.Errorf("writes = %d, want 4 (retire the grant, withdraw it, mark the lock for release, delete it)", got)
-	}
+	expectN(t, "writes (retire the grant, withdraw it, mark the lock for release, delete it)", c.Writes(), 4)
 	// Nothing left to release.
-	r = b.run(t, invocation{}, "release", "c1", "-n", ns, "--yes")
-	r.ExpectCode(t, cli.ExitOK)
-	if !strings.Contains(r.Out, "nothing to release") {
-		t.Errorf("stdout: %s", r.Out)
-	}
+	b.run(t, invocation{}, "release", "c1", "-n", ns, "--yes").ExpectCode(t, cli.ExitOK).OutHas(t, "nothing to release")
 }
 
 func releaseAfterInitNeedsNoForce(t *testing.T, b *Backend) {
 	ns := b.Namespace(t)
-	cl := b.newCluster(t, ns, "c1", true)
-	b.newMachine(t, ns, "c1", "m1", nil)
-	b.newLock(t, ns, "c1", "m1", cl)
-	r := b.run(t, invocation{}, "release", "c1", "-n", ns, "--yes")
-	r.ExpectCode(t, cli.ExitOK)
-	if kubeenv.MustGetLock(t, b.Client, ns, "c1") != nil {
-		t.Fatal("lock still exists")
-	}
+	b.held(t, ns, "c1", true)
+	b.expectLock(t, ns, false, b.run(t, invocation{}, "release", "c1", "-n", ns, "--yes").ExpectCode(t, cli.ExitOK))
 }
 
 // A lock lost while its grant stands is recreated for the holder by the
@@ -114,27 +89,19 @@ func releaseLostLockEmptiesTheGrantRegister(t *testing.T, b *Backend) {
 	}
 
 	var c kubeenv.Counter
-	r := b.run(t, invocation{counter: &c}, "release", "c1", "-n", ns, "--yes")
-	r.ExpectCode(t, cli.ExitError)
-	if want := `cluster "c1": refusing to release: its init lock is missing, but its grant register (annotation ` + wire.GrantAnnotation + `) names m1`; !strings.Contains(r.Err, want) {
-		t.Errorf("stderr lacks %q:\n%s", want, r.Err)
-	}
+	b.run(t, invocation{counter: &c}, "release", "c1", "-n", ns, "--yes").ExpectCode(t, cli.ExitError).
+		ErrHas(t, `cluster "c1": refusing to release: its init lock is missing, but its grant register (annotation `+wire.GrantAnnotation+`) names m1`)
 	if c.Writes() != 0 || b.grantOf(t, cluster) != "m1" {
 		t.Fatalf("refused release wrote %d times; register names %q", c.Writes(), b.grantOf(t, cluster))
 	}
 
 	c.Reset()
-	r = b.run(t, invocation{counter: &c}, "release", "c1", "-n", ns, "--force", "--yes")
-	r.ExpectCode(t, cli.ExitOK)
-	if !strings.Contains(r.Out, `cluster "c1" has no init lock; emptied its grant register, which named m1`) {
-		t.Errorf("stdout: %s", r.Out)
-	}
+	b.run(t, invocation{counter: &c}, "release", "c1", "-n", ns, "--force", "--yes").ExpectCode(t, cli.ExitOK).
+		OutHas(t, `cluster "c1" has no init lock; emptied its grant register, which named m1`)
 	if g := b.grantOf(t, cluster); g != "" {
 		t.Fatalf("grant register still names %s", g)
 	}
-	if got := c.Writes(); got != 2 {
-		t.Errorf("writes = %d, want 2 (retire the grant, then withdraw it)", got)
-	}
+	expectN(t, "writes (retire the grant, then withdraw it)", c.Writes(), 2)
 	m2 := b.newMachine(t, ns, "c1", "m2", nil)
 	if res, err := initlock.New(b.Client).Lock(ctx, b.getCluster(t, cluster), m2); err != nil || !res.Acquired {
 		t.Fatalf("Lock(m2) after the release: %+v, %v; want acquired", res, err)
@@ -146,20 +113,14 @@ func releaseOrphanAndStaleHolder(t *testing.T, b *Backend) {
 		ns := b.Namespace(t)
 		b.newMachine(t, ns, "c1", "m1", nil)
 		b.newLock(t, ns, "c1", "m1", nil)
-		r := b.run(t, invocation{}, "release", "c1", "-n", ns, "--yes")
-		r.ExpectCode(t, cli.ExitError)
-		if !strings.Contains(r.Err, `cluster "c1" does not exist (a restore may still be bringing it back)`) {
-			t.Errorf("stderr: %s", r.Err)
-		}
+		b.run(t, invocation{}, "release", "c1", "-n", ns, "--yes").ExpectCode(t, cli.ExitError).
+			ErrHas(t, `cluster "c1" does not exist (a restore may still be bringing it back)`)
 	})
 	t.Run("holder gone", func(t *testing.T) {
 		ns := b.Namespace(t)
 		cl := b.newCluster(t, ns, "c1", false)
 		b.newLock(t, ns, "c1", "m-gone", cl)
-		b.run(t, invocation{}, "release", "c1", "-n", ns, "--yes").ExpectCode(t, cli.ExitOK)
-		if kubeenv.MustGetLock(t, b.Client, ns, "c1") != nil {
-			t.Fatal("lock still exists")
-		}
+		b.expectLock(t, ns, false, b.run(t, invocation{}, "release", "c1", "-n", ns, "--yes").ExpectCode(t, cli.ExitOK))
 	})
 }
 
@@ -167,16 +128,8 @@ func releaseCorrupt(t *testing.T, b *Backend) {
 	ns := b.Namespace(t)
 	cl := b.newCluster(t, ns, "c1", false)
 	b.newConfigMap(t, ns, "c1-lock", map[string]string{wire.ClusterNameLabel: "c1"}, map[string]string{wire.DataKey: "{"}, cl)
-	r := b.run(t, invocation{}, "release", "c1", "-n", ns, "--yes")
-	r.ExpectCode(t, cli.ExitError)
-	if !strings.Contains(r.Err, "so its holder is unknown") {
-		t.Errorf("stderr: %s", r.Err)
-	}
-	r = b.run(t, invocation{}, "release", "c1", "-n", ns, "--force", "--yes")
-	r.ExpectCode(t, cli.ExitOK)
-	if kubeenv.MustGetLock(t, b.Client, ns, "c1") != nil {
-		t.Fatal("corrupt lock still exists")
-	}
+	b.run(t, invocation{}, "release", "c1", "-n", ns, "--yes").ExpectCode(t, cli.ExitError).ErrHas(t, "so its holder is unknown")
+	b.expectLock(t, ns, false, b.run(t, invocation{}, "release", "c1", "-n", ns, "--force", "--yes").ExpectCode(t, cli.ExitOK))
 }
 
 func releaseRefusesForeignConfigMapEvenWithForce(t *testing.T, b *Backend) {
@@ -186,29 +139,15 @@ func releaseRefusesForeignConfigMapEvenWithForce(t *testing.T, b *Backend) {
 	want := `error: namespace "` + ns + `": configmap "c1-lock" is not an init lock (no lock-information key); refusing to touch it`
 	for _, args := range [][]string{{"release", "c1", "-n", ns}, {"release", "c1", "-n", ns, "--force"}} {
 		var c kubeenv.Counter
-		r := b.run(t, invocation{counter: &c}, args...)
-		r.ExpectCode(t, cli.ExitError)
-		if !strings.HasPrefix(r.Err, want) {
+		if r := b.run(t, invocation{counter: &c}, args...).ExpectCode(t, cli.ExitError); !strings.HasPrefix(r.Err, want) {
 			t.Errorf("stderr:\n%s\nwant prefix:\n%s", r.Err, want)
 		}
-		if c.Writes() != 0 {
-			t.Errorf("%v wrote %d times", args, c.Writes())
-		}
+		expectN(t, strings.Join(args, " ")+": writes", c.Writes(), 0)
 	}
-	if kubeenv.MustGetLock(t, b.Client, ns, "c1") == nil {
-		t.Fatal("foreign configmap was deleted")
-	}
+	b.expectLock(t, ns, true, Result{})
 }
 
 func releaseArguments(t *testing.T, b *Backend) {
-	r := b.run(t, invocation{}, "release")
-	r.ExpectCode(t, cli.ExitError)
-	if !strings.Contains(r.Err, "accepts 1 arg(s), received 0") {
-		t.Errorf("stderr: %s", r.Err)
-	}
-	r = b.run(t, invocation{}, "release", "Not_A_Name", "-n", "default")
-	r.ExpectCode(t, cli.ExitError)
-	if !strings.Contains(r.Err, `cluster "Not_A_Name"`) {
-		t.Errorf("stderr: %s", r.Err)
-	}
+	b.run(t, invocation{}, "release").ExpectCode(t, cli.ExitError).ErrHas(t, "accepts 1 arg(s), received 0")
+	b.run(t, invocation{}, "release", "Not_A_Name", "-n", "default").ExpectCode(t, cli.ExitError).ErrHas(t, `cluster "Not_A_Name"`)
 }

@@ -24,24 +24,15 @@ func repairDryRunChangesNothing(t *testing.T, b *Backend) {
 	before := b.resourceVersions(t, ns)
 	for _, flag := range []string{"--dry-run", "--dry-run=client"} {
 		var c kubeenv.Counter
-		r := b.run(t, invocation{clock: pastGrace(), counter: &c}, "repair", "-n", ns, flag, "--yes")
-		r.ExpectCode(t, cli.ExitNeedsHuman)
-		if !strings.Contains(r.Out, "Dry run: nothing was changed.") || !strings.Contains(r.Out, "Planned changes (5)") {
-			t.Errorf("%s output:\n%s", flag, r.Out)
-		}
-		if got := c.Writes(); got != 0 {
-			t.Errorf("%s made %d writes", flag, got)
-		}
+		b.run(t, invocation{clock: pastGrace(), counter: &c}, "repair", "-n", ns, flag, "--yes").ExpectCode(t, cli.ExitNeedsHuman).
+			OutHas(t, "Dry run: nothing was changed.", "Planned changes (5)")
+		expectN(t, flag+": writes", c.Writes(), 0)
 	}
 	after := b.resourceVersions(t, ns)
 	if fmt.Sprint(before) != fmt.Sprint(after) {
 		t.Errorf("resourceVersions changed:\nbefore %v\nafter  %v", before, after)
 	}
-	r := b.run(t, invocation{}, "repair", "-n", ns, "--dry-run=server")
-	r.ExpectCode(t, cli.ExitError)
-	if !strings.Contains(r.Err, "--dry-run=server is not supported") {
-		t.Errorf("stderr: %s", r.Err)
-	}
+	b.run(t, invocation{}, "repair", "-n", ns, "--dry-run=server").ExpectCode(t, cli.ExitError).ErrHas(t, "--dry-run=server is not supported")
 }
 
 // repair applies every planned change with one write each, leaves what
@@ -50,20 +41,10 @@ func repairFleet(t *testing.T, b *Backend) {
 	ns := b.Namespace(t)
 	b.fleet(t, ns)
 	var c kubeenv.Counter
-	r := b.run(t, invocation{clock: pastGrace(), counter: &c}, "repair", "-n", ns, "--yes")
-	r.ExpectCode(t, cli.ExitNeedsHuman)
-	if got := c.Writes(); got != 7 {
-		t.Errorf("writes = %d, want 7 (2 adopt, 2 releases of a release mark and a delete each, 1 orphan's mark)", got)
-	}
-	for _, want := range []string{
-		"Done: 2 adopted, 2 released, 1 marked; 0 failed.",
-		"2 locks need a person",
-		"Marked orphan locks are collected by a repair run 10m0s or more from now",
-	} {
-		if !strings.Contains(r.Out, want) {
-			t.Errorf("output lacks %q:\n%s", want, r.Out)
-		}
-	}
+	r := b.run(t, invocation{clock: pastGrace(), counter: &c}, "repair", "-n", ns, "--yes").ExpectCode(t, cli.ExitNeedsHuman)
+	expectN(t, "writes (2 adopt, 2 releases of a release mark and a delete each, 1 orphan's mark)", c.Writes(), 7)
+	r.OutHas(t, "Done: 2 adopted, 2 released, 1 marked; 0 failed.", "2 locks need a person",
+		"Marked orphan locks are collected by a repair run 10m0s or more from now")
 	got := byCluster(b.listJSON(t, ns))
 	want := map[string]string{
 		"c-corrupt": "corrupt", "c-foreign": "foreign", "c-healthy": "healthy", "c-lost": "lost",
@@ -85,11 +66,8 @@ func repairFleet(t *testing.T, b *Backend) {
 	// Run again at once: the orphan waits for its grace period, the rest is
 	// done or needs a person.
 	c.Reset()
-	r = b.run(t, invocation{counter: &c}, "repair", "-n", ns, "--yes")
-	r.ExpectCode(t, cli.ExitNeedsHuman)
-	if c.Writes() != 0 {
-		t.Errorf("second repair made %d writes:\n%s", c.Writes(), r.Out)
-	}
+	b.run(t, invocation{counter: &c}, "repair", "-n", ns, "--yes").ExpectCode(t, cli.ExitNeedsHuman)
+	expectN(t, "writes of the second repair", c.Writes(), 0)
 }
 
 // An orphan lock is marked by a first repair and collected by one run after
@@ -100,28 +78,23 @@ func repairCollectsOrphanAfterGrace(t *testing.T, b *Backend) {
 	clk := testingclock.NewFakePassiveClock(time.Now())
 	inv := invocation{clock: clk}
 
-	r := b.run(t, inv, "repair", "-n", ns, "--orphan-grace=10m", "--yes")
-	r.ExpectCode(t, cli.ExitOK)
-	if !strings.Contains(r.Out, "mark-orphan") || !strings.Contains(r.Out, "marked") {
-		t.Fatalf("first repair:\n%s", r.Out)
+	repair := func() Result {
+		return b.run(t, inv, "repair", "-n", ns, "--orphan-grace=10m", "--yes").ExpectCode(t, cli.ExitOK)
 	}
+	repair().OutHas(t, "mark-orphan", "marked")
 	if kubeenv.MustGetLock(t, b.Client, ns, "c1").Annotations[wire.ClusterAbsentAnnotation] == "" {
 		t.Fatal("lock not marked")
 	}
 
 	clk.SetTime(clk.Now().Add(5 * time.Minute))
-	r = b.run(t, inv, "repair", "-n", ns, "--orphan-grace=10m", "--yes")
-	r.ExpectCode(t, cli.ExitOK)
-	if !strings.Contains(r.Out, "Left as they are for now (1)") || kubeenv.MustGetLock(t, b.Client, ns, "c1") == nil {
-		t.Fatalf("repair within the grace period:\n%s", r.Out)
-	}
+	r := repair()
+	r.OutHas(t, "Left as they are for now (1)")
+	b.expectLock(t, ns, true, r)
 
 	clk.SetTime(clk.Now().Add(6 * time.Minute))
-	r = b.run(t, inv, "repair", "-n", ns, "--orphan-grace=10m", "--yes")
-	r.ExpectCode(t, cli.ExitOK)
-	if !strings.Contains(r.Out, "collected") || kubeenv.MustGetLock(t, b.Client, ns, "c1") != nil {
-		t.Fatalf("repair after the grace period:\n%s", r.Out)
-	}
+	r = repair()
+	r.OutHas(t, "collected")
+	b.expectLock(t, ns, false, r)
 }
 
 // repair never deletes a lock whose holder exists while the control plane is
@@ -171,12 +144,9 @@ func repairNeverDeletesLockOfRunningInit(t *testing.T, b *Backend) {
 			// Three rounds, each a grace period apart, so that every
 			// two-step action would have had its chance.
 			for range 3 {
-				r := b.run(t, invocation{clock: clk}, append([]string{"repair", "-n", ns, "--yes"}, tc.args...)...)
-				r.ExpectCode(t, cli.ExitOK)
+				r := b.run(t, invocation{clock: clk}, append([]string{"repair", "-n", ns, "--yes"}, tc.args...)...).ExpectCode(t, cli.ExitOK)
+				b.expectLock(t, ns, true, r) // of a running init
 				cm := kubeenv.MustGetLock(t, b.Client, ns, "c1")
-				if cm == nil {
-					t.Fatalf("the lock of a running init was deleted:\n%s", r.Out)
-				}
 				if rec, err := wire.DecodeRecord(cm.Data[wire.DataKey]); err != nil || rec.MachineName != "m1" {
 					t.Fatalf("lock record changed: %q (%v)", cm.Data[wire.DataKey], err)
 				}
@@ -218,15 +188,10 @@ func touch(ctx context.Context, c client.Client, cm *corev1.ConfigMap) error {
 func repairRetriesAfterConflict(t *testing.T, b *Backend) {
 	t.Run("changed", func(t *testing.T) {
 		ns := b.Namespace(t)
-		b.newCluster(t, ns, "c1", false)
-		b.newMachine(t, ns, "c1", "m1", nil)
-		b.newLock(t, ns, "c1", "m1", nil)
+		b.unowned(t, ns, "c1")
 		var c kubeenv.Counter
-		r := b.run(t, invocation{counter: &c, before: b.interfere(t, "patch", ns, "c1", 1, touch)}, "repair", "-n", ns, "--yes")
-		r.ExpectCode(t, cli.ExitOK)
-		if got := c.Count("patch"); got != 2 {
-			t.Errorf("patches = %d, want 2 (a conflict, then the adoption)", got)
-		}
+		b.run(t, invocation{counter: &c, before: b.interfere(t, "patch", ns, "c1", 1, touch)}, "repair", "-n", ns, "--yes").ExpectCode(t, cli.ExitOK)
+		expectN(t, "patches (a conflict, then the adoption)", c.Count("patch"), 2)
 		if got := byCluster(b.listJSON(t, ns))["c1"]; got.Verdict != "healthy" {
 			t.Errorf("after repair: %+v", got)
 		}
@@ -240,61 +205,40 @@ func repairRetriesAfterConflict(t *testing.T, b *Backend) {
 			// Another release's delete of the lock repair has marked.
 			return c.Delete(ctx, cm, client.Preconditions{UID: &cm.UID, ResourceVersion: &cm.ResourceVersion})
 		}
-		r := b.run(t, invocation{counter: &c, before: b.interfere(t, "delete", ns, "c1", 1, del)}, "repair", "-n", ns, "--yes")
-		r.ExpectCode(t, cli.ExitOK)
-		if !strings.Contains(r.Out, "now free, nothing to do") {
-			t.Errorf("output:\n%s", r.Out)
-		}
+		b.run(t, invocation{counter: &c, before: b.interfere(t, "delete", ns, "c1", 1, del)}, "repair", "-n", ns, "--yes").ExpectCode(t, cli.ExitOK).
+			OutHas(t, "now free, nothing to do")
 	})
 	t.Run("keeps changing", func(t *testing.T) {
 		ns := b.Namespace(t)
-		b.newCluster(t, ns, "c1", false)
-		b.newMachine(t, ns, "c1", "m1", nil)
-		b.newLock(t, ns, "c1", "m1", nil)
+		b.unowned(t, ns, "c1")
 		var c kubeenv.Counter
-		r := b.run(t, invocation{counter: &c, before: b.interfere(t, "patch", ns, "c1", 100, touch)}, "repair", "-n", ns, "--yes")
-		r.ExpectCode(t, cli.ExitError)
-		if got := c.Count("patch"); got != 5 {
-			t.Errorf("patches = %d, want 5 (bounded)", got)
-		}
-		if !strings.Contains(r.Err, `configmap "c1-lock": adopt: the lock changed 5 times in a row`) {
-			t.Errorf("stderr: %s", r.Err)
-		}
+		b.run(t, invocation{counter: &c, before: b.interfere(t, "patch", ns, "c1", 100, touch)}, "repair", "-n", ns, "--yes").ExpectCode(t, cli.ExitError).
+			ErrHas(t, `configmap "c1-lock": adopt: the lock changed 5 times in a row`)
+		expectN(t, "patches (bounded)", c.Count("patch"), 5)
 	})
 }
 
 func repairConfirmationAndProgressOnTerminal(t *testing.T, b *Backend) {
 	setup := func(t *testing.T) string {
 		ns := b.Namespace(t)
-		b.newCluster(t, ns, "c1", false)
-		b.newMachine(t, ns, "c1", "m1", nil)
-		b.newLock(t, ns, "c1", "m1", nil)
+		b.unowned(t, ns, "c1")
 		return ns
 	}
 	t.Run("declined", func(t *testing.T) {
 		ns := setup(t)
 		var c kubeenv.Counter
-		r := b.run(t, invocation{terminal: true, stdin: "n\n", counter: &c}, "repair", "-n", ns)
-		r.ExpectCode(t, cli.ExitError)
-		if !strings.Contains(r.Err, "Apply 1 change? [y/N]: ") || !strings.Contains(r.Err, "repair aborted; nothing was changed") {
-			t.Errorf("stdout:\n%s\nstderr:\n%s", r.Out, r.Err)
-		}
-		if c.Writes() != 0 {
-			t.Errorf("declined repair made %d writes", c.Writes())
-		}
+		b.run(t, invocation{terminal: true, stdin: "n\n", counter: &c}, "repair", "-n", ns).ExpectCode(t, cli.ExitError).
+			ErrHas(t, "Apply 1 change? [y/N]: ", "repair aborted; nothing was changed")
+		expectN(t, "writes of the declined repair", c.Writes(), 0)
 	})
 	t.Run("accepted with progress bar", func(t *testing.T) {
 		ns := setup(t)
-		r := b.run(t, invocation{terminal: true, stdin: "yes\n", progressThreshold: 1}, "repair", "-n", ns)
-		r.ExpectCode(t, cli.ExitOK)
-		if !strings.Contains(r.Err, "\rrepairing [..............................] 0/1") || !strings.Contains(r.Err, "\rrepairing [##############################] 1/1") {
-			t.Errorf("no progress bar on stderr: %q", r.Err)
-		}
+		b.run(t, invocation{terminal: true, stdin: "yes\n", progressThreshold: 1}, "repair", "-n", ns).ExpectCode(t, cli.ExitOK).
+			ErrHas(t, "\rrepairing [..............................] 0/1", "\rrepairing [##############################] 1/1")
 	})
 	t.Run("--yes does not ask", func(t *testing.T) {
 		ns := setup(t)
-		r := b.run(t, invocation{terminal: true}, "repair", "-n", ns, "--yes")
-		r.ExpectCode(t, cli.ExitOK)
+		r := b.run(t, invocation{terminal: true}, "repair", "-n", ns, "--yes").ExpectCode(t, cli.ExitOK)
 		if strings.Contains(r.Out+r.Err, "[y/N]") {
 			t.Errorf("asked despite --yes:\n%s%s", r.Out, r.Err)
 		}
@@ -304,29 +248,20 @@ func repairConfirmationAndProgressOnTerminal(t *testing.T, b *Backend) {
 func repairExitCodes(t *testing.T, b *Backend) {
 	t.Run("healthy", func(t *testing.T) {
 		ns := b.Namespace(t)
-		cl := b.newCluster(t, ns, "c1", false)
-		b.newMachine(t, ns, "c1", "m1", nil)
-		b.newLock(t, ns, "c1", "m1", cl)
+		b.held(t, ns, "c1", false)
 		b.run(t, invocation{}, "repair", "-n", ns, "--yes").ExpectCode(t, cli.ExitOK)
 	})
 	t.Run("corrupt", func(t *testing.T) {
 		ns := b.Namespace(t)
 		cl := b.newCluster(t, ns, "c1", false)
 		b.newConfigMap(t, ns, "c1-lock", map[string]string{wire.ClusterNameLabel: "c1"}, map[string]string{wire.DataKey: `{"machineName":""}`}, cl)
-		r := b.run(t, invocation{}, "repair", "-n", ns, "--yes")
-		r.ExpectCode(t, cli.ExitNeedsHuman)
-		if !strings.Contains(r.Out, "kubectl initlock release c1 -n "+ns+" --force") {
-			t.Errorf("no way out named:\n%s", r.Out)
-		}
+		b.run(t, invocation{}, "repair", "-n", ns, "--yes").ExpectCode(t, cli.ExitNeedsHuman).OutHas(t, "kubectl initlock release c1 -n "+ns+" --force")
 	})
 	t.Run("foreign", func(t *testing.T) {
 		ns := b.Namespace(t)
 		b.newCluster(t, ns, "c1", false)
 		b.newConfigMap(t, ns, "c1-lock", nil, nil, nil)
-		r := b.run(t, invocation{}, "repair", "-n", ns, "--yes")
-		r.ExpectCode(t, cli.ExitNeedsHuman)
-		if !strings.Contains(r.Out, `configmap "c1-lock" is not an init lock (no cluster.x-k8s.io/cluster-name label); refusing to touch it`) {
-			t.Errorf("output:\n%s", r.Out)
-		}
+		b.run(t, invocation{}, "repair", "-n", ns, "--yes").ExpectCode(t, cli.ExitNeedsHuman).
+			OutHas(t, `configmap "c1-lock" is not an init lock (no cluster.x-k8s.io/cluster-name label); refusing to touch it`)
 	})
 }
