@@ -16,12 +16,10 @@ func TestHelpGolden(t *testing.T) {
 	// kubectl's --cache-dir default names the home folder.
 	t.Setenv("HOME", "/home/user")
 	t.Setenv("KUBECACHEDIR", "")
-	for _, args := range [][]string{{}, {"list"}, {"repair"}, {"release"}, {"relinks"}, {"version"}} {
+	for _, args := range [][]string{{}, {"list"}, {"repair"}, {"release"}, {"relinks"}, {"version"}, {"doctor"}} {
 		name := strings.Join(append([]string{"help"}, args...), "-") + ".golden"
 		t.Run(name, func(t *testing.T) {
-			r := clisuite.Execute(t, cli.Options{}, append(args, "--help")...)
-			r.ExpectCode(t, cli.ExitOK)
-			clisuite.Golden(t, filepath.Join("help", name), r.Out)
+			clisuite.Golden(t, filepath.Join("help", name), clisuite.Execute(t, cli.Options{}, append(args, "--help")...).ExpectCode(t, cli.ExitOK).Out)
 		})
 	}
 }

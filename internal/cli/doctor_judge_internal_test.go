@@ -19,6 +19,14 @@ import (
 	"github.com/initlock/initlock/internal/lockguard"
 )
 
+// expectCheck reports unless got, what judged, is want.
+func expectCheck(t *testing.T, what string, got, want DoctorCheck) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("%s =\n%+v\nwant\n%+v", what, got, want)
+	}
+}
+
 // judgedGuard is lockguard.Judge's answer on the shipped guard, changed
 // by change (named as the file names it, lock-guard).
 func judgedGuard(t *testing.T, change func(*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding)) error {
@@ -66,9 +74,7 @@ func TestJudgeGuardAndCollector(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want := DoctorCheck{Name: "lock-guard", Status: tc.status, Detail: tc.detail, Remedy: tc.remedy}
-			if got := judgeGuard("lock-guard", tc.err); !reflect.DeepEqual(got, want) {
-				t.Errorf("judgeGuard(%v) =\n%+v\nwant\n%+v", tc.err, got, want)
-			}
+			expectCheck(t, fmt.Sprintf("judgeGuard(%v)", tc.err), judgeGuard("lock-guard", tc.err), want)
 			if got := judgeCollector(tc.err); got.Status != tc.collectorWant || (got.Status != CheckOK) != (got.Remedy != "") {
 				t.Errorf("judgeCollector(%v) = %+v, want %s with a remedy unless ok", tc.err, got, tc.collectorWant)
 			}
@@ -105,9 +111,7 @@ func TestJudgeManager(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.m.namespace, tc.m.name = "sys", "mgr"
 			want := DoctorCheck{Name: "manager", Status: tc.status, Detail: tc.detail, Remedy: tc.remedy}
-			if got := judgeManager(tc.m); !reflect.DeepEqual(got, want) {
-				t.Errorf("got\n%+v\nwant\n%+v", got, want)
-			}
+			expectCheck(t, "judgeManager", judgeManager(tc.m), want)
 		})
 	}
 }
@@ -151,9 +155,7 @@ func TestJudgeLeader(t *testing.T) {
 			tc.l.namespace, tc.l.name = "sys", "id"
 			m := managerFacts{namespace: "sys", name: "mgr", deployment: deployment(tc.replicas, 1), lease: tc.l}
 			want := DoctorCheck{Name: "manager-leader", Status: tc.status, Detail: tc.detail, Remedy: tc.remedy}
-			if got := judgeLeader(m, now); !reflect.DeepEqual(got, want) {
-				t.Errorf("got\n%+v\nwant\n%+v", got, want)
-			}
+			expectCheck(t, "judgeLeader", judgeLeader(m, now), want)
 		})
 	}
 	if got := judgeLeader(managerFacts{namespace: "sys", name: "mgr"}, now); got.Status != CheckSkipped {

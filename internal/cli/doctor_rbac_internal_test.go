@@ -164,8 +164,6 @@ func TestJudgeRBAC(t *testing.T) {
 		{"unreadable", rbacFacts{err: errors.New("boom")}, DoctorCheck{Status: CheckUnknown, Detail: "boom", Remedy: "run kubectl initlock doctor again once the API server answers"}},
 	} {
 		tc.f.namespace, tc.f.account, tc.want.Name = "sys", "mgr", "manager-rbac"
-		if got := judgeRBAC(tc.f); !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("%s: got\n%+v\nwant\n%+v", tc.name, got, tc.want)
-		}
+		expectCheck(t, tc.name, judgeRBAC(tc.f), tc.want)
 	}
 }

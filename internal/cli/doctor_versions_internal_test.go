@@ -2,7 +2,6 @@ package cli
 
 import (
 	"errors"
-	"reflect"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -92,9 +91,7 @@ func TestJudgeVelero(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.v.namespace, tc.v.name = "velero", "velero"
 			want := DoctorCheck{Name: "velero-plugin", Status: tc.status, Detail: tc.detail, Remedy: tc.remedy}
-			if got := judgeVelero(tc.v, "v0.1.0"); !reflect.DeepEqual(got, want) {
-				t.Errorf("got\n%+v\nwant\n%+v", got, want)
-			}
+			expectCheck(t, "judgeVelero", judgeVelero(tc.v, "v0.1.0"), want)
 		})
 	}
 }
@@ -134,9 +131,7 @@ func TestJudgeVersions(t *testing.T) {
 		{"unreadable", capiFacts{err: errors.New("boom")}, CheckUnknown, "boom", "run kubectl initlock doctor again once the API server answers"},
 	} {
 		want := DoctorCheck{Name: "cluster-api-version", Status: tc.status, Detail: tc.detail, Remedy: tc.remedy}
-		if got := judgeClusterAPI(tc.f); !reflect.DeepEqual(got, want) {
-			t.Errorf("%s: got\n%+v\nwant\n%+v", tc.name, got, want)
-		}
+		expectCheck(t, tc.name, judgeClusterAPI(tc.f), want)
 	}
 }
 
@@ -159,8 +154,6 @@ func TestJudgeLocks(t *testing.T) {
 			DoctorCheck{Name: "locks", Status: CheckSkipped, Detail: "Cluster API is not served, so there are no locks to judge (see cluster-api-version)"}},
 		{"unreadable", locksFacts{err: errors.New("boom")}, DoctorCheck{Name: "locks", Status: CheckUnknown, Detail: "boom", Remedy: "run kubectl initlock doctor again once the API server answers"}},
 	} {
-		if got := judgeLocks(tc.f); !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("%s: got\n%+v\nwant\n%+v", tc.name, got, tc.want)
-		}
+		expectCheck(t, tc.name, judgeLocks(tc.f), tc.want)
 	}
 }

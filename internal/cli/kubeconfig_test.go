@@ -21,8 +21,7 @@ func TestNoKubeconfig(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "nope")
 	t.Setenv("KUBECONFIG", missing)
 	for _, args := range [][]string{{"list", "-A"}, {"repair", "-A", "--yes"}, {"release", "c1"}} {
-		r := clisuite.Execute(t, cli.Options{}, args...)
-		r.ExpectCode(t, cli.ExitError)
+		r := clisuite.Execute(t, cli.Options{}, args...).ExpectCode(t, cli.ExitError)
 		want := `error: no kubeconfig found (KUBECONFIG="` + missing + `" names no file that holds a cluster), and this is not a Pod with a service account: ` +
 			"kubectl-initlock reads the kubeconfig as kubectl does: pass --kubeconfig, set KUBECONFIG, or create ~/.kube/config"
 		if !strings.HasPrefix(r.Err, want) || strings.Contains(r.Err, "8080") {
@@ -34,8 +33,7 @@ func TestNoKubeconfig(t *testing.T) {
 		return
 	}
 	t.Setenv("KUBECONFIG", "")
-	r := clisuite.Execute(t, cli.Options{}, "list")
-	r.ExpectCode(t, cli.ExitError)
+	r := clisuite.Execute(t, cli.Options{}, "list").ExpectCode(t, cli.ExitError)
 	if want := "error: no kubeconfig found (KUBECONFIG is not set, and " + clientcmd.RecommendedHomeFile + " does not exist or holds no cluster)"; !strings.HasPrefix(r.Err, want) {
 		t.Errorf("stderr %q\nwant prefix %q", r.Err, want)
 	}
@@ -45,18 +43,13 @@ func TestNoKubeconfig(t *testing.T) {
 // ExitError.
 func TestMissingKubeconfigHint(t *testing.T) {
 	for _, args := range [][]string{{"list"}, {"repair", "-n", "default"}} {
-		r := clisuite.Execute(t, cli.Options{}, append(args, "--kubeconfig", filepath.Join(t.TempDir(), "nope"))...)
-		r.ExpectCode(t, cli.ExitError)
-		if !strings.Contains(r.Err, "pass --kubeconfig, set KUBECONFIG, or create ~/.kube/config") {
-			t.Errorf("%v: stderr: %q", args, r.Err)
-		}
+		clisuite.Execute(t, cli.Options{}, append(args, "--kubeconfig", filepath.Join(t.TempDir(), "nope"))...).ExpectCode(t, cli.ExitError).
+			ErrHas(t, "pass --kubeconfig, set KUBECONFIG, or create ~/.kube/config")
 	}
 }
 
 func TestVersion(t *testing.T) {
-	r := clisuite.Execute(t, cli.Options{}, "version")
-	r.ExpectCode(t, cli.ExitOK)
-	if !strings.HasPrefix(r.Out, "kubectl-initlock v0.0.0-test (go") {
+	if r := clisuite.Execute(t, cli.Options{}, "version").ExpectCode(t, cli.ExitOK); !strings.HasPrefix(r.Out, "kubectl-initlock v0.0.0-test (go") {
 		t.Errorf("version output: %q", r.Out)
 	}
 	if v := cli.DefaultVersion(); v == "" {

@@ -13,7 +13,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/cli"
@@ -88,14 +87,8 @@ func TestRepairAfterVeleroRestore(t *testing.T) {
 	}
 
 	var c kubeenv.Counter
-	r := b.run(t, invocation{counter: &c}, "repair", "-n", ns, "--yes")
-	r.ExpectCode(t, cli.ExitOK)
-	if !strings.Contains(r.Out, "adopted") || !strings.Contains(r.Out, "no ownerReference to its Cluster") {
-		t.Errorf("repair output:\n%s", r.Out)
-	}
-	if got := c.Writes(); got != 1 {
-		t.Errorf("writes = %d, want 1 (one patch of the lock)", got)
-	}
+	b.run(t, invocation{counter: &c}, "repair", "-n", ns, "--yes").ExpectCode(t, cli.ExitOK).OutHas(t, "adopted", "no ownerReference to its Cluster")
+	expectN(t, "writes (one patch of the lock)", c.Writes(), 1)
 
 	for _, s := range b.listJSON(t, ns, "--show-free").Items {
 		if s.Verdict != "healthy" || s.Owner != "ok" {
@@ -108,11 +101,8 @@ func TestRepairAfterVeleroRestore(t *testing.T) {
 	}
 	// A second repair has nothing to do.
 	c.Reset()
-	r = b.run(t, invocation{counter: &c}, "repair", "-n", ns, "--yes")
-	r.ExpectCode(t, cli.ExitOK)
-	if c.Writes() != 0 || !strings.Contains(r.Out, "Nothing to change.") {
-		t.Errorf("second repair made %d writes:\n%s", c.Writes(), r.Out)
-	}
+	b.run(t, invocation{counter: &c}, "repair", "-n", ns, "--yes").ExpectCode(t, cli.ExitOK).OutHas(t, "Nothing to change.")
+	expectN(t, "writes of the second repair", c.Writes(), 0)
 }
 
 // The v1beta2 Clusters of this control plane are read in the version
@@ -145,23 +135,14 @@ func TestReleaseGuardedLockWithoutTheManager(t *testing.T) {
 		return nil
 	})
 
-	r := b.run(t, invocation{}, "list", "-n", ns)
-	r.ExpectCode(t, cli.ExitOK)
-	if !strings.Contains(r.Out, "guarded") {
-		t.Errorf("list does not show the lock as guarded:\n%s", r.Out)
-	}
+	b.run(t, invocation{}, "list", "-n", ns).ExpectCode(t, cli.ExitOK).OutHas(t, "guarded")
 	b.run(t, invocation{}, "release", "c1", "-n", ns, "--yes").ExpectCode(t, cli.ExitError)
 	var c kubeenv.Counter
-	r = b.run(t, invocation{counter: &c}, "release", "c1", "-n", ns, "--force", "--yes")
-	r.ExpectCode(t, cli.ExitOK)
-	if got := kubeenv.MustGetLock(t, b.Client, ns, "c1"); got != nil {
-		t.Fatalf("lock still exists after release --force: annotations %v", got.Annotations)
-	}
+	b.expectLock(t, ns, false, b.run(t, invocation{counter: &c}, "release", "c1", "-n", ns, "--force", "--yes").ExpectCode(t, cli.ExitOK))
 	// The Cluster is gone, so the register is not read or written: one
 	// patch marks the lock for release, one delete removes it.
-	if p, d := c.Count("patch"), c.Count("delete"); p != 1 || d != 1 {
-		t.Errorf("release --force made %d patches and %d deletes, want 1 (the release mark) and 1", p, d)
-	}
+	expectN(t, "patches of release --force (the release mark)", c.Count("patch"), 1)
+	expectN(t, "deletes of release --force", c.Count("delete"), 1)
 }
 
 // TestReleaseTakesItsMarkOff: a release without --force of a gone holder's
@@ -217,9 +198,7 @@ func TestReleaseTakesItsMarkOff(t *testing.T) {
 			cl := b.newCluster(t, ns, "c1", false)
 			b.newLock(t, ns, "c1", "m1", cl) // m1 is gone: no --force needed
 			var patches atomic.Int32
-			opts := cli.Options{IOStreams: genericiooptions.IOStreams{In: strings.NewReader("")}}
-			args := b.connect(t, &opts, nil, nil)
-			intercept(&opts, func(req *http.Request, send func() (*http.Response, error)) (*http.Response, error) {
+			through := func(req *http.Request, send func() (*http.Response, error)) (*http.Response, error) {
 				if r := kubeenv.Classify(req); r.Verb != "patch" || r.Resource != "configmaps" {
 					return send()
 				}
@@ -229,9 +208,8 @@ func TestReleaseTakesItsMarkOff(t *testing.T) {
 					}
 				}
 				return tc.patch(patches.Add(1), req, send, holderBack)
-			})
-			r := Execute(t, opts, append([]string{"release", "c1", "-n", ns, "--yes"}, args...)...)
-			r.ExpectCode(t, cli.ExitError)
+			}
+			r := b.runThrough(t, through, "release", "c1", "-n", ns, "--yes").ExpectCode(t, cli.ExitError)
 			if n := patches.Load(); n < tc.wantPatches {
 				t.Fatalf("%d patches of the lock, want %d at least (the mark, and its unmark)", n, tc.wantPatches)
 			}

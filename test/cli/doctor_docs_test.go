@@ -1,7 +1,6 @@
 package clisuite
 
 import (
-	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
@@ -19,13 +18,9 @@ import (
 func TestDoctorWithoutPermissions(t *testing.T) {
 	b := apiServer()
 	in := b.installForDoctor(t)
-	kubeconfig := readOnlyUser(t, b, in.ns, "initlock-cli-doctor")
-	r := runAs(t, kubeconfig, in.doctorArgs("-o", "json")...)
-	r.ExpectCode(t, cli.ExitChecksFailed)
+	kubeconfig := userWith(t, b, in.ns, "initlock-cli-doctor", "get", "list")
 	var report cli.DoctorReport
-	if err := json.Unmarshal([]byte(r.Out), &report); err != nil {
-		t.Fatalf("decoding doctor -o json: %v\n%s", err, r.Out)
-	}
+	decodeJSON(t, runAs(t, kubeconfig, in.doctorArgs("-o", "json")...).ExpectCode(t, cli.ExitChecksFailed).Out, &report)
 	got := map[string]cli.DoctorCheck{}
 	for _, c := range report.Checks {
 		got[c.Name] = c
@@ -80,8 +75,7 @@ func TestDoctorReferenceSample(t *testing.T) {
 		command := doctorSample.FindStringSubmatch(block)[1]
 		opts := cli.Options{Version: "v0.1.0", Clock: testingclock.NewFakePassiveClock(in.renewed.Add(3 * time.Second))}
 		args := append(strings.Fields(strings.TrimPrefix(command, "kubectl initlock ")), b.connect(t, &opts, nil, nil)...)
-		r := Execute(t, opts, args...)
-		r.ExpectCode(t, cli.ExitChecksFailed)
+		r := Execute(t, opts, args...).ExpectCode(t, cli.ExitChecksFailed)
 		return "```text\n$ " + command + "\n" + r.Err + r.Out + "```"
 	})
 	if samples != 1 {

@@ -3,6 +3,7 @@ package clisuite
 import (
 	"context"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -124,28 +125,20 @@ func readConfig[T any, P interface {
 	}
 	var out []P
 	for _, u := range objs {
+		// The kind of an API type is the name of its Go type.
+		if u.GetKind() != reflect.TypeFor[T]().Name() {
+			continue
+		}
 		var obj P = new(T)
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
 			t.Fatal(err)
 		}
-		if u.GetKind() == kindOf(t, obj) {
-			out = append(out, obj)
-		}
+		out = append(out, obj)
 	}
 	if len(out) == 0 {
 		t.Fatalf("config/%s holds no %T", file, new(T))
 	}
 	return out
-}
-
-// kindOf is the kind of obj's type.
-func kindOf(t *testing.T, obj runtime.Object) string {
-	t.Helper()
-	gvks, _, err := kubeenv.Scheme().ObjectKinds(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return gvks[0].Kind
 }
 
 // create creates obj, and deletes it when t ends if it is cluster-scoped

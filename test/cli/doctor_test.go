@@ -2,8 +2,6 @@ package clisuite
 
 import (
 	"cmp"
-	"context"
-	"encoding/json"
 	"reflect"
 	"regexp"
 	"slices"
@@ -36,12 +34,9 @@ func doctorAt(when time.Time) invocation {
 // runDoctorJSON runs doctor -o json on in and decodes its report.
 func (b *Backend) runDoctorJSON(t *testing.T, inv invocation, in doctorInstall, code int) cli.DoctorReport {
 	t.Helper()
-	r := b.run(t, inv, in.doctorArgs("-o", "json")...)
-	r.ExpectCode(t, code)
+	r := b.run(t, inv, in.doctorArgs("-o", "json")...).ExpectCode(t, code)
 	var report cli.DoctorReport
-	if err := json.Unmarshal([]byte(r.Out), &report); err != nil {
-		t.Fatalf("decoding doctor -o json: %v\n%s", err, r.Out)
-	}
+	decodeJSON(t, r.Out, &report)
 	if r.Err != "" {
 		t.Errorf("doctor -o json wrote on stderr: %s", r.Err)
 	}
@@ -86,15 +81,12 @@ func TestDoctorHealthyInstall(t *testing.T) {
 	inv := doctorAt(in.renewed.Add(3 * time.Second))
 	var c kubeenv.Counter
 	inv.counter = &c
-	r := b.run(t, inv, in.doctorArgs()...)
-	r.ExpectCode(t, cli.ExitOK)
+	r := b.run(t, inv, in.doctorArgs()...).ExpectCode(t, cli.ExitOK)
 	want := strings.NewReplacer("<ns>", in.ns, "<kube>", serverVersion(t)).Replace(doctorHealthy)
 	if r.Out != want || r.Err != "" {
 		t.Errorf("stdout:\n%s\nwant:\n%s\nstderr:\n%s", r.Out, want, r.Err)
 	}
-	if c.Writes() != 0 {
-		t.Errorf("doctor made %d writes:\n%s", c.Writes(), &c)
-	}
+	expectN(t, "writes of doctor", c.Writes(), 0)
 
 	report := b.runDoctorJSON(t, doctorAt(in.renewed.Add(3*time.Second)), in, cli.ExitOK)
 	if report.APIVersion != "initlock.dev/v1alpha1" || report.Kind != "DoctorReport" || report.Version != doctorVersion || !report.Healthy ||
@@ -106,8 +98,7 @@ func TestDoctorHealthyInstall(t *testing.T) {
 			t.Errorf("doctor -o json: %+v, not as the table says", check)
 		}
 	}
-	r = b.run(t, doctorAt(in.renewed.Add(3*time.Second)), in.doctorArgs("-o", "yaml")...)
-	r.ExpectCode(t, cli.ExitOK)
+	r = b.run(t, doctorAt(in.renewed.Add(3*time.Second)), in.doctorArgs("-o", "yaml")...).ExpectCode(t, cli.ExitOK)
 	if !strings.HasPrefix(r.Out, "apiVersion: initlock.dev/v1alpha1\nchecks:\n- detail: ") || !strings.Contains(r.Out, "\nhealthy: true\nkind: DoctorReport\n") {
 		t.Errorf("doctor -o yaml:\n%s", r.Out)
 	}
@@ -133,21 +124,12 @@ var doctorBreakages = []struct {
 	code  int
 	want  []cli.DoctorCheck
 }{
-	{name: "lock guard missing", breaks: func(t *testing.T, _ *Backend, _ doctorInstall) {
-		t.Cleanup(func() {
-			if err := env.InstallLockGuard(context.WithoutCancel(t.Context())); err != nil {
-				t.Error(err)
-			}
-		})
-		env.RemoveLockGuard(t)
-	}, code: cli.ExitChecksFailed, want: []cli.DoctorCheck{
+	{name: "lock guard missing", breaks: func(t *testing.T, _ *Backend, _ doctorInstall) { removeGuard(t) }, code: cli.ExitChecksFailed, want: []cli.DoctorCheck{
 		{Name: "lock-guard", Status: cli.CheckFail, Remedy: doctorRemedyApply,
 			Detail: "ValidatingAdmissionPolicy initlock-lock-guard and its ValidatingAdmissionPolicyBinding initlock-lock-guard are missing"},
 		collectorNotKeptOut,
 	}},
-	{name: "lock guard policy altered", breaks: func(t *testing.T, _ *Backend, _ doctorInstall) {
-		env.WeakenLockGuard(t, func(g kubeenv.LockGuard) { g.Policy.Spec.Validations = g.Policy.Spec.Validations[1:] })
-	}, code: cli.ExitChecksFailed, want: []cli.DoctorCheck{
+	{name: "lock guard policy altered", breaks: func(t *testing.T, _ *Backend, _ doctorInstall) { dropFirstValidation(t) }, code: cli.ExitChecksFailed, want: []cli.DoctorCheck{
 		{Name: "lock-guard", Status: cli.CheckFail,
 			Detail: "ValidatingAdmissionPolicy initlock-lock-guard is not the one initlock ships (spec.validations differs)",
 			Remedy: "kubectl delete validatingadmissionpolicy initlock-lock-guard, then " + doctorRemedyApply},
@@ -276,8 +258,7 @@ func TestDoctorBreakages(t *testing.T) {
 				t.Errorf("healthy %t with exit code %d", report.Healthy, tc.code)
 			}
 
-			r := b.run(t, doctorAt(at), in.doctorArgs()...)
-			r.ExpectCode(t, tc.code)
+			r := b.run(t, doctorAt(at), in.doctorArgs()...).ExpectCode(t, tc.code)
 			for _, c := range want {
 				row := regexp.MustCompile("(?m)^" + regexp.QuoteMeta(c.Name) + " +" + c.Status + " +" + regexp.QuoteMeta(c.Detail) + "$")
 				remedy := regexp.MustCompile("(?m)^ +remedy: " + regexp.QuoteMeta(c.Remedy) + "$")

@@ -2,7 +2,6 @@ package clisuite
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -32,25 +31,30 @@ var weakenings = []struct {
 	weaken func(t *testing.T)
 	reason string
 }{
-	{"policy and binding deleted", func(t *testing.T) {
-		t.Cleanup(func() {
-			if err := env.InstallLockGuard(context.WithoutCancel(t.Context())); err != nil {
-				t.Error(err)
-			}
-		})
-		env.RemoveLockGuard(t)
-	}, "the lock guard is not in force: ValidatingAdmissionPolicy initlock-lock-guard and its ValidatingAdmissionPolicyBinding initlock-lock-guard are missing: apply config/protection from the release"},
+	{"policy and binding deleted", removeGuard, "the lock guard is not in force: ValidatingAdmissionPolicy initlock-lock-guard and its ValidatingAdmissionPolicyBinding initlock-lock-guard are missing: apply config/protection from the release"},
 	{"binding narrowed to no namespace", func(t *testing.T) {
 		env.WeakenLockGuard(t, func(g kubeenv.LockGuard) {
 			g.Binding.Spec.MatchResources = &admissionv1.MatchResources{
 				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"initlock.dev/no-such-label": "x"}}}
 		})
 	}, "the lock guard is not in force: ValidatingAdmissionPolicyBinding initlock-lock-guard keeps the policy from some of the requests it applies to (spec.matchResources.namespaceSelector): delete it and apply config/protection from the release"},
-	{"the validation of deletes removed", func(t *testing.T) {
-		env.WeakenLockGuard(t, func(g kubeenv.LockGuard) {
-			g.Policy.Spec.Validations = g.Policy.Spec.Validations[1:]
-		})
-	}, "the lock guard is not in force: ValidatingAdmissionPolicy initlock-lock-guard is not the one initlock ships (spec.validations differs): delete it and apply config/protection from the release"},
+	{"the validation of deletes removed", dropFirstValidation, "the lock guard is not in force: ValidatingAdmissionPolicy initlock-lock-guard is not the one initlock ships (spec.validations differs): delete it and apply config/protection from the release"},
+}
+
+// removeGuard deletes the lock guard's policy and binding until t ends.
+func removeGuard(t *testing.T) {
+	t.Cleanup(func() {
+		if err := env.InstallLockGuard(context.WithoutCancel(t.Context())); err != nil {
+			t.Error(err)
+		}
+	})
+	env.RemoveLockGuard(t)
+}
+
+// dropFirstValidation removes the lock guard's first validation, that of
+// deletes, until t ends.
+func dropFirstValidation(t *testing.T) {
+	env.WeakenLockGuard(t, func(g kubeenv.LockGuard) { g.Policy.Spec.Validations = g.Policy.Spec.Validations[1:] })
 }
 
 // TestListSaysWhenTheGuardIsNotInForce: with the lock guard deleted, its
@@ -63,8 +67,7 @@ func TestListSaysWhenTheGuardIsNotInForce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := apiServer()
 			ns, _ := b.lockedCluster(t)
-			r := b.run(t, invocation{}, "list", "-n", ns)
-			r.ExpectCode(t, cli.ExitOK)
+			r := b.run(t, invocation{}, "list", "-n", ns).ExpectCode(t, cli.ExitOK)
 			if !strings.Contains(r.Out, " guarded ") || r.Err != "" {
 				t.Fatalf("before: list does not show the lock guarded, or warns\nstdout:\n%s\nstderr:\n%s", r.Out, r.Err)
 			}
@@ -76,8 +79,7 @@ func TestListSaysWhenTheGuardIsNotInForce(t *testing.T) {
 			}
 
 			var c kubeenv.Counter
-			r = b.run(t, invocation{counter: &c}, "list", "-n", ns)
-			r.ExpectCode(t, cli.ExitOK)
+			r = b.run(t, invocation{counter: &c}, "list", "-n", ns).ExpectCode(t, cli.ExitOK)
 			if !strings.Contains(r.Out, " unguarded ") || strings.Contains(r.Out, " guarded ") {
 				t.Errorf("list does not show the held lock unguarded:\n%s", r.Out)
 			}
@@ -89,12 +91,9 @@ func TestListSaysWhenTheGuardIsNotInForce(t *testing.T) {
 				t.Errorf("list read the policy %d times and the binding %d times, want once each:\n%s", policies, bindings, &c)
 			}
 
-			r = b.run(t, invocation{}, "list", "-n", ns, "-o", "json")
-			r.ExpectCode(t, cli.ExitOK)
+			r = b.run(t, invocation{}, "list", "-n", ns, "-o", "json").ExpectCode(t, cli.ExitOK)
 			var l guardList
-			if err := json.Unmarshal([]byte(r.Out), &l); err != nil {
-				t.Fatalf("decoding list -o json: %v\n%s", err, r.Out)
-			}
+			decodeJSON(t, r.Out, &l)
 			if l.LockGuard.Name != "initlock-lock-guard" || l.LockGuard.State != "not-in-force" || l.LockGuard.Reason != tc.reason {
 				t.Errorf("list -o json says of the lock guard %+v, want not-in-force: %s", l.LockGuard, tc.reason)
 			}
@@ -105,11 +104,8 @@ func TestListSaysWhenTheGuardIsNotInForce(t *testing.T) {
 				t.Errorf("list -o json wrote on stderr: %s", r.Err)
 			}
 
-			r = b.run(t, invocation{}, "repair", "-n", ns, "--dry-run=client")
-			r.ExpectCode(t, cli.ExitOK)
-			if !strings.Contains(r.Err, "Warning: "+tc.reason+".") {
-				t.Errorf("repair does not say that the lock guard is not in force:\n%s", r.Err)
-			}
+			// repair says that the lock guard is not in force.
+			b.run(t, invocation{}, "repair", "-n", ns, "--dry-run=client").ExpectCode(t, cli.ExitOK).ErrHas(t, "Warning: "+tc.reason+".")
 		})
 	}
 }
@@ -120,10 +116,9 @@ func TestListSaysWhenTheGuardIsNotInForce(t *testing.T) {
 func TestListWithoutTheRightToReadTheGuard(t *testing.T) {
 	b := apiServer()
 	ns, _ := b.lockedCluster(t)
-	kubeconfig := readOnlyUser(t, b, ns, "initlock-cli-no-admission")
+	kubeconfig := userWith(t, b, ns, "initlock-cli-no-admission", "get", "list")
 
-	r := runAs(t, kubeconfig, "list", "-n", ns)
-	r.ExpectCode(t, cli.ExitOK)
+	r := runAs(t, kubeconfig, "list", "-n", ns).ExpectCode(t, cli.ExitOK)
 	if !strings.Contains(r.Out, " unknown ") || strings.Contains(r.Out, "guarded") {
 		t.Errorf("list shows the held lock otherwise than of unknown protection:\n%s", r.Out)
 	}
@@ -131,12 +126,8 @@ func TestListWithoutTheRightToReadTheGuard(t *testing.T) {
 	if !strings.HasPrefix(r.Err, want) || strings.Count(r.Err, "\n") != 1 {
 		t.Errorf("stderr:\n%s\nwant one line starting with:\n%s", r.Err, want)
 	}
-	r = runAs(t, kubeconfig, "list", "-n", ns, "-o", "json")
-	r.ExpectCode(t, cli.ExitOK)
 	var l guardList
-	if err := json.Unmarshal([]byte(r.Out), &l); err != nil {
-		t.Fatalf("decoding list -o json: %v\n%s", err, r.Out)
-	}
+	decodeJSON(t, runAs(t, kubeconfig, "list", "-n", ns, "-o", "json").ExpectCode(t, cli.ExitOK).Out, &l)
 	if l.LockGuard.State != "unknown" || !strings.Contains(l.LockGuard.Reason, `needs "get" on "validatingadmissionpolicies"`) ||
 		len(l.Items) != 1 || l.Items[0].Protection != "unknown" {
 		t.Errorf("list -o json says %+v", l)

@@ -126,10 +126,16 @@ func (b *Backend) listJSON(t *testing.T, ns string, extra ...string) cli.LockLis
 	t.Helper()
 	r := b.run(t, invocation{}, append([]string{"list", "-n", ns, "-o", "json"}, extra...)...).ExpectCode(t, 0)
 	var l cli.LockList
-	if err := json.Unmarshal([]byte(r.Out), &l); err != nil {
-		t.Fatalf("decoding list output: %v\n%s", err, r.Out)
-	}
+	decodeJSON(t, r.Out, &l)
 	return l
+}
+
+// decodeJSON decodes out, a command's output, into v, or fails t.
+func decodeJSON(t *testing.T, out string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("decoding %T: %v\n%s", v, err, out)
+	}
 }
 
 func byCluster(l cli.LockList) map[string]cli.LockStatus {

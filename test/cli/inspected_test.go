@@ -2,13 +2,11 @@ package clisuite
 
 import (
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -90,9 +88,7 @@ func TestReleaseReleasesWhatItInspected(t *testing.T) {
 				b.newMachine(t, ns, "c1", m, nil)
 			}
 			var counts sync32
-			opts := cli.Options{IOStreams: genericiooptions.IOStreams{In: strings.NewReader("")}}
-			args := b.connect(t, &opts, nil, nil)
-			intercept(&opts, func(req *http.Request, send func() (*http.Response, error)) (*http.Response, error) {
+			through := func(req *http.Request, send func() (*http.Response, error)) (*http.Response, error) {
 				r := kubeenv.Classify(req)
 				n := counts.add(r.Verb + " " + r.Resource)
 				if tc.before != nil {
@@ -103,9 +99,8 @@ func TestReleaseReleasesWhatItInspected(t *testing.T) {
 					tc.after(t, b, ns, cl, r, n)
 				}
 				return resp, err
-			})
-			r := Execute(t, opts, append(append([]string{"release", "c1", "-n", ns}, tc.args...), args...)...)
-			r.ExpectCode(t, cli.ExitError)
+			}
+			r := b.runThrough(t, through, append([]string{"release", "c1", "-n", ns}, tc.args...)...).ExpectCode(t, cli.ExitError)
 			if got := b.grantOf(t, cl); got != tc.wantGrant {
 				t.Errorf("the grant names %q, want %q\nstderr:\n%s", got, tc.wantGrant, r.Err)
 			}
@@ -116,9 +111,12 @@ func TestReleaseReleasesWhatItInspected(t *testing.T) {
 	}
 }
 
-// intercept routes every request the command sends through fn, which
-// sends it on with send.
-func intercept(opts *cli.Options, fn func(req *http.Request, send func() (*http.Response, error)) (*http.Response, error)) {
+// runThrough runs a command against the real API server as an admin,
+// routing every request it sends through fn, which sends it on with send.
+func (b *Backend) runThrough(t *testing.T, fn func(req *http.Request, send func() (*http.Response, error)) (*http.Response, error), args ...string) Result {
+	t.Helper()
+	var opts cli.Options
+	args = append(args, b.connect(t, &opts, nil, nil)...)
 	wrap := opts.WrapConfig
 	opts.WrapConfig = func(cfg *rest.Config) *rest.Config {
 		cfg = rest.CopyConfig(wrap(cfg))
@@ -129,6 +127,7 @@ func intercept(opts *cli.Options, fn func(req *http.Request, send func() (*http.
 		})
 		return cfg
 	}
+	return Execute(t, opts, args...)
 }
 
 // sync32 counts requests by kind, from any goroutine.

@@ -1,6 +1,7 @@
 package clisuite
 
 import (
+	"maps"
 	"testing"
 	"time"
 
@@ -43,17 +44,10 @@ func Gather(t *testing.T, b *Backend) {
 		"c-healthy": "healthy",
 		"c-init":    "held-after-init",
 	}
-	if len(got) != len(want) {
+	if !maps.Equal(got, want) {
 		t.Errorf("entries %v, want %v", got, want)
 	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s: %q, want %q", k, got[k], v)
-		}
-	}
-	if c.Writes() != 0 {
-		t.Errorf("Gather wrote %d times", c.Writes())
-	}
+	expectN(t, "writes of Gather", c.Writes(), 0)
 
 	e, err := inventory.Observe(ctx, cl, keeper.Query{Namespace: ns, Cluster: "c-healthy", CAPIVersion: b.CAPIVersion})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/cli"
+	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
@@ -22,38 +23,11 @@ func runAs(t *testing.T, kubeconfig string, args ...string) Result {
 // told which permission is missing.
 func TestListWithoutPermissionNamesIt(t *testing.T) {
 	b := apiServer()
-	ctx := t.Context()
 	ns := b.Namespace(t)
-	cl := b.newCluster(t, ns, "c1", false)
-	b.newMachine(t, ns, "c1", "m1", nil)
-	b.newLock(t, ns, "c1", "m1", cl)
+	b.held(t, ns, "c1", false)
+	kubeconfig := userWith(t, b, ns, "initlock-cli-no-list", "get")
 
-	const user = "initlock-cli-no-list"
-	kubeconfig, err := env.WriteKubeconfig(user, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "initlock-viewer-without-configmap-list"},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{capi.Group}, Resources: []string{"clusters", "machines"}, Verbs: []string{"get", "list"}},
-			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}},
-		},
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: role.Name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
-	}
-	if err := b.Client.Create(ctx, role); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Client.Create(ctx, binding); err != nil {
-		t.Fatal(err)
-	}
-
-	r := runAs(t, kubeconfig, "list", "-n", ns)
-	r.ExpectCode(t, cli.ExitError)
+	r := runAs(t, kubeconfig, "list", "-n", ns).ExpectCode(t, cli.ExitError)
 	want := `error: listing configmaps in namespace "` + ns + `": permission denied: kubectl-initlock needs "list" on "configmaps" (API group "") in namespace "` + ns +
 		`"; ask an administrator to bind a Role in that namespace that grants it (check with 'kubectl auth can-i list configmaps -n ` + ns + `')`
 	if !strings.HasPrefix(r.Err, want) {
@@ -62,11 +36,8 @@ func TestListWithoutPermissionNamesIt(t *testing.T) {
 
 	// All namespaces need a ClusterRole; the first list refused is the
 	// Clusters'.
-	r = runAs(t, kubeconfig, "list", "-A")
-	r.ExpectCode(t, cli.ExitError)
-	if !strings.Contains(r.Err, `needs "list" on "clusters" (API group "cluster.x-k8s.io") in all namespaces; ask an administrator to bind a ClusterRole`) {
-		t.Errorf("stderr:\n%s", r.Err)
-	}
+	runAs(t, kubeconfig, "list", "-A").ExpectCode(t, cli.ExitError).
+		ErrHas(t, `needs "list" on "clusters" (API group "cluster.x-k8s.io") in all namespaces; ask an administrator to bind a ClusterRole`)
 }
 
 // A user who may read everything but not write is told, by repair and by
@@ -74,35 +45,24 @@ func TestListWithoutPermissionNamesIt(t *testing.T) {
 func TestRepairAndReleaseWithoutWritePermission(t *testing.T) {
 	b := apiServer()
 	ns := b.Namespace(t)
-	b.newCluster(t, ns, "c1", false)
-	b.newMachine(t, ns, "c1", "m1", nil)
-	b.newLock(t, ns, "c1", "m1", nil)
+	b.unowned(t, ns, "c1")
 	cl := b.newCluster(t, ns, "c2", true)
 	b.newLock(t, ns, "c2", "m2", cl)
 
-	kubeconfig := readOnlyUser(t, b, ns, "initlock-cli-read-only")
+	kubeconfig := userWith(t, b, ns, "initlock-cli-read-only", "get", "list")
 	runAs(t, kubeconfig, "list", "-n", ns).ExpectCode(t, cli.ExitOK)
-	r := runAs(t, kubeconfig, "repair", "-n", ns, "--yes")
-	r.ExpectCode(t, cli.ExitError)
-	for _, want := range []string{
-		`configmap "c1-lock": adopt: permission denied: kubectl-initlock needs "patch" on "configmaps" in namespace "` + ns + `"`,
-		`configmap "c2-lock": release: permission denied: kubectl-initlock needs "delete" on "configmaps"`,
-	} {
-		if !strings.Contains(r.Err, want) {
-			t.Errorf("repair stderr lacks %q:\n%s", want, r.Err)
-		}
-	}
-	r = runAs(t, kubeconfig, "release", "c2", "-n", ns, "--yes")
-	r.ExpectCode(t, cli.ExitError)
-	if !strings.Contains(r.Err, `kubectl-initlock needs "get" and "patch" on "clusters.cluster.x-k8s.io" (to empty the grant register) and "delete" on "configmaps"`) {
-		t.Errorf("release stderr:\n%s", r.Err)
-	}
+	runAs(t, kubeconfig, "repair", "-n", ns, "--yes").ExpectCode(t, cli.ExitError).ErrHas(t,
+		`configmap "c1-lock": adopt: permission denied: kubectl-initlock needs "patch" on "configmaps" in namespace "`+ns+`"`,
+		`configmap "c2-lock": release: permission denied: kubectl-initlock needs "delete" on "configmaps"`)
+	runAs(t, kubeconfig, "release", "c2", "-n", ns, "--yes").ExpectCode(t, cli.ExitError).
+		ErrHas(t, `kubectl-initlock needs "get" and "patch" on "clusters.cluster.x-k8s.io" (to empty the grant register) and "delete" on "configmaps"`)
 }
 
-// readOnlyUser writes the kubeconfig of a new user who may get and list the
-// Clusters, Machines and ConfigMaps of namespace ns, and nothing else: no
-// write, and no read of the lock guard's admission policies.
-func readOnlyUser(t *testing.T, b *Backend, ns, user string) string {
+// userWith writes the kubeconfig of a new user who may get and list the
+// Clusters and Machines of namespace ns, and use configMapVerbs on its
+// ConfigMaps, and nothing else: no write unless configMapVerbs holds it,
+// and no read of the lock guard's admission policies.
+func userWith(t *testing.T, b *Backend, ns, user string, configMapVerbs ...string) string {
 	t.Helper()
 	kubeconfig, err := env.WriteKubeconfig(user, nil)
 	if err != nil {
@@ -112,13 +72,13 @@ func readOnlyUser(t *testing.T, b *Backend, ns, user string) string {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user},
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{capi.Group}, Resources: []string{"clusters", "machines"}, Verbs: []string{"get", "list"}},
-			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list"}},
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: configMapVerbs},
 		},
 	}
 	binding := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+		Subjects:   []rbacv1.Subject{kubeenv.UserSubject(user)},
 	}
 	for _, obj := range []client.Object{role, binding} {
 		if err := b.Client.Create(t.Context(), obj); err != nil {

@@ -1,7 +1,6 @@
 package clisuite
 
 import (
-	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -16,6 +15,23 @@ import (
 	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
+// relinkOwner is a recorded owner of Cluster API kind, as the relinker's
+// annotation names it.
+func relinkOwner(kind, name, uid string) relink.OwnerRef {
+	return relink.OwnerRef{APIVersion: capi.Group + "/" + capi.V1Beta2, Kind: kind, Name: name, UID: types.UID(uid)}
+}
+
+// annotated makes ConfigMap name with labels, then gives it the relinker's
+// annotation with value.
+func (b *Backend) annotated(t *testing.T, ns, name string, labels map[string]string, value string) {
+	t.Helper()
+	cm := b.newConfigMap(t, ns, name, labels, nil, nil)
+	cm.Annotations = map[string]string{relink.Annotation: value}
+	if err := b.Client.Update(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // relinksOutput: relinks -o json and -o yaml print the same RelinkList
 // (each object with its recorded owners, their verdicts, reasons and live
 // UIDs, and the kinds not listed), -o name one TYPE/NAME per object
@@ -28,31 +44,18 @@ func relinksOutput(t *testing.T, b *Backend) {
 	// c2 came back with restore-1.
 	unrelated := b.newCluster(t, ns, "c1", false)
 	back := b.newCluster(t, ns, "c2", false, func(u *unstructured.Unstructured) { u.SetLabels(restored) })
-	owner := func(name, uid string) relink.OwnerRef {
-		return relink.OwnerRef{APIVersion: capi.Group + "/" + capi.V1Beta2, Kind: "Cluster", Name: name, UID: types.UID(uid)}
-	}
-	annotated := func(name, value string) {
-		cm := b.newConfigMap(t, ns, name, restored, nil, nil)
-		cm.Annotations = map[string]string{relink.Annotation: value}
-		if err := b.Client.Update(t.Context(), cm); err != nil {
-			t.Fatal(err)
-		}
-	}
-	annotated("addons", relink.Encode([]relink.OwnerRef{owner("c1", "uid-c1"), owner("c2", "uid-c2")}))
-	annotated("broken", `[{"kind":"Cluster"}]`)
-	annotated("kubeconfig", relink.Encode([]relink.OwnerRef{owner("gone", "uid-gone")}))
+	b.annotated(t, ns, "addons", restored, relink.Encode([]relink.OwnerRef{relinkOwner("Cluster", "c1", "uid-c1"), relinkOwner("Cluster", "c2", "uid-c2")}))
+	b.annotated(t, ns, "broken", restored, `[{"kind":"Cluster"}]`)
+	b.annotated(t, ns, "kubeconfig", restored, relink.Encode([]relink.OwnerRef{relinkOwner("Cluster", "gone", "uid-gone")}))
 	b.newConfigMap(t, ns, "linked", restored, nil, unrelated)
 	args := []string{"relinks", "-n", ns, "--kinds", "ConfigMap,Widget.example.com"}
 
-	r := b.run(t, invocation{}, append(args, "-o", "json")...)
-	r.ExpectCode(t, cli.ExitOK)
+	r := b.run(t, invocation{}, append(args, "-o", "json")...).ExpectCode(t, cli.ExitOK)
 	if r.Err != "" {
 		t.Errorf("-o json wrote to stderr: %s", r.Err)
 	}
 	var got cli.RelinkList
-	if err := json.Unmarshal([]byte(r.Out), &got); err != nil {
-		t.Fatalf("decoding relinks -o json: %v\n%s", err, r.Out)
-	}
+	decodeJSON(t, r.Out, &got)
 	if len(got.Items) != 3 {
 		t.Fatalf("relinks -o json: %d items, want addons, broken and kubeconfig:\n%s", len(got.Items), r.Out)
 	}
@@ -82,8 +85,7 @@ func relinksOutput(t *testing.T, b *Backend) {
 		t.Errorf("relinks -o json:\n%+v\nwant:\n%+v", got, want)
 	}
 
-	y := b.run(t, invocation{}, append(args, "-o", "yaml")...)
-	y.ExpectCode(t, cli.ExitOK)
+	y := b.run(t, invocation{}, append(args, "-o", "yaml")...).ExpectCode(t, cli.ExitOK)
 	var fromYAML cli.RelinkList
 	if err := yaml.Unmarshal([]byte(y.Out), &fromYAML); err != nil {
 		t.Fatalf("decoding relinks -o yaml: %v\n%s", err, y.Out)
@@ -95,8 +97,7 @@ func relinksOutput(t *testing.T, b *Backend) {
 		t.Errorf("relinks -o yaml is not -o json's list:\n%s", y.Out)
 	}
 
-	n := b.run(t, invocation{}, append(args, "-o", "name")...)
-	n.ExpectCode(t, cli.ExitOK)
+	n := b.run(t, invocation{}, append(args, "-o", "name")...).ExpectCode(t, cli.ExitOK)
 	if want := "configmap/addons\nconfigmap/broken\nconfigmap/kubeconfig\n"; n.Out != want {
 		t.Errorf("relinks -o name:\n%s\nwant:\n%s", n.Out, want)
 	}
@@ -106,23 +107,16 @@ func relinksOutput(t *testing.T, b *Backend) {
 
 	// Nothing waiting: an empty list, or nothing on stdout.
 	empty := b.Namespace(t)
-	e := b.run(t, invocation{}, "relinks", "-n", empty, "--kinds", "ConfigMap", "-o", "json")
-	e.ExpectCode(t, cli.ExitOK)
-	if !strings.Contains(e.Out, `"items": []`) || e.Err != "" {
+	if e := b.run(t, invocation{}, "relinks", "-n", empty, "--kinds", "ConfigMap", "-o", "json").ExpectCode(t, cli.ExitOK); !strings.Contains(e.Out, `"items": []`) || e.Err != "" {
 		t.Errorf("relinks -o json of an empty namespace: stdout %q, stderr %q", e.Out, e.Err)
 	}
-	e = b.run(t, invocation{}, "relinks", "-n", empty, "--kinds", "ConfigMap", "-o", "name")
-	e.ExpectCode(t, cli.ExitOK)
-	if e.Out != "" || !strings.Contains(e.Err, "No restored object waits for the relinker.") {
+	if e := b.run(t, invocation{}, "relinks", "-n", empty, "--kinds", "ConfigMap", "-o", "name").ExpectCode(t, cli.ExitOK); e.Out != "" || !strings.Contains(e.Err, "No restored object waits for the relinker.") {
 		t.Errorf("relinks -o name of an empty namespace: stdout %q, stderr %q", e.Out, e.Err)
 	}
 
 	// Formats that list has and relinks has not.
 	for _, format := range []string{"wide", "xml"} {
-		w := b.run(t, invocation{}, "relinks", "-n", ns, "-o", format)
-		w.ExpectCode(t, cli.ExitError)
-		if !strings.Contains(w.Err, `unknown output format "`+format+`": use one of table, name, json, yaml`) {
-			t.Errorf("relinks -o %s: %s", format, w.Err)
-		}
+		b.run(t, invocation{}, "relinks", "-n", ns, "-o", format).ExpectCode(t, cli.ExitError).
+			ErrHas(t, `unknown output format "`+format+`": use one of table, name, json, yaml`)
 	}
 }

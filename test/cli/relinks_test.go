@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	velerov1 "github.com/vmware-tanzu/velero/pkg/apis/velero/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/initlock/initlock/internal/cli"
 	"github.com/initlock/initlock/internal/kubeenv"
@@ -29,24 +28,14 @@ func TestRelinks(t *testing.T) {
 	if err := b.Client.Create(t.Context(), ms); err != nil {
 		t.Fatal(err)
 	}
-	owner := func(kind, name, uid string) relink.OwnerRef {
-		return relink.OwnerRef{APIVersion: capi.Group + "/" + capi.V1Beta2, Kind: kind, Name: name, UID: types.UID(uid)}
-	}
-	annotated := func(name string, labels map[string]string, value string) {
-		cm := b.newConfigMap(t, ns, name, labels, nil, nil)
-		cm.Annotations = map[string]string{relink.Annotation: value}
-		if err := b.Client.Update(t.Context(), cm); err != nil {
-			t.Fatal(err)
-		}
-	}
-	annotated("addons", restored("restore-1"), relink.Encode([]relink.OwnerRef{owner("Cluster", "c1", "uid-backed-up"), owner("MachineSet", "ms-0", "uid-ms")}))
-	annotated("kubeconfig", restored("restore-1"), relink.Encode([]relink.OwnerRef{owner("Cluster", "c1", "uid-backed-up"), owner("Cluster", "gone", "uid-gone")}))
-	annotated("broken", restored("restore-1"), `[{"kind":"Cluster"}]`)
+	owner := relinkOwner
+	b.annotated(t, ns, "addons", restored("restore-1"), relink.Encode([]relink.OwnerRef{owner("Cluster", "c1", "uid-backed-up"), owner("MachineSet", "ms-0", "uid-ms")}))
+	b.annotated(t, ns, "kubeconfig", restored("restore-1"), relink.Encode([]relink.OwnerRef{owner("Cluster", "c1", "uid-backed-up"), owner("Cluster", "gone", "uid-gone")}))
+	b.annotated(t, ns, "broken", restored("restore-1"), `[{"kind":"Cluster"}]`)
 	b.newConfigMap(t, ns, "linked", restored("restore-1"), nil, unrelated)
 
 	counter := &kubeenv.Counter{}
-	r := b.run(t, invocation{counter: counter}, "relinks", "-n", ns)
-	r.ExpectCode(t, cli.ExitOK)
+	r := b.run(t, invocation{counter: counter}, "relinks", "-n", ns).ExpectCode(t, cli.ExitOK)
 	uid := string(unrelated.GetUID())
 	want := []string{
 		"NAMESPACE OBJECT OWNER VERDICT AGE REASON",
@@ -74,7 +63,5 @@ func TestRelinks(t *testing.T) {
 	if n := counter.Of("machinesets", ns).Count("get"); n != 1 {
 		t.Errorf("%d reads of MachineSets, want 1", n)
 	}
-	if n := counter.Writes(); n != 0 {
-		t.Errorf("%d writes", n)
-	}
+	expectN(t, "writes", counter.Writes(), 0)
 }
