@@ -19,7 +19,6 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
-	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
@@ -37,14 +36,8 @@ func (b *Backend) backup(t *testing.T, obj client.Object, gvkObj *unstructured.U
 // everything healthy.
 func TestRepairAfterVeleroRestore(t *testing.T) {
 	b := apiServer()
-	ctx := t.Context()
-	ns := b.Namespace(t)
-	cluster := b.newCluster(t, ns, "c1", false)
-	machine := b.newMachine(t, ns, "c1", "m1", nil)
-	res, err := initlock.New(b.Client).Lock(ctx, cluster, machine)
-	if err != nil || !res.Acquired {
-		t.Fatalf("Lock: %+v, %v", res, err)
-	}
+	ns, cluster := b.lockedCluster(t)
+	machine := kubeenv.NewMachine(b.CAPIVersion, ns, "c1", "m1")
 	if got := byCluster(b.listJSON(t, ns))["c1"]; got.Verdict != "healthy" {
 		t.Fatalf("before backup: %+v", got)
 	}
@@ -60,16 +53,11 @@ func TestRepairAfterVeleroRestore(t *testing.T) {
 
 	// Disaster: the cluster goes, with its lock (past the lock guard), so
 	// do the machines.
-	if err := kubeenv.ReleaseLock(ctx, b.Client, lockObj); err != nil {
+	if err := kubeenv.ReleaseLock(t.Context(), b.Client, lockObj); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Client.Delete(ctx, cluster); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Client.Delete(ctx, machine); err != nil {
-		t.Fatal(err)
-	}
-	kubeenv.WaitGone(t, b.Client, lockObj, machine, cluster)
+	kubeenv.DeleteAndWait(t, b.Client, cluster, machine)
+	kubeenv.WaitGone(t, b.Client, lockObj)
 
 	// Restore in Velero's order: ConfigMaps, then Machines, then Clusters.
 	out := velerosim.Restore(t, env.Config, velerosim.Options{}, savedCluster, savedMachine, savedLock)

@@ -36,6 +36,8 @@ type Backend struct {
 	// made in, the one the server serves.
 	CAPIVersion string
 
+	// namespace returns the namespace name, for golden output, or a
+	// namespace of t's own when name is empty.
 	namespace      func(t *testing.T, name string) string
 	connect        func(t *testing.T, opts *cli.Options, counter *kubeenv.Counter, before Before) []string
 	counting       func(counter *kubeenv.Counter) (client.Client, error)
@@ -173,20 +175,4 @@ func (g gate) Serve(ctx context.Context, r *apimodel.Request) {
 func (b *Backend) Namespace(t *testing.T) string {
 	t.Helper()
 	return b.namespace(t, "")
-}
-
-// fixedNamespace returns the namespace name, for golden output.
-func (b *Backend) fixedNamespace(t *testing.T, name string) string {
-	t.Helper()
-	return b.namespace(t, name)
-}
-
-// counted returns a client of the backend whose requests counter counts.
-func (b *Backend) counted(t *testing.T, counter *kubeenv.Counter) client.Client {
-	t.Helper()
-	c, err := b.counting(counter)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }

@@ -35,7 +35,6 @@ var cases = []struct {
 	{"ReleaseCorrupt", releaseCorrupt},
 	{"ReleaseRefusesForeignConfigMapEvenWithForce", releaseRefusesForeignConfigMapEvenWithForce},
 	{"ReleaseArguments", releaseArguments},
-	{"RepairDryRunChangesNothing", repairDryRunChangesNothing},
 	{"RepairFleet", repairFleet},
 	{"RepairCollectsOrphanAfterGrace", repairCollectsOrphanAfterGrace},
 	{"RepairNeverDeletesLockOfRunningInit", repairNeverDeletesLockOfRunningInit},

@@ -81,9 +81,7 @@ func outputNameAndNoHeaders(t *testing.T, b *Backend) {
 				t.Errorf("%s: no such ConfigMap (%v)", n, err)
 			}
 		case "cluster." + capi.Group:
-			u := &unstructured.Unstructured{}
-			u.SetGroupVersionKind(capi.ClusterGVK(capi.V1Beta2))
-			if err := b.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, u); err != nil {
+			if err := b.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, kubeenv.NewCluster(capi.V1Beta2, ns, name)); err != nil {
 				t.Errorf("%s: %v", n, err)
 			}
 		default:

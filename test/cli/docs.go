@@ -57,7 +57,7 @@ var sampleBlock = regexp.MustCompile("(?s)```console\n\\$ (kubectl initlock [^\n
 // after init, an orphan and a lock that lost its ownerReference in a
 // restore.
 func (b *Backend) referenceFleet(t *testing.T) {
-	ns := b.fixedNamespace(t, "capi")
+	ns := b.namespace(t, "capi")
 	b.newCluster(t, ns, "c-foreign", false)
 	b.newConfigMap(t, ns, "c-foreign-lock", nil, map[string]string{"settings": "mine"}, nil)
 	b.held(t, ns, "c-healthy", false)

@@ -59,7 +59,7 @@ var doctorSample = regexp.MustCompile("(?s)```text\n\\$ (kubectl initlock doctor
 func TestDoctorReferenceSample(t *testing.T) {
 	b := apiServer()
 	for _, ns := range []string{"initlock-system", "velero", "capi"} {
-		b.fixedNamespace(t, ns)
+		b.namespace(t, ns)
 	}
 	in := b.installForDoctorIn(t, "initlock-system", "velero", "capi", "v0.1.0")
 	b.update(t, in.velero, func() {

@@ -11,7 +11,6 @@ import (
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/discovery"
 	testingclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -46,11 +45,7 @@ func (b *Backend) runDoctorJSON(t *testing.T, inv invocation, in doctorInstall, 
 // serverVersion is the test API server's version, as doctor reads it.
 func serverVersion(t *testing.T) string {
 	t.Helper()
-	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := dc.ServerVersion()
+	v, err := env.Discovery(t).ServerVersion()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,10 +73,8 @@ No check failed (10 ok).
 func TestDoctorHealthyInstall(t *testing.T) {
 	b := apiServer()
 	in := b.installForDoctor(t)
-	inv := doctorAt(in.renewed.Add(3 * time.Second))
 	var c kubeenv.Counter
-	inv.counter = &c
-	r := b.run(t, inv, in.doctorArgs()...).ExpectCode(t, cli.ExitOK)
+	r := b.run(t, invocation{clock: testingclock.NewFakePassiveClock(in.renewed.Add(3 * time.Second)), counter: &c}, in.doctorArgs()...).ExpectCode(t, cli.ExitOK)
 	want := strings.NewReplacer("<ns>", in.ns, "<kube>", serverVersion(t)).Replace(doctorHealthy)
 	if r.Out != want || r.Err != "" {
 		t.Errorf("stdout:\n%s\nwant:\n%s\nstderr:\n%s", r.Out, want, r.Err)

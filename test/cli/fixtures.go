@@ -68,10 +68,6 @@ func (b *Backend) unowned(t *testing.T, ns, name string, opts ...clusterOpt) {
 	b.newLock(t, ns, name, holderOf(name), nil)
 }
 
-func ownerRef(cluster *unstructured.Unstructured) metav1.OwnerReference {
-	return metav1.OwnerReference{APIVersion: cluster.GetAPIVersion(), Kind: "Cluster", Name: cluster.GetName(), UID: cluster.GetUID()}
-}
-
 // newLock writes a lock as the upstream provider does: label, record and
 // an ownerReference to owner (none when owner is nil).
 func (b *Backend) newLock(t *testing.T, ns, cluster, holder string, owner *unstructured.Unstructured) *corev1.ConfigMap {
@@ -87,7 +83,7 @@ func (b *Backend) newConfigMap(t *testing.T, ns, name string, labels, data map[s
 	t.Helper()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}, Data: data}
 	if owner != nil {
-		cm.OwnerReferences = []metav1.OwnerReference{ownerRef(owner)}
+		cm.OwnerReferences = []metav1.OwnerReference{{APIVersion: owner.GetAPIVersion(), Kind: "Cluster", Name: owner.GetName(), UID: owner.GetUID()}}
 	}
 	if err := b.Client.Create(t.Context(), cm); err != nil {
 		t.Fatalf("creating configmap %s/%s: %v", ns, name, err)

@@ -28,7 +28,10 @@ func Gather(t *testing.T, b *Backend) {
 	b.newConfigMap(t, ns, "c-healthy-settings", map[string]string{wire.ClusterNameLabel: "c-healthy"}, nil, nil)
 
 	var c kubeenv.Counter
-	cl := b.counted(t, &c)
+	cl, err := b.counting(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// A page size of 1 makes every list take several pages.
 	inv, err := inventory.Gather(ctx, cl, inventory.Options{Namespace: ns, CAPIVersion: b.CAPIVersion, PageSize: 1,
 		Policy: keeper.DefaultPolicy(), Now: time.Now()})

@@ -94,7 +94,7 @@ func farFuture() *testingclock.FakePassiveClock {
 }
 
 func listGolden(t *testing.T, b *Backend) {
-	ns := b.fixedNamespace(t, "golden")
+	ns := b.namespace(t, "golden")
 	b.fleet(t, ns)
 	inv := invocation{clock: farFuture()}
 

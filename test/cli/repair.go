@@ -18,7 +18,10 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv/wire"
 )
 
-func repairDryRunChangesNothing(t *testing.T, b *Backend) {
+// repair --dry-run plans the changes and makes none; repair applies every
+// planned change with one write each, leaves what needs a person, and
+// exits 2 for it.
+func repairFleet(t *testing.T, b *Backend) {
 	ns := b.Namespace(t)
 	b.fleet(t, ns)
 	before := b.resourceVersions(t, ns)
@@ -33,13 +36,7 @@ func repairDryRunChangesNothing(t *testing.T, b *Backend) {
 		t.Errorf("resourceVersions changed:\nbefore %v\nafter  %v", before, after)
 	}
 	b.run(t, invocation{}, "repair", "-n", ns, "--dry-run=server").ExpectCode(t, cli.ExitError).ErrHas(t, "--dry-run=server is not supported")
-}
 
-// repair applies every planned change with one write each, leaves what
-// needs a person, and exits 2 for it.
-func repairFleet(t *testing.T, b *Backend) {
-	ns := b.Namespace(t)
-	b.fleet(t, ns)
 	var c kubeenv.Counter
 	r := b.run(t, invocation{clock: pastGrace(), counter: &c}, "repair", "-n", ns, "--yes").ExpectCode(t, cli.ExitNeedsHuman)
 	expectN(t, "writes (2 adopt, 2 releases of a release mark and a delete each, 1 orphan's mark)", c.Writes(), 7)
