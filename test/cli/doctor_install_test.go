@@ -2,8 +2,6 @@ package clisuite
 
 import (
 	"context"
-	"path/filepath"
-	"reflect"
 	"testing"
 	"time"
 
@@ -12,11 +10,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/veleroinstall"
 	"github.com/initlock/initlock/pkg/initlock"
 )
@@ -108,38 +104,6 @@ func (b *Backend) installForDoctorIn(t *testing.T, ns, veleroNS, locksNS, versio
 // doctorDigest is the digest the manager's image is pinned by, as the
 // release's install.yaml pins it.
 const doctorDigest = "4f2d8c1e9b7a6f5e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a1f0e"
-
-// readConfig reads the objects of kind T from config/<file>.
-func readConfig[T any, P interface {
-	*T
-	client.Object
-}](t *testing.T, file string) []P {
-	t.Helper()
-	root, err := kubeenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := kubeenv.ReadObjects(filepath.Join(root, "config", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []P
-	for _, u := range objs {
-		// The kind of an API type is the name of its Go type.
-		if u.GetKind() != reflect.TypeFor[T]().Name() {
-			continue
-		}
-		var obj P = new(T)
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, obj)
-	}
-	if len(out) == 0 {
-		t.Fatalf("config/%s holds no %T", file, new(T))
-	}
-	return out
-}
 
 // create creates obj, and deletes it when t ends if it is cluster-scoped
 // (a namespaced object goes with its namespace).

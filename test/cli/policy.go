@@ -2,14 +2,15 @@ package clisuite
 
 import (
 	"context"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/cli"
@@ -21,20 +22,42 @@ import (
 // its namespace, so that later tests do not find it).
 func (b *Backend) managerDeployment(t *testing.T, ns string, args ...string) {
 	t.Helper()
-	labels := map[string]string{"app.kubernetes.io/name": "initlock-manager"}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "initlock-controller-manager", Labels: labels},
-		Spec: appsv1.DeploymentSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name: "manager", Image: "initlock-manager:dev", Command: []string{"/initlock-manager"}, Args: args,
-				}}},
-			},
-		},
-	}
+	d := readConfig[appsv1.Deployment](t, "manager/manager.yaml")[0]
+	d.Namespace, d.Name = ns, "initlock-controller-manager"
+	d.Spec.Template.Spec.Containers[0].Args = args
 	b.createDeployment(t, d)
+}
+
+// readConfig reads the objects of kind T from config/<file>.
+func readConfig[T any, P interface {
+	*T
+	client.Object
+}](t *testing.T, file string) []P {
+	t.Helper()
+	root, err := kubeenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := kubeenv.ReadObjects(filepath.Join(root, "config", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []P
+	for _, u := range objs {
+		// The kind of an API type is the name of its Go type.
+		if u.GetKind() != reflect.TypeFor[T]().Name() {
+			continue
+		}
+		var obj P = new(T)
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, obj)
+	}
+	if len(out) == 0 {
+		t.Fatalf("config/%s holds no %T", file, new(T))
+	}
+	return out
 }
 
 // createDeployment creates d and deletes it when t ends, waiting until it
