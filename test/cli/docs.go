@@ -9,8 +9,6 @@ import (
 	"time"
 
 	testingclock "k8s.io/utils/clock/testing"
-
-	"github.com/initlock/initlock/internal/kubeenv"
 )
 
 // ReferencePage is the page that documents kubectl initlock for operators,
@@ -20,11 +18,7 @@ var ReferencePage = filepath.Join("docs", "reference.md")
 // Reference returns ReferencePage's path and text.
 func Reference(t *testing.T) (string, string) {
 	t.Helper()
-	root, err := kubeenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(root, ReferencePage)
+	path := repoPath(t, ReferencePage)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

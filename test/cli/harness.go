@@ -158,15 +158,21 @@ func mask(s string) string {
 	return createdYAML.ReplaceAllString(s, `$1: <time>`)
 }
 
-// Golden compares got with internal/cli/testdata/name, or rewrites it with
-// -update.
-func Golden(t *testing.T, name, got string) {
+// repoPath joins elem to the repository root.
+func repoPath(t *testing.T, elem ...string) string {
 	t.Helper()
 	root, err := kubeenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(root, "internal", "cli", "testdata", name)
+	return filepath.Join(append([]string{root}, elem...)...)
+}
+
+// Golden compares got with internal/cli/testdata/name, or rewrites it with
+// -update.
+func Golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := repoPath(t, "internal", "cli", "testdata", name)
 	if *Update {
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
 			t.Fatal(err)

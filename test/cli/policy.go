@@ -2,7 +2,6 @@ package clisuite
 
 import (
 	"context"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -34,11 +33,7 @@ func readConfig[T any, P interface {
 	client.Object
 }](t *testing.T, file string) []P {
 	t.Helper()
-	root, err := kubeenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := kubeenv.ReadObjects(filepath.Join(root, "config", file))
+	objs, err := kubeenv.ReadObjects(repoPath(t, "config", file))
 	if err != nil {
 		t.Fatal(err)
 	}
