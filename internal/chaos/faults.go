@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -327,11 +326,9 @@ func (in *Injector) RoundTrip(req *http.Request) (*http.Response, error) {
 		return statusResponse(req, d.code), nil
 	}
 	var deleteBody []byte
-	isCMDelete := req.Method == http.MethodDelete && isConfigMapPath(req.URL.Path)
-	if isCMDelete && req.Body != nil {
-		deleteBody, _ = io.ReadAll(req.Body)
-		_ = req.Body.Close()
-		req.Body = io.NopCloser(bytes.NewReader(deleteBody))
+	_, isCMDelete := configMapDelete(req)
+	if isCMDelete {
+		deleteBody, req.Body, _ = readBody(req.Body)
 	}
 	in.reportRead(req)
 	resp, err := in.next.RoundTrip(req)
@@ -364,10 +361,7 @@ func (in *Injector) reportRead(req *http.Request) {
 	in.mu.Lock()
 	f := in.onRead
 	in.mu.Unlock()
-	if f == nil || req.Method != http.MethodGet {
-		return
-	}
-	if name, ok := machinePath(req.URL.Path); ok {
+	if name, ok := machineRead(req); ok && f != nil {
 		f(in.name, name)
 	}
 }
@@ -378,11 +372,10 @@ func (in *Injector) reportDelete(req *http.Request, body []byte, resp *http.Resp
 	if in.onDelete == nil {
 		return resp
 	}
-	respBody, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	resp.Body = io.NopCloser(bytes.NewReader(respBody))
-	ns, name := configMapKey(req.URL.Path)
-	d := Deletion{Actor: in.name, Namespace: ns, Name: name, Code: resp.StatusCode, Lost: lost}
+	respBody, body2, _ := readBody(resp.Body)
+	resp.Body = body2
+	key, _ := configMapDelete(req)
+	d := Deletion{Actor: in.name, Namespace: key.Namespace, Name: key.Name, Code: resp.StatusCode, Lost: lost}
 	if op, ok := OpOf(req.Context()); ok {
 		d.Op = op
 	}

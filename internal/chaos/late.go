@@ -48,14 +48,9 @@ func (in *Injector) WaitLate() {
 // background, whatever becomes of its caller. The copy keeps the values of
 // req's context (the operation it was made for) but not its cancellation.
 func (in *Injector) hold(req *http.Request, delay time.Duration) error {
-	var body []byte
-	if req.Body != nil {
-		var err error
-		body, err = io.ReadAll(req.Body)
-		_ = req.Body.Close()
-		if err != nil {
-			return err
-		}
+	body, _, err := readBody(req.Body)
+	if err != nil {
+		return err
 	}
 	out := req.Clone(context.WithoutCancel(req.Context()))
 	out.Body = io.NopCloser(bytes.NewReader(body))
@@ -78,7 +73,7 @@ func (in *Injector) sendLate(req *http.Request, body []byte, delay time.Duration
 	if err != nil {
 		lw.Err = err
 	} else {
-		if req.Method == http.MethodDelete && isConfigMapPath(req.URL.Path) {
+		if _, ok := configMapDelete(req); ok {
 			resp = in.reportDelete(req, body, resp, true)
 		}
 		lw.Code = resp.StatusCode

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -129,11 +131,16 @@ users:
 	return path, inj, nil
 }
 
-// SetFaults sets the faults of every replica registered.
-func (p *Proxy) SetFaults(f Faults) {
+// injectors returns the Injectors of the replicas registered so far.
+func (p *Proxy) injectors() []*Injector {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, inj := range p.replicas {
+	return slices.Collect(maps.Values(p.replicas))
+}
+
+// SetFaults sets the faults of every replica registered.
+func (p *Proxy) SetFaults(f Faults) {
+	for _, inj := range p.injectors() {
 		inj.SetFaults(f)
 	}
 }
@@ -142,32 +149,24 @@ func (p *Proxy) SetFaults(f Faults) {
 // it held has been sent.
 func (p *Proxy) OnLateWrite(f func(LateWrite)) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.onLate = f
-	for _, inj := range p.replicas {
+	p.mu.Unlock()
+	for _, inj := range p.injectors() {
 		inj.OnLateWrite(f)
 	}
 }
 
 // WaitLate waits until every write held so far has been sent.
 func (p *Proxy) WaitLate() {
-	p.mu.Lock()
-	injs := make([]*Injector, 0, len(p.replicas))
-	for _, inj := range p.replicas {
-		injs = append(injs, inj)
-	}
-	p.mu.Unlock()
-	for _, inj := range injs {
+	for _, inj := range p.injectors() {
 		inj.WaitLate()
 	}
 }
 
 // Stats sums the fault statistics of every replica.
 func (p *Proxy) Stats() FaultStats {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	var s FaultStats
-	for _, inj := range p.replicas {
+	for _, inj := range p.injectors() {
 		s = s.Add(inj.Stats())
 	}
 	return s

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -11,10 +12,24 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
 // The wire side of the Injector: the answers it makes up and what it reads
 // of the requests it passes on.
+
+// readBody reads body, if any, to its end and closes it; it returns what
+// it read and a body that reads it again (nil when body was nil).
+func readBody(body io.ReadCloser) ([]byte, io.ReadCloser, error) {
+	if body == nil {
+		return nil, nil, nil
+	}
+	b, err := io.ReadAll(body)
+	_ = body.Close()
+	return b, io.NopCloser(bytes.NewReader(b)), err
+}
 
 func drain(req *http.Request) {
 	if req.Body != nil {
@@ -61,46 +76,18 @@ func (e *injectedTimeout) Timeout() bool   { return true }
 func (e *injectedTimeout) Temporary() bool { return true }
 func (e *injectedTimeout) Unwrap() error   { return os.ErrDeadlineExceeded }
 
-// isConfigMapPath tells whether path names one ConfigMap:
-// /api/v1/namespaces/<ns>/configmaps/<name>.
-func isConfigMapPath(path string) bool {
-	_, name := configMapKey(path)
-	return name != ""
+// configMapDelete tells whether req deletes one ConfigMap
+// (/api/v1/namespaces/<ns>/configmaps/<name>), and names it.
+func configMapDelete(req *http.Request) (kubeenv.Request, bool) {
+	r := kubeenv.Classify(req)
+	return r, r.Verb == "delete" && r.Group == "" && r.Version == "v1" && r.Resource == "configmaps" && r.Namespace != "" && r.Name != ""
 }
 
-func configMapKey(path string) (string, string) {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	// A prefix (the proxy's replica name) may come first.
-	for i := range parts {
-		if len(parts) == i+6 && parts[i] == "api" && parts[i+1] == "v1" && parts[i+2] == "namespaces" && parts[i+4] == "configmaps" {
-			return parts[i+3], parts[i+5]
-		}
-	}
-	return "", ""
-}
-
-// machinePath tells whether path names Cluster API's Machines: their list
-// (name "") or one Machine; a prefix (the proxy's replica name) may come
-// first.
-func machinePath(path string) (name string, ok bool) {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	for i := range parts {
-		if len(parts) < i+4 || parts[i] != "apis" || parts[i+1] != "cluster.x-k8s.io" {
-			continue
-		}
-		rest := parts[i+3:]
-		if len(rest) > 2 && rest[0] == "namespaces" {
-			rest = rest[2:]
-		}
-		switch {
-		case len(rest) == 1 && rest[0] == "machines":
-			return "", true
-		case len(rest) == 2 && rest[0] == "machines":
-			return rest[1], true
-		}
-		return "", false
-	}
-	return "", false
+// machineRead tells whether req reads Cluster API's Machines: one Machine,
+// by name, or their list (name "").
+func machineRead(req *http.Request) (name string, ok bool) {
+	r := kubeenv.Classify(req)
+	return r.Name, req.Method == http.MethodGet && r.Group == capi.Group && r.Resource == "machines"
 }
 
 // preconditionUID reads the UID precondition of a DELETE's body (JSON or
