@@ -52,7 +52,7 @@ func (bc *controller) loop(actCtx, ctx context.Context) {
 		if crt.isGone() || r.c.Initialized(k.cluster) {
 			continue
 		}
-		if r.isRunning(k.machine) && bc.rnd.IntN(3) != 0 {
+		if _, running := r.running.Load(k.machine); running && bc.rnd.IntN(3) != 0 {
 			continue // re-Lock the holder now and then only
 		}
 		if bc.rnd.Float64() < r.p.Interrupt {
@@ -83,7 +83,7 @@ func (bc *controller) reconcile(actCtx, ctx context.Context, k call) {
 			r.agents.Add(1)
 			go func() {
 				defer r.agents.Done()
-				defer r.endInit(k.machine)
+				defer r.running.Delete(k.machine)
 				bc.init(ctx, k)
 			}()
 		}
@@ -197,35 +197,12 @@ func (bc *controller) init(ctx context.Context, k call) {
 // serialFor returns the mutex that serialises machine's Lock and Unlock
 // calls.
 func (r *runner) serialFor(machine string) *sync.Mutex {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	mu, ok := r.serial[machine]
-	if !ok {
-		mu = &sync.Mutex{}
-		r.serial[machine] = mu
-	}
-	return mu
+	mu, _ := r.serial.LoadOrStore(machine, &sync.Mutex{})
+	return mu.(*sync.Mutex)
 }
 
 // startInit marks machine as running init; false when it already does.
 func (r *runner) startInit(machine string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.running[machine] {
-		return false
-	}
-	r.running[machine] = true
-	return true
-}
-
-func (r *runner) endInit(machine string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.running, machine)
-}
-
-func (r *runner) isRunning(machine string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.running[machine]
+	_, running := r.running.LoadOrStore(machine, true)
+	return !running
 }

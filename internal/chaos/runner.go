@@ -116,11 +116,12 @@ type runner struct {
 	restores  int
 	snapshots map[string]*unstructured.Unstructured
 
+	// running holds the Machines whose init runs; serial, a *sync.Mutex
+	// per Machine, serialises its Lock and Unlock calls, as a controller's
+	// work queue never reconciles one object twice at once.
+	running, serial sync.Map
+
 	mu      sync.Mutex
-	running map[string]bool
-	// serial serialises the Lock and Unlock calls of each Machine, as a
-	// controller's work queue never reconciles one object twice at once.
-	serial  map[string]*sync.Mutex
 	errs    []error
 	agents  sync.WaitGroup
 	actions sync.WaitGroup
@@ -132,9 +133,8 @@ type runner struct {
 func Run(ctx context.Context, o Options, p Plan) *Result {
 	start := time.Now()
 	h := NewHistory()
-	r := &runner{o: o, p: p, h: h, c: NewChecker(h), running: map[string]bool{}, serial: map[string]*sync.Mutex{},
-		snapshots: map[string]*unstructured.Unstructured{},
-		res:       &Result{Plan: p, History: h, Actions: map[faults.Class]int{}, Restores: map[string]int{}, Hits: map[string]int{}}}
+	r := &runner{o: o, p: p, h: h, c: NewChecker(h), snapshots: map[string]*unstructured.Unstructured{},
+		res: &Result{Plan: p, History: h, Actions: map[faults.Class]int{}, Restores: map[string]int{}, Hits: map[string]int{}}}
 	for _, cp := range p.Clusters {
 		r.clusters = append(r.clusters, &clusterRT{plan: cp})
 	}
