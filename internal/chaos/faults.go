@@ -119,9 +119,9 @@ func (s FaultStats) Injected() int {
 
 // Add sums two FaultStats.
 func (s FaultStats) Add(o FaultStats) FaultStats {
-	return FaultStats{Requests: s.Requests + o.Requests, ByClass: s.ByClass.Add(o.ByClass),
-		LateApplied: s.LateApplied + o.LateApplied, LateRejected: s.LateRejected + o.LateRejected,
-		LaggedWatches: s.LaggedWatches + o.LaggedWatches, LaggedRelinkWatches: s.LaggedRelinkWatches + o.LaggedRelinkWatches}
+	sum := sumInts(s, o)
+	sum.ByClass = s.ByClass.Add(o.ByClass)
+	return sum
 }
 
 // Deletion is a DELETE of a ConfigMap that reached the API server, as an

@@ -3,8 +3,8 @@ package chaos
 import (
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -15,10 +15,9 @@ import (
 func (r *Result) Summary() string {
 	c := r.Counts
 	var acts []string
-	for k, v := range r.Actions {
-		acts = append(acts, fmt.Sprintf("%s=%d", k, v))
+	for _, k := range slices.Sorted(maps.Keys(r.Actions)) {
+		acts = append(acts, fmt.Sprintf("%s=%d", k, r.Actions[k]))
 	}
-	sort.Strings(acts)
 	return fmt.Sprintf("seed %d: %d violations; %d Lock calls, %d grants, %d re-locks, %d refused, %d errors (+%d paused, %d not a lock); %d unlocks; %d inits; "+
 		"lock deletes: manager %d, unlock %d, other %d; faults client %d/%d manager %d/%d; "+
 		"stale views %d (%d behind, %d acquired for a gone UID), late writes %d, lagged manager watches %d; manager starts %d kills %d; actions %s (skipped %d); settled in %s; %s",
@@ -117,13 +116,8 @@ func (t *Totals) String() string {
 	for _, k := range slices.Sorted(maps.Keys(t.Actions)) {
 		fmt.Fprintf(&b, " %s=%d", k, t.Actions[k])
 	}
-	keys := make([]string, 0, len(t.Restores))
-	for k := range t.Restores {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	b.WriteString("\n  restores:")
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(t.Restores)) {
 		fmt.Fprintf(&b, " %q=%d", k, t.Restores[k])
 	}
 	return b.String()
@@ -167,19 +161,16 @@ type Counts struct {
 }
 
 // Add sums two Counts.
-func (c Counts) Add(o Counts) Counts {
-	return Counts{
-		LockCalls: c.LockCalls + o.LockCalls, Grants: c.Grants + o.Grants, ReLocks: c.ReLocks + o.ReLocks,
-		Refused: c.Refused + o.Refused, LockErrors: c.LockErrors + o.LockErrors,
-		Paused: c.Paused + o.Paused, NotALock: c.NotALock + o.NotALock,
-		AcquiredDeleted: c.AcquiredDeleted + o.AcquiredDeleted, AcquiredGone: c.AcquiredGone + o.AcquiredGone,
-		StaleViews: c.StaleViews + o.StaleViews, StaleBehind: c.StaleBehind + o.StaleBehind,
-		HoldsKept: c.HoldsKept + o.HoldsKept, HoldsEnded: c.HoldsEnded + o.HoldsEnded,
-		UnlockCalls: c.UnlockCalls + o.UnlockCalls, UnlockErrors: c.UnlockErrors + o.UnlockErrors,
-		Inits:            c.Inits + o.Inits,
-		DeletesByManager: c.DeletesByManager + o.DeletesByManager, DeletesByUnlock: c.DeletesByUnlock + o.DeletesByUnlock,
-		DeletesExternal: c.DeletesExternal + o.DeletesExternal, DeletesWithdrawn: c.DeletesWithdrawn + o.DeletesWithdrawn,
-		DeletesInWindow: c.DeletesInWindow + o.DeletesInWindow,
-		AddOnLinks:      c.AddOnLinks + o.AddOnLinks,
+func (c Counts) Add(o Counts) Counts { return sumInts(c, o) }
+
+// sumInts returns a plus b, int field by int field; it leaves the other
+// fields as a has them.
+func sumInts[T any](a, b T) T {
+	va, vb := reflect.ValueOf(&a).Elem(), reflect.ValueOf(b)
+	for i := range va.NumField() {
+		if f := va.Field(i); f.Kind() == reflect.Int {
+			f.SetInt(f.Int() + vb.Field(i).Int())
+		}
 	}
+	return a
 }
