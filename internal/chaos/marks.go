@@ -12,7 +12,6 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/faults"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
-	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
 // leaveMark leaves on a lock owned by its live Cluster and naming an
@@ -32,9 +31,8 @@ func (r *runner) leaveMark(ctx context.Context, name string, move bool) error {
 		return client.IgnoreNotFound(err)
 	}
 	holder := wire.LockOf(cm, name).Record.MachineName
-	m := &unstructured.Unstructured{}
-	m.SetGroupVersionKind(capi.MachineGVK(capi.V1Beta2))
-	err = r.admin.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: holder}, m)
+	m := r.machineObject(holder)
+	err = r.admin.Get(ctx, client.ObjectKeyFromObject(m), m)
 	if apierrors.IsNotFound(err) || !ownedBy(cm.OwnerReferences, cl) {
 		r.hit(faults.MarkLeft, "lock not held for a Machine, or not owned by its live Cluster: no mark")
 		return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,11 +23,6 @@ import (
 	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
-// backup is what a backup holds of one Cluster.
-type backup struct {
-	items []*unstructured.Unstructured
-}
-
 // restore backs a Cluster up, loses it (Cluster, Machines and lock) and
 // restores it as the plan says. It tells whether the Cluster is gone for
 // good (deleted mid-restore).
@@ -40,11 +36,10 @@ func (r *runner) restore(ctx context.Context, crt *clusterRT, rp *RestorePlan) (
 			return false, err
 		}
 	}
-	b, err := r.backup(ctx, name)
+	items, err := r.backup(ctx, name)
 	if err != nil {
 		return false, err
 	}
-	r.h.Addf("driver", "backup", name, "%d objects", len(b.items))
 	if err := r.deleteCluster(ctx, name); err != nil {
 		return false, err
 	}
@@ -57,12 +52,9 @@ func (r *runner) restore(ctx context.Context, crt *clusterRT, rp *RestorePlan) (
 		return false, err
 	}
 	rnd := rand.New(rand.NewPCG(rp.Shuffle, 1))
-	items := b.items // velero order: add-on, lock, machines, cluster
 	switch rp.Order {
 	case OrderReverse:
-		for i, j := 0, len(items)-1; i < j; i, j = i+1, j-1 {
-			items[i], items[j] = items[j], items[i]
-		}
+		slices.Reverse(items)
 	case OrderRandom:
 		rnd.Shuffle(len(items), func(i, j int) { items[i], items[j] = items[j], items[i] })
 	}
@@ -141,11 +133,10 @@ func (r *runner) restoreOld(ctx context.Context, name string, age time.Duration,
 // its name.
 func (r *runner) partialRestore(ctx context.Context, crt *clusterRT) error {
 	name := crt.plan.Name
-	b, err := r.backup(ctx, name)
+	items, err := r.backup(ctx, name)
 	if err != nil {
 		return err
 	}
-	r.h.Addf("driver", "backup", name, "%d objects", len(b.items))
 	if err := r.deleteCluster(ctx, name); err != nil {
 		return err
 	}
@@ -166,7 +157,7 @@ func (r *runner) partialRestore(ctx context.Context, crt *clusterRT) error {
 	if err != nil {
 		return err
 	}
-	for _, it := range b.items {
+	for _, it := range items {
 		if it.GetKind() == "Cluster" {
 			r.h.Add("driver", "restore skipped", it.GetKind()+"/"+it.GetName(), "", "a cluster of that name exists")
 			continue
@@ -264,30 +255,25 @@ func (r *runner) restoreItem(ctx context.Context, rs restore, backed *unstructur
 	return nil
 }
 
-// backup reads a Cluster, its add-on, its Machines and its lock, one after
-// the other as Velero does, in Velero's restore order.
-func (r *runner) backup(ctx context.Context, name string) (*backup, error) {
-	b := &backup{}
+// backup reads a Cluster's add-on, its lock, its Machines and the Cluster,
+// one after the other as Velero does, in Velero's restore order, and
+// records the backup.
+func (r *runner) backup(ctx context.Context, name string) ([]*unstructured.Unstructured, error) {
+	var objs []client.Object
 	addOn := &corev1.ConfigMap{}
 	if err := r.admin.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: name + addOnSuffix}, addOn); client.IgnoreNotFound(err) != nil {
 		return nil, err
 	} else if err == nil {
-		items, err := velerosim.Unstructured(addOn)
-		if err != nil {
-			return nil, err
-		}
-		b.items = append(b.items, items...)
+		objs = append(objs, addOn)
 	}
-	cm, err := r.lockOf(ctx, name)
+	if cm, err := r.lockOf(ctx, name); err != nil {
+		return nil, err
+	} else if cm != nil {
+		objs = append(objs, cm)
+	}
+	items, err := velerosim.Unstructured(objs...)
 	if err != nil {
 		return nil, err
-	}
-	if cm != nil {
-		items, err := velerosim.Unstructured(cm)
-		if err != nil {
-			return nil, err
-		}
-		b.items = append(b.items, items...)
 	}
 	machines := &unstructured.UnstructuredList{}
 	machines.SetGroupVersionKind(capi.MachineGVK(capi.V1Beta2).GroupVersion().WithKind("MachineList"))
@@ -295,12 +281,12 @@ func (r *runner) backup(ctx context.Context, name string) (*backup, error) {
 		return nil, err
 	}
 	for i := range machines.Items {
-		b.items = append(b.items, &machines.Items[i])
+		items = append(items, &machines.Items[i])
 	}
 	cluster := r.clusterObject(name)
 	if err := r.admin.Get(ctx, client.ObjectKeyFromObject(cluster), cluster); err != nil {
 		return nil, err
 	}
-	b.items = append(b.items, cluster)
-	return b, nil
+	r.h.Addf("driver", "backup", name, "%d objects", len(items)+1)
+	return append(items, cluster), nil
 }

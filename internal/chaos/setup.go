@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/initlock/initlock/internal/kubeenv"
-	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 )
 
@@ -23,18 +22,19 @@ func (r *runner) setup(ctx context.Context) error {
 			Data: map[string]string{"ClusterConfiguration": "kind: ClusterConfiguration"}},
 	}
 	for _, cp := range r.p.Clusters {
-		record := fmt.Sprintf(`{"machineName":%q}`, cp.Machines[0])
+		// A lock of the upstream format, less what makes it one.
+		cm := kubeenv.NewLock(r.ns, cp.Name, cp.Machines[0], nil)
 		switch cp.Foreign {
 		case ForeignUnlabelled:
-			foreign = append(foreign, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cp.Name + wire.LockSuffix},
-				Data: map[string]string{wire.DataKey: record}})
+			cm.Labels = nil
 		case ForeignNoKey:
-			foreign = append(foreign, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cp.Name + wire.LockSuffix,
-				Labels: map[string]string{capi.ClusterNameLabel: cp.Name}}, Data: map[string]string{"owner": "someone else"}})
+			cm.Data = map[string]string{"owner": "someone else"}
 		case ForeignOtherCluster:
-			foreign = append(foreign, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cp.Name + wire.LockSuffix,
-				Labels: map[string]string{capi.ClusterNameLabel: "other"}}, Data: map[string]string{wire.DataKey: record}})
+			cm.Labels[capi.ClusterNameLabel] = "other"
+		default:
+			continue
 		}
+		foreign = append(foreign, cm)
 	}
 	for _, cm := range foreign {
 		cm.Namespace = r.ns
@@ -63,14 +63,7 @@ func (r *runner) setup(ctx context.Context) error {
 			}
 		}
 		if cp.UpstreamLock {
-			cm := &corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: cp.Name + wire.LockSuffix,
-					Labels: map[string]string{capi.ClusterNameLabel: cp.Name},
-					OwnerReferences: []metav1.OwnerReference{{APIVersion: u.GetAPIVersion(), Kind: "Cluster",
-						Name: cp.Name, UID: u.GetUID()}}},
-				Data: map[string]string{wire.DataKey: fmt.Sprintf(`{"machineName":%q}`, cp.Machines[0])},
-			}
-			if err := r.admin.Create(ctx, cm); err != nil {
+			if err := r.admin.Create(ctx, kubeenv.NewLock(r.ns, cp.Name, cp.Machines[0], u)); err != nil {
 				return fmt.Errorf("creating the upstream lock of %s: %w", cp.Name, err)
 			}
 		}
