@@ -95,7 +95,6 @@ type lockDeletion struct {
 	name, cluster        string
 	holder               string
 	rv                   int64
-	at                   time.Duration
 	clusterLive          bool
 	clusterInitialized   bool
 	holderExists, judged bool
@@ -223,7 +222,7 @@ func (c *Checker) process(o Observed) {
 			return
 		}
 		cs := r.clusters[o.LockOf]
-		ld := &lockDeletion{uid: o.UID, name: o.Name, cluster: o.LockOf, holder: o.Holder, rv: o.RV, at: o.Seen}
+		ld := &lockDeletion{uid: o.UID, name: o.Name, cluster: o.LockOf, holder: o.Holder, rv: o.RV}
 		// The holder exists as initlock keeps its place: a Machine of its
 		// name, whatever its UID (a holder restored alone under a new UID
 		// is the holder still; engine.Ref.Claims).

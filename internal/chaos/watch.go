@@ -109,45 +109,49 @@ func (w *Watcher) fail(err error) {
 
 func (w *Watcher) consume(ctx context.Context, kind int, rw *watchtools.RetryWatcher) {
 	for {
+		var ev watch.Event
+		ok := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-rw.Done():
+		case ev, ok = <-rw.ResultChan():
+		}
+		if !ok {
 			if ctx.Err() == nil {
 				w.fail(fmt.Errorf("the %s watch ended", kindNames[kind]))
 			}
 			return
-		case ev, ok := <-rw.ResultChan():
-			if !ok {
-				if ctx.Err() == nil {
-					w.fail(fmt.Errorf("the %s watch ended", kindNames[kind]))
-				}
-				return
-			}
-			switch ev.Type {
-			case watch.Bookmark:
-				continue
-			case watch.Error:
-				w.fail(fmt.Errorf("the %s watch failed: %w", kindNames[kind], apiStatus(ev.Object)))
-				return
-			}
-			u, ok := ev.Object.(*unstructured.Unstructured)
-			if !ok {
-				w.fail(fmt.Errorf("the %s watch sent a %T", kindNames[kind], ev.Object))
-				return
-			}
-			o, err := w.observe(kind, ev.Type, u)
-			if err != nil {
-				w.fail(err)
-				return
-			}
-			w.checker.Observe(o)
-			w.mu.Lock()
-			w.seen[kindNames[kind]+"/"+o.Name] = true
-			w.cond.Broadcast()
-			w.mu.Unlock()
+		}
+		if err := w.take(kind, ev); err != nil {
+			w.fail(err)
+			return
 		}
 	}
+}
+
+// take hands one event of the watch of kind to the Checker.
+func (w *Watcher) take(kind int, ev watch.Event) error {
+	switch ev.Type {
+	case watch.Bookmark:
+		return nil
+	case watch.Error:
+		return fmt.Errorf("the %s watch failed: %w", kindNames[kind], apiStatus(ev.Object))
+	}
+	u, ok := ev.Object.(*unstructured.Unstructured)
+	if !ok {
+		return fmt.Errorf("the %s watch sent a %T", kindNames[kind], ev.Object)
+	}
+	o, err := w.observe(kind, ev.Type, u)
+	if err != nil {
+		return err
+	}
+	w.checker.Observe(o)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen[kindNames[kind]+"/"+o.Name] = true
+	w.cond.Broadcast()
+	return nil
 }
 
 // WaitSeen waits until the watch of kind has delivered an event for name,
