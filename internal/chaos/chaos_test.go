@@ -1,6 +1,7 @@
 package chaos_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -112,7 +113,9 @@ func TestChaos(t *testing.T) {
 			if res.Failed() {
 				report(t, cfg, res)
 			} else if os.Getenv("CHAOS_HISTORY") == "all" {
-				writeHistory(t, cfg, res)
+				if _, err := writeHistory(cfg, res); err != nil {
+					t.Fatal(err)
+				}
 			}
 		})
 	}
@@ -151,42 +154,26 @@ func report(t *testing.T, cfg chaosConfig, res *chaos.Result) {
 		fmt.Fprintf(&b, "%s\n", v)
 	}
 	fmt.Fprintf(&b, "manager logs: %s\n", res.Dir)
-	path := filepath.Join(cfg.out, fmt.Sprintf("seed-%d.history", res.Plan.Seed))
-	f, err := os.Create(path)
-	if err == nil {
-		_, err = res.History.WriteTo(f)
-		err = errorsJoin(err, f.Close())
-	}
+	path, err := writeHistory(cfg, res)
 	if err != nil || os.Getenv("CHAOS_OUT") == "" {
 		b.WriteString("history:\n")
-		var h strings.Builder
-		_, _ = res.History.WriteTo(&h)
-		b.WriteString(h.String())
+		_, _ = res.History.WriteTo(&b)
 	} else {
-		fmt.Fprintf(&b, "history (%d events): %s\n", res.History.Len(), path)
+		fmt.Fprintf(&b, "history (%d events): %s\n", len(res.History.Events()), path)
 	}
 	t.Error(b.String())
 }
 
-func writeHistory(t *testing.T, cfg chaosConfig, res *chaos.Result) {
-	t.Helper()
+// writeHistory writes the plan and the history of a scenario into
+// cfg.out, and returns the file's path.
+func writeHistory(cfg chaosConfig, res *chaos.Result) (string, error) {
 	path := filepath.Join(cfg.out, fmt.Sprintf("seed-%d.history", res.Plan.Seed))
 	f, err := os.Create(path)
 	if err != nil {
-		t.Fatal(err)
+		return path, err
 	}
-	defer f.Close()
-	if _, err := fmt.Fprintf(f, "%s\n", res.Plan); err != nil {
-		t.Fatal(err)
+	if _, err = fmt.Fprintf(f, "%s\n", res.Plan); err == nil {
+		_, err = res.History.WriteTo(f)
 	}
-	if _, err := res.History.WriteTo(f); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func errorsJoin(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
+	return path, errors.Join(err, f.Close())
 }

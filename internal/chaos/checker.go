@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -345,12 +345,7 @@ func (c *Checker) PlantForeign(f ForeignConfigMap) {
 func (c *Checker) Foreign() []ForeignConfigMap {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]ForeignConfigMap, 0, len(c.foreign))
-	for _, f := range c.foreign {
-		out = append(out, f)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	return slices.SortedFunc(maps.Values(c.foreign), func(a, b ForeignConfigMap) int { return strings.Compare(a.Name, b.Name) })
 }
 
 // MachineRead records that actor sent a read of Machine machine ("" for a

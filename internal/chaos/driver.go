@@ -116,7 +116,7 @@ func (r *runner) act(ctx context.Context, a Action) {
 	// faults.ManagerKilled sends SIGKILL to a manager replica, restarted
 	// after Delay.
 	if a.Kind == faults.ManagerKilled {
-		reps := r.fleet.Replicas()
+		reps := r.fleet.replicas
 		rep := reps[a.Replica%len(reps)]
 		if r.fleet.Kill(rep, a.Delay) {
 			r.count(a.Kind)

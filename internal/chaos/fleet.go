@@ -59,9 +59,6 @@ func NewFleet(binary, dir, namespace string, p *Proxy, leaderElection []bool, se
 	return f, nil
 }
 
-// Replicas returns the replicas.
-func (f *Fleet) Replicas() []*Replica { return f.replicas }
-
 // Start starts replica r unless it runs.
 func (f *Fleet) Start(r *Replica, t ManagerTimings) error {
 	r.mu.Lock()

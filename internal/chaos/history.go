@@ -74,13 +74,6 @@ func (h *History) Events() []Event {
 	return append([]Event(nil), h.events...)
 }
 
-// Len is the number of events so far.
-func (h *History) Len() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.events)
-}
-
 // WriteTo writes the history, one event a line.
 func (h *History) WriteTo(w io.Writer) (int64, error) {
 	var n int64

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -79,10 +80,7 @@ func (r *runner) leaveMark(ctx context.Context, name string, move bool) error {
 
 // ownedBy tells whether refs point at Cluster cl by its UID.
 func ownedBy(refs []metav1.OwnerReference, cl *unstructured.Unstructured) bool {
-	for _, ref := range refs {
-		if ref.Kind == "Cluster" && ref.Name == cl.GetName() && ref.UID == cl.GetUID() {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(refs, func(ref metav1.OwnerReference) bool {
+		return ref.Kind == "Cluster" && ref.Name == cl.GetName() && ref.UID == cl.GetUID()
+	})
 }

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -120,11 +121,7 @@ func (r *runner) unlinkedAddOns(ctx context.Context) ([]string, error) {
 		if u.GetDeletionTimestamp() != nil || u.GetLabels()[velerov1.RestoreNameLabel] != restore {
 			continue
 		}
-		linked := false
-		for _, ref := range cm.OwnerReferences {
-			linked = linked || ref.UID == u.GetUID()
-		}
-		if !linked {
+		if !slices.ContainsFunc(cm.OwnerReferences, func(ref metav1.OwnerReference) bool { return ref.UID == u.GetUID() }) {
 			out = append(out, fmt.Sprintf("add-on %s (rv %s), restored by %s, is not linked to Cluster %s (uid %s) restored with it",
 				cm.Name, cm.ResourceVersion, restore, cluster, shortUID(string(u.GetUID()))))
 		}

@@ -90,30 +90,20 @@ func machineRead(req *http.Request) (name string, ok bool) {
 	return r.Name, req.Method == http.MethodGet && r.Group == capi.Group && r.Resource == "machines"
 }
 
-// preconditionUID reads the UID precondition of a DELETE's body (JSON or
-// protobuf DeleteOptions).
-func preconditionUID(body []byte) types.UID {
-	if len(body) == 0 {
-		return ""
-	}
+// uidIn reads the UID a body names: the UID precondition of a DELETE's
+// DeleteOptions, or the UID of the object a DELETE answered with (JSON or
+// protobuf).
+func uidIn(body []byte) types.UID {
 	obj, _, err := clientgoscheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
-	if err != nil {
-		return ""
-	}
-	if o, ok := obj.(*metav1.DeleteOptions); ok && o.Preconditions != nil && o.Preconditions.UID != nil {
-		return *o.Preconditions.UID
-	}
-	return ""
-}
-
-// objectUID reads the UID of the object a DELETE answered with.
-func objectUID(body []byte) types.UID {
-	obj, _, err := clientgoscheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
-	if err != nil {
-		return ""
-	}
-	if o, ok := obj.(metav1.Object); ok {
-		return o.GetUID()
+	switch o := obj.(type) {
+	case *metav1.DeleteOptions:
+		if err == nil && o.Preconditions != nil && o.Preconditions.UID != nil {
+			return *o.Preconditions.UID
+		}
+	case metav1.Object:
+		if err == nil {
+			return o.GetUID()
+		}
 	}
 	return ""
 }
