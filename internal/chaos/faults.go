@@ -134,8 +134,8 @@ type Deletion struct {
 	// Caller is the Machine the operation was made for (WithCaller), if
 	// any.
 	Caller string
-	// Namespace and Name of the ConfigMap.
-	Namespace, Name string
+	// Name of the ConfigMap.
+	Name string
 	// UID is the UID precondition of the request, or else the UID of the
 	// object the server answered with.
 	UID types.UID
@@ -375,16 +375,16 @@ func (in *Injector) reportDelete(req *http.Request, body []byte, resp *http.Resp
 	respBody, body2, _ := readBody(resp.Body)
 	resp.Body = body2
 	key, _ := configMapDelete(req)
-	d := Deletion{Actor: in.name, Namespace: key.Namespace, Name: key.Name, Code: resp.StatusCode, Lost: lost}
+	d := Deletion{Actor: in.name, Name: key.Name, Code: resp.StatusCode, Lost: lost}
 	if op, ok := OpOf(req.Context()); ok {
 		d.Op = op
 	}
 	if m, ok := req.Context().Value(callerKey{}).(string); ok {
 		d.Caller = m
 	}
-	d.UID = preconditionUID(body)
+	d.UID = uidIn(body)
 	if d.UID == "" && resp.StatusCode < 300 {
-		d.UID = objectUID(respBody)
+		d.UID = uidIn(respBody)
 	}
 	in.onDelete(d)
 	return resp

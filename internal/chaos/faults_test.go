@@ -21,21 +21,22 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv/faults"
 )
 
-type deletions struct {
+// recorder keeps what a callback is given; it is safe for concurrent use.
+type recorder[T any] struct {
 	mu   sync.Mutex
-	seen []chaos.Deletion
+	seen []T
 }
 
-func (d *deletions) add(x chaos.Deletion) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.seen = append(d.seen, x)
+func (r *recorder[T]) add(x T) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seen = append(r.seen, x)
 }
 
-func (d *deletions) all() []chaos.Deletion {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return append([]chaos.Deletion(nil), d.seen...)
+func (r *recorder[T]) all() []T {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]T(nil), r.seen...)
 }
 
 func newClient(t *testing.T, cfg *rest.Config) client.Client {
@@ -56,7 +57,7 @@ func configMap(ns, name string) *corev1.ConfigMap {
 // reported with the UID it was made for.
 func TestInjector(t *testing.T) {
 	ns := env.Namespace(t)
-	var seen deletions
+	var seen recorder[chaos.Deletion]
 	cfg, inj := chaos.WrapConfig(env.Config, "bc-1", 1, seen.add)
 	c := newClient(t, cfg)
 
@@ -105,8 +106,8 @@ func TestInjector(t *testing.T) {
 // deletes are reported.
 func TestProxy(t *testing.T) {
 	ns := env.Namespace(t)
-	var seen deletions
-	p, err := chaos.NewProxy(env.Config, seen.add)
+	var seen recorder[chaos.Deletion]
+	p, err := chaos.NewProxy(env.Config, chaos.ProxyHooks{OnDelete: seen.add})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,13 +57,8 @@ func TestLateWrite(t *testing.T) {
 	next, got := fakeServer(http.StatusOK, `{}`)
 	inj := chaos.NewInjector("bc-1", next, 1, nil)
 	inj.SetFaults(chaos.Faults{LateWrite: 1, MaxLateDelay: 20 * time.Millisecond})
-	var lates []chaos.LateWrite
-	var mu sync.Mutex
-	inj.OnLateWrite(func(lw chaos.LateWrite) {
-		mu.Lock()
-		defer mu.Unlock()
-		lates = append(lates, lw)
-	})
+	var reported recorder[chaos.LateWrite]
+	inj.OnLateWrite(reported.add)
 
 	const path = "/apis/cluster.x-k8s.io/v1beta2/namespaces/ns/clusters/c1"
 	ctx, cancel := context.WithCancel(chaos.WithOp(t.Context(), "lock"))
@@ -99,9 +94,7 @@ func TestLateWrite(t *testing.T) {
 	if s.ByClass[faults.LateWrite] != 1 || s.LateApplied != 1 || s.LateRejected != 0 || s.Injected() != 1 {
 		t.Fatalf("stats %+v, want one late write, applied", s)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(lates) != 1 || lates[0].Code != http.StatusOK || lates[0].Method != http.MethodPatch || lates[0].Actor != "bc-1" {
+	if lates := reported.all(); len(lates) != 1 || lates[0].Code != http.StatusOK || lates[0].Method != http.MethodPatch || lates[0].Actor != "bc-1" {
 		t.Fatalf("late writes reported %+v, want the patch, answered 200", lates)
 	}
 }
@@ -111,7 +104,7 @@ func TestLateWrite(t *testing.T) {
 // counts as rejected.
 func TestLateDelete(t *testing.T) {
 	next, _ := fakeServer(http.StatusOK, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"c1-lock","uid":"u-1"}}`)
-	var seen deletions
+	var seen recorder[chaos.Deletion]
 	inj := chaos.NewInjector("mgr-1", next, 2, seen.add)
 	inj.SetFaults(chaos.Faults{LateWrite: 1})
 	req := httptest.NewRequestWithContext(t.Context(), http.MethodDelete, "https://api/api/v1/namespaces/ns/configmaps/c1-lock",

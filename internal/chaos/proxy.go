@@ -9,13 +9,14 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // Proxy puts the manager processes behind one local, plain-HTTP reverse
@@ -27,19 +28,27 @@ import (
 type Proxy struct {
 	target   *url.URL
 	upstream http.RoundTripper
-	onDelete func(Deletion)
 	listener net.Listener
 	server   *http.Server
+	hooks    ProxyHooks
 
 	mu       sync.Mutex
 	replicas map[string]*Injector
 	proxies  map[string]*httputil.ReverseProxy
-	onLate   func(LateWrite)
-	onRead   func(actor, machine string)
+}
+
+// ProxyHooks are told what the replicas' Injectors see; any may be nil.
+type ProxyHooks struct {
+	// OnDelete is told of every ConfigMap DELETE that reached the server,
+	// OnLate of every held write once sent, OnRead of every read of
+	// Machines (Injector.OnMachineRead).
+	OnDelete func(Deletion)
+	OnLate   func(LateWrite)
+	OnRead   func(actor, machine string)
 }
 
 // NewProxy starts a Proxy to the API server of cfg on a free local port.
-func NewProxy(cfg *rest.Config, onDelete func(Deletion)) (*Proxy, error) {
+func NewProxy(cfg *rest.Config, hooks ProxyHooks) (*Proxy, error) {
 	target, err := url.Parse(cfg.Host)
 	if err != nil {
 		return nil, fmt.Errorf("parsing the API server address %q: %w", cfg.Host, err)
@@ -52,7 +61,7 @@ func NewProxy(cfg *rest.Config, onDelete func(Deletion)) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{target: target, upstream: upstream, onDelete: onDelete, listener: l,
+	p := &Proxy{target: target, upstream: upstream, hooks: hooks, listener: l,
 		replicas: map[string]*Injector{}, proxies: map[string]*httputil.ReverseProxy{}}
 	p.server = &http.Server{Handler: p, ReadHeaderTimeout: 0}
 	go func() { _ = p.server.Serve(l) }()
@@ -68,14 +77,6 @@ func (p *Proxy) Close() error {
 	return err
 }
 
-// OnMachineRead sets f to be told of every read of Machines a replica
-// registered from now on sends (Injector.OnMachineRead).
-func (p *Proxy) OnMachineRead(f func(actor, machine string)) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.onRead = f
-}
-
 // Replica registers a replica name, with its faults drawn from seed, and
 // writes its kubeconfig into dir. It returns the kubeconfig's path and the
 // replica's Injector.
@@ -84,9 +85,9 @@ func (p *Proxy) Replica(name, dir string, seed uint64) (string, *Injector, error
 	defer p.mu.Unlock()
 	inj, ok := p.replicas[name]
 	if !ok {
-		inj = NewInjector(name, p.upstream, seed, p.onDelete)
-		inj.OnLateWrite(p.onLate)
-		inj.OnMachineRead(p.onRead)
+		inj = NewInjector(name, p.upstream, seed, p.hooks.OnDelete)
+		inj.OnLateWrite(p.hooks.OnLate)
+		inj.OnMachineRead(p.hooks.OnRead)
 		p.replicas[name] = inj
 		rp := &httputil.ReverseProxy{
 			Rewrite: func(r *httputil.ProxyRequest) {
@@ -108,24 +109,13 @@ func (p *Proxy) Replica(name, dir string, seed uint64) (string, *Injector, error
 		}
 		p.proxies[name] = rp
 	}
-	kubeconfig := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: chaos
-  cluster:
-    server: http://%s/%s
-contexts:
-- name: chaos
-  context:
-    cluster: chaos
-    user: chaos
-current-context: chaos
-users:
-- name: chaos
-  user: {}
-`, p.listener.Addr().String(), name)
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["chaos"] = &clientcmdapi.Cluster{Server: "http://" + p.listener.Addr().String() + "/" + name}
+	kc.AuthInfos["chaos"] = &clientcmdapi.AuthInfo{}
+	kc.Contexts["chaos"] = &clientcmdapi.Context{Cluster: "chaos", AuthInfo: "chaos"}
+	kc.CurrentContext = "chaos"
 	path := filepath.Join(dir, name+".kubeconfig")
-	if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
 		return "", nil, err
 	}
 	return path, inj, nil
@@ -142,17 +132,6 @@ func (p *Proxy) injectors() []*Injector {
 func (p *Proxy) SetFaults(f Faults) {
 	for _, inj := range p.injectors() {
 		inj.SetFaults(f)
-	}
-}
-
-// OnLateWrite sets, for every replica, the function called once each write
-// it held has been sent.
-func (p *Proxy) OnLateWrite(f func(LateWrite)) {
-	p.mu.Lock()
-	p.onLate = f
-	p.mu.Unlock()
-	for _, inj := range p.injectors() {
-		inj.OnLateWrite(f)
 	}
 }
 

@@ -222,12 +222,10 @@ func (r *runner) run(ctx context.Context) (retErr error) {
 		return err
 	}
 
-	if r.proxy, err = NewProxy(r.o.Config, r.c.Deleted); err != nil {
+	if r.proxy, err = NewProxy(r.o.Config, ProxyHooks{OnDelete: r.c.Deleted, OnLate: r.lateWrite, OnRead: r.c.MachineRead}); err != nil {
 		return err
 	}
-	r.proxy.OnMachineRead(r.c.MachineRead)
 	defer func() { retErr = errors.Join(retErr, r.proxy.Close()) }()
-	r.proxy.OnLateWrite(r.lateWrite)
 	if r.fleet, err = NewFleet(r.o.ManagerBinary, r.dir, r.ns, r.proxy, r.p.LeaderElection, r.p.Seed, r.h); err != nil {
 		return err
 	}
