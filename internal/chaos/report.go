@@ -66,18 +66,19 @@ func (t *Totals) Add(r *Result) {
 	if r.Plan.ManagerFaults.WatchLag > 0 {
 		t.Lagging++
 	}
-	for k, v := range r.Hits {
-		t.Hits[k] += v
-	}
+	addTo(t.Hits, r.Hits)
 	t.ManagerStarts += r.ManagerStarts
 	t.ManagerKills += r.ManagerKills
-	for k, v := range r.Actions {
-		t.Actions[k] += v
-	}
-	for k, v := range r.Restores {
-		t.Restores[k] += v
-	}
+	addTo(t.Actions, r.Actions)
+	addTo(t.Restores, r.Restores)
 	t.Elapsed += r.Elapsed
+}
+
+// addTo adds the counts of src to those of dst.
+func addTo[K comparable](dst, src map[K]int) {
+	for k, v := range src {
+		dst[k] += v
+	}
 }
 
 func (t *Totals) String() string {
