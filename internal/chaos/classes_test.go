@@ -33,13 +33,20 @@ func TestFaultCatalogue(t *testing.T) {
 }
 
 // TestPlansExerciseEveryClass checks that the plans Generate makes enable
-// every fault class chaos models, and that every action they hold injects
-// a class the driver injects.
+// every fault class chaos models, that every action they hold injects a
+// class the driver injects, and that each has two or three replicas, the
+// first without leader election, and as many clusters as its size allows.
 func TestPlansExerciseEveryClass(t *testing.T) {
 	for _, size := range []Size{SizeShort, SizeLong} {
 		planned := faults.Tally{}
 		for seed := range uint64(200) {
 			p := Generate(seed, size)
+			if len(p.LeaderElection) < 2 || p.LeaderElection[0] {
+				t.Fatalf("seed %d: replicas %v, want 2 or 3, the first without leader election", seed, p.LeaderElection)
+			}
+			if n := len(p.Clusters); n < size.MinClusters || n > size.MaxClusters {
+				t.Fatalf("seed %d: %d clusters", seed, n)
+			}
 			for _, c := range p.Planned() {
 				planned[c]++
 			}

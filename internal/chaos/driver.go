@@ -228,11 +228,11 @@ func (r *runner) heldCluster(ctx context.Context, from int, def *clusterRT) *clu
 func (r *runner) replaceTarget(crt *clusterRT, n int) string {
 	ms := crt.plan.Machines
 	holder := r.c.Holder(crt.plan.Name)
-	if holder == "" || n%2 == 0 {
-		if holder != "" {
-			return holder
-		}
+	switch {
+	case holder == "":
 		return ms[n%len(ms)]
+	case n%2 == 0:
+		return holder
 	}
 	for i := range ms {
 		if m := ms[(n+i)%len(ms)]; m != holder {
