@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -310,20 +309,14 @@ func (in *Injector) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	switch d.fault {
-	case faults.Conflict, faults.ServerError:
-		drain(req)
-		return statusResponse(req, d.code), nil
-	case faults.Timeout:
-		drain(req)
-		return nil, timeoutError(req)
+	case faults.Conflict, faults.ServerError, faults.Timeout:
+		_, _, _ = readBody(req.Body) // never sent
+		return answer(req, d.code)
 	case faults.LateWrite:
 		if err := in.hold(req, d.late); err != nil {
 			return nil, err
 		}
-		if d.code == 0 {
-			return nil, timeoutError(req)
-		}
-		return statusResponse(req, d.code), nil
+		return answer(req, d.code)
 	}
 	var deleteBody []byte
 	_, isCMDelete := configMapDelete(req)
@@ -339,13 +332,9 @@ func (in *Injector) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	if err == nil {
-		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close()
+		_, _, _ = readBody(resp.Body)
 	}
-	if d.code == 0 {
-		return nil, timeoutError(req)
-	}
-	return statusResponse(req, d.code), nil
+	return answer(req, d.code)
 }
 
 // OnMachineRead sets f to be told of every read of Machines the actor

@@ -77,8 +77,7 @@ func (in *Injector) sendLate(req *http.Request, body []byte, delay time.Duration
 			resp = in.reportDelete(req, body, resp, true)
 		}
 		lw.Code = resp.StatusCode
-		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close()
+		_, _, _ = readBody(resp.Body)
 	}
 	in.mu.Lock()
 	if lw.Code >= 200 && lw.Code < 300 {

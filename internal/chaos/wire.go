@@ -31,13 +31,6 @@ func readBody(body io.ReadCloser) ([]byte, io.ReadCloser, error) {
 	return b, io.NopCloser(bytes.NewReader(b)), err
 }
 
-func drain(req *http.Request) {
-	if req.Body != nil {
-		_, _ = io.Copy(io.Discard, req.Body)
-		_ = req.Body.Close()
-	}
-}
-
 // statusResponse is the API server's answer for an error code, as a JSON
 // Status that client-go turns into the matching StatusError.
 func statusResponse(req *http.Request, code int) *http.Response {
@@ -62,8 +55,13 @@ func statusResponse(req *http.Request, code int) *http.Response {
 	}
 }
 
-func timeoutError(req *http.Request) error {
-	return &net.OpError{Op: "read", Net: "tcp", Err: &injectedTimeout{method: req.Method, path: req.URL.Path}}
+// answer is what the caller gets instead of the server's answer: the API
+// server's Status for code, or a network timeout when code is 0.
+func answer(req *http.Request, code int) (*http.Response, error) {
+	if code == 0 {
+		return nil, &net.OpError{Op: "read", Net: "tcp", Err: &injectedTimeout{method: req.Method, path: req.URL.Path}}
+	}
+	return statusResponse(req, code), nil
 }
 
 // injectedTimeout is a network timeout, as net.Error.
