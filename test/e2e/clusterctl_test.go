@@ -12,13 +12,11 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,9 +25,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -54,31 +53,19 @@ const (
 	addonImage = "registry.example.com/initlock/initlock-manager:"
 )
 
-// certManagerCRDs stand for an externally provisioned cert-manager:
-// "clusterctl init" creates an Issuer and a Certificate to check that the
-// cert-manager API is served, and deletes them, before installing any
-// provider (initlock uses no certificate). Only their API is needed.
-const certManagerCRDs = `apiVersion: apiextensions.k8s.io/v1
+// certManagerCRD is the CRD of a cert-manager kind, with its plural
+// (%[2]s). Those of Issuer and Certificate stand for an externally
+// provisioned cert-manager: "clusterctl init" creates an Issuer and a
+// Certificate to check that the cert-manager API is served, and deletes
+// them, before installing any provider (initlock uses no certificate).
+// Only their API is needed.
+const certManagerCRD = `apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
-  name: issuers.cert-manager.io
+  name: %[2]s.cert-manager.io
 spec:
   group: cert-manager.io
-  names: {kind: Issuer, listKind: IssuerList, plural: issuers, singular: issuer}
-  scope: Namespaced
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
----
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: certificates.cert-manager.io
-spec:
-  group: cert-manager.io
-  names: {kind: Certificate, listKind: CertificateList, plural: certificates, singular: certificate}
+  names: {kind: %[1]s, listKind: %[1]sList, plural: %[2]s, singular: %[3]s}
   scope: Namespaced
   versions:
   - name: v1
@@ -104,56 +91,34 @@ func clusterctlLatency(t *testing.T) time.Duration {
 	return d
 }
 
-// startManagementCluster starts a control plane for t alone, with the
-// garbage collector and the namespace controller, the Cluster API v1.14.2
-// CRDs, clusterctl's inventory CRD and cert-manager's API, and no lock
-// guard: only what the test installs. It is prepared as "clusterctl init"
-// leaves a management cluster whose core provider is installed
-// (prepareManagementCluster): the core provider cluster-api v1.14.2 in the
+// startManagementCluster starts a control plane for t alone (startPlane),
+// with the garbage collector and the namespace controller and
+// cert-manager's API, and no lock guard: only what the test installs. It
+// is prepared as "clusterctl init" leaves a management cluster whose core
+// provider is installed: the core provider cluster-api v1.14.2 in the
 // inventory, whose controllers do not run here. It returns the Env and a
 // cluster-admin kubeconfig for clusterctl, which reaches the API server
 // through a proxy that delays every byte by clusterctlLatency, each way.
 func startManagementCluster(t *testing.T) (*kubeenv.Env, string) {
 	t.Helper()
-	capiDir, err := kubeenv.ModuleDir("hack/capi", "sigs.k8s.io/cluster-api")
-	if err != nil {
-		t.Fatal(err)
-	}
 	crds := t.TempDir()
-	if err := os.WriteFile(filepath.Join(crds, "cert-manager.yaml"), []byte(certManagerCRDs), 0o644); err != nil {
+	var yaml []string
+	for _, kind := range []string{"Issuer", "Certificate"} {
+		yaml = append(yaml, fmt.Sprintf(certManagerCRD, kind, strings.ToLower(kind)+"s", strings.ToLower(kind)))
+	}
+	if err := os.WriteFile(filepath.Join(crds, "cert-manager.yaml"), []byte(strings.Join(yaml, "---\n")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	e, err := kubeenv.Start(kubeenv.Options{CAPI: kubeenv.CAPIV1Beta2, CRDDirs: []string{filepath.Join(capiDir, inventoryManifest), crds}})
+	e, kubeconfig, err := startPlane(t.Context(), kubeenv.Options{CRDDirs: []string{crds}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// TestMain stops the source and the target on an interrupt; this one
-	// is stopped here.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-sigs:
-			_ = e.Stop()
-		case <-done:
-		}
-	}()
 	t.Cleanup(func() {
-		signal.Stop(sigs)
-		close(done)
-		if err := e.Stop(); err != nil {
+		if err := stopPlane(e); err != nil {
 			t.Error(err)
 		}
 	})
-	if err := prepareManagementCluster(t.Context(), e); err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := e.WriteKubeconfig("clusterctl", []string{"system:masters"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if d := clusterctlLatency(t); d > 0 {
 		kubeconfig = throughLatencyProxy(t, kubeconfig, d)
 	}
@@ -362,27 +327,15 @@ func applyLockGuard(t *testing.T, e *kubeenv.Env) []*unstructured.Unstructured {
 	return objs
 }
 
-// addonProgramPath is hack/capi/addon: $INITLOCK_E2E_ADDON, or built into
-// dir with the hack/capi module, as TestMain builds the move program.
+// addonProgramPath is hack/capi/addon: $INITLOCK_E2E_ADDON, or built as
+// TestMain builds the move program.
 func addonProgramPath(t *testing.T) string {
 	t.Helper()
-	if p := os.Getenv("INITLOCK_E2E_ADDON"); p != "" {
-		return p
-	}
-	root, err := kubeenv.RepoRoot()
+	p, err := capiProgram("addon", "INITLOCK_E2E_ADDON", t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
-	out := filepath.Join(t.TempDir(), "addon")
-	cmd := exec.Command("go", "build", "-o", out, "./addon")
-	cmd.Dir = filepath.Join(root, "hack", "capi")
-	cmd.Env = append(os.Environ(), "GOWORK=off")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building hack/capi/addon: %v\n%s", err, b)
-	}
-	t.Logf("built hack/capi/addon in %.1fs", time.Since(start).Seconds())
-	return out
+	return p
 }
 
 // clusterctl runs the addon program: clusterctl's command (init, upgrade
@@ -391,41 +344,23 @@ type clusterctl struct {
 	program, config, kubeconfig string
 }
 
-// addonRun is one run of the addon program.
+// addonRun is one run of the addon program. Its Log is clusterctl's log
+// (verbosity 5: each object it deletes, creates or patches).
 type addonRun struct {
 	Command string  `json:"command"`
 	Seconds float64 `json:"seconds"`
-	// Start and End bound the whole process.
-	Start, End time.Time
-	// Log is clusterctl's log (verbosity 5: each object it deletes,
-	// creates or patches).
-	Log string
+	programRun
 }
 
 // run runs clusterctl's command on provider with the extra flags, with an
 // empty home folder and no user configuration, and fails t if it fails.
 func (c clusterctl) run(t *testing.T, command, provider string, flags ...string) addonRun {
 	t.Helper()
-	home := t.TempDir()
 	args := append([]string{"-config", c.config, "-kubeconfig", c.kubeconfig, "-v", "5"}, flags...)
 	args = append(args, command, provider)
-	cmd := exec.CommandContext(t.Context(), c.program, args...)
-	cmd.Env = append(withoutUserConfig(os.Environ()),
-		"HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"), "XDG_CACHE_HOME="+filepath.Join(home, ".cache"))
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
-	err := cmd.Run()
-	end := time.Now()
-	if err != nil {
-		t.Fatalf("clusterctl %s %s: %v\n%s", command, provider, err, stderr.String())
-	}
 	var r addonRun
-	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
-		t.Fatalf("reading the result of clusterctl %s %s: %v: %q", command, provider, err, stdout.String())
-	}
-	r.Start, r.End, r.Log = start, end, stderr.String()
-	t.Logf("clusterctl %s %s: %.2fs in the library, %.2fs for the program", command, provider, r.Seconds, end.Sub(start).Seconds())
+	r.programRun = runProgram(t, "clusterctl "+command+" "+provider, c.program, args, &r)
+	t.Logf("clusterctl %s %s: %.2fs in the library, %.2fs for the program", command, provider, r.Seconds, r.End.Sub(r.Start).Seconds())
 	return r
 }
 
@@ -548,34 +483,28 @@ type guardEvent struct {
 // watchLockGuard starts watching the lock guard, which must exist.
 func watchLockGuard(t *testing.T, e *kubeenv.Env) *guardWatch {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(e.Config)
+	dc, err := dynamic.NewForConfig(e.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 	w := &guardWatch{stop: cancel}
-	opts := func(rv string) metav1.ListOptions {
-		return metav1.ListOptions{FieldSelector: "metadata.name=" + lockGuardName, ResourceVersion: rv}
+	for kind, resource := range map[string]string{
+		"ValidatingAdmissionPolicy":        "validatingadmissionpolicies",
+		"ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings",
+	} {
+		r := dc.Resource(admissionv1.SchemeGroupVersion.WithResource(resource))
+		o, err := r.Get(ctx, lockGuardName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("reading the lock guard's %s: %v", kind, err)
+		}
+		wi, err := r.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + lockGuardName, ResourceVersion: o.GetResourceVersion()})
+		if err != nil {
+			t.Fatalf("watching the lock guard's %s: %v", kind, err)
+		}
+		w.done.Add(1)
+		go w.follow(ctx, kind, o.GetUID(), wi)
 	}
-	p, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, lockGuardName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("reading the lock guard's policy: %v", err)
-	}
-	pw, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Watch(ctx, opts(p.ResourceVersion))
-	if err != nil {
-		t.Fatalf("watching the lock guard's policy: %v", err)
-	}
-	b, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, lockGuardName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("reading the lock guard's binding: %v", err)
-	}
-	bw, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Watch(ctx, opts(b.ResourceVersion))
-	if err != nil {
-		t.Fatalf("watching the lock guard's binding: %v", err)
-	}
-	w.done.Add(2)
-	go w.follow(ctx, "ValidatingAdmissionPolicy", p.UID, pw)
-	go w.follow(ctx, "ValidatingAdmissionPolicyBinding", b.UID, bw)
 	return w
 }
 
@@ -717,27 +646,18 @@ func countDeletes(attempts []deleteAttempt, r addonRun) deleteCounts {
 	return c
 }
 
-// guardRefuses fails t unless a dry-run delete of lock, as kubectl sends
-// it, is refused by the lock guard within timeout.
-func guardRefuses(t *testing.T, e *kubeenv.Env, lock *corev1.ConfigMap, timeout time.Duration) {
+// guardAnswers fails t unless a dry-run delete of lock, as kubectl sends
+// it, is refused by the lock guard (refused) or let through (!refused)
+// within timeout.
+func guardAnswers(t *testing.T, e *kubeenv.Env, lock *corev1.ConfigMap, refused bool, timeout time.Duration) {
 	t.Helper()
 	kubeenv.Eventually(t, timeout, func() error {
 		err := e.Client.Delete(t.Context(), lock.DeepCopy(), client.DryRunAll, client.PropagationPolicy(metav1.DeletePropagationBackground))
-		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), lockGuardName) {
+		switch {
+		case refused && apierrors.IsForbidden(err) && strings.Contains(err.Error(), lockGuardName), !refused && err == nil:
 			return nil
-		}
-		return fmt.Errorf("a delete of lock %s/%s: %w, want it refused by %s", lock.Namespace, lock.Name, err, lockGuardName)
-	})
-}
-
-// guardLetsThrough fails t unless a dry-run delete of lock, as kubectl
-// sends it, is let through within timeout.
-func guardLetsThrough(t *testing.T, e *kubeenv.Env, lock *corev1.ConfigMap, timeout time.Duration) {
-	t.Helper()
-	kubeenv.Eventually(t, timeout, func() error {
-		err := e.Client.Delete(t.Context(), lock.DeepCopy(), client.DryRunAll, client.PropagationPolicy(metav1.DeletePropagationBackground))
-		if err == nil {
-			return nil
+		case refused:
+			return fmt.Errorf("a delete of lock %s/%s: %w, want it refused by %s", lock.Namespace, lock.Name, err, lockGuardName)
 		}
 		return fmt.Errorf("a delete of lock %s/%s: %w, want it let through", lock.Namespace, lock.Name, err)
 	})
@@ -781,11 +701,7 @@ func sameLockGuard(t *testing.T, objs []*unstructured.Unstructured) {
 
 func convert(t *testing.T, u *unstructured.Unstructured, into any) {
 	t.Helper()
-	b, err := json.Marshal(u.Object)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, into); err != nil {
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, into); err != nil {
 		t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -55,8 +55,12 @@ var (
 	sourceKubeconfig, targetKubeconfig string
 	// moveProgram is hack/capi/move: $INITLOCK_E2E_MOVE, or built once.
 	moveProgram string
-	// moves records every move the tests made.
-	moves moveLog
+	// running are the control planes started and not yet stopped: an
+	// interrupt stops them all before the binary exits.
+	running struct {
+		sync.Mutex
+		envs []*kubeenv.Env
+	}
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -82,45 +86,46 @@ func run(m *testing.M) (code int) {
 		return fail(err)
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-
-	// make test-e2e builds the move program before the test binary runs,
-	// so that a cold build does not count against the test timeout.
-	start := time.Now()
-	if moveProgram = os.Getenv("INITLOCK_E2E_MOVE"); moveProgram == "" {
-		if moveProgram, err = buildMoveProgram(dir); err != nil {
-			return fail(err)
-		}
-		fmt.Printf("e2e: built hack/capi/move in %.1fs\n", time.Since(start).Seconds())
-	}
-
-	start = time.Now()
-	stop, err := startControlPlanes()
-	if err != nil {
-		return fail(err)
-	}
-	// An interrupt stops both control planes before the binary exits.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-sigs
-		_ = stop()
+		running.Lock()
+		for _, e := range running.envs {
+			_ = e.Stop()
+		}
 		_ = os.RemoveAll(dir)
 		os.Exit(1)
 	}()
+	defer signal.Stop(sigs)
+
+	// make test-e2e builds the move program before the test binary runs,
+	// so that a cold build does not count against the test timeout.
+	if moveProgram, err = capiProgram("move", "INITLOCK_E2E_MOVE", dir); err != nil {
+		return fail(err)
+	}
+
+	// One after the other: starting both at once only makes them compete
+	// for the same cores. Both have initlock's lock guard (clusterctl move
+	// deletes the lock from the source: the guard lets it); the target
+	// needs no controller manager.
+	start := time.Now()
 	defer func() {
-		signal.Stop(sigs)
-		if err := stop(); err != nil {
+		if err := errors.Join(stopPlane(source), stopPlane(target)); err != nil {
 			fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 			if code == 0 {
 				code = 1
 			}
 		}
 	}()
+	if source, sourceKubeconfig, err = startPlane(context.Background(), kubeenv.Options{LockGuard: true}); err != nil {
+		return fail(err)
+	}
+	if target, targetKubeconfig, err = startPlane(context.Background(), kubeenv.Options{NoControllerManager: true, LockGuard: true}); err != nil {
+		return fail(err)
+	}
 	fmt.Printf("e2e: started two control planes in %.1fs\n", time.Since(start).Seconds())
-
-	code = m.Run()
-	moves.print(os.Stdout)
-	return code
+	return m.Run()
 }
 
 func fail(err error) int {
@@ -128,70 +133,67 @@ func fail(err error) int {
 	return 1
 }
 
-// buildMoveProgram builds hack/capi/move into dir with the hack/capi module,
-// whose go.mod pins Cluster API v1.14.2 and its own dependency versions.
-func buildMoveProgram(dir string) (string, error) {
+// capiProgram returns the path of the program hack/capi/name: $env when it
+// is set, else the program built into dir with the hack/capi module, whose
+// go.mod pins Cluster API v1.14.2 and its own dependency versions.
+func capiProgram(name, env, dir string) (string, error) {
+	if p := os.Getenv(env); p != "" {
+		return p, nil
+	}
 	root, err := kubeenv.RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(dir, "move")
-	cmd := exec.Command("go", "build", "-o", out, "./move")
+	start := time.Now()
+	out := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", out, "./"+name)
 	cmd.Dir = filepath.Join(root, "hack", "capi")
 	cmd.Env = append(os.Environ(), "GOWORK=off")
-	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("building hack/capi/move: %w\n%s", err, stderr.String())
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building hack/capi/%s: %w\n%s", name, err, b)
 	}
+	fmt.Printf("e2e: built hack/capi/%s in %.1fs\n", name, time.Since(start).Seconds())
 	return out, nil
 }
 
-// startControlPlanes starts the source and the target, each with the
-// Cluster API v1.14.2 CRDs and clusterctl's inventory CRD from the same
-// module and initlock's lock guard (clusterctl move deletes the lock from
-// the source: the guard lets it), and prepares them as clusterctl init
-// would have.
-func startControlPlanes() (stop func() error, err error) {
+// startPlane starts a control plane with opts and, besides, the Cluster
+// API v1.14.2 CRDs and clusterctl's inventory CRD from the same module,
+// prepares it as clusterctl init would have (prepareManagementCluster),
+// and returns it with a cluster-admin kubeconfig for the hack/capi
+// programs. stopPlane stops it.
+func startPlane(ctx context.Context, opts kubeenv.Options) (*kubeenv.Env, string, error) {
 	capiDir, err := kubeenv.ModuleDir("hack/capi", "sigs.k8s.io/cluster-api")
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	inventory := []string{filepath.Join(capiDir, inventoryManifest)}
-	opts := []kubeenv.Options{
-		{CAPI: kubeenv.CAPIV1Beta2, CRDDirs: inventory, LockGuard: true},
-		{CAPI: kubeenv.CAPIV1Beta2, CRDDirs: inventory, NoControllerManager: true, LockGuard: true},
+	opts.CAPI = kubeenv.CAPIV1Beta2
+	opts.CRDDirs = append(opts.CRDDirs, filepath.Join(capiDir, inventoryManifest))
+	e, err := kubeenv.Start(opts)
+	if err != nil {
+		return nil, "", err
 	}
-	var envs []*kubeenv.Env
-	stop = func() error {
-		var errs []error
-		for _, e := range envs {
-			errs = append(errs, e.Stop())
-		}
-		return errors.Join(errs...)
+	running.Lock()
+	running.envs = append(running.envs, e)
+	running.Unlock()
+	if err := prepareManagementCluster(ctx, e); err != nil {
+		return nil, "", errors.Join(err, stopPlane(e))
 	}
-	// One after the other: starting both at once only makes them compete
-	// for the same cores.
-	for _, o := range opts {
-		e, err := kubeenv.Start(o)
-		if err != nil {
-			return nil, errors.Join(err, stop())
-		}
-		envs = append(envs, e)
+	kubeconfig, err := e.WriteKubeconfig("clusterctl", []string{"system:masters"})
+	if err != nil {
+		return nil, "", errors.Join(err, stopPlane(e))
 	}
-	source, target = envs[0], envs[1]
-	for _, c := range []struct {
-		env  *kubeenv.Env
-		path *string
-	}{{source, &sourceKubeconfig}, {target, &targetKubeconfig}} {
-		if err := prepareManagementCluster(context.Background(), c.env); err != nil {
-			return nil, errors.Join(err, stop())
-		}
-		if *c.path, err = c.env.WriteKubeconfig("clusterctl", []string{"system:masters"}); err != nil {
-			return nil, errors.Join(err, stop())
-		}
+	return e, kubeconfig, nil
+}
+
+// stopPlane stops a control plane of startPlane; nil is none.
+func stopPlane(e *kubeenv.Env) error {
+	if e == nil {
+		return nil
 	}
-	return stop, nil
+	running.Lock()
+	running.envs = slices.DeleteFunc(running.envs, func(r *kubeenv.Env) bool { return r == e })
+	running.Unlock()
+	return e.Stop()
 }
 
 // prepareManagementCluster does what "clusterctl init" leaves behind and
@@ -242,49 +244,57 @@ func prepareManagementCluster(ctx context.Context, e *kubeenv.Env) error {
 	return nil
 }
 
-// moveResult is what the move program reports, with the time the whole
-// process took.
-type moveResult struct {
-	Namespace string  `json:"namespace"`
-	Seconds   float64 `json:"seconds"`
-	Process   time.Duration
+// programRun is one run of a hack/capi program: when the process started
+// and ended, what it wrote on stderr (its log) and its home folder.
+type programRun struct {
+	Start, End time.Time `json:"-"`
+	Log        string    `json:"-"`
+	home       string
+}
+
+// runProgram runs a hack/capi program with args, with an empty home folder
+// and no user configuration (withoutUserConfig), fails t (saying it ran
+// what) unless it succeeds, and reads the JSON line it prints into res.
+func runProgram(t *testing.T, what, program string, args []string, res any) programRun {
+	t.Helper()
+	r := programRun{home: t.TempDir()}
+	cmd := exec.CommandContext(t.Context(), program, args...)
+	cmd.Env = append(withoutUserConfig(os.Environ()),
+		"HOME="+r.home, "XDG_CONFIG_HOME="+filepath.Join(r.home, ".config"), "XDG_CACHE_HOME="+filepath.Join(r.home, ".cache"))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	r.Start = time.Now()
+	err := cmd.Run()
+	r.End, r.Log = time.Now(), stderr.String()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", what, err, r.Log)
+	}
+	if err := json.Unmarshal(stdout.Bytes(), res); err != nil {
+		t.Fatalf("reading the result of %s: %v: %q", what, err, stdout.String())
+	}
+	return r
 }
 
 // moveNamespace moves namespace ns from the source to the target with the
 // clusterctl client library, failing t if the move fails. The program runs
 // with an empty home folder and no KUBECONFIG, and the test checks that it
 // left that folder empty: no user file is read or written.
-func moveNamespace(t *testing.T, ns string) moveResult {
+func moveNamespace(t *testing.T, ns string) {
 	t.Helper()
-	home := t.TempDir()
 	args := []string{"-from", sourceKubeconfig, "-to", targetKubeconfig, "-namespace", ns}
 	// INITLOCK_E2E_MOVE_V sets the verbosity of clusterctl's log, shown
 	// when the move fails.
 	if v := os.Getenv("INITLOCK_E2E_MOVE_V"); v != "" {
 		args = append(args, "-v", v)
 	}
-	cmd := exec.CommandContext(t.Context(), moveProgram, args...)
-	cmd.Env = append(withoutUserConfig(os.Environ()),
-		"HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"), "XDG_CACHE_HOME="+filepath.Join(home, ".cache"))
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
-	err := cmd.Run()
-	elapsed := time.Since(start)
-	if err != nil {
-		t.Fatalf("clusterctl move of namespace %s: %v\n%s", ns, err, stderr.String())
+	var res struct {
+		Seconds float64 `json:"seconds"`
 	}
-	var res moveResult
-	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-		t.Fatalf("reading the result of clusterctl move of namespace %s: %v: %q", ns, err, stdout.String())
-	}
-	res.Process = elapsed
-	if left := filesIn(t, home); len(left) > 0 {
+	r := runProgram(t, "clusterctl move of namespace "+ns, moveProgram, args, &res)
+	if left := filesIn(t, r.home); len(left) > 0 {
 		t.Errorf("clusterctl move wrote into the home folder: %v", left)
 	}
-	moves.add(t.Name(), res)
-	t.Logf("clusterctl move of namespace %s: %.2fs in Move, %.2fs for the program", ns, res.Seconds, res.Process.Seconds())
-	return res
+	t.Logf("clusterctl move of namespace %s: %.2fs in Move, %.2fs for the program", ns, res.Seconds, r.End.Sub(r.Start).Seconds())
 }
 
 // withoutUserConfig drops the variables that point clusterctl or client-go
@@ -318,35 +328,4 @@ func filesIn(t *testing.T, dir string) []string {
 		t.Fatalf("listing %s: %v", dir, err)
 	}
 	return out
-}
-
-// moveLog collects the moves the tests made, to print them at the end.
-type moveLog struct {
-	mu      sync.Mutex
-	entries []moveEntry
-}
-
-type moveEntry struct {
-	test string
-	moveResult
-}
-
-func (l *moveLog) add(test string, r moveResult) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.entries = append(l.entries, moveEntry{test: test, moveResult: r})
-}
-
-func (l *moveLog) print(w io.Writer) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.entries) == 0 {
-		return
-	}
-	entries := append([]moveEntry(nil), l.entries...)
-	sort.Slice(entries, func(i, j int) bool { return entries[i].test < entries[j].test })
-	fmt.Fprintln(w, "e2e: clusterctl move durations (Move call / whole program):")
-	for _, e := range entries {
-		fmt.Fprintf(w, "  %-70s %6.2fs / %6.2fs\n", e.test, e.Seconds, e.Process.Seconds())
-	}
 }

@@ -88,7 +88,7 @@ func TestClusterctlUpgradeKeepsLockGuard(t *testing.T) {
 	create(t, mgmt, newMachine(cluster, holderName))
 	lock := kubeenv.NewLock(ns, clusterName, holderName, cluster)
 	create(t, mgmt, lock)
-	guardRefuses(t, mgmt, lock, 30*time.Second)
+	guardAnswers(t, mgmt, lock, true, 30*time.Second)
 
 	inventory := &unstructured.Unstructured{}
 	inventory.SetAPIVersion(clusterctlGroup + "/v1alpha3")
@@ -165,7 +165,7 @@ func TestClusterctlUpgradeKeepsLockGuard(t *testing.T) {
 		leftovers = append(leftovers, u)
 	}
 	kubeenv.DeleteAndWait(t, mgmt.Client, leftovers...)
-	guardLetsThrough(t, mgmt, lock, 30*time.Second)
+	guardAnswers(t, mgmt, lock, false, 30*time.Second)
 }
 
 // whileDeleting runs run (a clusterctl command) while the held lock's
