@@ -30,11 +30,6 @@ const (
 
 var lockName = clusterName + wire.LockSuffix
 
-// newCluster returns the workload Cluster of namespace ns, not yet created.
-func newCluster(ns string) *unstructured.Unstructured {
-	return kubeenv.NewCluster(capi.V1Beta2, ns, clusterName)
-}
-
 // newMachine returns control-plane Machine name of the Cluster, owned by it
 // as Cluster API's machine controller makes it, not yet created.
 func newMachine(cluster *unstructured.Unstructured, name string) *unstructured.Unstructured {
@@ -98,7 +93,7 @@ func markProvisioned(t *testing.T, e *kubeenv.Env, cluster *unstructured.Unstruc
 func heldLock(t *testing.T, ns string, grant bool) {
 	t.Helper()
 	ctx := t.Context()
-	cluster := newCluster(ns)
+	cluster := kubeenv.NewCluster(capi.V1Beta2, ns, clusterName)
 	create(t, source, cluster)
 	holder := newMachine(cluster, holderName)
 	create(t, source, holder)
@@ -108,14 +103,7 @@ func heldLock(t *testing.T, ns string, grant bool) {
 			t.Fatalf("cp-0 acquiring the lock: %+v, %v", res, err)
 		}
 	} else {
-		create(t, source, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{
-				Namespace: ns, Name: lockName,
-				Labels:          map[string]string{wire.ClusterNameLabel: clusterName},
-				OwnerReferences: []metav1.OwnerReference{clusterRef(cluster)},
-			},
-			Data: map[string]string{wire.DataKey: fmt.Sprintf(`{"machineName":%q}`, holderName)},
-		})
+		create(t, source, kubeenv.NewLock(ns, clusterName, holderName, cluster))
 	}
 	// Lock wrote the grant register: read the Cluster again before its
 	// status is written.
@@ -169,17 +157,12 @@ func startManager(t *testing.T, ns string) {
 }
 
 // ownedOnlyBy fails unless cm has exactly one ownerReference, to cluster's
-// current UID.
+// apiVersion and current UID (kubeenv.LockOwnedBy).
 func ownedOnlyBy(cm *corev1.ConfigMap, cluster *unstructured.Unstructured) error {
-	want := clusterRef(cluster)
-	if len(cm.OwnerReferences) != 1 {
-		return fmt.Errorf("lock %s/%s has ownerReferences %v, want only %v", cm.Namespace, cm.Name, cm.OwnerReferences, want)
+	if len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0].APIVersion != cluster.GetAPIVersion() {
+		return fmt.Errorf("lock %s/%s has ownerReferences %v, want only %v", cm.Namespace, cm.Name, cm.OwnerReferences, clusterRef(cluster))
 	}
-	got := cm.OwnerReferences[0]
-	if got.APIVersion != want.APIVersion || got.Kind != want.Kind || got.Name != want.Name || got.UID != want.UID {
-		return fmt.Errorf("lock %s/%s is owned by %v, want %v", cm.Namespace, cm.Name, got, want)
-	}
-	return nil
+	return kubeenv.LockOwnedBy(cm, cluster)
 }
 
 // holderOf returns the Machine cm's record names.

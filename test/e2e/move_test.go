@@ -36,22 +36,7 @@ func TestMoveAfterRestoreReadoptedByManager(t *testing.T) {
 		return ownedOnlyBy(cm, cluster)
 	})
 
-	moveNamespace(t, ns)
-
-	if left := leftInSource(t, ns); len(left) > 0 {
-		t.Errorf("left in the source after the move: %v", left)
-	}
-	expectMovedLock(t, ns, holderName)
-	clearInitialized(t, ns)
-	addSecondMachine(t, ns)
-	lockInTarget(t, ns, []lockStep{
-		{machine: secondName, holder: holderName, action: "none"},
-		// The record and the grant name the UIDs of cp-0 and of the Cluster
-		// in the source: Lock relies on neither, and writes both again for
-		// the target's objects, with a new token (claim ∥ lock update).
-		{machine: holderName, acquired: true, holder: holderName, action: "take-over", writes: 2},
-	})
-	expectMovedLock(t, ns, holderName)
+	moveWhole(t, ns)
 }
 
 // The same restore, but the move happens before initlock-manager could heal
@@ -131,10 +116,7 @@ func TestMoveAfterRestoreBeforeHealing(t *testing.T) {
 				t.Fatalf("grant register of cluster %s/%s in the target: %+v; want a grant to %s: %t", ns, clusterName, g, holderName, tc.grant)
 			}
 
-			clearInitialized(t, ns)
-			addSecondMachine(t, ns)
-			lockInTarget(t, ns, tc.steps)
-			expectMovedLock(t, ns, tc.holder)
+			lockInTarget(t, ns, tc.steps, tc.holder)
 		})
 	}
 }
@@ -144,22 +126,27 @@ func TestMoveIntactLock(t *testing.T) {
 	ns := source.Namespace(t)
 	heldLock(t, ns, true)
 
-	moveNamespace(t, ns)
+	moveWhole(t, ns)
+}
 
+// moveWhole moves namespace ns and checks that nothing of the cluster is
+// left in the source and that the lock arrived whole: owned by the
+// target's Cluster, held by cp-0 before and after the Lock calls of a new
+// Machine and of cp-0 (lockInTarget).
+func moveWhole(t *testing.T, ns string) {
+	t.Helper()
+	moveNamespace(t, ns)
 	if left := leftInSource(t, ns); len(left) > 0 {
 		t.Errorf("left in the source after the move: %v", left)
 	}
 	expectMovedLock(t, ns, holderName)
-	clearInitialized(t, ns)
-	addSecondMachine(t, ns)
 	lockInTarget(t, ns, []lockStep{
 		{machine: secondName, holder: holderName, action: "none"},
 		// The record and the grant name the UIDs of cp-0 and of the Cluster
 		// in the source: Lock relies on neither, and writes both again for
 		// the target's objects, with a new token (claim ∥ lock update).
 		{machine: holderName, acquired: true, holder: holderName, action: "take-over", writes: 2},
-	})
-	expectMovedLock(t, ns, holderName)
+	}, holderName)
 }
 
 // expectMovedLock checks that cluster c1's lock in the target is owned by
@@ -218,9 +205,14 @@ type lockStep struct {
 	writes int
 }
 
-// lockInTarget makes the Lock calls of steps in the target, in order.
-func lockInTarget(t *testing.T, ns string, steps []lockStep) {
+// lockInTarget clears the Cluster's report of an initialised control plane
+// in the target (clearInitialized), creates cp-1 there (addSecondMachine),
+// makes the Lock calls of steps in the target, in order, and checks that
+// the lock is then held by holder (expectMovedLock).
+func lockInTarget(t *testing.T, ns string, steps []lockStep, holder string) {
 	t.Helper()
+	clearInitialized(t, ns)
+	addSecondMachine(t, ns)
 	l := newTargetLocker(t)
 	for _, s := range steps {
 		res, writes := l.lock(t, ns, s.machine)
@@ -232,4 +224,5 @@ func lockInTarget(t *testing.T, ns string, steps []lockStep) {
 			t.Errorf("%s: Lock made %d writes, want %d", s.machine, writes, s.writes)
 		}
 	}
+	expectMovedLock(t, ns, holder)
 }
