@@ -2,7 +2,6 @@ package main
 
 import (
 	"archive/tar"
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"debug/elf"
@@ -23,24 +22,37 @@ import (
 // The tests of this file check the artefacts of a release that
 // "make test-release" builds into $INITLOCK_DIST.
 
+// env returns $name, which make test-release sets.
+func env(t *testing.T, name string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		t.Fatalf("%s is not set: run these tests with make test-release", name)
+	}
+	return v
+}
+
 func dist(t *testing.T) string {
 	t.Helper()
-	d := os.Getenv("INITLOCK_DIST")
-	if d == "" {
-		t.Fatal("INITLOCK_DIST is not set: run these tests with make test-release")
+	return env(t, "INITLOCK_DIST")
+}
+
+// read returns the text of the release's file name.
+func read(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dist(t), name))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return d
+	return string(b)
 }
 
 // refs reads images.txt: NAME to REGISTRY/NAME:VERSION@DIGEST.
 func refs(t *testing.T) map[string]string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dist(t), "images.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := read(t, "images.txt")
 	out := map[string]string{}
-	for _, ref := range strings.Fields(string(b)) {
+	for _, ref := range strings.Fields(b) {
 		repo, _, _ := strings.Cut(ref, ":")
 		out[repo[strings.LastIndex(repo, "/")+1:]] = ref
 	}
@@ -59,23 +71,21 @@ func version(t *testing.T) string {
 // Building the images again from the same commit (for the platforms of
 // $INITLOCK_PLATFORMS, those of the release) gives the same digests.
 func TestImagesAreReproducible(t *testing.T) {
-	if os.Getenv("INITLOCK_PLATFORMS") == "" {
-		t.Fatal("INITLOCK_PLATFORMS is not set: run these tests with make test-release")
-	}
+	platforms := env(t, "INITLOCK_PLATFORMS")
 	want := refs(t)
 	first := want[ManagerImage]
 	registry := first[:strings.LastIndex(first, "/")]
 	out := filepath.Join(t.TempDir(), "dist")
 	if err := run(options{root: "../..", out: out, version: version(t), registry: registry,
-		platforms: strings.Split(os.Getenv("INITLOCK_PLATFORMS"), ","), imagesOnly: true}); err != nil {
+		platforms: strings.Split(platforms, ","), imagesOnly: true}); err != nil {
 		t.Fatal(err)
 	}
-	a, _ := os.ReadFile(filepath.Join(dist(t), "images.txt"))
+	a := read(t, "images.txt")
 	b, err := os.ReadFile(filepath.Join(out, "images.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(a) != string(b) {
+	if a != string(b) {
 		t.Fatalf("a second build gives other digests:\nfirst:\n%s\nsecond:\n%s", a, b)
 	}
 	t.Logf("both builds:\n%s", a)
@@ -84,17 +94,11 @@ func TestImagesAreReproducible(t *testing.T) {
 // checksums.txt names every other file of the release with its sha256.
 func TestChecksums(t *testing.T) {
 	d := dist(t)
-	f, err := os.Open(filepath.Join(d, "checksums.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }()
 	listed := map[string]bool{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		sum, name, ok := strings.Cut(sc.Text(), "  ")
+	for line := range strings.Lines(read(t, "checksums.txt")) {
+		sum, name, ok := strings.Cut(strings.TrimSuffix(line, "\n"), "  ")
 		if !ok {
-			t.Fatalf("checksums.txt line %q", sc.Text())
+			t.Fatalf("checksums.txt line %q", line)
 		}
 		got, err := sha256File(filepath.Join(d, name))
 		if err != nil || got != sum {
@@ -102,7 +106,7 @@ func TestChecksums(t *testing.T) {
 		}
 		listed[name] = true
 	}
-	err = filepath.WalkDir(d, func(path string, e fs.DirEntry, err error) error {
+	err := filepath.WalkDir(d, func(path string, e fs.DirEntry, err error) error {
 		if err != nil || e.IsDir() {
 			return err
 		}
@@ -127,12 +131,8 @@ func TestChecksums(t *testing.T) {
 func TestManifestsPinTheImage(t *testing.T) {
 	ref := refs(t)[ManagerImage]
 	for _, name := range []string{"install.yaml", "install-relink-secrets.yaml", "addon-components.yaml"} {
-		b, err := os.ReadFile(filepath.Join(dist(t), name))
-		if err != nil {
-			t.Fatal(err)
-		}
 		var images []string
-		for line := range strings.Lines(string(b)) {
+		for line := range strings.Lines(read(t, name)) {
 			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "image: "); ok {
 				images = append(images, v)
 			}
@@ -147,11 +147,7 @@ func TestManifestsPinTheImage(t *testing.T) {
 // defaults, upgrade notes, from docs/upgrade-notes.md), the release's row
 // of the compatibility table, the images, how to install, and the changes.
 func TestReleaseNotes(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(dist(t), "release-notes.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(b)
+	text := read(t, "release-notes.md")
 	plugin := refs(t)[PluginImage]
 	name, digest, _ := strings.Cut(plugin, "@")
 	byDigest := name[:strings.LastIndex(name, ":")] + "@" + digest
@@ -169,12 +165,12 @@ func TestReleaseNotes(t *testing.T) {
 		"\n## Changes since "} {
 		i := strings.Index(text[last:], want)
 		if i < 0 {
-			t.Fatalf("release-notes.md has no %q after byte %d:\n%s", want, last, b)
+			t.Fatalf("release-notes.md has no %q after byte %d:\n%s", want, last, text)
 		}
 		last += i + len(want)
 	}
 	if strings.Count(text, "\n| v") != 1 {
-		t.Errorf("release-notes.md has %d compatibility rows, want the release's alone:\n%s", strings.Count(text, "\n| v"), b)
+		t.Errorf("release-notes.md has %d compatibility rows, want the release's alone:\n%s", strings.Count(text, "\n| v"), text)
 	}
 }
 
@@ -183,10 +179,7 @@ func TestReleaseNotes(t *testing.T) {
 // test-release sets both to other than the defaults), and no text file of
 // the release names the default registry or download location.
 func TestRegistryAndDownloadURL(t *testing.T) {
-	registry, downloadURL := os.Getenv("INITLOCK_REGISTRY"), os.Getenv("INITLOCK_DOWNLOAD_URL")
-	if registry == "" || downloadURL == "" {
-		t.Fatal("INITLOCK_REGISTRY or INITLOCK_DOWNLOAD_URL is not set: run these tests with make test-release")
-	}
+	registry, downloadURL := env(t, "INITLOCK_REGISTRY"), env(t, "INITLOCK_DOWNLOAD_URL")
 	if registry == "ghcr.io/initlock" || strings.HasPrefix(downloadURL, "https://github.com/initlock/") {
 		t.Fatal("the test release uses the default registry or download location: the test would show nothing")
 	}
@@ -195,13 +188,8 @@ func TestRegistryAndDownloadURL(t *testing.T) {
 			t.Errorf("images.txt: %s is not under %s", ref, registry)
 		}
 	}
-	d := dist(t)
-	b, err := os.ReadFile(filepath.Join(d, "initlock.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var uris int
-	for line := range strings.Lines(string(b)) {
+	for line := range strings.Lines(read(t, "initlock.yaml")) {
 		if uri, ok := strings.CutPrefix(strings.TrimSpace(line), "uri: "); ok {
 			uris++
 			if !strings.HasPrefix(uri, downloadURL+"/"+version(t)+"/kubectl-initlock_") {
@@ -212,16 +200,13 @@ func TestRegistryAndDownloadURL(t *testing.T) {
 	if uris != len(archivePlatforms(t)) {
 		t.Errorf("initlock.yaml has %d uris, want %d", uris, len(archivePlatforms(t)))
 	}
-	b, err = os.ReadFile(filepath.Join(d, "release-notes.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	notes := read(t, "release-notes.md")
 	for _, file := range []string{"install.yaml", "initlock.yaml", "monitoring.yaml"} {
-		if !strings.Contains(string(b), downloadURL+"/"+version(t)+"/"+file) {
+		if !strings.Contains(notes, downloadURL+"/"+version(t)+"/"+file) {
 			t.Errorf("release-notes.md does not name %s/%s/%s", downloadURL, version(t), file)
 		}
 	}
-	entries, err := os.ReadDir(d)
+	entries, err := os.ReadDir(dist(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,12 +214,9 @@ func TestRegistryAndDownloadURL(t *testing.T) {
 		if e.IsDir() || !strings.HasSuffix(e.Name(), ".yaml") && !strings.HasSuffix(e.Name(), ".md") && !strings.HasSuffix(e.Name(), ".txt") {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(d, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
+		text := read(t, e.Name())
 		for _, def := range []string{"ghcr.io/initlock", "github.com/initlock/initlock/releases"} {
-			if strings.Contains(string(b), def) {
+			if strings.Contains(text, def) {
 				t.Errorf("%s names %s, the default", e.Name(), def)
 			}
 		}
@@ -244,11 +226,10 @@ func TestRegistryAndDownloadURL(t *testing.T) {
 // make images into the folder of a release fails and leaves every file of
 // the release as it was.
 func TestImagesKeepARelease(t *testing.T) {
-	d := dist(t)
 	out := filepath.Join(t.TempDir(), "dist")
 	// The release's files but the image layouts, which weigh much and
 	// which the check does not read.
-	entries, err := os.ReadDir(d)
+	entries, err := os.ReadDir(dist(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,16 +241,12 @@ func TestImagesKeepARelease(t *testing.T) {
 		if e.IsDir() {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(d, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(out, e.Name()), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(out, e.Name()), []byte(read(t, e.Name())), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		want[e.Name()], _ = sha256File(filepath.Join(out, e.Name()))
 	}
-	cmd := exec.CommandContext(t.Context(), "make", "-s", "images", "DIST="+out, "VERSION="+version(t), "PLATFORMS="+os.Getenv("INITLOCK_PLATFORMS"))
+	cmd := exec.CommandContext(t.Context(), "make", "-s", "images", "DIST="+out, "VERSION="+version(t), "PLATFORMS="+env(t, "INITLOCK_PLATFORMS"))
 	cmd.Dir = "../.."
 	b, err := cmd.CombinedOutput()
 	if err == nil {
@@ -294,7 +271,7 @@ func TestArchives(t *testing.T) {
 	for _, p := range archivePlatforms(t) {
 		goos, goarch, _ := strings.Cut(p, "/")
 		name := "kubectl-initlock_" + version(t) + "_" + goos + "_" + goarch + ".tar.gz"
-		files := untarGz(t, filepath.Join(dist(t), name))
+		files := untarGz(t, name)
 		if len(files) != 2 || len(files["LICENSE"]) == 0 {
 			t.Fatalf("%s holds %d files", name, len(files))
 		}
@@ -334,14 +311,10 @@ func TestArchives(t *testing.T) {
 	}
 }
 
-func untarGz(t *testing.T, path string) map[string][]byte {
+// untarGz reads the release's archive name.
+func untarGz(t *testing.T, name string) map[string][]byte {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }()
-	zr, err := gzip.NewReader(f)
+	zr, err := gzip.NewReader(strings.NewReader(read(t, name)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,9 +373,5 @@ func TestKrew(t *testing.T) {
 // archivePlatforms are the platforms of the release's kubectl-initlock
 // archives, $INITLOCK_ARCHIVE_PLATFORMS (make test-release sets it).
 func archivePlatforms(t *testing.T) []string {
-	v := os.Getenv("INITLOCK_ARCHIVE_PLATFORMS")
-	if v == "" {
-		t.Fatal("INITLOCK_ARCHIVE_PLATFORMS is not set: run these tests with make test-release")
-	}
-	return strings.Split(v, ",")
+	return strings.Split(env(t, "INITLOCK_ARCHIVE_PLATFORMS"), ",")
 }

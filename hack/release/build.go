@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/initlock/initlock/hack/release/notes"
 )
 
 // module is the path of initlock's main module.
@@ -52,15 +53,8 @@ func newRelease(o options) (*release, error) {
 func (r *release) cleanup() { _ = os.RemoveAll(r.tmp) }
 
 func (r *release) git(args ...string) (string, error) {
-	cmd := exec.Command("git", args...)
-	cmd.Dir = r.o.root
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return strings.TrimSpace(string(out)), nil
+	out, err := notes.Git(r.o.root, args...)
+	return strings.TrimSpace(out), err
 }
 
 // build builds the commands of cmd/ named by cmds for a platform

@@ -17,22 +17,21 @@ func TestHoldsOnlyImages(t *testing.T) {
 	if err := holdsOnlyImages(dir); err != nil {
 		t.Errorf("an empty folder: %v", err)
 	}
-	for _, name := range []string{"images.txt", "checksums.txt"} {
-		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o600); err != nil {
-			t.Fatal(err)
+	touch := func(names ...string) {
+		for _, name := range names {
+			if err := os.WriteFile(filepath.Join(dir, name), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
+	touch("images.txt", "checksums.txt")
 	if err := os.Mkdir(filepath.Join(dir, "images"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := holdsOnlyImages(dir); err != nil {
 		t.Errorf("a folder of images: %v", err)
 	}
-	for _, name := range []string{"install.yaml", "release-notes.md"} {
-		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	touch("install.yaml", "release-notes.md")
 	err := holdsOnlyImages(dir)
 	if err == nil || !strings.Contains(err.Error(), "install.yaml, release-notes.md") {
 		t.Errorf("a release: %v, want a refusal naming its files", err)

@@ -20,7 +20,7 @@ func Changes(dir, version string) (string, error) {
 	if prev != "" {
 		rangeArg, title = prev+"..HEAD", "Changes since "+prev
 	}
-	out, err := git(dir, "log", "--no-merges", "--format=%h%x09%s", rangeArg)
+	out, err := Git(dir, "log", "--no-merges", "--format=%h%x09%s", rangeArg)
 	if err != nil {
 		return "", err
 	}
@@ -40,11 +40,11 @@ func Changes(dir, version string) (string, error) {
 // previousTag is the highest version tag reachable from HEAD other than
 // version and not on HEAD itself; "" when there is none.
 func previousTag(dir, version string) (string, error) {
-	out, err := git(dir, "tag", "--merged", "HEAD", "--sort=-v:refname", "--list", "v*")
+	out, err := Git(dir, "tag", "--merged", "HEAD", "--sort=-v:refname", "--list", "v*")
 	if err != nil {
 		return "", err
 	}
-	head, err := git(dir, "rev-parse", "HEAD")
+	head, err := Git(dir, "rev-parse", "HEAD")
 	if err != nil {
 		return "", err
 	}
@@ -52,7 +52,7 @@ func previousTag(dir, version string) (string, error) {
 		if tag == version {
 			continue
 		}
-		c, err := git(dir, "rev-list", "-n", "1", tag)
+		c, err := Git(dir, "rev-list", "-n", "1", tag)
 		if err != nil {
 			return "", err
 		}
@@ -63,7 +63,9 @@ func previousTag(dir, version string) (string, error) {
 	return "", nil
 }
 
-func git(dir string, args ...string) (string, error) {
+// Git runs git with args in dir and returns its output; its error names
+// the command and holds what git wrote on stderr.
+func Git(dir string, args ...string) (string, error) {
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
 	var stderr bytes.Buffer
