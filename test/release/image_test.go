@@ -134,14 +134,14 @@ func TestReleaseManagerImage(t *testing.T) {
 	// As the ServiceMonitor scrapes: the certificate verified, the token.
 	s := monitoringScraper(t, ns, ca)
 	kubeenv.Eventually(t, 30*time.Second, func() error {
-		body, err := scrape(t, "https://"+metricsAddr+"/metrics", s)
+		body, err := get(t, "https://"+metricsAddr+"/metrics", s, http.StatusOK)
 		if err == nil && !strings.Contains(body, "initlock_build_info{") {
 			err = fmt.Errorf("the scrape has no initlock_build_info:\n%s", body)
 		}
 		return err
 	})
 	// Without the CA, the certificate is not trusted.
-	if _, err := scrape(t, "https://"+metricsAddr+"/metrics", scraper{tls: &tls.Config{ServerName: s.tls.ServerName, MinVersion: tls.VersionTLS12}, token: s.token}); err == nil {
+	if _, err := get(t, "https://"+metricsAddr+"/metrics", scraper{tls: &tls.Config{ServerName: s.tls.ServerName, MinVersion: tls.VersionTLS12}, token: s.token}, http.StatusOK); err == nil {
 		t.Error("the manager's certificate is trusted without the operator's CA")
 	}
 
@@ -228,44 +228,33 @@ func TestReleasePluginImage(t *testing.T) {
 	}
 }
 
-// status checks that GET url answers with the status code want.
+// status checks that GET url, the certificate not verified, answers with
+// the status code want.
 func status(t *testing.T, url string, want int) error {
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the manager's self-signed certificate
-	resp, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != want {
-		return fmt.Errorf("GET %s: %s, want %d", url, resp.Status, want)
-	}
-	return nil
+	_, err := get(t, url, scraper{tls: &tls.Config{InsecureSkipVerify: true}}, want) //nolint:gosec // the manager's self-signed certificate
+	return err
 }
 
-// scrape gets url as s does and returns the body of a 200 answer.
-func scrape(t *testing.T, url string, s scraper) (string, error) {
+// get gets url over s.tls, with s.token when it is not empty, and returns
+// the body of an answer with the status code want.
+func get(t *testing.T, url string, s scraper, want int) (string, error) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return "", err
 	}
-	req.Header.Set("Authorization", "Bearer "+s.token)
-	c := &http.Client{Transport: &http.Transport{TLSClientConfig: s.tls}}
-	resp, err := c.Do(req)
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	resp, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: s.tls}}).Do(req)
 	if err != nil {
 		return "", err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
+	if err == nil && resp.StatusCode != want {
+		err = fmt.Errorf("GET %s: %s, want %d: %s", url, resp.Status, want, body)
 	}
 	return string(body), err
 }

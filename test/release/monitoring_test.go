@@ -71,6 +71,16 @@ func find(t *testing.T, objs []*unstructured.Unstructured, kind string) *unstruc
 	return found[0]
 }
 
+// named returns the object of kind and name in objs, nil when there is none.
+func named(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	return nil
+}
+
 func str(t *testing.T, o *unstructured.Unstructured, fields ...string) string {
 	t.Helper()
 	v, _, err := unstructured.NestedString(o.Object, fields...)
@@ -196,12 +206,7 @@ func TestReleaseMonitoring(t *testing.T) {
 	if key := str(t, ep, "authorization", "credentials", "key"); key != "token" {
 		t.Errorf("authorization.credentials.key %q, want token (the key the token controller fills)", key)
 	}
-	var secret *unstructured.Unstructured
-	for _, o := range objs {
-		if o.GetKind() == "Secret" && o.GetName() == tokenSecret {
-			secret = o
-		}
-	}
+	secret := named(objs, "Secret", tokenSecret)
 	if secret == nil {
 		t.Fatalf("monitoring.yaml has no Secret %s, which the ServiceMonitor's authorization names", tokenSecret)
 	}
@@ -209,7 +214,7 @@ func TestReleaseMonitoring(t *testing.T) {
 	if str(t, secret, "type") != string(corev1.SecretTypeServiceAccountToken) || sa == "" {
 		t.Errorf("Secret %s: type %q for ServiceAccount %q, want a ServiceAccount token", tokenSecret, str(t, secret, "type"), sa)
 	}
-	if !slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() == "ServiceAccount" && o.GetName() == sa }) {
+	if named(objs, "ServiceAccount", sa) == nil {
 		t.Errorf("monitoring.yaml has no ServiceAccount %s", sa)
 	}
 	crb := find(t, objs, "ClusterRoleBinding")
@@ -219,7 +224,7 @@ func TestReleaseMonitoring(t *testing.T) {
 		t.Errorf("ClusterRoleBinding %s binds %v, want the ServiceAccount %s/%s", crb.GetName(), subjects, installNamespace, sa)
 	}
 	install := objects(t, "install.yaml")
-	if !slices.ContainsFunc(install, func(o *unstructured.Unstructured) bool { return o.GetKind() == "ClusterRole" && o.GetName() == role }) {
+	if named(install, "ClusterRole", role) == nil {
 		t.Errorf("install.yaml has no ClusterRole %s, which monitoring.yaml binds", role)
 	}
 
@@ -411,12 +416,7 @@ func monitoringScraper(t *testing.T, ns string, ca *x509.CertPool) scraper {
 	objs := objects(t, "monitoring.yaml")
 	crb := find(t, objs, "ClusterRoleBinding")
 	sa := find(t, objs, "ServiceAccount")
-	var clusterRole *unstructured.Unstructured
-	for _, o := range objects(t, "install.yaml") {
-		if o.GetKind() == "ClusterRole" && o.GetName() == str(t, crb, "roleRef", "name") {
-			clusterRole = o
-		}
-	}
+	clusterRole := named(objects(t, "install.yaml"), "ClusterRole", str(t, crb, "roleRef", "name"))
 	if clusterRole == nil {
 		t.Fatalf("install.yaml has no ClusterRole %s", str(t, crb, "roleRef", "name"))
 	}

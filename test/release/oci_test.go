@@ -10,7 +10,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -67,7 +66,11 @@ func unpack(t *testing.T, image string) unpacked {
 	var layout struct {
 		Manifests []descriptor `json:"manifests"`
 	}
-	readJSON(t, filepath.Join(dir, "index.json"), &layout)
+	b, err := os.ReadFile(filepath.Join(dir, "index.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unmarshal(t, b, &layout)
 	if len(layout.Manifests) != 1 || layout.Manifests[0].MediaType != "application/vnd.oci.image.index.v1+json" {
 		t.Fatalf("%s: index.json holds %+v, want one image index", image, layout.Manifests)
 	}
@@ -165,15 +168,6 @@ func extract(t *testing.T, layer []byte, root string) []string {
 	}
 }
 
-func readJSON(t *testing.T, path string, into any) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	unmarshal(t, b, into)
-}
-
 func unmarshal(t *testing.T, b []byte, into any) {
 	t.Helper()
 	if err := json.Unmarshal(b, into); err != nil {
@@ -199,5 +193,3 @@ func (u unpacked) check(t *testing.T, entrypoint []string, files ...string) {
 		t.Errorf("labels %v", c.Labels)
 	}
 }
-
-func (u unpacked) String() string { return fmt.Sprintf("image in %s: %v", u.root, u.files) }
