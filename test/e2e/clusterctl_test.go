@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -265,7 +264,7 @@ func addonRepository(t *testing.T, versions ...string) string {
 	for _, v := range versions {
 		dir := filepath.Join(repo, addonLabel, v)
 		components := filepath.Join(dir, "addon-components.yaml")
-		makeManifests(t, root, "config/clusterctl", components, addonImage+v)
+		makeManifests(t, "config/clusterctl", components, addonImage+v)
 		copyFile(filepath.Join(root, "metadata.yaml"), filepath.Join(dir, "metadata.yaml"))
 	}
 	copyFile(filepath.Join(capiDir, "metadata.yaml"), filepath.Join(repo, coreProviderName, coreProviderVersion, "metadata.yaml"))
@@ -291,8 +290,12 @@ cert-manager:
 
 // makeManifests renders the kustomization dir into out with
 // "make manifests", with image img when it is not empty.
-func makeManifests(t *testing.T, root, dir, out, img string) {
+func makeManifests(t *testing.T, dir, out, img string) {
 	t.Helper()
+	root, err := kubeenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
 	args := []string{"-s", "manifests", "KUSTOMIZE_DIR=" + dir, "MANIFESTS=" + out}
 	if img != "" {
 		args = append(args, "IMG="+img)
@@ -309,12 +312,8 @@ func makeManifests(t *testing.T, root, dir, out, img string) {
 // (field manager kubectl, no forced ownership), and returns the objects.
 func applyLockGuard(t *testing.T, e *kubeenv.Env) []*unstructured.Unstructured {
 	t.Helper()
-	root, err := kubeenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := filepath.Join(t.TempDir(), "lock-guard.yaml")
-	makeManifests(t, root, "config/clusterctl/lock-guard", out, "")
+	makeManifests(t, "config/clusterctl/lock-guard", out, "")
 	objs, err := kubeenv.ReadObjects(out)
 	if err != nil {
 		t.Fatal(err)
@@ -450,16 +449,6 @@ func fates(before, after map[objectRef]types.UID) map[objectRef]string {
 		}
 	}
 	return out
-}
-
-// formatFates lists fates one object a line, in a stable order.
-func formatFates(f map[objectRef]string) string {
-	refs := slices.SortedFunc(maps.Keys(f), func(a, b objectRef) int { return strings.Compare(a.String(), b.String()) })
-	var b strings.Builder
-	for _, r := range refs {
-		fmt.Fprintf(&b, "  %-72s %s\n", r, f[r])
-	}
-	return b.String()
 }
 
 // guardWatch watches the lock guard's policy and binding from their

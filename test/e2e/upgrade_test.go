@@ -4,7 +4,9 @@ package e2e_test
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -219,15 +221,18 @@ func whileDeleting(t *testing.T, e *kubeenv.Env, lock *corev1.ConfigMap, run fun
 	return r
 }
 
-// expectFates fails t unless each object met the fate want gives it.
+// expectFates logs the fate of each object, one a line in a stable order,
+// and fails t unless each met the fate want gives it.
 func expectFates(t *testing.T, what string, got map[objectRef]string, want func(objectRef) string) {
 	t.Helper()
-	t.Logf("%s:\n%s", what, formatFates(got))
-	for r, f := range got {
-		if w := want(r); f != w {
-			t.Errorf("%s: %s %s, want %s", what, r, f, w)
+	var b strings.Builder
+	for _, r := range slices.SortedFunc(maps.Keys(got), func(a, b objectRef) int { return strings.Compare(a.String(), b.String()) }) {
+		fmt.Fprintf(&b, "  %-72s %s\n", r, got[r])
+		if w := want(r); got[r] != w {
+			t.Errorf("%s: %s %s, want %s", what, r, got[r], w)
 		}
 	}
+	t.Logf("%s:\n%s", what, b.String())
 }
 
 // expectInstalled checks the inventory's version of the add-on and the
