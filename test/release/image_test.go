@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -26,8 +27,10 @@ import (
 	veleroplugin "github.com/vmware-tanzu/velero/pkg/plugin/velero"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/internal/kubeenv/veleroinstall"
 	"github.com/initlock/initlock/internal/relink"
 	"github.com/initlock/initlock/internal/velero"
 	"github.com/initlock/initlock/pkg/initlock/capi"
@@ -257,4 +260,24 @@ func get(t *testing.T, url string, s scraper, want int) (string, error) {
 		err = fmt.Errorf("GET %s: %s, want %d: %s", url, resp.Status, want, body)
 	}
 	return string(body), err
+}
+
+// The plugin reference of the release notes is one Velero accepts: the
+// init container "velero plugin add" makes of it with Velero's own code is
+// valid on the API server.
+func TestReleaseNotesPluginReference(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(distDir(t), "release-notes.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`velero plugin add (\S+)`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("release-notes.md has no velero plugin add:\n%s", b)
+	}
+	ns := env.Namespace(t)
+	d := veleroinstall.Deployment(ns)
+	c := veleroinstall.AddPlugin(d, string(m[1]))
+	if err := env.Client.Create(t.Context(), d, client.DryRunAll); err != nil || c.Name != "initlock-velero-plugin-initlock" {
+		t.Fatalf("velero plugin add %s: init container %q: %v", m[1], c.Name, err)
+	}
 }
