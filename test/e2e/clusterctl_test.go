@@ -368,6 +368,16 @@ type objectRef struct {
 	apiVersion, kind, namespace, name string
 }
 
+// object returns an object of r's kind, namespace and name.
+func (r objectRef) object() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(r.apiVersion)
+	u.SetKind(r.kind)
+	u.SetNamespace(r.namespace)
+	u.SetName(r.name)
+	return u
+}
+
 func (r objectRef) String() string {
 	if r.namespace == "" {
 		return r.kind + " " + r.name
@@ -405,10 +415,8 @@ func uids(t *testing.T, e *kubeenv.Env, refs []objectRef) map[objectRef]types.UI
 	t.Helper()
 	out := map[objectRef]types.UID{}
 	for _, r := range refs {
-		u := &unstructured.Unstructured{}
-		u.SetAPIVersion(r.apiVersion)
-		u.SetKind(r.kind)
-		err := e.Client.Get(t.Context(), client.ObjectKey{Namespace: r.namespace, Name: r.name}, u)
+		u := r.object()
+		err := e.Client.Get(t.Context(), client.ObjectKeyFromObject(u), u)
 		switch {
 		case apierrors.IsNotFound(err):
 			out[r] = ""

@@ -160,11 +160,7 @@ func TestClusterctlUpgradeKeepsLockGuard(t *testing.T) {
 		if f != kept {
 			continue
 		}
-		u := &unstructured.Unstructured{}
-		u.SetAPIVersion(r.apiVersion)
-		u.SetKind(r.kind)
-		u.SetName(r.name)
-		leftovers = append(leftovers, u)
+		leftovers = append(leftovers, r.object())
 	}
 	kubeenv.DeleteAndWait(t, mgmt.Client, leftovers...)
 	guardAnswers(t, mgmt, lock, false, 30*time.Second)
