@@ -18,53 +18,63 @@ import (
 )
 
 // TestLock covers every path of Lock on the real API server (lockCases).
-func TestLock(t *testing.T) {
-	for _, tt := range lockCases {
-		t.Run(tt.name, func(t *testing.T) { runLockCase(t, newFixture(t), tt) })
-	}
-}
+func TestLock(t *testing.T) { runLockCases(t, newFixture, (*fixture).lockWithLocker) }
 
 // TestLockOnTheFakeClient runs every case of TestLock on
 // controller-runtime's fake client set up by package initlocktest, where a
 // provider's unit tests run the Locker: Lock answers and leaves the same
 // there as on the API server (the fake client counts no request).
 func TestLockOnTheFakeClient(t *testing.T) {
+	runLockCases(t, newFakeFixture, (*fixture).lockWithLocker)
+}
+
+// runLockCases runs every case of lockCases on a fixture of newFixture,
+// making the call with lock, which checks its answer against the case's
+// and tells whether the caller acquired; then checks the requests and
+// what the call left.
+func runLockCases(t *testing.T, newFixture func(testing.TB) *fixture, lock func(*fixture, *testing.T, *unstructured.Unstructured, lockWant) bool) {
 	for _, tt := range lockCases {
-		t.Run(tt.name, func(t *testing.T) { runLockCase(t, newFakeFixture(t), tt) })
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			m := tt.setup(f)
+			before := ""
+			if cm := kubeenv.MustGetLock(f.t, f.admin, f.ns, "c1"); cm != nil {
+				before = cm.ResourceVersion
+			}
+			f.counter.Reset()
+			acquired := lock(f, t, m, tt.want)
+			w := tt.want
+			if w.err != nil {
+				if cm := kubeenv.MustGetLock(f.t, f.admin, f.ns, "c1"); cm != nil && cm.ResourceVersion != before {
+					t.Errorf("Lock() changed the configmap it refused")
+				}
+			}
+			if r, wr := f.counter.Reads(), f.counter.Writes(); !f.fake && (r != w.reads || wr != w.writes) {
+				t.Errorf("Lock() made %d reads and %d writes, want %d and %d", r, wr, w.reads, w.writes)
+			}
+			if g := f.grant(); !acquired && g.Held() && g.MachineName == m.GetName() {
+				t.Errorf("refused caller %s left its grant in the register", m.GetName())
+			}
+			if tt.check != nil {
+				tt.check(t, f)
+			}
+		})
 	}
 }
 
-func runLockCase(t *testing.T, f *fixture, tt lockCase) {
-	m := tt.setup(f)
-	before := ""
-	if cm := kubeenv.MustGetLock(f.t, f.admin, f.ns, "c1"); cm != nil {
-		before = cm.ResourceVersion
-	}
-	f.counter.Reset()
+// lockWithLocker makes m's Lock through f.locker, checks its error and
+// Result against w, and tells whether m acquired.
+func (f *fixture) lockWithLocker(t *testing.T, m *unstructured.Unstructured, w lockWant) bool {
 	res, err := f.locker.Lock(t.Context(), f.cluster, m)
-	w := tt.want
-	if w.err != nil {
-		if !errors.Is(err, w.err) {
-			t.Fatalf("Lock() error = %v, want %v", err, w.err)
-		}
-		if cm := kubeenv.MustGetLock(f.t, f.admin, f.ns, "c1"); cm != nil && cm.ResourceVersion != before {
-			t.Errorf("Lock() changed the configmap it refused")
-		}
-	} else if err != nil {
+	if w.err != nil && !errors.Is(err, w.err) {
+		t.Fatalf("Lock() error = %v, want %v", err, w.err)
+	} else if w.err == nil && err != nil {
 		t.Fatalf("Lock() error = %v", err)
 	}
 	if res.Acquired != w.acquired || res.Holder != w.holder || (w.err == nil && res.Action != w.action) {
 		t.Errorf("Lock() = %+v, want acquired=%v holder=%s action=%s", res, w.acquired, w.holder, w.action)
 	}
-	if r, wr := f.counter.Reads(), f.counter.Writes(); !f.fake && (r != w.reads || wr != w.writes) {
-		t.Errorf("Lock() made %d reads and %d writes, want %d and %d", r, wr, w.reads, w.writes)
-	}
-	if g := f.grant(); !res.Acquired && g.Held() && g.MachineName == m.GetName() {
-		t.Errorf("refused caller %s left its grant in the register", m.GetName())
-	}
-	if tt.check != nil {
-		tt.check(t, f)
-	}
+	return res.Acquired
 }
 
 // TestLockKeepsTheCallerObjectConsistent: after Lock and Unlock, the
