@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -77,44 +78,67 @@ func (f *fixture) lockWithLocker(t *testing.T, m *unstructured.Unstructured, w l
 	return res.Acquired
 }
 
-// TestLockKeepsTheCallerObjectConsistent: after Lock and Unlock, the
-// caller's Cluster object carries the register and the resourceVersion the
-// API server returned, so that the caller's next update of it succeeds; a
-// stale object is left untouched.
+// TestLockKeepsTheCallerObjectConsistent: after Lock and Unlock, of the
+// Locker and of the drop-in mutex, the caller's Cluster object carries the
+// register and the resourceVersion the API server returned, so that the
+// caller's next update of it succeeds; a stale object is left untouched.
 func TestLockKeepsTheCallerObjectConsistent(t *testing.T) {
-	f := newFixture(t)
-	m := f.machine("m1")
-	f.mustLock(m)
-	if g := wire.GrantFrom(f.cluster.GetAnnotations()); !g.Held() || g.MachineName != "m1" {
-		t.Fatalf("caller's object register = %s, want the grant to m1", g.Raw())
-	}
-	labels := map[string]string{"user": "edit"}
-	f.cluster.SetLabels(labels)
-	if err := env.Client.Update(t.Context(), f.cluster); err != nil {
-		t.Fatalf("Update of the caller's object after Lock: %v", err)
-	}
-	if err := f.locker.Unlock(t.Context(), f.cluster, m); err != nil {
-		t.Fatal(err)
-	}
-	if g := wire.GrantFrom(f.cluster.GetAnnotations()); g.Held() {
-		t.Errorf("caller's object register = %s after Unlock, want released", g.Raw())
-	}
-	f.cluster.SetLabels(map[string]string{"user": "edit-again"})
-	if err := env.Client.Update(t.Context(), f.cluster); err != nil {
-		t.Fatalf("Update of the caller's object after Unlock: %v", err)
-	}
+	type call = func(f *fixture, m *unstructured.Unstructured) bool
+	for _, tc := range []struct {
+		name         string
+		lock, unlock call
+	}{{
+		name: "Locker",
+		lock: func(f *fixture, m *unstructured.Unstructured) bool { return f.mustLock(m).Acquired },
+		unlock: func(f *fixture, m *unstructured.Unstructured) bool {
+			return f.locker.Unlock(f.ctx(), f.cluster, m) == nil
+		},
+	}, {
+		name: "mutex",
+		lock: func(f *fixture, m *unstructured.Unstructured) bool {
+			return newMutex(f.client).Lock(logr.NewContext(f.ctx(), logr.Discard()), f.cluster, m)
+		},
+		unlock: func(f *fixture, _ *unstructured.Unstructured) bool {
+			return newMutex(f.client).Unlock(logr.NewContext(f.ctx(), logr.Discard()), f.cluster)
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			m := f.machine("m1")
+			if !tc.lock(f, m) {
+				t.Fatal("Lock() did not acquire a free lock")
+			}
+			if g := wire.GrantFrom(f.cluster.GetAnnotations()); !g.Held() || g.MachineName != "m1" {
+				t.Fatalf("caller's object register = %s, want the grant to m1", g.Raw())
+			}
+			f.cluster.SetLabels(map[string]string{"user": "edit"})
+			if err := env.Client.Update(t.Context(), f.cluster); err != nil {
+				t.Fatalf("Update of the caller's object after Lock: %v", err)
+			}
+			if !tc.unlock(f, m) {
+				t.Fatal("Unlock() failed")
+			}
+			if g := wire.GrantFrom(f.cluster.GetAnnotations()); g.Held() {
+				t.Errorf("caller's object register = %s after Unlock, want released", g.Raw())
+			}
+			f.cluster.SetLabels(map[string]string{"user": "edit-again"})
+			if err := env.Client.Update(t.Context(), f.cluster); err != nil {
+				t.Fatalf("Update of the caller's object after Unlock: %v", err)
+			}
 
-	// A stale object: the Cluster changed since it was read.
-	stale := f.get(f.cluster)
-	f.update(func(u *unstructured.Unstructured) { u.SetLabels(map[string]string{"user": "someone-else"}) })
-	rv := stale.GetResourceVersion()
-	if _, err := f.locker.Lock(t.Context(), stale, m); err != nil {
-		t.Fatal(err)
+			// A stale object: the Cluster changed since it was read.
+			stale := f.get(f.cluster)
+			f.update(func(u *unstructured.Unstructured) { u.SetLabels(map[string]string{"user": "someone-else"}) })
+			rv := stale.GetResourceVersion()
+			if _, err := f.locker.Lock(t.Context(), stale, m); err != nil {
+				t.Fatal(err)
+			}
+			if stale.GetResourceVersion() != rv {
+				t.Errorf("a stale caller object was given resourceVersion %s; it must be left untouched", stale.GetResourceVersion())
+			}
+			f.expectHeld(t, "m1")
+		})
 	}
-	if stale.GetResourceVersion() != rv {
-		t.Errorf("a stale caller object was given resourceVersion %s; it must be left untouched", stale.GetResourceVersion())
-	}
-	f.expectHeld(t, "m1")
 }
 
 func TestLockInvalidNames(t *testing.T) {
@@ -148,6 +172,9 @@ func TestErrorNamesTheObjectAndTheWayOut(t *testing.T) {
 }
 
 func TestUnlock(t *testing.T) {
+	// The holder's release writes the release mark (the only delete
+	// initlock's lock guard lets through is of a marked lock), then deletes
+	// the lock; another Machine then takes it.
 	t.Run("holder releases: grant retired, then withdrawn and lock deleted", func(t *testing.T) {
 		f := newFixture(t)
 		m := f.machine("m1")
@@ -160,19 +187,16 @@ func TestUnlock(t *testing.T) {
 		// before a restore is refused); PATCH register (retired); PATCH
 		// register (withdrawn); PATCH lock (the release mark); DELETE lock,
 		// each decided on what the write before answered.
-		if r, w := f.counter.Reads(), f.counter.Writes(); r != 3 || w != 4 {
-			t.Errorf("Unlock made %d reads and %d writes, want 3 and 3", r, w)
-		}
+		f.counts(t, "Unlock(m1)", 3, 4)
 		if cm := kubeenv.MustGetLock(f.t, env.Client, f.ns, "c1"); cm != nil {
-			t.Error("lock still exists")
+			t.Fatalf("lock still exists (annotations %v)", cm.Annotations)
 		}
 		f.expectGrant(t, "")
 		if g := wire.GrantFrom(f.cluster.GetAnnotations()); g.Held() {
 			t.Error("the caller's cluster object still shows the grant")
 		}
-		if res := f.mustLock(f.machine("m2")); !res.Acquired {
-			t.Errorf("Lock(m2) after the release: %+v, want acquired", res)
-		}
+		res, err := f.locker.Lock(t.Context(), f.cluster, f.machine("m2"))
+		expectAcquired(t, "m2", res, err)
 	})
 	t.Run("missing lock is success", func(t *testing.T) {
 		f := newFixture(t)

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -15,8 +14,6 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/pkg/initlock"
-
-	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/pkg/initlock/locking"
 )
@@ -154,35 +151,6 @@ func TestMutexUnlock(t *testing.T) {
 				f.expectGrant(t, "")
 			}
 		})
-	}
-}
-
-// TestMutexKeepsTheCallerObjectConsistent: after Lock and Unlock, the
-// provider updates the same Cluster object it passed, and the update is
-// not refused for the lock's writes.
-func TestMutexKeepsTheCallerObjectConsistent(t *testing.T) {
-	f := newFixture(t)
-	mu := newMutex(f.client)
-	ctx := logr.NewContext(t.Context(), logr.Discard())
-	if !mu.Lock(ctx, f.cluster, f.machine("m1")) {
-		t.Fatal("Lock() = false on a free lock")
-	}
-	if g := wire.GrantFrom(f.cluster.GetAnnotations()); !g.Held() || g.MachineName != "m1" {
-		t.Fatalf("caller's object register = %s, want the grant to m1", g.Raw())
-	}
-	f.cluster.SetLabels(map[string]string{"provider": "after-lock"})
-	if err := env.Client.Update(t.Context(), f.cluster); err != nil {
-		t.Fatalf("Update of the caller's object after Lock: %v", err)
-	}
-	if !mu.Unlock(ctx, f.cluster) {
-		t.Fatal("Unlock() = false")
-	}
-	if g := wire.GrantFrom(f.cluster.GetAnnotations()); g.Held() {
-		t.Errorf("caller's object register = %s after Unlock, want released", g.Raw())
-	}
-	f.cluster.SetLabels(map[string]string{"provider": "after-unlock"})
-	if err := env.Client.Update(t.Context(), f.cluster); err != nil {
-		t.Fatalf("Update of the caller's object after Unlock: %v", err)
 	}
 }
 

@@ -12,28 +12,6 @@ import (
 // otherFinalizer is a finalizer of a controller other than initlock's.
 const otherFinalizer = "example.com/keep"
 
-// TestUnlockMarksThenDeletes: the holder's release writes the release mark
-// (the only delete initlock's lock guard lets through is of a marked lock),
-// then deletes the lock; another Machine then takes it.
-func TestUnlockMarksThenDeletes(t *testing.T) {
-	f := newFixture(t)
-	m1, m2 := f.machine("m1"), f.machine("m2")
-	f.mustLock(m1)
-
-	f.counter.Reset()
-	if err := f.locker.Unlock(t.Context(), f.cluster, m1); err != nil {
-		t.Fatal(err)
-	}
-	// GET lock ∥ GET Cluster; GET m1; PATCH retire; PATCH withdraw; PATCH
-	// the release mark; DELETE.
-	f.counts(t, "Unlock(m1)", 3, 4)
-	if cm := kubeenv.MustGetLock(f.t, env.Client, f.ns, "c1"); cm != nil {
-		t.Fatalf("lock still exists (annotations %v)", cm.Annotations)
-	}
-	res, err := f.locker.Lock(t.Context(), f.get(f.cluster), m2)
-	expectAcquired(t, "m2", res, err)
-}
-
 // TestLockHeldWhileBeingDeleted: a lock being deleted, held back by another
 // controller's finalizer, counts as held by the Machine it names until it
 // is gone: another Machine is refused, and writes nothing to it; the
