@@ -193,55 +193,39 @@ var lockCases = []lockCase{{
 	},
 	// GET lock ∥ GET Cluster ∥ GET caller.
 	want: lockWant{err: initlock.ErrCorruptLock, reads: 3},
-}, {
-	name: "foreign configmap without the label is refused and untouched",
-	setup: func(f *fixture) *unstructured.Unstructured {
-		f.foreign(map[string]string{"lock-information": `{"machineName":"x"}`}, nil)
+},
+	refusedConfigMap("foreign configmap without the label is refused and untouched", initlock.ErrNotALock,
+		map[string]string{"lock-information": `{"machineName":"x"}`}, nil),
+	refusedConfigMap("foreign configmap without the data key is refused and untouched", initlock.ErrNotALock,
+		map[string]string{"user-data": "precious"}, map[string]string{capi.ClusterNameLabel: "c1"}),
+	refusedConfigMap("configmap labelled for another cluster is refused", initlock.ErrNotALock,
+		map[string]string{"lock-information": `{"machineName":"x"}`}, map[string]string{capi.ClusterNameLabel: "c2"}),
+	refusedConfigMap("corrupt lock is not taken over", initlock.ErrCorruptLock,
+		map[string]string{"lock-information": `{"machineName":`}, map[string]string{capi.ClusterNameLabel: "c1"}),
+	refusedConfigMap("lock naming no machine is corrupt", initlock.ErrCorruptLock,
+		map[string]string{"lock-information": `{"machineName":""}`}, map[string]string{capi.ClusterNameLabel: "c1"}),
+	pausedCluster("paused cluster: no request at all", kubeenv.Paused),
+	pausedCluster("cluster paused by annotation: no request at all", func(u *unstructured.Unstructured) {
+		u.SetAnnotations(map[string]string{capi.PausedAnnotation: ""})
+	}),
+}
+
+// refusedConfigMap is the case of a ConfigMap with data and labels in the
+// lock's place, which Lock refuses with err and leaves untouched: PATCH
+// register ∥ GET caller; CREATE lock (AlreadyExists); GET lock ∥ GET
+// Cluster ∥ GET caller; PATCH register (withdrawn).
+func refusedConfigMap(name string, err error, data, labels map[string]string) lockCase {
+	return lockCase{name: name, want: lockWant{err: err, reads: 4, writes: 3}, setup: func(f *fixture) *unstructured.Unstructured {
+		f.foreign(data, labels)
 		return f.machine("m1")
-	},
-	// PATCH register ∥ GET caller; CREATE lock (AlreadyExists); GET
-	// lock ∥ GET Cluster ∥ GET caller; PATCH register (withdrawn).
-	want: lockWant{err: initlock.ErrNotALock, reads: 4, writes: 3},
-}, {
-	name: "foreign configmap without the data key is refused and untouched",
-	setup: func(f *fixture) *unstructured.Unstructured {
-		f.foreign(map[string]string{"user-data": "precious"}, map[string]string{capi.ClusterNameLabel: "c1"})
+	}}
+}
+
+// pausedCluster is the case of a Cluster paused by pause: Lock makes no
+// request at all.
+func pausedCluster(name string, pause func(*unstructured.Unstructured)) lockCase {
+	return lockCase{name: name, want: lockWant{err: initlock.ErrClusterPaused}, setup: func(f *fixture) *unstructured.Unstructured {
+		f.cluster = f.update(pause)
 		return f.machine("m1")
-	},
-	want: lockWant{err: initlock.ErrNotALock, reads: 4, writes: 3},
-}, {
-	name: "configmap labelled for another cluster is refused",
-	setup: func(f *fixture) *unstructured.Unstructured {
-		f.foreign(map[string]string{"lock-information": `{"machineName":"x"}`}, map[string]string{capi.ClusterNameLabel: "c2"})
-		return f.machine("m1")
-	},
-	want: lockWant{err: initlock.ErrNotALock, reads: 4, writes: 3},
-}, {
-	name: "corrupt lock is not taken over",
-	setup: func(f *fixture) *unstructured.Unstructured {
-		f.foreign(map[string]string{"lock-information": `{"machineName":`}, map[string]string{capi.ClusterNameLabel: "c1"})
-		return f.machine("m1")
-	},
-	want: lockWant{err: initlock.ErrCorruptLock, reads: 4, writes: 3},
-}, {
-	name: "lock naming no machine is corrupt",
-	setup: func(f *fixture) *unstructured.Unstructured {
-		f.foreign(map[string]string{"lock-information": `{"machineName":""}`}, map[string]string{capi.ClusterNameLabel: "c1"})
-		return f.machine("m1")
-	},
-	want: lockWant{err: initlock.ErrCorruptLock, reads: 4, writes: 3},
-}, {
-	name: "paused cluster: no request at all",
-	setup: func(f *fixture) *unstructured.Unstructured {
-		f.cluster = f.update(func(u *unstructured.Unstructured) { _ = unstructured.SetNestedField(u.Object, true, "spec", "paused") })
-		return f.machine("m1")
-	},
-	want: lockWant{err: initlock.ErrClusterPaused},
-}, {
-	name: "cluster paused by annotation: no request at all",
-	setup: func(f *fixture) *unstructured.Unstructured {
-		f.cluster = f.update(func(u *unstructured.Unstructured) { u.SetAnnotations(map[string]string{capi.PausedAnnotation: ""}) })
-		return f.machine("m1")
-	},
-	want: lockWant{err: initlock.ErrClusterPaused},
-}}
+	}}
+}

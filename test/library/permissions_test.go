@@ -75,9 +75,7 @@ func TestMutexNeedsItsMarkedPermissions(t *testing.T) {
 // step that did not go as it goes with every permission.
 func lockScenario(t *testing.T, rules []rbacv1.PolicyRule) error {
 	f := newFixture(t)
-	user := "provider-" + f.ns
-	c := restrictedClient(t, user, rules)
-	mu := newMutex(c)
+	mu := newMutex(f.restrictedClient(t, rules))
 	ctx := t.Context()
 	m1, m2 := f.machine("m1"), f.machine("m2")
 	if !mu.Lock(ctx, f.cluster, m1) {
@@ -100,11 +98,12 @@ func lockScenario(t *testing.T, rules []rbacv1.PolicyRule) error {
 	return nil
 }
 
-// restrictedClient returns a client of a user bound to rules only, once
-// the authorizer applies them.
-func restrictedClient(t *testing.T, user string, rules []rbacv1.PolicyRule) client.Client {
+// restrictedClient returns a client of the user provider-<namespace>,
+// bound to rules only, once the authorizer applies them. It counts its
+// requests in f.counter.
+func (f *fixture) restrictedClient(t *testing.T, rules []rbacv1.PolicyRule) client.Client {
 	t.Helper()
-	ctx := t.Context()
+	ctx, user := t.Context(), "provider-"+f.ns
 	env.BindClusterRole(t, user, rules, kubeenv.UserSubject(user))
 	cfg, err := env.AddUser(user, nil)
 	if err != nil {
@@ -128,7 +127,7 @@ func restrictedClient(t *testing.T, user string, rules []rbacv1.PolicyRule) clie
 		}
 		return nil
 	})
-	c, err := client.New(cfg, client.Options{Scheme: kubeenv.Scheme()})
+	c, err := client.New(f.counter.CountingConfig(cfg), client.Options{Scheme: kubeenv.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
 )
@@ -17,17 +19,7 @@ const otherFinalizer = "example.com/keep"
 // is gone: another Machine is refused, and writes nothing to it; the
 // holder's re-Lock still holds it without a write.
 func TestLockHeldWhileBeingDeleted(t *testing.T) {
-	f := newFixture(t)
-	m1, m2 := f.machine("m1"), f.machine("m2")
-	f.mustLock(m1)
-	cm := f.lockCM()
-	cm.Finalizers = append(cm.Finalizers, otherFinalizer)
-	if err := env.Client.Update(t.Context(), cm); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Delete(t.Context(), f.lockCM()); err != nil {
-		t.Fatal(err)
-	}
+	f, m1, m2 := newFixtureWithLockBeingDeleted(t)
 	held := f.lockCM()
 	if held.DeletionTimestamp == nil || !slices.Contains(held.Finalizers, otherFinalizer) {
 		t.Fatalf("lock after the delete: deleting %v, finalizers %v; want it held back", held.DeletionTimestamp != nil, held.Finalizers)
@@ -47,17 +39,7 @@ func TestLockHeldWhileBeingDeleted(t *testing.T) {
 // gone is not taken over: a caller is refused until it is gone, then takes
 // the lock.
 func TestNoTakeOverOfALockBeingDeleted(t *testing.T) {
-	f := newFixture(t)
-	m1, m2 := f.machine("m1"), f.machine("m2")
-	f.mustLock(m1)
-	cm := f.lockCM()
-	cm.Finalizers = append(cm.Finalizers, otherFinalizer)
-	if err := env.Client.Update(t.Context(), cm); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Delete(t.Context(), f.lockCM()); err != nil {
-		t.Fatal(err)
-	}
+	f, m1, m2 := newFixtureWithLockBeingDeleted(t)
 	kubeenv.DeleteAndWait(t, env.Client, m1)
 	held := f.lockCM()
 	res, err := f.locker.Lock(t.Context(), f.get(f.cluster), m2)
@@ -73,4 +55,21 @@ func TestNoTakeOverOfALockBeingDeleted(t *testing.T) {
 	kubeenv.Eventually(t, 10*time.Second, kubeenv.LockGone(t.Context(), env.Client, f.ns, "c1"))
 	res, err = f.locker.Lock(t.Context(), f.get(f.cluster), m2)
 	expectAcquired(t, "m2", res, err)
+}
+
+// newFixtureWithLockBeingDeleted returns a fixture with Machines m1 and m2
+// where m1's lock is being deleted, held back by otherFinalizer.
+func newFixtureWithLockBeingDeleted(t *testing.T) (f *fixture, m1, m2 *unstructured.Unstructured) {
+	f = newFixture(t)
+	m1, m2 = f.machine("m1"), f.machine("m2")
+	f.mustLock(m1)
+	cm := f.lockCM()
+	cm.Finalizers = append(cm.Finalizers, otherFinalizer)
+	if err := env.Client.Update(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(t.Context(), f.lockCM()); err != nil {
+		t.Fatal(err)
+	}
+	return f, m1, m2
 }

@@ -3,16 +3,11 @@ package library_test
 import (
 	"errors"
 	"testing"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock"
 	"github.com/initlock/initlock/pkg/initlock/capi"
@@ -155,7 +150,12 @@ func TestRegressionStaleCachedGrantAfterFailedUnlock(t *testing.T) {
 	}, {
 		name: "delete forbidden",
 		unlock: func(t *testing.T, f *fixture, m1 *unstructured.Unstructured) error {
-			c := f.userWithoutDelete(t)
+			// A user that may do everything Lock and Unlock need but delete
+			// ConfigMaps.
+			c := f.restrictedClient(t, []rbacv1.PolicyRule{
+				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "patch", "update"}},
+				{APIGroups: []string{capi.Group}, Resources: []string{"clusters", "machines"}, Verbs: []string{"get", "patch"}},
+			})
 			f.counter.Reset()
 			return initlock.New(c).Unlock(t.Context(), f.cluster, m1)
 		},
@@ -216,42 +216,4 @@ func TestRegressionStaleCachedGrantAfterFailedUnlock(t *testing.T) {
 			}
 		})
 	}
-}
-
-// userWithoutDelete returns a client of a user that may do everything
-// Lock and Unlock need except deleting ConfigMaps.
-func (f *fixture) userWithoutDelete(t *testing.T) client.Client {
-	t.Helper()
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "provider"},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "patch", "update"}},
-			{APIGroups: []string{capi.Group}, Resources: []string{"clusters", "machines"}, Verbs: []string{"get", "patch"}},
-		},
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "provider"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "provider"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "provider-" + f.ns}},
-	}
-	for _, o := range []client.Object{role, binding} {
-		if err := env.Client.Create(t.Context(), o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg, err := env.AddUser("provider-"+f.ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(f.counter.CountingConfig(cfg), client.Options{Scheme: kubeenv.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// RBAC is enforced as soon as the binding is stored, but wait until
-	// the user's reads are allowed, so that the test sees the delete's
-	// refusal and nothing else.
-	kubeenv.Eventually(t, 10*time.Second, func() error {
-		return c.Get(t.Context(), client.ObjectKey{Namespace: f.ns, Name: "c1-lock"}, &corev1.ConfigMap{})
-	})
-	return c
 }

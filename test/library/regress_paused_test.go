@@ -1,14 +1,11 @@
 package library_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
@@ -83,29 +80,6 @@ func TestRegressionPausedLiveFreePath(t *testing.T) {
 	}
 }
 
-// pauseAtClaim returns a Locker whose client pauses the Cluster (as an
-// operator, with spec.paused) just before the first claim of the grant
-// register reaches the server: the pause lands while the Lock is in
-// flight, after its live read. paused counts the pauses made.
-func (f *fixture) pauseAtClaim(t *testing.T) (*initlock.Locker, *int) {
-	t.Helper()
-	base, err := client.NewWithWatch(f.counter.CountingConfig(env.Config), client.Options{Scheme: kubeenv.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	c := interceptor.NewClient(base, interceptor.Funcs{
-		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
-			if obj.GetObjectKind().GroupVersionKind().Kind == "Cluster" && n == 0 {
-				n++
-				f.update(kubeenv.Paused)
-			}
-			return c.Patch(ctx, obj, p, opts...)
-		},
-	})
-	return initlock.New(c), &n
-}
-
 // TestRegressionPauseDuringLock: a Lock is in flight (it read everything
 // live, unpaused) when the Cluster is paused. An earlier Lock sent the
 // register's claim and the lock's rewrite in parallel; only the claim
@@ -158,10 +132,20 @@ func TestRegressionPauseDuringLock(t *testing.T) {
 				t.Fatalf("lock held by %s before the call, want m1", f.lockHolder())
 			}
 
-			locker, paused := f.pauseAtClaim(t)
-			res, err := locker.Lock(t.Context(), view, m1)
-			if *paused != 1 {
-				t.Fatalf("attack not exercised: %d pauses while the Lock was in flight", *paused)
+			// The Cluster is paused (as an operator pauses it, with
+			// spec.paused) just before the first claim of the register reaches
+			// the server: while the Lock is in flight, after its live read.
+			paused := 0
+			f.withFaults(t, func(w write) (outcome, error) {
+				if w.verb == "patch" && w.obj.GetObjectKind().GroupVersionKind().Kind == "Cluster" && paused == 0 {
+					paused++
+					f.update(kubeenv.Paused)
+				}
+				return pass, nil
+			})
+			res, err := f.locker.Lock(t.Context(), view, m1)
+			if paused != 1 {
+				t.Fatalf("attack not exercised: %d pauses while the Lock was in flight", paused)
 			}
 			// Refused: by the free path at once (its claim's test of the
 			// pause failed), or by settle with ErrClusterPaused.
