@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,23 +35,11 @@ func (f *fixture) backup() []*unstructured.Unstructured {
 // deleteAll deletes the backed-up objects and waits until they are gone.
 func (f *fixture) deleteAll(objs []*unstructured.Unstructured) {
 	f.t.Helper()
-	for _, o := range objs {
-		if err := env.Client.Delete(f.ctx(), o.DeepCopy()); err != nil && !apierrors.IsNotFound(err) {
-			f.t.Fatal(err)
-		}
+	del := make([]client.Object, len(objs))
+	for i, o := range objs {
+		del[i] = o.DeepCopy()
 	}
-	kubeenv.Eventually(f.t, 30*time.Second, func() error {
-		for _, o := range objs {
-			err := env.Client.Get(f.ctx(), client.ObjectKeyFromObject(o), o.DeepCopy())
-			if err == nil {
-				return errors.New(o.GetKind() + " " + o.GetName() + " still exists")
-			}
-			if !apierrors.IsNotFound(err) {
-				return err
-			}
-		}
-		return nil
-	})
+	kubeenv.DeleteAndWait(f.t, env.Client, del...)
 }
 
 // restore restores the objects as a Velero restore does (velerosim: its
@@ -110,12 +97,7 @@ func TestSeedScenario(t *testing.T) {
 	if err := env.Client.Delete(t.Context(), f.cluster); err != nil {
 		t.Fatal(err)
 	}
-	kubeenv.Eventually(t, 10*time.Second, func() error {
-		if kubeenv.MustGetLock(f.t, env.Client, f.ns, "c1") != nil {
-			return errors.New("lock still exists after its cluster was deleted")
-		}
-		return nil
-	})
+	kubeenv.Eventually(t, 10*time.Second, kubeenv.LockGone(t.Context(), env.Client, f.ns, "c1"))
 }
 
 // TestLostLock covers the lock ConfigMap disappearing while held: a second
@@ -123,46 +105,24 @@ func TestSeedScenario(t *testing.T) {
 // initialised and the grant was not released.
 func TestLostLock(t *testing.T) {
 	t.Run("restore with stale owner UIDs: collected, refused, recreated", func(t *testing.T) {
-		f := newFixture(t)
-		m1, m2 := f.machine("m1"), f.machine("m2")
-		f.mustLock(m1)
+		f, m1, m2, _, cm := newFixtureWithLostLock(t)
 		// A naive re-apply of a backup keeps the ownerReference with a UID
 		// that no longer exists; the garbage collector then deletes it.
-		cm := f.lockCM()
-		if err := env.Client.Delete(t.Context(), cm); err != nil {
-			t.Fatal(err)
-		}
 		stale := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: cm.Name, Labels: cm.Labels,
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: f.cluster.GetAPIVersion(), Kind: "Cluster", Name: "c1", UID: "0ld0ld00-0000-0000-0000-000000000000"}}},
 			Data: cm.Data}
 		if err := env.Client.Create(t.Context(), stale); err != nil {
 			t.Fatal(err)
 		}
-		kubeenv.Eventually(t, 10*time.Second, func() error {
-			if kubeenv.MustGetLock(f.t, env.Client, f.ns, "c1") != nil {
-				return errors.New("the garbage collector has not deleted the lock yet")
-			}
-			return nil
-		})
+		kubeenv.Eventually(t, 10*time.Second, kubeenv.LockGone(t.Context(), env.Client, f.ns, "c1"))
 		f.checkRefusedThenHolderRecreates(t, m1, m2)
 	})
 	t.Run("kubectl delete of a held lock", func(t *testing.T) {
-		f := newFixture(t)
-		m1, m2 := f.machine("m1"), f.machine("m2")
-		f.mustLock(m1)
-		if err := env.Client.Delete(t.Context(), f.lockCM()); err != nil {
-			t.Fatal(err)
-		}
+		f, m1, m2, _, _ := newFixtureWithLostLock(t)
 		f.checkRefusedThenHolderRecreates(t, m1, m2)
 	})
 	t.Run("lock lost and the caller's view of the register stale: refused at once, the next call recreates it for the holder", func(t *testing.T) {
-		f := newFixture(t)
-		m1, m2 := f.machine("m1"), f.machine("m2")
-		stale := f.cluster.DeepCopy() // read before m1 was granted the lock
-		f.mustLock(m1)
-		if err := env.Client.Delete(t.Context(), f.lockCM()); err != nil {
-			t.Fatal(err)
-		}
+		f, m1, m2, stale, _ := newFixtureWithLostLock(t)
 		f.counter.Reset()
 		res, err := f.locker.Lock(t.Context(), stale, m2)
 		if err != nil || res.Acquired || res.Holder != "" || res.Recreated || res.RetryAfter != 30*time.Second {
@@ -191,20 +151,27 @@ func TestLostLock(t *testing.T) {
 		f.expectHeld(t, "m1")
 	})
 	t.Run("holder machine deleted and lock deleted: another machine acquires", func(t *testing.T) {
-		f := newFixture(t)
-		m1, m2 := f.machine("m1"), f.machine("m2")
-		f.mustLock(m1)
-		if err := env.Client.Delete(t.Context(), m1); err != nil {
-			t.Fatal(err)
-		}
-		if err := env.Client.Delete(t.Context(), f.lockCM()); err != nil {
-			t.Fatal(err)
-		}
-		kubeenv.WaitGone(t, env.Client, m1)
+		f, m1, m2, _, _ := newFixtureWithLostLock(t)
+		kubeenv.DeleteAndWait(t, env.Client, m1)
 		if res := f.mustLock(m2); !res.Acquired || res.Action != "create" {
 			t.Fatalf("Lock(m2) = %+v, want acquired by create", res)
 		}
 	})
+}
+
+// newFixtureWithLostLock returns a fixture with Machines m1 and m2 whose
+// lock, granted to m1, was deleted (as kubectl deletes it), the Cluster as
+// it was read before m1's grant, and the lock as it was.
+func newFixtureWithLostLock(t *testing.T) (f *fixture, m1, m2, before *unstructured.Unstructured, lost *corev1.ConfigMap) {
+	f = newFixture(t)
+	m1, m2 = f.machine("m1"), f.machine("m2")
+	before = f.cluster.DeepCopy()
+	f.mustLock(m1)
+	lost = f.lockCM()
+	if err := env.Client.Delete(t.Context(), lost); err != nil {
+		t.Fatal(err)
+	}
+	return f, m1, m2, before, lost
 }
 
 // checkRefusedThenHolderRecreates: with the lock gone, m2 is refused and the
