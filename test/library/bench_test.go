@@ -72,19 +72,10 @@ func (t *timed) perOp(n int) float64 { return float64(t.total.Nanoseconds()) / f
 func BenchmarkFreeLock(b *testing.B) {
 	defer loadavg.Record(b)()
 	f := newFixture(b)
-	t := freeLockTimers{
-		lock:   &timed{name: "free Lock", reads: freeLockReads, writes: freeLockWrites},
-		create: &timed{name: "raw ConfigMap Create", writes: 1},
-		patch:  &timed{name: "raw compare-and-swap patch of a Cluster", writes: 1},
-		round:  &timed{name: "raw round", reads: freeLockReads, writes: freeLockWrites},
-	}
+	t := newFreeLockTimers("")
 	// One round first, untimed, so that no figure carries the client's
 	// first discovery of the Cluster API kinds.
-	freeLockRound(b, f, "warm", 0, freeLockTimers{
-		lock:   &timed{name: "warm-up Lock", reads: freeLockReads, writes: freeLockWrites},
-		create: &timed{name: "warm-up Create", writes: 1}, patch: &timed{name: "warm-up patch", writes: 1},
-		round: &timed{name: "warm-up round", reads: freeLockReads, writes: freeLockWrites},
-	})
+	freeLockRound(b, f, "warm", 0, newFreeLockTimers("warm-up: "))
 	b.ResetTimer()
 	for i := range b.N {
 		freeLockRound(b, f, "b"+strconv.Itoa(i), i, t)
@@ -104,6 +95,17 @@ func BenchmarkFreeLock(b *testing.B) {
 
 // freeLockTimers are the steps BenchmarkFreeLock times.
 type freeLockTimers struct{ lock, create, patch, round *timed }
+
+// newFreeLockTimers returns the timers of BenchmarkFreeLock's steps, their
+// names after prefix, each asserting its requests.
+func newFreeLockTimers(prefix string) freeLockTimers {
+	return freeLockTimers{
+		lock:   &timed{name: prefix + "free Lock", reads: freeLockReads, writes: freeLockWrites},
+		create: &timed{name: prefix + "raw ConfigMap Create", writes: 1},
+		patch:  &timed{name: prefix + "raw compare-and-swap patch of a Cluster", writes: 1},
+		round:  &timed{name: prefix + "raw round", reads: freeLockReads, writes: freeLockWrites},
+	}
+}
 
 // freeLockRound creates a fresh Cluster with its Machine, and two other
 // fresh Clusters, then times the free Lock, the raw Create, the raw patch
