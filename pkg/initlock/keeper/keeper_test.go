@@ -59,10 +59,7 @@ func restored(t *testing.T) (client.Client, *atomic.Int32) {
 	if err != nil || !res.Acquired {
 		t.Fatalf("Lock(m1) = %+v, %v", res, err)
 	}
-	cm := &corev1.ConfigMap{}
-	if err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "c1-lock"}, cm); err != nil {
-		t.Fatal(err)
-	}
+	cm := getLock(t, c)
 	cm.OwnerReferences[0].UID = "uid-before-the-restore"
 	if err := c.Update(t.Context(), cm); err != nil {
 		t.Fatal(err)
@@ -71,13 +68,14 @@ func restored(t *testing.T) (client.Client, *atomic.Int32) {
 	return c, &writes
 }
 
-func ownerUID(t *testing.T, c client.Client) types.UID {
+// getLock reads the lock of Cluster c1 from c.
+func getLock(t *testing.T, c client.Client) *corev1.ConfigMap {
 	t.Helper()
 	cm := &corev1.ConfigMap{}
 	if err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "c1-lock"}, cm); err != nil {
 		t.Fatal(err)
 	}
-	return cm.OwnerReferences[0].UID
+	return cm
 }
 
 func query() keeper.Query {
@@ -102,7 +100,7 @@ func TestInspectApply(t *testing.T) {
 	if err != nil || done.Action != "adopt" {
 		t.Fatalf("Apply = %+v, %v; want adopt", done, err)
 	}
-	if got, want := ownerUID(t, c), s.ClusterUID; got != want {
+	if got, want := getLock(t, c).OwnerReferences[0].UID, s.ClusterUID; got != want {
 		t.Errorf("owner UID after Apply = %s, want the Cluster's %s", got, want)
 	}
 	if writes.Load() != 1 {
@@ -199,10 +197,7 @@ func TestInspectProtection(t *testing.T) {
 			if res, err := initlock.New(c).Lock(t.Context(), cl, m1); err != nil || !res.Acquired {
 				t.Fatalf("Lock(m1) = %+v, %v", res, err)
 			}
-			cm := &corev1.ConfigMap{}
-			if err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "c1-lock"}, cm); err != nil {
-				t.Fatal(err)
-			}
+			cm := getLock(t, c)
 			marks := map[string]string{}
 			if tc.release == "uid" {
 				marks["initlock.dev/releasable"] = string(cm.UID)
