@@ -201,14 +201,7 @@ func newConsumer(t *testing.T, tg target) string {
 		pkgs = append(pkgs, "typed")
 	}
 	for _, p := range pkgs {
-		b, err := os.ReadFile(filepath.Join("testdata", "provider", p, "main.go"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(filepath.Join(dir, p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, p, "main.go"), b, 0o644); err != nil {
+		if err := os.CopyFS(filepath.Join(dir, p), os.DirFS(filepath.Join("testdata", "provider", p))); err != nil {
 			t.Fatal(err)
 		}
 	}
