@@ -46,12 +46,7 @@ func TestRepeatedErrorsSayWhatHappened(t *testing.T) {
 		call: func(t *testing.T, f *fixture) error {
 			m := f.machine("m1")
 			f.mustLock(m)
-			f.withFaults(t, func(w write) (outcome, error) {
-				if w.verb == "delete" {
-					return refuse, conflict
-				}
-				return pass, nil
-			})
+			f.failWhen(t, verb("delete"), refuse, conflict)
 			f.counter.Reset()
 			return f.locker.Unlock(t.Context(), f.cluster, m)
 		},
@@ -83,12 +78,7 @@ func TestRepeatedErrorsSayWhatHappened(t *testing.T) {
 func lockWithEveryCreateAnswered(err error) func(t *testing.T, f *fixture) error {
 	return func(t *testing.T, f *fixture) error {
 		m := f.machine("m1")
-		f.withFaults(t, func(w write) (outcome, error) {
-			if w.verb == "create" {
-				return refuse, err
-			}
-			return pass, nil
-		})
+		f.failWhen(t, verb("create"), refuse, err)
 		_, lockErr := f.locker.Lock(t.Context(), f.cluster, m)
 		return lockErr
 	}

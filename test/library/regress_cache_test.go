@@ -31,12 +31,7 @@ func TestRegressionStaleCachedGrantAfterWithdrawnClaim(t *testing.T) {
 	t.Run("lock created, claim answered 503: confirmed live, not withdrawn", func(t *testing.T) {
 		f := newFixture(t)
 		m1, m2 := f.machine("m1"), f.machine("m2")
-		fl := f.withFaults(t, func(w write) (outcome, error) {
-			if w.claimBy("m1") {
-				return appliedThenFail, unavailable
-			}
-			return pass, nil
-		})
+		fl := f.failWhen(t, claimBy("m1"), appliedThenFail, unavailable)
 		f.counter.Reset()
 		res, err := f.locker.Lock(t.Context(), f.cluster, m1)
 		expectAcquired(t, "m1", res, err)
@@ -71,12 +66,7 @@ func TestRegressionStaleCachedGrantAfterWithdrawnClaim(t *testing.T) {
 		m1, m3 := f.machine("m1"), f.machine("m3")
 		f.machine("m2")
 		held := f.upstreamLock("m2", f.clusterRef())
-		fl := f.withFaults(t, func(w write) (outcome, error) {
-			if w.claimBy("m1") {
-				return appliedThenFail, unavailable
-			}
-			return pass, nil
-		})
+		fl := f.failWhen(t, claimBy("m1"), appliedThenFail, unavailable)
 		f.counter.Reset()
 		res, err := f.locker.Lock(t.Context(), f.cluster, m1)
 		expectRefused(t, "m1", res, err, "m2")
@@ -130,12 +120,7 @@ func TestRegressionStaleCachedGrantAfterFailedUnlock(t *testing.T) {
 	}{{
 		name: "delete answered 503",
 		unlock: func(t *testing.T, f *fixture, m1 *unstructured.Unstructured) error {
-			f.withFaults(t, func(w write) (outcome, error) {
-				if w.verb == "delete" {
-					return refuse, unavailable
-				}
-				return pass, nil
-			})
+			f.failWhen(t, verb("delete"), refuse, unavailable)
 			return f.locker.Unlock(t.Context(), f.cluster, m1)
 		},
 		// A 503 that repeats is not contention: it comes back as itself.

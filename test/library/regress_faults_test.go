@@ -95,6 +95,25 @@ func (w write) claimBy(machine string) bool {
 }
 func (w write) withdrawal() bool { return w.grant().Released() }
 
+// failWhen makes f's client and Locker answer err, with outcome o, to every
+// write that match picks, and pass the others.
+func (f *fixture) failWhen(t *testing.T, match func(write) bool, o outcome, err error) *faults {
+	t.Helper()
+	return f.withFaults(t, func(w write) (outcome, error) {
+		if match(w) {
+			return o, err
+		}
+		return pass, nil
+	})
+}
+
+// verb picks the writes of verb; claimBy the claims of the register for
+// machine.
+func verb(v string) func(write) bool { return func(w write) bool { return w.verb == v } }
+func claimBy(machine string) func(write) bool {
+	return func(w write) bool { return w.claimBy(machine) }
+}
+
 // faults is the fault layer: rule decides the outcome of each write, and
 // the error returned instead of the server's answer.
 type faults struct {

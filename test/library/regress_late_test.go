@@ -45,7 +45,7 @@ func TestRegressionLateWithdrawal(t *testing.T) {
 		// PATCH the release mark; DELETE, held back. The next Lock (free path): PATCH claim ∥ GET
 		// m1; CREATE (409); GET lock ∥ GET Cluster ∥ GET m1; PATCH lock
 		// with the claim's token.
-		name: "delete", held: func(w write) bool { return w.verb == "delete" }, unlockWrites: 3, lockReads: 4, lockWrites: 3, late: apierrors.IsConflict,
+		name: "delete", held: verb("delete"), unlockWrites: 3, lockReads: 4, lockWrites: 3, late: apierrors.IsConflict,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)

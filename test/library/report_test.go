@@ -17,10 +17,10 @@ import (
 // the lock without writing again). A claim whose answer was lost is this
 // call's own: the lock was free, not lost.
 func TestResultAndEventsReportTheChange(t *testing.T) {
-	lockWrite := func(verb string) func(w write) bool {
+	lockWrite := func(v string) func(w write) bool {
 		return func(w write) bool {
 			_, lock := w.obj.(*corev1.ConfigMap)
-			return lock && w.verb == verb
+			return lock && w.verb == v
 		}
 	}
 	for _, tc := range []struct {
@@ -46,7 +46,7 @@ func TestResultAndEventsReportTheChange(t *testing.T) {
 		// GET Cluster ∥ GET m1: both name m1 with the create's token.
 		reads: 4, writes: 2,
 	}, {
-		name: "free, the claim's answer lost", lose: func(w write) bool { return w.claimBy("m1") },
+		name: "free, the claim's answer lost", lose: claimBy("m1"),
 		verdict: "free", action: "create", event: "LockAcquired",
 		// PATCH claim (applied, answered 503) ∥ GET m1; GET lock ∥ GET
 		// Cluster ∥ GET m1; CREATE with the claim's token.
@@ -90,12 +90,7 @@ func TestResultAndEventsReportTheChange(t *testing.T) {
 			}
 			var fl *faults
 			if tc.lose != nil {
-				fl = f.withFaults(t, func(w write) (outcome, error) {
-					if tc.lose(w) {
-						return appliedThenFail, unavailable
-					}
-					return pass, nil
-				})
+				fl = f.failWhen(t, tc.lose, appliedThenFail, unavailable)
 			}
 			rec := &kubeenv.Recorder{}
 			f.locker = initlock.New(f.client, initlock.WithEventRecorder(rec))
