@@ -24,14 +24,12 @@ func TestLockHeldWhileBeingDeleted(t *testing.T) {
 	if held.DeletionTimestamp == nil || !slices.Contains(held.Finalizers, otherFinalizer) {
 		t.Fatalf("lock after the delete: deleting %v, finalizers %v; want it held back", held.DeletionTimestamp != nil, held.Finalizers)
 	}
-	res, err := f.locker.Lock(t.Context(), f.get(f.cluster), m2)
-	expectRefused(t, "m2", res, err, "m1")
+	f.lockLive(t, m2, "m1")
 	if after := f.lockCM(); after.ResourceVersion != held.ResourceVersion {
 		t.Fatalf("a refused caller wrote the lock being deleted: %s", after.Data[wire.DataKey])
 	}
 	f.counter.Reset()
-	res, err = f.locker.Lock(t.Context(), f.get(f.cluster), m1)
-	expectAcquired(t, "m1", res, err)
+	f.lockLive(t, m1, "m1")
 	f.counts(t, "re-Lock(m1) of a held lock being deleted", 3, 0)
 }
 
@@ -42,8 +40,7 @@ func TestNoTakeOverOfALockBeingDeleted(t *testing.T) {
 	f, m1, m2 := newFixtureWithLockBeingDeleted(t)
 	kubeenv.DeleteAndWait(t, env.Client, m1)
 	held := f.lockCM()
-	res, err := f.locker.Lock(t.Context(), f.get(f.cluster), m2)
-	expectRefused(t, "m2", res, err, "m1")
+	f.lockLive(t, m2, "m1")
 	if after := f.lockCM(); after == nil || after.ResourceVersion != held.ResourceVersion {
 		t.Fatalf("the lock being deleted was written or went: %v", after)
 	}
@@ -53,8 +50,7 @@ func TestNoTakeOverOfALockBeingDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	kubeenv.Eventually(t, 10*time.Second, kubeenv.LockGone(t.Context(), env.Client, f.ns, "c1"))
-	res, err = f.locker.Lock(t.Context(), f.get(f.cluster), m2)
-	expectAcquired(t, "m2", res, err)
+	f.lockLive(t, m2, "m2")
 }
 
 // newFixtureWithLockBeingDeleted returns a fixture with Machines m1 and m2

@@ -55,8 +55,7 @@ func TestRegressionStaleCachedGrantAfterWithdrawnClaim(t *testing.T) {
 		res, err = f.locker.Lock(t.Context(), cached, m1)
 		expectAcquired(t, "m1", res, err)
 		f.counts(t, "re-Lock(m1) with the cached Cluster", 3, 0)
-		res, err = f.locker.Lock(t.Context(), f.get(f.cluster), m2)
-		expectRefused(t, "m2", res, err, "m1")
+		f.lockLive(t, m2, "m1")
 		f.counts(t, "Lock(m2)", 4, 0)
 		f.expectHeld(t, "m1")
 	})
@@ -87,8 +86,7 @@ func TestRegressionStaleCachedGrantAfterWithdrawnClaim(t *testing.T) {
 		expectRefused(t, "m1", res, err, "m2")
 		f.counts(t, "re-Lock(m1) with the cached Cluster", 4, 0)
 		// A third Machine reading live does not take the lock either.
-		res, err = f.locker.Lock(t.Context(), f.get(f.cluster), m3)
-		expectRefused(t, "m3", res, err, "m2")
+		f.lockLive(t, m3, "m2")
 		f.counts(t, "Lock(m3)", 5, 3)
 		if cm := f.lockCM(); cm.ResourceVersion != held.ResourceVersion {
 			t.Errorf("the lock of m2 was written: resourceVersion %s, want %s", cm.ResourceVersion, held.ResourceVersion)
@@ -176,8 +174,7 @@ func TestRegressionStaleCachedGrantAfterFailedUnlock(t *testing.T) {
 
 			f.locker = initlock.New(f.client)
 			f.counter.Reset()
-			res, err := f.locker.Lock(t.Context(), f.get(f.cluster), m2)
-			expectRefused(t, "m2", res, err, "m1")
+			f.lockLive(t, m2, "m1")
 			// PATCH claim ∥ GET m2; CREATE (409); GET lock ∥ GET Cluster ∥
 			// GET m2; GET m1; PATCH register (withdrawn).
 			f.counts(t, "Lock(m2)", 5, 3)
@@ -186,14 +183,13 @@ func TestRegressionStaleCachedGrantAfterFailedUnlock(t *testing.T) {
 			}
 			f.expectGrant(t, "")
 
-			res, err = f.locker.Lock(t.Context(), cached, m1)
+			res, err := f.locker.Lock(t.Context(), cached, m1)
 			expectAcquired(t, "m1", res, err)
 			if res.Action != "take-over" {
 				t.Errorf("re-Lock(m1) action = %s, want %s: the claim and the lock written again", res.Action, "take-over")
 			}
 			f.counter.Reset()
-			res, err = f.locker.Lock(t.Context(), f.get(f.cluster), m2)
-			expectRefused(t, "m2", res, err, "m1")
+			f.lockLive(t, m2, "m1")
 			f.counts(t, "Lock(m2) after m1's re-Lock", 4, 0)
 			f.expectHeld(t, "m1")
 			if g := f.grant(); g.Token == before.Token {

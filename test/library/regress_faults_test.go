@@ -252,6 +252,20 @@ func expectAcquired(t *testing.T, who string, res initlock.Result, err error) {
 	}
 }
 
+// lockLive makes m's Lock with the Cluster read live, and checks that it
+// is refused without an error, the lock held by holder; or, when holder is
+// m's name, that m acquires.
+func (f *fixture) lockLive(t *testing.T, m *unstructured.Unstructured, holder string) initlock.Result {
+	t.Helper()
+	res, err := f.locker.Lock(t.Context(), f.get(f.cluster), m)
+	if holder == m.GetName() {
+		expectAcquired(t, holder, res, err)
+	} else {
+		expectRefused(t, m.GetName(), res, err, holder)
+	}
+	return res
+}
+
 // counts checks the requests that reached the API server since the last
 // Reset.
 func (f *fixture) counts(t *testing.T, what string, reads, writes int) {

@@ -28,8 +28,7 @@ func (f *fixture) reincarnate(t *testing.T) (stale, cachedBefore, cachedOld, liv
 	if live.GetUID() == stale.GetUID() {
 		t.Fatal("the Machine created again kept its UID")
 	}
-	res, err := f.locker.Lock(t.Context(), f.get(f.cluster), live)
-	expectAcquired(t, "m1", res, err)
+	res := f.lockLive(t, live, "m1")
 	if res.Action != "take-over" {
 		t.Fatalf("Lock(new m1) action = %s, want %s: the grant of the deleted incarnation does not count", res.Action, "take-over")
 	}
@@ -101,11 +100,9 @@ func TestRegressionStaleMachineObject(t *testing.T) {
 			same("Lock(stale m1, " + tc.name + ")")
 		}
 
-		res, err := f.locker.Lock(t.Context(), f.get(f.cluster), m2)
-		expectRefused(t, "m2", res, err, "m1")
+		f.lockLive(t, m2, "m1")
 		f.counter.Reset()
-		res, err = f.locker.Lock(t.Context(), f.get(f.cluster), live)
-		expectAcquired(t, "m1", res, err)
+		f.lockLive(t, live, "m1")
 		f.counts(t, "re-Lock(new m1)", 3, 0)
 		same("re-Lock(new m1)")
 	})
@@ -128,10 +125,8 @@ func TestRegressionStaleMachineObject(t *testing.T) {
 		f.counts(t, "Unlock(stale m1)", 3, 0)
 		same("Unlock(stale m1)")
 
-		res, err := f.locker.Lock(t.Context(), f.get(f.cluster), m2)
-		expectRefused(t, "m2", res, err, "m1")
-		res, err = f.locker.Lock(t.Context(), f.get(f.cluster), live)
-		expectAcquired(t, "m1", res, err)
+		f.lockLive(t, m2, "m1")
+		f.lockLive(t, live, "m1")
 		same("re-Lock(new m1)")
 		f.expectHeld(t, "m1")
 	})
@@ -171,8 +166,7 @@ func TestRegressionStaleCallerLeavesNothing(t *testing.T) {
 		if g := f.grant(); g.Held() {
 			t.Errorf("a grant was left behind: %s", g.Raw())
 		}
-		res, err = f.locker.Lock(t.Context(), f.get(f.cluster), live)
-		expectAcquired(t, "m1", res, err)
+		f.lockLive(t, live, "m1")
 		f.expectHeld(t, "m1")
 	})
 

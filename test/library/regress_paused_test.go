@@ -73,8 +73,7 @@ func TestRegressionPausedLiveFreePath(t *testing.T) {
 				unstructured.RemoveNestedField(u.Object, "spec", "paused")
 				u.SetAnnotations(nil)
 			})
-			res, err = f.locker.Lock(t.Context(), f.get(f.cluster), m2)
-			expectAcquired(t, "m2", res, err)
+			f.lockLive(t, m2, "m2")
 			f.expectHeld(t, "m2")
 		})
 	}
@@ -161,10 +160,8 @@ func TestRegressionPauseDuringLock(t *testing.T) {
 			}
 
 			f.update(func(u *unstructured.Unstructured) { unstructured.RemoveNestedField(u.Object, "spec", "paused") })
-			res, err = f.locker.Lock(t.Context(), f.get(f.cluster), m2)
-			expectRefused(t, "m2", res, err, "m1")
-			res, err = f.locker.Lock(t.Context(), f.get(f.cluster), m1)
-			expectAcquired(t, "m1", res, err)
+			f.lockLive(t, m2, "m1")
+			f.lockLive(t, m1, "m1")
 			f.expectHeld(t, "m1")
 		})
 	}

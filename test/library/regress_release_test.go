@@ -60,8 +60,7 @@ func TestReleaseOfAnyHolderLeavesWhatCameSince(t *testing.T) {
 			}
 			expectAcquired(t, "m2", res, lockErr)
 			f.expectHeld(t, "m2")
-			res, err = f.locker.Lock(t.Context(), f.get(f.cluster), f.get(m3))
-			expectRefused(t, "m3", res, err, "m2")
+			f.lockLive(t, f.get(m3), "m2")
 		})
 	}
 }

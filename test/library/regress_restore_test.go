@@ -105,10 +105,8 @@ func TestRegressionStaleUnlockAcrossRestore(t *testing.T) {
 	after := func(t *testing.T, f *fixture, restored map[string]*unstructured.Unstructured) {
 		t.Helper()
 		f.cluster = restored["Cluster/c1"]
-		res, err := f.locker.Lock(t.Context(), f.get(f.cluster), f.get(restored["Machine/m2"]))
-		expectRefused(t, "m2", res, err, "m1")
-		res, err = f.locker.Lock(t.Context(), f.get(f.cluster), f.get(restored["Machine/m1"]))
-		expectAcquired(t, "m1", res, err)
+		f.lockLive(t, f.get(restored["Machine/m2"]), "m1")
+		f.lockLive(t, f.get(restored["Machine/m1"]), "m1")
 		f.expectHeld(t, "m1")
 	}
 
@@ -206,9 +204,7 @@ func TestRegressionStaleLockAcrossRestore(t *testing.T) {
 	if !g.Held() || g.MachineName != "m1" || g.MachineUID == oldM1.GetUID() && g.ClusterUID == f.cluster.GetUID() {
 		t.Fatalf("register = %s: it must still name m1 by name only, not the pre-restore UID %s under the restored Cluster", g.Raw(), oldM1.GetUID())
 	}
-	res, err = f.locker.Lock(t.Context(), f.get(f.cluster), f.get(restored()["Machine/m2"]))
-	expectRefused(t, "m2", res, err, "m1")
-	res, err = f.locker.Lock(t.Context(), f.get(f.cluster), f.get(newM1))
-	expectAcquired(t, "m1", res, err)
+	f.lockLive(t, f.get(restored()["Machine/m2"]), "m1")
+	f.lockLive(t, f.get(newM1), "m1")
 	f.expectHeld(t, "m1")
 }

@@ -132,22 +132,19 @@ func TestEventsOfRefusalsAndReleases(t *testing.T) {
 			t.Errorf("%s: events = %v, want %v", what, got, want)
 		}
 	}
-	res, err := f.locker.Lock(t.Context(), f.get(f.cluster), m1)
-	expectAcquired(t, "m1", res, err)
+	res := f.lockLive(t, m1, "m1")
 	if res.Action != string("none") {
 		t.Errorf("re-Lock(m1) = %+v, want action none", res)
 	}
 	expect("re-Lock(m1)")
 
-	res, err = f.locker.Lock(t.Context(), f.get(f.cluster), m2)
-	expectRefused(t, "m2", res, err, "m1")
+	f.lockLive(t, m2, "m1")
 	expect("Lock(m2) while m1 holds it")
 
 	if err := env.Client.Delete(t.Context(), f.lockCM()); err != nil {
 		t.Fatal(err)
 	}
-	res, err = f.locker.Lock(t.Context(), f.get(f.cluster), m2)
-	expectRefused(t, "m2", res, err, "m1")
+	res = f.lockLive(t, m2, "m1")
 	if !res.Recreated || res.Action != string("recreate") {
 		t.Errorf("Lock(m2) with m1's lock lost = %+v, want the lock recreated for m1", res)
 	}
