@@ -3,6 +3,7 @@ package library_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 
@@ -264,6 +265,17 @@ func (f *fixture) lockLive(t *testing.T, m *unstructured.Unstructured, holder st
 		expectRefused(t, m.GetName(), res, err, holder)
 	}
 	return res
+}
+
+// expectNames checks that err's message names each of parts: the UIDs
+// it turns on, the way out.
+func expectNames(t *testing.T, err error, parts ...string) {
+	t.Helper()
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			t.Errorf("error %q does not name %s", err, p)
+		}
+	}
 }
 
 // counts checks the requests that reached the API server since the last

@@ -2,7 +2,6 @@ package library_test
 
 import (
 	"errors"
-	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -93,9 +92,7 @@ func TestRegressionStaleMachineObject(t *testing.T) {
 			if !errors.Is(err, initlock.ErrStaleMachine) || res.Acquired {
 				t.Fatalf("Lock(stale m1, %s) = %+v, %v; want ErrStaleMachine", tc.name, res, err)
 			}
-			if msg := err.Error(); !strings.Contains(msg, string(stale.GetUID())) || !strings.Contains(msg, "call again with the live Machine") {
-				t.Errorf("error %q does not name the stale UID and the way out", msg)
-			}
+			expectNames(t, err, string(stale.GetUID()), "call again with the live Machine")
 			f.counts(t, "Lock(stale m1, "+tc.name+")", tc.reads, tc.writes)
 			same("Lock(stale m1, " + tc.name + ")")
 		}
@@ -118,9 +115,7 @@ func TestRegressionStaleMachineObject(t *testing.T) {
 		if !errors.Is(err, initlock.ErrStaleMachine) {
 			t.Fatalf("Unlock(stale m1) error = %v, want ErrStaleMachine", err)
 		}
-		if msg := err.Error(); !strings.Contains(msg, string(stale.GetUID())) || !strings.Contains(msg, string(live.GetUID())) {
-			t.Errorf("error %q does not name both UIDs", msg)
-		}
+		expectNames(t, err, string(stale.GetUID()), string(live.GetUID()))
 		// GET lock ∥ GET Cluster; GET m1; nothing written.
 		f.counts(t, "Unlock(stale m1)", 3, 0)
 		same("Unlock(stale m1)")
@@ -154,9 +149,7 @@ func TestRegressionStaleCallerLeavesNothing(t *testing.T) {
 		if !errors.Is(err, initlock.ErrStaleMachine) || res.Acquired {
 			t.Fatalf("Lock(stale m1) = %+v, %v; want ErrStaleMachine", res, err)
 		}
-		if msg := err.Error(); !strings.Contains(msg, string(stale.GetUID())) || !strings.Contains(msg, string(live.GetUID())) {
-			t.Errorf("error %q does not name both UIDs", msg)
-		}
+		expectNames(t, err, string(stale.GetUID()), string(live.GetUID()))
 		// PATCH claim ∥ GET m1 (another UID); GET lock ∥ GET Cluster ∥ GET
 		// m1; PATCH register (the claim withdrawn). No lock write.
 		f.counts(t, "Lock(stale m1)", 4, 2)
@@ -181,9 +174,7 @@ func TestRegressionStaleCallerLeavesNothing(t *testing.T) {
 		if !errors.Is(err, initlock.ErrNotHolder) {
 			t.Fatalf("Unlock(new m1) = %v, want ErrNotHolder: the lock names the deleted incarnation", err)
 		}
-		if msg := err.Error(); !strings.Contains(msg, string(old.GetUID())) || !strings.Contains(msg, string(live.GetUID())) {
-			t.Errorf("error %q does not name both UIDs", msg)
-		}
+		expectNames(t, err, string(old.GetUID()), string(live.GetUID()))
 		same("Unlock(new m1)")
 	})
 }

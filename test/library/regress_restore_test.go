@@ -3,7 +3,6 @@ package library_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"testing"
 
@@ -131,9 +130,7 @@ func TestRegressionStaleUnlockAcrossRestore(t *testing.T) {
 		if !errors.Is(err, initlock.ErrStaleMachine) {
 			t.Fatalf("Unlock(live Cluster, pre-restore m1) = %v, want ErrStaleMachine", err)
 		}
-		if msg := err.Error(); !strings.Contains(msg, string(oldM1.GetUID())) || !strings.Contains(msg, string(newM1.GetUID())) {
-			t.Errorf("error %q does not name both UIDs", msg)
-		}
+		expectNames(t, err, string(oldM1.GetUID()), string(newM1.GetUID()))
 		// CABPK's mutex releases any holder, with the Cluster object of its
 		// reconcile: one from before the restore is refused.
 		mutex := locking.NewControlPlaneInitMutex[*unstructured.Unstructured, *unstructured.Unstructured](f.client)
