@@ -123,14 +123,8 @@ func (f *fixture) mustLock(m *unstructured.Unstructured) initlock.Result {
 // upstreamLock writes a lock exactly as the upstream providers do.
 func (f *fixture) upstreamLock(machine string, owners ...metav1.OwnerReference) *corev1.ConfigMap {
 	f.t.Helper()
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: f.ns, Name: f.cluster.GetName() + "-lock",
-			Labels:          map[string]string{capi.ClusterNameLabel: f.cluster.GetName()},
-			OwnerReferences: owners,
-		},
-		Data: map[string]string{"lock-information": `{"machineName":"` + machine + `"}`},
-	}
+	cm := kubeenv.NewLock(f.ns, f.cluster.GetName(), machine, nil)
+	cm.OwnerReferences = owners
 	if err := f.admin.Create(f.ctx(), cm); err != nil {
 		f.t.Fatal(err)
 	}
