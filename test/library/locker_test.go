@@ -91,7 +91,11 @@ func TestLockKeepsTheCallerObjectConsistent(t *testing.T) {
 		name: "Locker",
 		lock: func(f *fixture, m *unstructured.Unstructured) bool { return f.mustLock(m).Acquired },
 		unlock: func(f *fixture, m *unstructured.Unstructured) bool {
-			return f.locker.Unlock(f.ctx(), f.cluster, m) == nil
+			err := f.locker.Unlock(f.ctx(), f.cluster, m)
+			if err != nil {
+				f.t.Error(err)
+			}
+			return err == nil
 		},
 	}, {
 		name: "mutex",
