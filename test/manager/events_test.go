@@ -22,7 +22,7 @@ func TestEventBudget(t *testing.T) {
 	}
 	opts := testOptions(ns)
 	opts.EventQPS, opts.EventBurst = 0.0001, 2 // two at once, then one in about 3 hours
-	dropped0 := counterValue(t, "initlock_events_dropped_total", "LockAdopted")
+	dropped0 := metricValue(t, "initlock_events_dropped_total", "reason=LockAdopted")
 	rm := startManager(t, env.Config, opts)
 
 	kubeenv.Eventually(t, 30*time.Second, func() error {
@@ -31,22 +31,10 @@ func TestEventBudget(t *testing.T) {
 		}
 		return nil
 	})
-	kubeenv.Eventually(t, 10*time.Second, func() error {
-		if got := len(events(t, ns, "LockAdopted")); got != 2 {
-			return fmt.Errorf("%d LockAdopted events, want 2", got)
-		}
-		return nil
-	})
-	kubeenv.Consistently(t, 2*time.Second, func() error {
-		if got := len(events(t, ns, "LockAdopted")); got != 2 {
-			return fmt.Errorf("%d LockAdopted events, want 2", got)
-		}
-		return nil
-	})
-	if d := counterValue(t, "initlock_events_dropped_total", "LockAdopted") - dropped0; d != n-2 {
+	kubeenv.Eventually(t, 10*time.Second, eventCount(t, ns, "LockAdopted", 2))
+	kubeenv.Consistently(t, 2*time.Second, eventCount(t, ns, "LockAdopted", 2))
+	if d := metricValue(t, "initlock_events_dropped_total", "reason=LockAdopted") - dropped0; d != n-2 {
 		t.Errorf("initlock_events_dropped_total{reason=LockAdopted} rose by %g, want %d", d, n-2)
 	}
-	if w := rm.Counter.Of("configmaps", ns).Writes(); w != n {
-		t.Errorf("%d configmap writes, want exactly %d:\n%s", w, n, rm.Counter)
-	}
+	wantWrites(t, rm, "configmaps", ns, n, "(an adoption each)")
 }

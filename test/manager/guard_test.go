@@ -69,7 +69,7 @@ func recheck(t *testing.T, clk *testingclock.FakeClock, rm *kubeenv.Running) {
 
 func guardGauge(t *testing.T, want float64) func() error {
 	return func() error {
-		if got := metricValue(t, manager.LockGuardMetric, ""); got != want {
+		if got := metricValue(t, manager.LockGuardMetric); got != want {
 			return fmt.Errorf("%s = %g, want %g", manager.LockGuardMetric, got, want)
 		}
 		return nil

@@ -22,9 +22,11 @@ import (
 var (
 	testOptions = managertest.Options
 	lockFor     = kubeenv.NewLock
-	ownedBy     = kubeenv.LockOwnedBy
 	paused      = kubeenv.Paused
 	writeVerbs  = kubeenv.WriteVerbs
+	metricValue = managertest.MetricValue
+	wantWrites  = managertest.WantWrites
+	noWrites    = managertest.NoWrites
 )
 
 func startManager(t testing.TB, cfg *rest.Config, opts manager.Options) *kubeenv.Running {
@@ -41,21 +43,49 @@ func createMachine(t testing.TB, version, ns, cluster, name string) *unstructure
 	return managertest.CreateMachine(t, env.Client, version, ns, cluster, name)
 }
 
-func create(t testing.TB, obj client.Object) {
+func create(t testing.TB, objs ...client.Object) {
 	t.Helper()
-	managertest.Create(t, env.Client, obj)
+	managertest.Create(t, env.Client, objs...)
 }
 
-// namesHolder checks that cluster's lock in ns exists and names holder, for
-// kubeenv.Eventually and Consistently.
-func namesHolder(t testing.TB, ns, cluster, holder string) func() error {
+// lockIs checks, for kubeenv.Eventually and Consistently, that the lock of
+// cluster in ns exists and passes check.
+func lockIs(t testing.TB, ns, cluster string, check func(*corev1.ConfigMap) error) func() error {
 	return func() error {
 		cm, err := getLock(t, ns, cluster)
 		if err != nil {
 			return err
 		}
+		return check(cm)
+	}
+}
+
+// present is lockIs's check that the lock exists.
+func present(*corev1.ConfigMap) error { return nil }
+
+// ownedBy is lockIs's check that the lock is owned by cluster.
+func ownedBy(cluster *unstructured.Unstructured) func(*corev1.ConfigMap) error {
+	return func(cm *corev1.ConfigMap) error { return kubeenv.LockOwnedBy(cm, cluster) }
+}
+
+// holds is lockIs's check that the lock names holder.
+func holds(holder string) func(*corev1.ConfigMap) error {
+	return func(cm *corev1.ConfigMap) error {
 		if rec, _ := wire.DecodeRecord(cm.Data[wire.DataKey]); rec.MachineName != holder {
 			return fmt.Errorf("the lock names %q, want its holder %s", rec.MachineName, holder)
+		}
+		return nil
+	}
+}
+
+// unmarked is lockIs's check that the lock carries none of the
+// annotations keys.
+func unmarked(keys ...string) func(*corev1.ConfigMap) error {
+	return func(cm *corev1.ConfigMap) error {
+		for _, k := range keys {
+			if _, ok := cm.Annotations[k]; ok {
+				return fmt.Errorf("the lock still carries %s", k)
+			}
 		}
 		return nil
 	}
@@ -79,9 +109,20 @@ func events(t testing.TB, ns, reason string) []eventsv1.Event {
 	return managertest.Events(t, env.Client, ns, reason)
 }
 
-func eventOn(t testing.TB, ns, reason, kind, name string) {
+// eventCount checks, for kubeenv.Eventually and Consistently, that there
+// are want events of reason in ns.
+func eventCount(t testing.TB, ns, reason string, want int) func() error {
+	return func() error {
+		if n := len(events(t, ns, reason)); n != want {
+			return fmt.Errorf("%d %s events, want %d", n, reason, want)
+		}
+		return nil
+	}
+}
+
+func eventOn(t testing.TB, ns, reason, kind, name string) eventsv1.Event {
 	t.Helper()
-	managertest.EventOn(t, env.Client, ns, reason, kind, name)
+	return managertest.EventOn(t, env.Client, ns, reason, kind, name)
 }
 
 func deleteAndWait(t testing.TB, objs ...client.Object) {

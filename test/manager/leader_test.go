@@ -7,7 +7,6 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/initlock/initlock/internal/kubeenv"
@@ -48,18 +47,10 @@ func TestLeaderElection(t *testing.T) {
 		t.Fatalf("lease %s has no holder", opts.LeaderElectionID)
 	}
 
-	restoreLock := func(name string) *unstructured.Unstructured {
+	restoreLock := func(name string) {
 		create(t, lockFor(ns, name, name+"-cp-0", nil))
 		createMachine(t, v, ns, name, name+"-cp-0")
-		cluster := createCluster(t, v, ns, name)
-		kubeenv.Eventually(t, 20*time.Second, func() error {
-			cm, err := getLock(t, ns, name)
-			if err != nil {
-				return err
-			}
-			return ownedBy(cm, cluster)
-		})
-		return cluster
+		kubeenv.Eventually(t, 20*time.Second, lockIs(t, ns, name, ownedBy(createCluster(t, v, ns, name))))
 	}
 	restoreLock("a")
 	kubeenv.Consistently(t, 2*time.Second, func() error {
@@ -72,12 +63,8 @@ func TestLeaderElection(t *testing.T) {
 		return nil
 	})
 	follower := 1 - first
-	if n := replicas[first].Counter.Of("configmaps", ns).Writes(); n != 1 {
-		t.Fatalf("leader made %d configmap writes, want 1:\n%s", n, replicas[first].Counter)
-	}
-	if n := replicas[follower].Counter.Of("configmaps", ns).Writes(); n != 0 {
-		t.Fatalf("follower made %d configmap writes, want 0:\n%s", n, replicas[follower].Counter)
-	}
+	wantWrites(t, replicas[first], "configmaps", ns, 1, "by the leader")
+	wantWrites(t, replicas[follower], "configmaps", ns, 0, "by the follower")
 	if n := replicas[follower].Counter.Of("events", ns).Count(writeVerbs...); n != 0 {
 		t.Fatalf("follower emitted %d events, want 0", n)
 	}
@@ -96,9 +83,7 @@ func TestLeaderElection(t *testing.T) {
 		return nil
 	})
 	restoreLock("b")
-	if n := replicas[follower].Counter.Of("configmaps", ns).Writes(); n != 1 {
-		t.Fatalf("new leader made %d configmap writes, want 1:\n%s", n, replicas[follower].Counter)
-	}
+	wantWrites(t, replicas[follower], "configmaps", ns, 1, "by the new leader")
 }
 
 func leaseHolder(t testing.TB, ns, name string) string {

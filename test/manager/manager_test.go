@@ -1,6 +1,7 @@
 package managersuite_test
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"testing"
@@ -15,7 +16,6 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/capi"
-	"github.com/initlock/initlock/test/managertest"
 )
 
 var env *kubeenv.Env
@@ -38,12 +38,7 @@ func TestSeedScenario(t *testing.T) {
 	rm := startManager(t, env.Config, testOptions(ns))
 
 	// Held by an existing Machine and owned: nothing to write.
-	kubeenv.Consistently(t, 2*time.Second, func() error {
-		if n := rm.Counter.Of("configmaps", ns).Writes(); n != 0 {
-			return fmt.Errorf("%d writes to a healthy lock, want none:\n%s", n, rm.Counter)
-		}
-		return nil
-	})
+	kubeenv.Consistently(t, 2*time.Second, noWrites(rm, "configmaps", ns))
 
 	// Backup, then lose everything, as a namespace deletion does (the
 	// lock guard lets it go then; TestOrphanCollection shows the manager
@@ -70,18 +65,10 @@ func TestSeedScenario(t *testing.T) {
 	if restored.GetUID() == cluster.GetUID() {
 		t.Fatalf("restore kept the Cluster UID")
 	}
-	kubeenv.Eventually(t, 20*time.Second, func() error {
-		cm, err := getLock(t, ns, "c1")
-		if err != nil {
-			return err
-		}
-		return ownedBy(cm, restored)
-	})
+	kubeenv.Eventually(t, 20*time.Second, lockIs(t, ns, "c1", ownedBy(restored)))
 	eventOn(t, ns, "LockAdopted", "Cluster", "c1")
 	kubeenv.Consistently(t, time.Second, func() error { return nil })
-	if n, want := rm.Counter.Of("configmaps", ns).Writes(), 1; n != want {
-		t.Fatalf("configmap writes = %d, want %d:\n%s", n, want, rm.Counter)
-	}
+	wantWrites(t, rm, "configmaps", ns, 1, "(the adoption)")
 }
 
 // TestReleaseAfterInit: a singleton Cluster whose control plane becomes
@@ -103,18 +90,13 @@ func TestReleaseAfterInit(t *testing.T) {
 			opts := testOptions(ns)
 			opts.ReleaseAfterInit = tc.release
 			rm := startManager(t, env.Config, opts)
-			releasedBefore := counterValue(t, "initlock_lock_releases_total", "initialized")
+			releasedBefore := metricValue(t, "initlock_lock_releases_total", "reason=initialized")
 
 			if err := kubeenv.SetInitialized(t.Context(), env.Client, cluster); err != nil {
 				t.Fatal(err)
 			}
 			if !tc.release {
-				kubeenv.Consistently(t, 2*time.Second, func() error {
-					if n := rm.Counter.Of("", ns).Writes(); n != 0 {
-						return fmt.Errorf("%d writes with release-after-init off:\n%s", n, rm.Counter)
-					}
-					return nil
-				})
+				kubeenv.Consistently(t, 2*time.Second, noWrites(rm, "", ns))
 				if _, err := getLock(t, ns, "single"); err != nil {
 					t.Fatalf("lock: %v", err)
 				}
@@ -125,10 +107,8 @@ func TestReleaseAfterInit(t *testing.T) {
 			if n := rm.Counter.Of("configmaps", ns).Count("delete"); n != 1 {
 				t.Fatalf("deletes = %d, want 1:\n%s", n, rm.Counter)
 			}
-			if n := rm.Counter.Of("configmaps", ns).Writes(); n != 2 {
-				t.Fatalf("configmap writes = %d, want 2 (the release mark, the delete):\n%s", n, rm.Counter)
-			}
-			if d := counterValue(t, "initlock_lock_releases_total", "initialized") - releasedBefore; d != 1 {
+			wantWrites(t, rm, "configmaps", ns, 2, "(the release mark, the delete)")
+			if d := metricValue(t, "initlock_lock_releases_total", "reason=initialized") - releasedBefore; d != 1 {
 				t.Fatalf("releases metric grew by %v, want 1", d)
 			}
 		})
@@ -155,12 +135,7 @@ func TestPaused(t *testing.T) {
 			create(t, lockFor(ns, "p", "p-cp-0", nil)) // unowned, as after a restore
 			rm := startManager(t, env.Config, testOptions(ns))
 
-			kubeenv.Consistently(t, 2*time.Second, func() error {
-				if n := rm.Counter.Writes(); n != 0 {
-					return fmt.Errorf("%d writes while paused:\n%s", n, rm.Counter)
-				}
-				return nil
-			})
+			kubeenv.Consistently(t, 2*time.Second, noWrites(rm, "", ""))
 
 			if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(cluster), cluster); err != nil {
 				t.Fatal(err)
@@ -169,17 +144,9 @@ func TestPaused(t *testing.T) {
 			if err := env.Client.Update(t.Context(), cluster); err != nil {
 				t.Fatal(err)
 			}
-			kubeenv.Eventually(t, 20*time.Second, func() error {
-				cm, err := getLock(t, ns, "p")
-				if err != nil {
-					return err
-				}
-				return ownedBy(cm, cluster)
-			})
+			kubeenv.Eventually(t, 20*time.Second, lockIs(t, ns, "p", ownedBy(cluster)))
 			kubeenv.Consistently(t, time.Second, func() error { return nil })
-			if n := rm.Counter.Of("configmaps", ns).Writes(); n != 1 {
-				t.Fatalf("configmap writes = %d, want 1:\n%s", n, rm.Counter)
-			}
+			wantWrites(t, rm, "configmaps", ns, 1, "(the adoption)")
 		})
 	}
 }
@@ -194,39 +161,28 @@ func TestOrphanCollection(t *testing.T) {
 	opts := testOptions(ns)
 	opts.OrphanGrace, opts.OrphanSettle = 2*time.Second, 0
 	rm := startManager(t, env.Config, opts)
-	collectedBefore := counterValue(t, "initlock_orphan_locks_collected_total", "")
-	markedBefore := counterValue(t, "initlock_lock_absence_marks_total", "")
+	collectedBefore := metricValue(t, "initlock_orphan_locks_collected_total")
+	markedBefore := metricValue(t, "initlock_lock_absence_marks_total")
 
 	// The absence is recorded on the lock.
-	kubeenv.Eventually(t, 20*time.Second, func() error {
-		cm, err := getLock(t, ns, "gone")
-		if err != nil {
-			return err
-		}
+	kubeenv.Eventually(t, 20*time.Second, lockIs(t, ns, "gone", func(cm *corev1.ConfigMap) error {
 		if _, ok := cm.Annotations[wire.ClusterAbsentAnnotation]; !ok {
 			return fmt.Errorf("lock not marked yet")
 		}
 		return nil
-	})
+	}))
 	// Not collected while the holder exists, well past the grace period.
-	kubeenv.Consistently(t, 3*opts.OrphanGrace, func() error {
-		_, err := getLock(t, ns, "gone")
-		return err
-	})
-	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 1 {
-		t.Fatalf("configmap writes = %d, want 1 (the mark):\n%s", n, rm.Counter)
-	}
-	if d := counterValue(t, "initlock_lock_absence_marks_total", "") - markedBefore; d != 1 {
+	kubeenv.Consistently(t, 3*opts.OrphanGrace, lockIs(t, ns, "gone", present))
+	wantWrites(t, rm, "configmaps", ns, 1, "(the mark)")
+	if d := metricValue(t, "initlock_lock_absence_marks_total") - markedBefore; d != 1 {
 		t.Fatalf("absence marks metric grew by %v, want 1", d)
 	}
 
 	deleteAndWait(t, machine)
 	kubeenv.Eventually(t, 20*time.Second, lockGone(t, ns, "gone"))
 	eventOn(t, ns, "OrphanLockCollected", "ConfigMap", "gone-lock")
-	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 3 {
-		t.Fatalf("configmap writes = %d, want 3 (the absence, the release mark, the delete):\n%s", n, rm.Counter)
-	}
-	if d := counterValue(t, "initlock_orphan_locks_collected_total", "") - collectedBefore; d != 1 {
+	wantWrites(t, rm, "configmaps", ns, 3, "(the absence, the release mark, the delete)")
+	if d := metricValue(t, "initlock_orphan_locks_collected_total") - collectedBefore; d != 1 {
 		t.Fatalf("collected metric grew by %v, want 1", d)
 	}
 }
@@ -271,7 +227,7 @@ func TestNotALock(t *testing.T) {
 
 			eventOn(t, ns, tc.reason, "Cluster", "x")
 			kubeenv.Eventually(t, 10*time.Second, func() error {
-				if g := gaugeValue(t, "initlock_locks", tc.state); g < 1 {
+				if g := metricValue(t, "initlock_locks", "state="+tc.state); g < 1 {
 					return fmt.Errorf("initlock_locks{state=%q} = %v", tc.state, g)
 				}
 				return nil
@@ -279,15 +235,8 @@ func TestNotALock(t *testing.T) {
 			// Another reconcile (a Machine of the Cluster appears) emits
 			// no second event.
 			createMachine(t, v, ns, "x", "x-cp-0")
-			kubeenv.Consistently(t, 2*time.Second, func() error {
-				if n := len(events(t, ns, tc.reason)); n != 1 {
-					return fmt.Errorf("%d %s events, want 1", n, tc.reason)
-				}
-				return nil
-			})
-			if n := rm.Counter.Of("configmaps", "").Writes(); n != 0 {
-				t.Fatalf("configmap writes = %d, want 0:\n%s", n, rm.Counter)
-			}
+			kubeenv.Consistently(t, 2*time.Second, eventCount(t, ns, tc.reason, 1))
+			wantWrites(t, rm, "configmaps", "", 0, "")
 			got, err := getLock(t, ns, "x")
 			if err != nil {
 				t.Fatal(err)
@@ -314,22 +263,15 @@ func TestOtherProvidersLock(t *testing.T) {
 	create(t, cm)
 	rm := startManager(t, env.Config, testOptions(ns))
 	kubeenv.Eventually(t, 10*time.Second, func() error {
-		if g := gaugeValue(t, "initlock_locks", "foreign"); g < 1 {
+		if g := metricValue(t, "initlock_locks", "state=foreign"); g < 1 {
 			return fmt.Errorf("initlock_locks{state=\"foreign\"} = %v", g)
 		}
 		return nil
 	})
 	kubeenv.Consistently(t, 2*time.Second, func() error {
-		for _, reason := range []string{"ForeignConfigMap", "CorruptLock"} {
-			if n := len(events(t, ns, reason)); n != 0 {
-				return fmt.Errorf("%d %s events, want none", n, reason)
-			}
-		}
-		return nil
+		return cmp.Or(eventCount(t, ns, "ForeignConfigMap", 0)(), eventCount(t, ns, "CorruptLock", 0)())
 	})
-	if n := rm.Counter.Of("configmaps", "").Writes(); n != 0 {
-		t.Fatalf("configmap writes = %d, want 0:\n%s", n, rm.Counter)
-	}
+	wantWrites(t, rm, "configmaps", "", 0, "")
 	if err := env.Client.Delete(t.Context(), cm.DeepCopy()); err != nil {
 		t.Fatalf("KubeKey's release of its own lock: %v, want it let through", err)
 	}
@@ -357,15 +299,9 @@ func TestDeletingClusterReleasesItsLock(t *testing.T) {
 				t.Fatal(err)
 			}
 			rm := startManager(t, env.Config, testOptions(ns))
-			kubeenv.Consistently(t, 3*time.Second, func() error {
-				if _, err := getLock(t, ns, "d"); err != nil {
-					return fmt.Errorf("the lock went while the Machine it names exists: %w", err)
-				}
-				return nil
-			})
-			if n := rm.Counter.Of("configmaps", ns).Writes(); n != 0 {
-				t.Fatalf("writes = %d while the holder exists, want 0:\n%s", n, rm.Counter)
-			}
+			// The lock stays while the Machine it names exists.
+			kubeenv.Consistently(t, 3*time.Second, lockIs(t, ns, "d", present))
+			wantWrites(t, rm, "configmaps", ns, 0, "while the holder exists")
 			deleteAndWait(t, holder)
 			kubeenv.Eventually(t, 20*time.Second, lockGone(t, ns, "d"))
 			if n, d := rm.Counter.Of("configmaps", ns).Writes(), rm.Counter.Of("configmaps", ns).Count("delete"); n != 2 || d != 1 {
@@ -397,16 +333,11 @@ func TestConflictWarning(t *testing.T) {
 	create(t, cm)
 	rm := startManager(t, env.Config, testOptions(ns))
 
-	e := managertest.EventOn(t, env.Client, ns, "LockConflict", "Cluster", "x")
+	e := eventOn(t, ns, "LockConflict", "Cluster", "x")
 	if !strings.Contains(e.Note, "x-cp-0") || !strings.Contains(e.Note, "x-cp-1") || !strings.Contains(e.Note, "kubectl initlock release") {
 		t.Errorf("LockConflict note %q does not name both Machines and the way out", e.Note)
 	}
-	kubeenv.Consistently(t, 2*time.Second, func() error {
-		if n := len(events(t, ns, "LockConflict")); n != 1 {
-			return fmt.Errorf("%d LockConflict events, want 1", n)
-		}
-		return nil
-	})
+	kubeenv.Consistently(t, 2*time.Second, eventCount(t, ns, "LockConflict", 1))
 	got, err := getLock(t, ns, "x")
 	if err != nil {
 		t.Fatal(err)
@@ -414,7 +345,5 @@ func TestConflictWarning(t *testing.T) {
 	if got.Data[wire.DataKey] != cm.Data[wire.DataKey] {
 		t.Fatalf("the record of the lock in conflict was written: %s", got.Data[wire.DataKey])
 	}
-	if n := rm.Counter.Of("configmaps", "").Writes(); n != 0 {
-		t.Fatalf("configmap writes = %d, want none:\n%s", n, rm.Counter)
-	}
+	wantWrites(t, rm, "configmaps", "", 0, "")
 }

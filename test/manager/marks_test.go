@@ -1,6 +1,7 @@
 package managersuite_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -55,41 +56,16 @@ func TestLeftMarksTakenOff(t *testing.T) {
 	}
 
 	rm := startManager(t, env.Config, testOptions(ns))
-	kubeenv.Consistently(t, 2*time.Second, func() error {
-		if n := rm.Counter.Writes(); n != 0 {
-			return fmt.Errorf("%d writes while paused:\n%s", n, rm.Counter)
-		}
-		return nil
-	})
-	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(cluster), cluster); err != nil {
-		t.Fatal(err)
-	}
-	unstructured.RemoveNestedField(cluster.Object, "spec", "paused")
-	if err := env.Client.Update(t.Context(), cluster); err != nil {
-		t.Fatal(err)
-	}
-	kubeenv.Eventually(t, 20*time.Second, func() error {
-		cm, err := getLock(t, ns, "c1")
-		if err != nil {
-			return err
-		}
-		for _, k := range []string{wire.ReleaseAnnotation, wire.MoveAnnotation} {
-			if _, ok := cm.Annotations[k]; ok {
-				return fmt.Errorf("lock still carries %s", k)
-			}
-		}
-		if rec, _ := wire.DecodeRecord(cm.Data[wire.DataKey]); rec.MachineName != "c1-cp-0" {
-			return fmt.Errorf("lock names %q, want c1-cp-0", rec.MachineName)
-		}
-		return nil
-	})
+	kubeenv.Consistently(t, 2*time.Second, noWrites(rm, "", ""))
+	setPaused(t, cluster, false)
+	kubeenv.Eventually(t, 20*time.Second, lockIs(t, ns, "c1", func(cm *corev1.ConfigMap) error {
+		return cmp.Or(unmarked(wire.ReleaseAnnotation, wire.MoveAnnotation)(cm), holds("c1-cp-0")(cm))
+	}))
 	if err := env.Client.Delete(t.Context(), lock.DeepCopy()); !apierrors.IsForbidden(err) {
 		t.Fatalf("delete of the lock once the manager took its marks off: %v, want forbidden", err)
 	}
 	kubeenv.Consistently(t, time.Second, func() error { return nil })
-	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 1 {
-		t.Fatalf("configmap writes = %d, want 1 (the marks taken off):\n%s", n, rm.Counter)
-	}
+	wantWrites(t, rm, "configmaps", ns, 1, "(the marks taken off)")
 	eventOn(t, ns, "LockUnmarked", "Cluster", "c1")
 }
 
@@ -108,35 +84,21 @@ func TestMoveMarkedCopyHeld(t *testing.T) {
 		UID: types.UID("00000000-0000-0000-0000-00000000dead")}}
 	lock.Annotations = map[string]string{wire.MoveAnnotation: ""}
 	create(t, lock)
-	kubeenv.Consistently(t, 4*time.Second, func() error { // the collector's turn, the manager down
-		cm, err := getLock(t, ns, "c1")
-		if err != nil {
-			return fmt.Errorf("the held copy went: %w", err)
-		}
+	// The collector's turn, the manager down: the held copy stays.
+	kubeenv.Consistently(t, 4*time.Second, lockIs(t, ns, "c1", func(cm *corev1.ConfigMap) error {
 		if cm.DeletionTimestamp != nil {
 			return fmt.Errorf("the held copy is being deleted")
 		}
 		return nil
-	})
+	}))
 
 	rm := startManager(t, env.Config, testOptions(ns))
-	kubeenv.Eventually(t, 20*time.Second, func() error {
-		cm, err := getLock(t, ns, "c1")
-		if err != nil {
-			return err
-		}
-		if _, ok := cm.Annotations[wire.MoveAnnotation]; ok {
-			return fmt.Errorf("the copy still carries %s", wire.MoveAnnotation)
-		}
-		return nil
-	})
+	kubeenv.Eventually(t, 20*time.Second, lockIs(t, ns, "c1", unmarked(wire.MoveAnnotation)))
 	if err := env.Client.Delete(t.Context(), lock.DeepCopy()); !apierrors.IsForbidden(err) {
 		t.Fatalf("delete of the copy once the manager took its mark off: %v, want forbidden", err)
 	}
 	eventOn(t, ns, "LockUnmarked", "Cluster", "c1")
-	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 1 {
-		t.Fatalf("configmap writes = %d, want 1 (the mark taken off; the holder is awaited, not adopted for):\n%s", n, rm.Counter)
-	}
+	wantWrites(t, rm, "configmaps", ns, 1, "(the mark taken off; the holder is awaited, not adopted for)")
 }
 
 // TestUnlockNotFoughtByTheManager: a holder's Unlock retires its grant,
@@ -151,18 +113,7 @@ func TestUnlockNotFoughtByTheManager(t *testing.T) {
 		t.Run(delay.String(), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
-			base, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			slow := interceptor.NewClient(base, interceptor.Funcs{
-				Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-					if _, ok := obj.(*corev1.ConfigMap); ok {
-						time.Sleep(delay) // between the mark and the delete
-					}
-					return c.Delete(ctx, obj, opts...)
-				},
-			})
+			slow := slowDeletes(t, delay)
 			name := fmt.Sprintf("u%d", delay.Milliseconds())
 			cl := createCluster(t, v, ns, name)
 			m := createMachine(t, v, ns, name, name+"-cp-0")
@@ -198,26 +149,34 @@ func TestOperatorReleaseNotFought(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	slow := interceptor.NewClient(base, interceptor.Funcs{
-		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-			time.Sleep(300 * time.Millisecond) // between the mark and the delete
-			return c.Delete(ctx, obj, opts...)
-		},
-	})
-	st, err := keeper.Inspect(t.Context(), base, keeper.Query{Namespace: ns, Cluster: "c1", CAPIVersion: v, Release: true, Force: true})
+	st, err := keeper.Inspect(t.Context(), env.Client, keeper.Query{Namespace: ns, Cluster: "c1", CAPIVersion: v, Release: true, Force: true})
 	if err != nil || !st.Writes || st.LockUID != cm.UID {
 		t.Fatalf("Inspect: %+v, %v", st, err)
 	}
-	if err := keeper.Release(t.Context(), slow, st); err != nil {
+	if err := keeper.Release(t.Context(), slowDeletes(t, 300*time.Millisecond), st); err != nil {
 		t.Fatalf("release --force of a held lock with 300ms between its mark and its delete: %v", err)
 	}
 	if err := lockGone(t, ns, "c1")(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// slowDeletes is a client of the Env that waits delay before each delete
+// of a ConfigMap: between a release's mark and its delete.
+func slowDeletes(t *testing.T, delay time.Duration) client.WithWatch {
+	t.Helper()
+	base, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return interceptor.NewClient(base, interceptor.Funcs{
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			if _, ok := obj.(*corev1.ConfigMap); ok {
+				time.Sleep(delay)
+			}
+			return c.Delete(ctx, obj, opts...)
+		},
+	})
 }
 
 // TestStaleRegisterKeepsNoMark: a pkg/initlock lock held by c1-cp-1, whose
@@ -255,16 +214,7 @@ func TestStaleRegisterKeepsNoMark(t *testing.T) {
 		t.Fatal(err)
 	}
 	startManager(t, env.Config, testOptions(ns))
-	kubeenv.Eventually(t, 20*time.Second, func() error {
-		cm, err := getLock(t, ns, "c1")
-		if err != nil {
-			return err
-		}
-		if _, ok := cm.Annotations[wire.ReleaseAnnotation]; ok {
-			return fmt.Errorf("the lock held for c1-cp-1 still carries its release mark")
-		}
-		return nil
-	})
+	kubeenv.Eventually(t, 20*time.Second, lockIs(t, ns, "c1", unmarked(wire.ReleaseAnnotation)))
 	if err := env.Client.Delete(t.Context(), cm.DeepCopy()); !apierrors.IsForbidden(err) {
 		t.Fatalf("delete of c1-cp-1's lock once the manager took the mark off: %v, want forbidden", err)
 	}
@@ -299,19 +249,8 @@ func TestReplayedMarkHeld(t *testing.T) {
 	}
 
 	rm := startManager(t, env.Config, testOptions(ns))
-	kubeenv.Eventually(t, 20*time.Second, func() error {
-		cm, err := getLock(t, ns, "c1")
-		if err != nil {
-			return err
-		}
-		if _, ok := cm.Annotations[wire.ReleaseAnnotation]; ok {
-			return fmt.Errorf("the lock still carries its release mark")
-		}
-		return nil
-	})
-	if err := env.Client.Patch(ctx, cluster, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"paused":true}}`))); err != nil {
-		t.Fatal(err)
-	}
+	kubeenv.Eventually(t, 20*time.Second, lockIs(t, ns, "c1", unmarked(wire.ReleaseAnnotation)))
+	setPaused(t, cluster, true)
 	kubeenv.Consistently(t, time.Second, func() error { return nil }) // the manager sees the pause
 	restored, err := velerosim.NewForClient(env.Client, velerosim.Options{ExistingResourcePolicy: velerov1.PolicyTypeUpdate}).
 		Restore(ctx, []*unstructured.Unstructured{backup})
@@ -343,22 +282,21 @@ func TestReplayedMarkHeld(t *testing.T) {
 			t.Fatalf("%s of the held lock whose mark a restore wrote back: %v, want forbidden", d.who, err)
 		}
 	}
-	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 1 {
-		t.Fatalf("configmap writes = %d, want 1 (the mark taken off before the pause; none while paused):\n%s", n, rm.Counter)
-	}
+	wantWrites(t, rm, "configmaps", ns, 1, "(the mark taken off before the pause; none while paused)")
 
-	if err := env.Client.Patch(ctx, cluster, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"paused":null}}`))); err != nil {
+	setPaused(t, cluster, false)
+	kubeenv.Eventually(t, 20*time.Second, lockIs(t, ns, "c1", unmarked(wire.ReleaseAnnotation)))
+	kubeenv.Eventually(t, 10*time.Second, lockIs(t, ns, "c1", holds("c1-cp-0")))
+}
+
+// setPaused sets or clears cluster's spec.paused with a merge patch.
+func setPaused(t *testing.T, cluster *unstructured.Unstructured, paused bool) {
+	t.Helper()
+	patch := `{"spec":{"paused":null}}`
+	if paused {
+		patch = `{"spec":{"paused":true}}`
+	}
+	if err := env.Client.Patch(t.Context(), cluster, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 		t.Fatal(err)
 	}
-	kubeenv.Eventually(t, 20*time.Second, func() error {
-		cm, err := getLock(t, ns, "c1")
-		if err != nil {
-			return err
-		}
-		if _, ok := cm.Annotations[wire.ReleaseAnnotation]; ok {
-			return fmt.Errorf("the lock still carries the mark the restore wrote back")
-		}
-		return nil
-	})
-	kubeenv.Eventually(t, 10*time.Second, namesHolder(t, ns, "c1", "c1-cp-0"))
 }

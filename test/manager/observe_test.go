@@ -1,6 +1,7 @@
 package managersuite_test
 
 import (
+	"cmp"
 	"fmt"
 	"testing"
 	"time"
@@ -30,7 +31,7 @@ func TestObserveOnly(t *testing.T) {
 	}
 	opts := testOptions(ns)
 	opts.ObserveOnly = true
-	planned := func(action string) float64 { return gaugeValue(t, "initlock_lock_planned_actions", action) }
+	planned := func(action string) float64 { return metricValue(t, "initlock_lock_planned_actions", "action="+action) }
 	adopt0, release0 := planned("adopt"), planned("release")
 	rm := startManager(t, env.Config, opts)
 
@@ -50,10 +51,8 @@ func TestObserveOnly(t *testing.T) {
 		return nil
 	})
 	kubeenv.Consistently(t, 2*time.Second, func() error {
-		for _, r := range []string{"configmaps", "clusters", "machines"} {
-			if n := rm.Counter.Of(r, ns).Writes(); n != 0 {
-				return fmt.Errorf("%d writes to %s, want none:\n%s", n, r, rm.Counter)
-			}
+		if err := cmp.Or(noWrites(rm, "configmaps", ns)(), noWrites(rm, "clusters", ns)(), noWrites(rm, "machines", ns)()); err != nil {
+			return err
 		}
 		if all, ev := rm.Counter.Writes(), rm.Counter.Of("events", ns).Writes(); all != ev {
 			return fmt.Errorf("%d writes, of which %d events; want only events:\n%s", all, ev, rm.Counter)
@@ -66,17 +65,12 @@ func TestObserveOnly(t *testing.T) {
 	rm = startManager(t, env.Config, testOptions(ns))
 	kubeenv.Eventually(t, time.Minute, lockGone(t, ns, "done"))
 	for i := range stormClusters {
+		cl := kubeenv.NewCluster(v, ns, fmt.Sprintf("c%d", i))
 		kubeenv.Eventually(t, time.Minute, func() error {
-			c := fmt.Sprintf("c%d", i)
-			cl := kubeenv.NewCluster(v, ns, c)
 			if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(cl), cl); err != nil {
 				return err
 			}
-			cm, err := getLock(t, ns, c)
-			if err != nil {
-				return err
-			}
-			return ownedBy(cm, cl)
+			return lockIs(t, ns, cl.GetName(), ownedBy(cl))()
 		})
 	}
 	kubeenv.Eventually(t, time.Minute, func() error {

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -39,48 +41,31 @@ func TestHeldLockCannotBeDeleted(t *testing.T) {
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "kubectl initlock release c1 -n "+ns+" --force") {
 		t.Fatalf("delete of a held lock: %v; want a refusal naming kubectl initlock release --force", err)
 	}
-	kubeenv.Consistently(t, 3*time.Second, func() error { // the collector's turn
-		cm, err := getLock(t, ns, "c1")
-		if err != nil {
-			return fmt.Errorf("the held lock went: %w", err)
-		}
+	kubeenv.Consistently(t, 3*time.Second, lockIs(t, ns, "c1", func(cm *corev1.ConfigMap) error { // the collector's turn
 		if cm.DeletionTimestamp != nil || cm.ResourceVersion != lock.ResourceVersion {
 			return fmt.Errorf("the held lock changed: deleting %v, resourceVersion %s", cm.DeletionTimestamp != nil, cm.ResourceVersion)
 		}
 		return nil
-	})
+	}))
 
 	// The manager adopts it, and leaves it held while its holder exists.
 	opts := testOptions(ns)
 	opts.OrphanGrace = 5 * time.Second // the lock is older than that once its holder goes
 	rm := startManager(t, env.Config, opts)
-	kubeenv.Eventually(t, 20*time.Second, func() error {
-		cm, err := getLock(t, ns, "c1")
-		if err != nil {
-			return err
-		}
-		return ownedBy(cm, cluster)
-	})
+	kubeenv.Eventually(t, 20*time.Second, lockIs(t, ns, "c1", ownedBy(cluster)))
 	if err := env.Client.Delete(t.Context(), lock.DeepCopy()); !apierrors.IsForbidden(err) {
 		t.Fatalf("delete of the adopted lock: %v, want forbidden", err)
 	}
-	kubeenv.Consistently(t, time.Second, func() error {
-		_, err := getLock(t, ns, "c1")
-		return err
-	})
-	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 1 {
-		t.Fatalf("configmap writes = %d, want 1 (the adoption):\n%s", n, rm.Counter)
-	}
+	kubeenv.Consistently(t, time.Second, lockIs(t, ns, "c1", present))
+	wantWrites(t, rm, "configmaps", ns, 1, "(the adoption)")
 
 	// The holder goes: the lock is released for the next Machine.
-	releasedBefore := counterValue(t, "initlock_lock_releases_total", "holder-gone")
+	releasedBefore := metricValue(t, "initlock_lock_releases_total", "reason=holder-gone")
 	deleteAndWait(t, m1)
 	kubeenv.Eventually(t, 20*time.Second, lockGone(t, ns, "c1"))
 	eventOn(t, ns, "LockReleased", "Cluster", "c1")
-	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 3 {
-		t.Fatalf("configmap writes = %d, want 3 (adopt, the release mark, the delete):\n%s", n, rm.Counter)
-	}
-	if d := counterValue(t, "initlock_lock_releases_total", "holder-gone") - releasedBefore; d != 1 {
+	wantWrites(t, rm, "configmaps", ns, 3, "(adopt, the release mark, the delete)")
+	if d := metricValue(t, "initlock_lock_releases_total", "reason=holder-gone") - releasedBefore; d != 1 {
 		t.Fatalf("releases{reason=holder-gone} grew by %v, want 1", d)
 	}
 }
@@ -99,23 +84,12 @@ func TestFailedInitKeepsItsHolder(t *testing.T) {
 	create(t, lock)
 	rm := startManager(t, env.Config, testOptions(ns))
 
-	unlock := &lockRef{ns: ns, name: lock.Name} // CABPK's Unlock: a delete by name
-	if err := env.Client.Delete(t.Context(), unlock.object()); !apierrors.IsForbidden(err) {
+	unlock := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: lock.Name}} // CABPK's Unlock: a delete by name
+	if err := env.Client.Delete(t.Context(), unlock); !apierrors.IsForbidden(err) {
 		t.Fatalf("CABPK's release after a failed generation: %v, want forbidden", err)
 	}
-	kubeenv.Consistently(t, 2*time.Second, namesHolder(t, ns, "c1", "c1-cp-0"))
-	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 0 {
-		t.Fatalf("configmap writes = %d, want none:\n%s", n, rm.Counter)
-	}
-}
-
-// lockRef names a lock, as a delete by name makes it.
-type lockRef struct{ ns, name string }
-
-func (r lockRef) object() client.Object {
-	cm := lockFor(r.ns, "x", "x", nil)
-	cm.Name = r.name
-	return cm
+	kubeenv.Consistently(t, 2*time.Second, lockIs(t, ns, "c1", holds("c1-cp-0")))
+	wantWrites(t, rm, "configmaps", ns, 0, "")
 }
 
 var kubeadmConfigGVK = schema.GroupVersionKind{Group: "bootstrap.cluster.x-k8s.io", Version: "v1beta2", Kind: "KubeadmConfig"}
@@ -130,16 +104,8 @@ var kubeadmConfigGVK = schema.GroupVersionKind{Group: "bootstrap.cluster.x-k8s.i
 // a lock whose holder lives, on a bootstrap configuration's word.
 func TestLeftoverFailureHandsNothingOver(t *testing.T) {
 	ns := env.Namespace(t)
-	cluster := createCluster(t, v, ns, "c1")
-	m1 := machineWithFailedConfig(t, ns, "c1", "c1-cp-0")
-	m2 := createMachine(t, v, ns, "c1", "c1-cp-1")
-	lock := lockFor(ns, "c1", "c1-cp-0", cluster) // as CABPK writes it
-	create(t, lock)
-	startManager(t, env.Config, testOptions(ns))
-	time.Sleep(time.Second) // the manager has seen the lock
-
-	_ = env.Client.Delete(t.Context(), lock.DeepCopy()) // kubectl delete configmap c1-lock
-	time.Sleep(2 * time.Second)                         // the manager has seen the delete
+	cluster, m1, _, m2 := lockDeletedOverAFailedConfig(t, ns)
+	time.Sleep(time.Second)
 	for range 3 {
 		res, err := initlock.New(env.Client).Lock(t.Context(), getCluster(t, cluster), m2)
 		if err == nil && res.Acquired {
@@ -151,7 +117,7 @@ func TestLeftoverFailureHandsNothingOver(t *testing.T) {
 	if err := env.Client.Patch(t.Context(), m1, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		t.Fatal(err)
 	}
-	kubeenv.Consistently(t, 3*time.Second, namesHolder(t, ns, "c1", "c1-cp-0"))
+	kubeenv.Consistently(t, 3*time.Second, lockIs(t, ns, "c1", holds("c1-cp-0")))
 }
 
 // TestReportedDataLetsNothingGo: the holder's KubeadmConfig carries a
@@ -163,43 +129,35 @@ func TestLeftoverFailureHandsNothingOver(t *testing.T) {
 // configuration's word.
 func TestReportedDataLetsNothingGo(t *testing.T) {
 	ns := env.Namespace(t)
-	cluster := createCluster(t, v, ns, "c1")
-	machineWithFailedConfig(t, ns, "c1", "c1-cp-0")
-	m2 := createMachine(t, v, ns, "c1", "c1-cp-1")
-	lock := lockFor(ns, "c1", "c1-cp-0", cluster) // as CABPK writes it
-	create(t, lock)
-	startManager(t, env.Config, testOptions(ns))
-	time.Sleep(time.Second) // the manager has seen the lock
-
-	_ = env.Client.Delete(t.Context(), lock.DeepCopy()) // kubectl delete configmap c1-lock
-	time.Sleep(time.Second)                             // the manager has seen the delete
-	config := &unstructured.Unstructured{}
-	config.SetGroupVersionKind(kubeadmConfigGVK)
-	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "c1-cp-0"}, config); err != nil {
-		t.Fatal(err)
-	}
+	cluster, _, config, m2 := lockDeletedOverAFailedConfig(t, ns)
 	config.Object["status"] = map[string]any{"dataSecretName": "c1-cp-0", "deprecated": map[string]any{"v1beta1": map[string]any{"conditions": []any{map[string]any{
 		"type": "DataSecretAvailable", "status": "True", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
 	}}}}}
 	if err := env.Client.Status().Update(t.Context(), config); err != nil {
 		t.Fatal(err)
 	}
-	kubeenv.Consistently(t, 6*time.Second, namesHolder(t, ns, "c1", "c1-cp-0"))
+	kubeenv.Consistently(t, 6*time.Second, lockIs(t, ns, "c1", holds("c1-cp-0")))
 	res, err := initlock.New(env.Client).Lock(t.Context(), getCluster(t, cluster), m2)
 	if err == nil && res.Acquired {
 		t.Fatalf("c1-cp-1 was granted the lock while c1-cp-0, which CABPK granted it and which has its init data, exists")
 	}
 }
 
-// machineWithFailedConfig creates control-plane Machine name of cluster with
-// no bootstrap data yet and a KubeadmConfig whose status reports a failed
-// generation of the init data, as CABPK leaves it after a failed attempt.
-func machineWithFailedConfig(t *testing.T, ns, cluster, name string) *unstructured.Unstructured {
+// lockDeletedOverAFailedConfig creates Cluster c1, its Machine c1-cp-0
+// with no bootstrap data yet and a KubeadmConfig whose status reports a
+// failed generation of the init data (as CABPK leaves it after a failed
+// attempt), its Machine c1-cp-1, and the lock held by c1-cp-0 as CABPK
+// writes it; starts a manager; and deletes the lock as an operator does
+// (kubectl delete configmap c1-lock), a second after the manager has seen
+// it and a second before it returns the Cluster, c1-cp-0, its KubeadmConfig
+// and c1-cp-1.
+func lockDeletedOverAFailedConfig(t *testing.T, ns string) (cluster, m1, config, m2 *unstructured.Unstructured) {
 	t.Helper()
-	config := &unstructured.Unstructured{}
+	cluster = createCluster(t, v, ns, "c1")
+	config = &unstructured.Unstructured{}
 	config.SetGroupVersionKind(kubeadmConfigGVK)
 	config.SetNamespace(ns)
-	config.SetName(name)
+	config.SetName("c1-cp-0")
 	config.Object["spec"] = map[string]any{"format": "cloud-config"}
 	create(t, config)
 	config.Object["status"] = map[string]any{"deprecated": map[string]any{"v1beta1": map[string]any{"conditions": []any{map[string]any{
@@ -209,12 +167,19 @@ func machineWithFailedConfig(t *testing.T, ns, cluster, name string) *unstructur
 	if err := env.Client.Status().Update(t.Context(), config); err != nil {
 		t.Fatal(err)
 	}
-	machine := kubeenv.NewMachine(v, ns, cluster, name)
-	machine.Object["spec"].(map[string]any)["bootstrap"] = map[string]any{
-		"configRef": map[string]any{"apiGroup": kubeadmConfigGVK.Group, "kind": kubeadmConfigGVK.Kind, "name": name},
+	m1 = kubeenv.NewMachine(v, ns, "c1", "c1-cp-0")
+	m1.Object["spec"].(map[string]any)["bootstrap"] = map[string]any{
+		"configRef": map[string]any{"apiGroup": kubeadmConfigGVK.Group, "kind": kubeadmConfigGVK.Kind, "name": "c1-cp-0"},
 	}
-	create(t, machine)
-	return machine
+	create(t, m1)
+	m2 = createMachine(t, v, ns, "c1", "c1-cp-1")
+	lock := lockFor(ns, "c1", "c1-cp-0", cluster)
+	create(t, lock)
+	startManager(t, env.Config, testOptions(ns))
+	time.Sleep(time.Second) // the manager has seen the lock
+	_ = env.Client.Delete(t.Context(), lock.DeepCopy())
+	time.Sleep(time.Second) // the manager has seen the delete
+	return cluster, m1, config, m2
 }
 
 // getCluster reads cluster again.
@@ -241,29 +206,16 @@ func TestClusterFirstRestoreWaitsForTheHolder(t *testing.T) {
 	opts := testOptions(ns)
 	opts.OrphanGrace = time.Minute
 	rm := startManager(t, env.Config, opts)
-	kubeenv.Consistently(t, 3*time.Second, func() error {
-		_, err := getLock(t, ns, "c1")
-		return err
-	})
+	kubeenv.Consistently(t, 3*time.Second, lockIs(t, ns, "c1", present))
 	createMachine(t, v, ns, "c1", "c1-cp-0")
 	createMachine(t, v, ns, "c1", "c1-cp-1")
-	kubeenv.Eventually(t, 20*time.Second, func() error {
-		cm, err := getLock(t, ns, "c1")
-		if err != nil {
-			return err
-		}
-		return ownedBy(cm, cluster)
-	})
-	kubeenv.Consistently(t, 2*time.Second, func() error {
-		cm, err := getLock(t, ns, "c1")
-		if err != nil {
-			return err
-		}
+	kubeenv.Eventually(t, 20*time.Second, lockIs(t, ns, "c1", ownedBy(cluster)))
+	kubeenv.Consistently(t, 2*time.Second, lockIs(t, ns, "c1", func(cm *corev1.ConfigMap) error {
 		if cm.DeletionTimestamp != nil || !strings.Contains(cm.Data[wire.DataKey], `"c1-cp-0"`) {
 			return fmt.Errorf("the lock changed: deleting %v, record %s", cm.DeletionTimestamp != nil, cm.Data[wire.DataKey])
 		}
-		return ownedBy(cm, cluster)
-	})
+		return kubeenv.LockOwnedBy(cm, cluster)
+	}))
 	if n, d := rm.Counter.Of("configmaps", ns).Writes(), rm.Counter.Of("configmaps", ns).Count("delete"); n != 1 || d != 0 {
 		t.Fatalf("configmap writes = %d with %d deletes, want 1 (the adoption) and no delete:\n%s", n, d, rm.Counter)
 	}
@@ -298,7 +250,7 @@ func TestRestoreOverAKeptLockWaitsForTheHolder(t *testing.T) {
 	createCluster(t, v, ns, "c1") // restored
 	time.Sleep(time.Second)
 	createMachine(t, v, ns, "c1", "c1-cp-0") // restored a second later
-	kubeenv.Consistently(t, 3*time.Second, namesHolder(t, ns, "c1", "c1-cp-0"))
+	kubeenv.Consistently(t, 3*time.Second, lockIs(t, ns, "c1", holds("c1-cp-0")))
 }
 
 // TestHolderRestoredAloneKeepsItsLock: a partial restore brings the holder
@@ -330,17 +282,11 @@ func TestHolderRestoredAloneKeepsItsLock(t *testing.T) {
 	opts.OrphanGrace = 2 * time.Second
 	rm := startManager(t, env.Config, opts)
 	time.Sleep(opts.OrphanGrace) // the lock and the Cluster are older than the grace period
-	kubeenv.Consistently(t, 3*time.Second, func() error {
-		cm, err := getLock(t, ns, "c1")
-		if err != nil {
-			return fmt.Errorf("the restored holder's lock went: %w", err)
-		}
+	kubeenv.Consistently(t, 3*time.Second, lockIs(t, ns, "c1", func(cm *corev1.ConfigMap) error {
 		if cm.Data[wire.DataKey] != record || cm.DeletionTimestamp != nil {
-			return fmt.Errorf("the lock changed: deleting %v, record %s", cm.DeletionTimestamp != nil, cm.Data[wire.DataKey])
+			return fmt.Errorf("the restored holder's lock changed: deleting %v, record %s", cm.DeletionTimestamp != nil, cm.Data[wire.DataKey])
 		}
 		return nil
-	})
-	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 0 {
-		t.Fatalf("configmap writes = %d, want none (the lock is owned already):\n%s", n, rm.Counter)
-	}
+	}))
+	wantWrites(t, rm, "configmaps", ns, 0, "(the lock is owned already)")
 }

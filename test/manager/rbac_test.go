@@ -2,22 +2,22 @@ package managersuite_test
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
+	"github.com/initlock/initlock/test/managertest"
 )
 
 // managerUser is the user the restricted manager runs as.
@@ -33,12 +33,7 @@ const managerUser = "initlock-manager"
 func TestRestrictedRBAC(t *testing.T) {
 	system := env.Namespace(t) // the manager's own namespace
 	ns := env.Namespace(t)
-	roles := loadGeneratedRBAC(t)
-	bindRoles(t, roles, system)
-	cfg, err := env.AddUser(managerUser, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := bindRoles(t, loadGeneratedRBAC(t), system)
 
 	opts := testOptions("")
 	opts.LeaderElection = true
@@ -64,13 +59,7 @@ func TestRestrictedRBAC(t *testing.T) {
 	createCluster(t, v, ns, "foreign")
 
 	rm := startManager(t, cfg, opts)
-	kubeenv.Eventually(t, 30*time.Second, func() error {
-		cm, err := getLock(t, ns, "adopt")
-		if err != nil {
-			return err
-		}
-		return ownedBy(cm, adopt)
-	})
+	kubeenv.Eventually(t, 30*time.Second, lockIs(t, ns, "adopt", ownedBy(adopt)))
 	kubeenv.Eventually(t, 30*time.Second, lockGone(t, ns, "init"))
 	kubeenv.Eventually(t, 30*time.Second, lockGone(t, ns, "orphan"))
 	eventOn(t, ns, "LockAdopted", "Cluster", "adopt")
@@ -82,18 +71,14 @@ func TestRestrictedRBAC(t *testing.T) {
 	}
 	// adopt: patch; init: the release mark, the delete; orphan: its
 	// absence, the release mark, the delete.
-	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 6 {
-		t.Fatalf("configmap writes = %d, want 6:\n%s", n, rm.Counter)
-	}
+	wantWrites(t, rm, "configmaps", ns, 6, "")
 	if d := rm.Counter.Denied(); len(d) > 0 {
 		t.Fatalf("requests refused to the manager's user: %v", d)
 	}
 
 	// Health and metrics.
 	for _, path := range []string{"/healthz", "/readyz"} {
-		if body, err := httpGet(t, "http://"+opts.HealthProbeBindAddress+path); err != nil {
-			t.Fatalf("%s: %v (%s)", path, err, body)
-		}
+		managertest.GetOK(t, 10*time.Second, "http://"+opts.HealthProbeBindAddress+path, "")
 	}
 	body := scrapeMetrics(t, system, opts.MetricsBindAddress)
 	for _, want := range []string{
@@ -139,7 +124,7 @@ func TestRestrictedRBAC(t *testing.T) {
 		}},
 		{"update a cluster", func(ctx context.Context) error { return uc.Update(ctx, adopt) }},
 		{"create a lease outside its namespace", func(ctx context.Context) error {
-			return uc.Create(ctx, leaseIn(ns))
+			return uc.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "not-allowed"}})
 		}},
 	} {
 		if err := tc.do(t.Context()); !apierrors.IsForbidden(err) {
@@ -165,9 +150,9 @@ func loadGeneratedRBAC(t testing.TB) []*unstructured.Unstructured {
 	return out
 }
 
-// bindRoles creates the roles, the Role in the manager's namespace, and
-// binds both to the manager's user only.
-func bindRoles(t testing.TB, roles []*unstructured.Unstructured, system string) {
+// bindRoles creates the roles, the Role in the manager's namespace, binds
+// both to the manager's user only, and returns the user's rest.Config.
+func bindRoles(t testing.TB, roles []*unstructured.Unstructured, system string) *rest.Config {
 	t.Helper()
 	clusterRoleName := "initlock-test-" + system
 	subjects := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: managerUser}}
@@ -210,39 +195,5 @@ func bindRoles(t testing.TB, roles []*unstructured.Unstructured, system string) 
 	kubeenv.Eventually(t, 10*time.Second, func() error {
 		return uc.List(t.Context(), &corev1.ConfigMapList{}, client.Limit(1))
 	})
-}
-
-func leaseIn(ns string) client.Object {
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion("coordination.k8s.io/v1")
-	u.SetKind("Lease")
-	u.SetNamespace(ns)
-	u.SetName("not-allowed")
-	return u
-}
-
-func httpGet(t testing.TB, url string) (string, error) {
-	t.Helper()
-	var body string
-	var lastErr error
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
-		if err != nil {
-			return "", err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			_ = resp.Body.Close()
-			body = string(b)
-			if resp.StatusCode == http.StatusOK {
-				return body, nil
-			}
-			err = fmt.Errorf("status %s", resp.Status)
-		}
-		lastErr = err
-		time.Sleep(100 * time.Millisecond)
-	}
-	return body, lastErr
+	return cfg
 }

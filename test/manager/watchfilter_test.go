@@ -19,17 +19,15 @@ import (
 // label or without.
 func TestWatchFilter(t *testing.T) {
 	ns := env.Namespace(t)
-	label := func(value string) func(*unstructured.Unstructured) {
-		return func(u *unstructured.Unstructured) { u.SetLabels(map[string]string{capi.WatchFilterLabel: value}) }
-	}
 	clusters := map[string]*unstructured.Unstructured{}
-	for _, c := range []struct {
-		name   string
-		mutate []func(*unstructured.Unstructured)
-	}{{"in", []func(*unstructured.Unstructured){label("team-a")}}, {"other", []func(*unstructured.Unstructured){label("team-b")}}, {"unlabelled", nil}} {
+	for _, c := range []struct{ name, label string }{{"in", "team-a"}, {"other", "team-b"}, {"unlabelled", ""}} {
 		create(t, lockFor(ns, c.name, c.name+"-cp-0", nil))
 		createMachine(t, v, ns, c.name, c.name+"-cp-0")
-		clusters[c.name] = createCluster(t, v, ns, c.name, c.mutate...)
+		clusters[c.name] = createCluster(t, v, ns, c.name, func(u *unstructured.Unstructured) {
+			if c.label != "" {
+				u.SetLabels(map[string]string{capi.WatchFilterLabel: c.label})
+			}
+		})
 	}
 	orphan := lockFor(ns, "orphan-in", "orphan-in-cp-0", nil)
 	orphan.Labels[capi.WatchFilterLabel] = "team-a"
@@ -45,13 +43,7 @@ func TestWatchFilter(t *testing.T) {
 	opts.WatchFilter = "team-a"
 	opts.OrphanGrace, opts.OrphanSettle = time.Second, 0
 	rm := startManager(t, env.Config, opts)
-	kubeenv.Eventually(t, 30*time.Second, func() error {
-		cm, err := getLock(t, ns, "in")
-		if err != nil {
-			return err
-		}
-		return ownedBy(cm, clusters["in"])
-	})
+	kubeenv.Eventually(t, 30*time.Second, lockIs(t, ns, "in", ownedBy(clusters["in"])))
 	for _, gone := range []string{"orphan-in", "orphan-out", "stale-out"} {
 		kubeenv.Eventually(t, 30*time.Second, lockGone(t, ns, gone))
 	}
@@ -69,7 +61,5 @@ func TestWatchFilter(t *testing.T) {
 	})
 	// in: one patch; each orphan: its absence marked, the release mark,
 	// the delete; stale-out: the release mark, the delete.
-	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 9 {
-		t.Fatalf("configmap writes = %d, want 9:\n%s", n, rm.Counter)
-	}
+	wantWrites(t, rm, "configmaps", ns, 9, "")
 }

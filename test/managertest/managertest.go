@@ -4,22 +4,30 @@
 // requests (kubeenv.Counter: exact counts by verb, resource, namespace and
 // status, and the requests refused by authorisation); plus helpers to create
 // Clusters and Machines, to restore a Cluster's lock with kubeenv's Velero
-// simulator and to wait for events.
+// simulator, to wait for events, to assert the writes counted, to read the
+// process's metrics and to query the manager's HTTP endpoints.
 //
 // It is test support: it calls t.Fatal on unexpected errors and guarantees
 // nothing about production use.
 package managertest
 
 import (
+	"cmp"
+	"crypto/tls"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
@@ -78,11 +86,13 @@ func CreateMachine(t testing.TB, c client.Client, version, ns, cluster, name str
 	return u
 }
 
-// Create creates obj.
-func Create(t testing.TB, c client.Client, obj client.Object) {
+// Create creates objs, in order.
+func Create(t testing.TB, c client.Client, objs ...client.Object) {
 	t.Helper()
-	if err := c.Create(t.Context(), obj); err != nil {
-		t.Fatalf("creating %T %s/%s: %v", obj, obj.GetNamespace(), obj.GetName(), err)
+	for _, obj := range objs {
+		if err := c.Create(t.Context(), obj); err != nil {
+			t.Fatalf("creating %T %s/%s: %v", obj, obj.GetNamespace(), obj.GetName(), err)
+		}
 	}
 }
 
@@ -142,4 +152,100 @@ func EventOn(t testing.TB, c client.Client, ns, reason, kind, name string) event
 		return fmt.Errorf("no %s event on %s %s", reason, kind, name)
 	})
 	return found
+}
+
+// WantWrites fails t unless the manager rm made exactly want writes of
+// resource in ns (every resource, every namespace, when empty); why says
+// which writes are wanted.
+func WantWrites(t testing.TB, rm *kubeenv.Running, resource, ns string, want int, why string) {
+	t.Helper()
+	if n := rm.Counter.Of(resource, ns).Writes(); n != want {
+		t.Fatalf("%s writes = %d, want %d %s:\n%s", cmp.Or(resource, "all"), n, want, why, rm.Counter)
+	}
+}
+
+// NoWrites returns, for kubeenv.Consistently, a check that the manager rm
+// has made no write of resource in ns (every resource, every namespace,
+// when empty).
+func NoWrites(rm *kubeenv.Running, resource, ns string) func() error {
+	return func() error {
+		if n := rm.Counter.Of(resource, ns).Writes(); n != 0 {
+			return fmt.Errorf("%d %s writes, want none:\n%s", n, cmp.Or(resource, "all"), rm.Counter)
+		}
+		return nil
+	}
+}
+
+// MetricValue sums the samples of the counter or gauge name, in
+// controller-runtime's registry, whose labels include every "name=value"
+// of labels: 0 when there is none.
+func MetricValue(t testing.TB, name string, labels ...string) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatalf("gathering metrics: %v", err)
+	}
+	sum := 0.0
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if hasLabels(m, labels) { // a counter's or a gauge's: the other reads 0
+				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+func hasLabels(m *dto.Metric, labels []string) bool {
+	have := map[string]string{}
+	for _, l := range m.GetLabel() {
+		have[l.GetName()] = l.GetValue()
+	}
+	for _, want := range labels {
+		k, v, _ := strings.Cut(want, "=")
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// HTTPGet sends GET url, with token as a bearer token when it is not
+// empty, and returns the status code and the body. It trusts any
+// certificate: the manager serves a self-signed one by default.
+func HTTPGet(t testing.TB, url, token string) (int, string, error) {
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // a self-signed test certificate
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// GetOK waits, timeout at most, for GET url (HTTPGet) to answer 200 OK, and
+// returns the body of that answer.
+func GetOK(t testing.TB, timeout time.Duration, url, token string) string {
+	t.Helper()
+	var body string
+	kubeenv.Eventually(t, timeout, func() error {
+		code, b, err := HTTPGet(t, url, token)
+		if err == nil && code != http.StatusOK {
+			err = fmt.Errorf("GET %s: %d %s", url, code, b)
+		}
+		body = b
+		return err
+	})
+	return body
 }

@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/initlock/initlock/internal/benchreport/loadavg"
 	"github.com/initlock/initlock/internal/kubeenv"
@@ -90,11 +89,11 @@ func BenchmarkRestoreStorm(b *testing.B) {
 	restoreUnowned(b, mgrNS, n)
 	opts := managertest.Options(mgrNS)
 	opts.KubeAPIQPS, opts.KubeAPIBurst = 0, 0 // those of cfg
-	adopted0 := metricValue(b, "initlock_lock_adoptions_total")
+	adopted0 := managertest.MetricValue(b, "initlock_lock_adoptions_total")
 	mgrUse := startUsage(b)
 	rm := managertest.StartNoWait(b, cfg, opts)
 	waitFor(b, 30*time.Minute, func() bool {
-		return metricValue(b, "initlock_lock_adoptions_total")-adopted0 >= float64(n)
+		return managertest.MetricValue(b, "initlock_lock_adoptions_total")-adopted0 >= float64(n)
 	})
 	mgrTime, mgrReqs, mgrCPU := mgrUse.stop(b)
 	time.Sleep(2 * time.Second) // let any stray write show
@@ -134,13 +133,13 @@ func BenchmarkRestoreWhileRunning(b *testing.B) {
 	opts := managertest.Options(ns)
 	opts.KubeAPIQPS, opts.KubeAPIBurst = 0, 0 // those of stormConfig
 	rm := managertest.Start(b, stormConfig(), opts)
-	adopted0 := metricValue(b, "initlock_lock_adoptions_total")
-	marked0 := metricValue(b, "initlock_lock_absence_marks_total")
+	adopted0 := managertest.MetricValue(b, "initlock_lock_adoptions_total")
+	marked0 := managertest.MetricValue(b, "initlock_lock_absence_marks_total")
 	restore(b, lockedMachines(ns, n)...)
 	start := time.Now()
 	restore(b, clustersOf(ns, n)...)
 	waitFor(b, 10*time.Minute, func() bool {
-		return metricValue(b, "initlock_lock_adoptions_total")-adopted0 >= float64(n)
+		return managertest.MetricValue(b, "initlock_lock_adoptions_total")-adopted0 >= float64(n)
 	})
 	elapsed := time.Since(start)
 	time.Sleep(2 * time.Second)
@@ -148,7 +147,7 @@ func BenchmarkRestoreWhileRunning(b *testing.B) {
 	writes := rm.Counter.Of("configmaps", ns).Writes()
 	rm.Stop()
 	b.ReportMetric(elapsed.Seconds(), "s-from-first-cluster")
-	marked := metricValue(b, "initlock_lock_absence_marks_total") - marked0
+	marked := managertest.MetricValue(b, "initlock_lock_absence_marks_total") - marked0
 	b.ReportMetric(float64(writes)/float64(n), "writes/lock")
 	b.ReportMetric(marked/float64(n), "absence-marks/lock")
 	b.Logf("restore while running: %d locks, configmap writes %d (%.0f absence marks), all adopted %s after the first Cluster",
@@ -165,19 +164,19 @@ func BenchmarkSteadyState(b *testing.B) {
 	createHealthy(b, ns, n)
 	opts := managertest.Options(ns)
 	opts.SyncPeriod = *steadySync
-	reconciled0 := metricValue(b, "controller_runtime_reconcile_total", "controller=initlock", "result=success")
+	reconciled0 := reconciled(b)
 	rm := managertest.Start(b, env.Config, opts)
 	waitFor(b, 5*time.Minute, func() bool {
-		return metricValue(b, "controller_runtime_reconcile_total", "controller=initlock", "result=success")-reconciled0 >= float64(n)
+		return reconciled(b)-reconciled0 >= float64(n)
 	})
 	time.Sleep(2 * time.Second)
 	if w := rm.Counter.Writes(); w != 0 {
 		b.Fatalf("%d writes to healthy locks at start:\n%s", w, rm.Counter)
 	}
 	rm.Counter.Reset()
-	reconciled1 := metricValue(b, "controller_runtime_reconcile_total", "controller=initlock", "result=success")
+	reconciled1 := reconciled(b)
 	time.Sleep(*steadyFor)
-	reconciles := metricValue(b, "controller_runtime_reconcile_total", "controller=initlock", "result=success") - reconciled1
+	reconciles := reconciled(b) - reconciled1
 	writes := rm.Counter.Writes()
 	reads := rm.Counter.Reads()
 	rm.Stop()
@@ -206,18 +205,15 @@ func BenchmarkMemoryUnrelatedConfigMaps(b *testing.B) {
 	measure := func() uint64 {
 		before := heap()
 		rm := managertest.Start(b, env.Config, opts)
-		reconciled0 := metricValue(b, "controller_runtime_reconcile_total", "controller=initlock", "result=success")
+		reconciled0 := reconciled(b)
 		waitFor(b, 5*time.Minute, func() bool {
-			return metricValue(b, "controller_runtime_reconcile_total", "controller=initlock", "result=success")-reconciled0 >= float64(*memClusters)
+			return reconciled(b)-reconciled0 >= float64(*memClusters)
 		})
 		time.Sleep(time.Second)
 		after := heap()
 		runtime.KeepAlive(rm)
 		rm.Stop()
-		if after < before {
-			return 0
-		}
-		return after - before
+		return grown(before, after)
 	}
 	measure() // warm-up
 	none := measure()
@@ -381,38 +377,8 @@ func waitFor(b *testing.B, timeout time.Duration, cond func() bool) {
 	}
 }
 
-// metricValue sums the samples of a counter or gauge whose labels include
-// every "name=value" given.
-func metricValue(b *testing.B, name string, labels ...string) float64 {
-	b.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		b.Fatal(err)
-	}
-	sum := 0.0
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range f.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for _, want := range labels {
-				k, val, _ := strings.Cut(want, "=")
-				if have[k] != val {
-					continue next
-				}
-			}
-			switch {
-			case m.GetCounter() != nil:
-				sum += m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				sum += m.GetGauge().GetValue()
-			}
-		}
-	}
-	return sum
+// reconciled is the count of the initlock controller's successful
+// reconciles.
+func reconciled(b *testing.B) float64 {
+	return managertest.MetricValue(b, "controller_runtime_reconcile_total", "controller=initlock", "result=success")
 }

@@ -94,16 +94,13 @@ func BenchmarkStartupAtScale(b *testing.B) {
 // runInitlock starts the initlock manager over ns and measures it.
 func runInitlock(b *testing.B, ns string, n int) startup {
 	b.Helper()
-	reconciles := func() float64 {
-		return metricValue(b, "controller_runtime_reconcile_total", "controller=initlock", "result=success")
-	}
 	before, rss0 := heap(), rss(b)
-	r0 := reconciles()
+	r0 := reconciled(b)
 	start := time.Now()
 	rm := managertest.StartNoWait(b, env.Config, managertest.Options(ns))
 	var s startup
 	waitFor(b, 30*time.Minute, func() bool {
-		r := reconciles() - r0
+		r := reconciled(b) - r0
 		if r > 0 && s.firstReconcile == 0 {
 			s.firstReconcile = time.Since(start)
 		}

@@ -3,9 +3,6 @@ package binary_test
 import (
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -39,7 +36,7 @@ func TestBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := env.Namespace(t)
-	metricsAddr, probeAddr := freeAddress(t), freeAddress(t)
+	metricsAddr, probeAddr := kubeenv.FreeAddress(t), kubeenv.FreeAddress(t)
 	cmd := exec.CommandContext(t.Context(), bin,
 		"--kubeconfig="+kubeconfig,
 		"--namespace="+ns,
@@ -61,11 +58,10 @@ func TestBinary(t *testing.T) {
 	)
 	proc := kubeenv.StartProcess(t, "initlock-manager", cmd)
 
-	kubeenv.Eventually(t, 60*time.Second, func() error { return httpOK(t, "http://"+probeAddr+"/readyz") })
+	managertest.GetOK(t, 60*time.Second, "http://"+probeAddr+"/readyz", "")
 	c := env.Client
 	cluster := managertest.RestoreAndExpectAdoption(t, env, capi.V1Beta2, ns, "c1")
-	kubeenv.Eventually(t, 10*time.Second, func() error { return httpOK(t, "http://"+metricsAddr+"/metrics") })
-	if body := httpBody(t, "http://"+metricsAddr+"/metrics"); !strings.Contains(body, `initlock_build_info{goversion="`+runtime.Version()+`",revision="",version="v0.0.0-test"} 1`) {
+	if body := managertest.GetOK(t, 10*time.Second, "http://"+metricsAddr+"/metrics", ""); !strings.Contains(body, `initlock_build_info{goversion="`+runtime.Version()+`",revision="",version="v0.0.0-test"} 1`) {
 		t.Errorf("/metrics has no initlock_build_info of this build:\n%s", grep(body, "initlock_build_info"))
 	}
 
@@ -102,49 +98,4 @@ func grep(s, substr string) string {
 		}
 	}
 	return strings.Join(out, "")
-}
-
-func httpBody(t testing.TB, url string) string {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
-func freeAddress(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
-}
-
-func httpOK(t testing.TB, url string) error {
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	return nil
 }

@@ -55,9 +55,7 @@ func TestV1Beta1Only(t *testing.T) {
 	})
 	managertest.EventOn(t, c, ns, "LockAdopted", "Cluster", "old")
 	kubeenv.Consistently(t, time.Second, func() error { return nil })
-	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 1 {
-		t.Fatalf("configmap writes = %d, want 1:\n%s", n, rm.Counter)
-	}
+	managertest.WantWrites(t, rm, "configmaps", ns, 1, "(the adoption)")
 
 	// The v1beta1 condition releases the lock.
 	rm.Counter.Reset()
@@ -69,9 +67,7 @@ func TestV1Beta1Only(t *testing.T) {
 	if n := rm.Counter.Of("configmaps", ns).Count("delete"); n != 1 {
 		t.Fatalf("deletes = %d, want 1:\n%s", n, rm.Counter)
 	}
-	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 2 {
-		t.Fatalf("configmap writes = %d, want 2 (the finalizer off, the delete):\n%s", n, rm.Counter)
-	}
+	managertest.WantWrites(t, rm, "configmaps", ns, 2, "(the release mark, the delete)")
 }
 
 // TestV1Beta1OrphanCollected: on a management cluster that serves only
@@ -90,23 +86,15 @@ func TestV1Beta1OrphanCollected(t *testing.T) {
 
 	kubeenv.Eventually(t, 20*time.Second, func() error {
 		cm, err := kubeenv.GetLock(t.Context(), c, ns, "gone")
-		switch {
-		case err != nil:
-			return err
-		case cm == nil:
-			return errors.New("no lock")
+		if err == nil && (cm == nil || cm.Annotations[wire.ClusterAbsentAnnotation] == "") {
+			err = errors.New("no lock marked yet")
 		}
-		if _, ok := cm.Annotations[wire.ClusterAbsentAnnotation]; !ok {
-			return fmt.Errorf("lock not marked yet")
-		}
-		return nil
+		return err
 	})
 	kubeenv.DeleteAndWait(t, c, machine)
 	kubeenv.Eventually(t, 20*time.Second, kubeenv.LockGone(t.Context(), c, ns, "gone"))
 	managertest.EventOn(t, c, ns, "OrphanLockCollected", "ConfigMap", "gone-lock")
-	if n := rm.Counter.Of("configmaps", ns).Writes(); n != 3 {
-		t.Fatalf("configmap writes = %d, want 3 (the absence, the release mark, the delete):\n%s", n, rm.Counter)
-	}
+	managertest.WantWrites(t, rm, "configmaps", ns, 3, "(the absence, the release mark, the delete)")
 	// Every read of Cluster API objects was in v1beta1: none was refused
 	// as a kind the server does not serve.
 	if n := rm.Counter.Of("clusters", ns).Count("get"); n == 0 {
