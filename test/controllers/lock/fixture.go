@@ -128,16 +128,30 @@ func (f *fixture) setInitialized(c *unstructured.Unstructured) {
 	}
 }
 
-// reconcile runs one reconcile of cluster and returns its result and the
-// writes it made.
-func (f *fixture) reconcile(cluster string) (ctrl.Result, int) {
+// request is the reconcile request of cluster c1.
+func (f *fixture) request() ctrl.Request {
+	return ctrl.Request{NamespacedName: types.NamespacedName{Namespace: f.ns, Name: "c1"}}
+}
+
+// reconcile runs one reconcile of cluster c1 and returns its result and
+// the writes it made.
+func (f *fixture) reconcile() (ctrl.Result, int) {
 	f.t.Helper()
 	f.counter.Reset()
-	res, err := f.r.Reconcile(f.t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: f.ns, Name: cluster}})
+	res, err := f.r.Reconcile(f.t.Context(), f.request())
 	if err != nil {
-		f.t.Fatalf("Reconcile %s/%s: %v", f.ns, cluster, err)
+		f.t.Fatalf("Reconcile %s/c1: %v", f.ns, err)
 	}
 	return res, f.counter.Writes()
+}
+
+// lock reads the lock of c1: errNoLock when there is none.
+func (f *fixture) lock() (*corev1.ConfigMap, error) {
+	cm, err := kubeenv.GetLock(f.t.Context(), f.c, f.ns, "c1")
+	if cm == nil {
+		return nil, cmp.Or(err, errNoLock)
+	}
+	return cm, nil
 }
 
 func (f *fixture) wantEvents(want ...emitted) {
@@ -152,7 +166,7 @@ func (f *fixture) wantEvents(want ...emitted) {
 }
 
 func ownedByCluster(f *fixture) error {
-	cm, err := kubeenv.GetLock(f.t.Context(), f.c, f.ns, "c1")
+	cm, err := f.lock()
 	if err != nil {
 		return err
 	}
@@ -165,9 +179,9 @@ func ownedByCluster(f *fixture) error {
 }
 
 func unowned(f *fixture) error {
-	cm, err := kubeenv.GetLock(f.t.Context(), f.c, f.ns, "c1")
-	if cm == nil {
-		return cmp.Or(err, errNoLock)
+	cm, err := f.lock()
+	if err != nil {
+		return err
 	}
 	if len(cm.OwnerReferences) != 0 {
 		return fmt.Errorf("lock of a paused Cluster was changed: %v", cm.OwnerReferences)
@@ -177,9 +191,9 @@ func unowned(f *fixture) error {
 
 func hasRecord(want string) func(*fixture) error {
 	return func(f *fixture) error {
-		cm, err := kubeenv.GetLock(f.t.Context(), f.c, f.ns, "c1")
-		if cm == nil {
-			return cmp.Or(err, errNoLock)
+		cm, err := f.lock()
+		if err != nil {
+			return err
 		}
 		if got := cm.Data[wire.DataKey]; got != want {
 			return fmt.Errorf("record = %q, want %q", got, want)

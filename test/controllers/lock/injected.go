@@ -46,11 +46,16 @@ func newLaggingCache(t *testing.T, c client.Client, ns string) *laggingCache {
 	return lc
 }
 
-func (lc *laggingCache) write() error {
+// write counts a write and makes it with call, unless writeErr is set.
+func (lc *laggingCache) write(call func() error) error {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
 	lc.writes++
-	return lc.writeErr
+	err := lc.writeErr
+	lc.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return call()
 }
 
 func (lc *laggingCache) count() int {
@@ -78,28 +83,16 @@ func (lc *laggingCache) client(c client.WithWatch) client.WithWatch {
 			return c.Get(ctx, key, obj, opts...)
 		},
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-			if err := lc.write(); err != nil {
-				return err
-			}
-			return c.Patch(ctx, obj, patch, opts...)
+			return lc.write(func() error { return c.Patch(ctx, obj, patch, opts...) })
 		},
 		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-			if err := lc.write(); err != nil {
-				return err
-			}
-			return c.Delete(ctx, obj, opts...)
+			return lc.write(func() error { return c.Delete(ctx, obj, opts...) })
 		},
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-			if err := lc.write(); err != nil {
-				return err
-			}
-			return c.Update(ctx, obj, opts...)
+			return lc.write(func() error { return c.Update(ctx, obj, opts...) })
 		},
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			if err := lc.write(); err != nil {
-				return err
-			}
-			return c.Create(ctx, obj, opts...)
+			return lc.write(func() error { return c.Create(ctx, obj, opts...) })
 		},
 	})
 }
@@ -201,7 +194,7 @@ func Injected(t *testing.T, b Backend) {
 			var res ctrl.Result
 			var err error
 			for range tc.reconciles {
-				res, err = f.r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: f.ns, Name: "c1"}})
+				res, err = f.r.Reconcile(t.Context(), f.request())
 			}
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("Reconcile error = %v, want error: %t", err, tc.wantErr)

@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -46,11 +45,8 @@ func MarkNeverOutlivesRelease(t *testing.T, b Backend) {
 	}
 	for _, tc := range []struct {
 		name string
-		// on runs before request r (its verb and kind, "patch ConfigMap")
-		// is sent, the n-th of its kind (from 1), when marked tells that
-		// the release mark was sent already; a non-nil error is its
-		// answer, the request sent first when send is set.
-		on func(f *fixture, r string, n int, marked bool) (send bool, err error)
+		// rules are the faults of the case (see fault).
+		rules []fault
 		// wantLabel and wantMove: another writer's label and a move's
 		// delete-for-move put on the lock meanwhile, which stay.
 		wantLabel, wantMove bool
@@ -59,132 +55,63 @@ func MarkNeverOutlivesRelease(t *testing.T, b Backend) {
 		paused bool
 	}{
 		{
-			name: "the mark's answer lost, the holder back just before it",
-			on: func(f *fixture, r string, n int, _ bool) (bool, error) {
-				if r == "patch ConfigMap" && n == 1 {
-					holderBack(f)
-					return true, lost
-				}
-				return true, nil
-			},
+			name:  "the mark's answer lost, the holder back just before it",
+			rules: []fault{{r: "patch ConfigMap", n: 1, do: holderBack, err: lost}},
 		},
 		{
 			name: "the mark's answer lost, the holder back, the lock's first reading again failing",
-			on: func(f *fixture, r string, n int, marked bool) (bool, error) {
-				switch {
-				case r == "patch ConfigMap" && n == 1:
-					holderBack(f)
-					return true, lost
-				case r == "get ConfigMap" && marked && n == 2:
-					return false, unavailable
-				}
-				return true, nil
-			},
+			rules: []fault{{r: "patch ConfigMap", n: 1, do: holderBack, err: lost},
+				{r: "get ConfigMap", n: 2, marked: true, drop: true, err: unavailable}},
 		},
 		{
 			name: "the holder back after the mark, the unmark failing once",
-			on: func(f *fixture, r string, n int, _ bool) (bool, error) {
-				switch {
-				case r == "patch ConfigMap" && n == 1:
-					holderBack(f)
-				case r == "patch ConfigMap" && n == 2:
-					return false, unavailable
-				}
-				return true, nil
-			},
+			rules: []fault{{r: "patch ConfigMap", n: 1, do: holderBack},
+				{r: "patch ConfigMap", n: 2, drop: true, err: unavailable}},
 		},
 		{
 			name: "the holder back after the mark, the unmark turned down once for too many requests",
-			on: func(f *fixture, r string, n int, _ bool) (bool, error) {
-				switch {
-				case r == "patch ConfigMap" && n == 1:
-					holderBack(f)
-				case r == "patch ConfigMap" && n == 2:
-					return false, apierrors.NewTooManyRequests("slow down", 0)
-				}
-				return true, nil
-			},
+			rules: []fault{{r: "patch ConfigMap", n: 1, do: holderBack},
+				{r: "patch ConfigMap", n: 2, drop: true, err: apierrors.NewTooManyRequests("slow down", 0)}},
 		},
 		{
-			name: "the holder back after the mark, another writer's label before the unmark",
-			on: func(f *fixture, r string, n int, _ bool) (bool, error) {
-				switch {
-				case r == "patch ConfigMap" && n == 1:
-					holderBack(f)
-				case r == "patch ConfigMap" && n == 2:
-					label(f)
-				}
-				return true, nil
-			},
+			name:      "the holder back after the mark, another writer's label before the unmark",
+			rules:     []fault{{r: "patch ConfigMap", n: 1, do: holderBack}, {r: "patch ConfigMap", n: 2, do: label}},
 			wantLabel: true,
 		},
 		{
 			name: "the holder back after the mark, the Cluster's reading again failing",
-			on: func(f *fixture, r string, n int, marked bool) (bool, error) {
-				switch {
-				case r == "patch ConfigMap" && n == 1:
-					holderBack(f)
-				case r == "get Cluster" && marked:
-					return false, unavailable
-				}
-				return true, nil
-			},
+			rules: []fault{{r: "patch ConfigMap", n: 1, do: holderBack},
+				{r: "get Cluster", marked: true, drop: true, err: unavailable}},
 		},
 		{
-			name: "the holder back after the reading again, the delete failing",
-			on: func(f *fixture, r string, n int, _ bool) (bool, error) {
-				if r == "delete ConfigMap" && n == 1 {
-					holderBack(f)
-					return false, unavailable
-				}
-				return true, nil
-			},
+			name:  "the holder back after the reading again, the delete failing",
+			rules: []fault{{r: "delete ConfigMap", n: 1, do: holderBack, drop: true, err: unavailable}},
 		},
 		{
 			name: "the holder back after the reading again, another writer's label before the delete",
-			on: func(f *fixture, r string, n int, _ bool) (bool, error) {
-				if r == "delete ConfigMap" && n == 1 {
-					holderBack(f)
-					label(f)
-				}
-				return true, nil
-			},
+			rules: []fault{{r: "delete ConfigMap", n: 1, do: func(f *fixture) {
+				holderBack(f)
+				label(f)
+			}}},
 			wantLabel: true,
 		},
 		{
 			name: "the holder back after the mark, a move pausing the Cluster and marking the lock before the unmark",
-			on: func(f *fixture, r string, n int, _ bool) (bool, error) {
-				switch {
-				case r == "patch ConfigMap" && n == 1:
-					holderBack(f)
-				case r == "patch ConfigMap" && n == 2:
-					f.pauseAndMarkForMove()
-				}
-				return true, nil
-			},
+			rules: []fault{{r: "patch ConfigMap", n: 1, do: holderBack},
+				{r: "patch ConfigMap", n: 2, do: (*fixture).pauseAndMarkForMove}},
 			wantMove: true,
 		},
 		{
 			name: "the holder back and the manager stopping after the mark",
-			on: func(f *fixture, r string, n int, marked bool) (bool, error) {
-				switch {
-				case r == "patch ConfigMap" && n == 1:
-					holderBack(f)
-				case marked:
-					f.stop() // the request after the mark goes out cancelled
-				}
-				return true, nil
-			},
+			// The request after the mark goes out cancelled.
+			rules: []fault{{r: "patch ConfigMap", n: 1, do: holderBack}, {marked: true, do: func(f *fixture) { f.stop() }}},
 		},
 		{
 			name: "the holder back and the Cluster paused after the mark",
-			on: func(f *fixture, r string, n int, _ bool) (bool, error) {
-				if r == "patch ConfigMap" && n == 1 {
-					holderBack(f)
-					f.pause()
-				}
-				return true, nil
-			},
+			rules: []fault{{r: "patch ConfigMap", n: 1, do: func(f *fixture) {
+				holderBack(f)
+				f.pause()
+			}}},
 			paused: true,
 		},
 	} {
@@ -193,12 +120,12 @@ func MarkNeverOutlivesRelease(t *testing.T, b Backend) {
 			cl := f.cluster("c1")
 			cm := f.lockCM("c1", "m1", cl, "") // m1 does not exist
 			f.clock.SetTime(cm.CreationTimestamp.Add(grace + time.Minute))
-			c := f.faulty(tc.on)
+			c := f.faulty(tc.rules)
 			f.r.Client, f.r.APIReader = c, c
 			ctx, stop := context.WithCancel(t.Context())
 			defer stop()
 			f.stop = stop
-			_, _ = f.r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: f.ns, Name: "c1"}})
+			_, _ = f.r.Reconcile(ctx, f.request())
 			got := kubeenv.MustGetLock(t, f.c, f.ns, "c1")
 			if got == nil {
 				t.Fatal("the lock of m1, back, was released")
@@ -215,7 +142,7 @@ func MarkNeverOutlivesRelease(t *testing.T, b Backend) {
 				f.unpause()
 				f.clock.SetTime(f.clock.Now().Add(wire.ReleaseMarkGrace + time.Second))
 				f.r.Client, f.r.APIReader = f.c, f.c
-				f.reconcile("c1")
+				f.reconcile()
 				got = kubeenv.MustGetLock(t, f.c, f.ns, "c1")
 			}
 			if _, marked := got.Annotations[wire.ReleaseAnnotation]; marked {
@@ -231,10 +158,24 @@ func MarkNeverOutlivesRelease(t *testing.T, b Backend) {
 	}
 }
 
-// faulty is a client of the fixture's backend that calls on before each
-// get, patch and delete (see MarkNeverOutlivesRelease's cases), one call at
+// fault is a fault of MarkNeverOutlivesRelease's cases: before request r
+// (its verb and kind, "patch ConfigMap"; any when empty) is sent, the n-th
+// of its kind (from 1; any when 0), once the release mark was sent when
+// marked is set, do runs (when not nil), and the request is answered with
+// err, sent first unless drop is set.
+type fault struct {
+	r      string
+	n      int
+	marked bool
+	do     func(*fixture)
+	drop   bool
+	err    error
+}
+
+// faulty is a client of the fixture's backend that applies, before each
+// get, patch and delete, the first of faults that matches it, one call at
 // a time: a reader reads the lock and the Cluster in parallel.
-func (f *fixture) faulty(on func(f *fixture, r string, n int, marked bool) (bool, error)) client.WithWatch {
+func (f *fixture) faulty(faults []fault) client.WithWatch {
 	var mu sync.Mutex
 	counts := map[string]int{}
 	marked := false
@@ -242,11 +183,19 @@ func (f *fixture) faulty(on func(f *fixture, r string, n int, marked bool) (bool
 		mu.Lock()
 		defer mu.Unlock()
 		counts[r]++
-		send, err := on(f, r, counts[r], marked)
+		wasMarked := marked
 		if r == "patch ConfigMap" {
 			marked = true
 		}
-		return send, err
+		for _, x := range faults {
+			if (x.r == "" || x.r == r) && (x.n == 0 || x.n == counts[r]) && (!x.marked || wasMarked) {
+				if x.do != nil {
+					x.do(f)
+				}
+				return !x.drop, x.err
+			}
+		}
+		return true, nil
 	}
 	do := func(verb string, obj client.Object, call func() error) error {
 		r := verb + " " + kindOf(obj)

@@ -1,7 +1,6 @@
 package locksuite
 
 import (
-	"cmp"
 	"fmt"
 	"testing"
 	"time"
@@ -120,9 +119,9 @@ func Reconcile(t *testing.T, b Backend) {
 			// and test/manager's TestNotALock.
 			steps: []step{{}, {}},
 			check: func(f *fixture) error {
-				cm, err := kubeenv.GetLock(f.t.Context(), f.c, f.ns, "c1")
-				if cm == nil {
-					return cmp.Or(err, errNoLock)
+				cm, err := f.lock()
+				if err != nil {
+					return err
 				}
 				if cm.Data["user-data"] != "keep me" || len(cm.OwnerReferences) != 0 || len(cm.Annotations) != 0 {
 					return fmt.Errorf("foreign ConfigMap changed: %+v", cm)
@@ -148,9 +147,9 @@ func Reconcile(t *testing.T, b Backend) {
 				{advance: grace + time.Second, wantRequeue: grace},
 			},
 			check: func(f *fixture) error {
-				cm, err := kubeenv.GetLock(f.t.Context(), f.c, f.ns, "c1")
-				if cm == nil {
-					return cmp.Or(err, errNoLock)
+				cm, err := f.lock()
+				if err != nil {
+					return err
 				}
 				mark, ok := cm.Annotations[wire.ClusterAbsentAnnotation]
 				if !ok {
@@ -168,7 +167,7 @@ func Reconcile(t *testing.T, b Backend) {
 			tc.setUp(f)
 			for i, s := range tc.steps {
 				f.clock.SetTime(f.clock.Now().Add(s.advance))
-				res, writes := f.reconcile("c1")
+				res, writes := f.reconcile()
 				if writes != s.wantWrites {
 					t.Errorf("step %d: %d writes, want %d", i, writes, s.wantWrites)
 				}
@@ -195,20 +194,20 @@ func OrphanCollectedAfterHolderGone(t *testing.T, b Backend) {
 	f.lockCM("c1", "m1", nil, "")
 	for _, advance := range []time.Duration{0, settle, grace + time.Second} {
 		f.clock.SetTime(f.clock.Now().Add(advance))
-		f.reconcile("c1")
+		f.reconcile()
 	}
 	if cm, err := kubeenv.GetLock(t.Context(), f.c, f.ns, "c1"); cm == nil {
 		t.Fatalf("lock collected while its holder exists (%v)", err)
 	}
 	kubeenv.DeleteAndWait(t, f.c, m)
 
-	if _, writes := f.reconcile("c1"); writes != 2 {
+	if _, writes := f.reconcile(); writes != 2 {
 		t.Errorf("collecting: %d writes, want 2 (the release mark, the delete)", writes)
 	}
 	if cm, err := kubeenv.GetLock(t.Context(), f.c, f.ns, "c1"); cm != nil || err != nil {
 		t.Errorf("lock after collection: %v, %v, want none", cm, err)
 	}
-	if _, writes := f.reconcile("c1"); writes != 0 {
+	if _, writes := f.reconcile(); writes != 0 {
 		t.Errorf("after collection: %d writes, want 0", writes)
 	}
 	f.wantEvents(emitted{corev1.EventTypeNormal, "OrphanLockCollected"})

@@ -9,8 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -84,16 +82,16 @@ func CachedClusterRecreated(t *testing.T, b Backend) {
 			live := f.cluster("c1")
 			m1 := f.machine("c1", "m1")
 			tc.lock(f, live, m1)
-			before, err := kubeenv.GetLock(t.Context(), f.c, f.ns, "c1")
-			if before == nil {
-				t.Fatalf("no lock (%v)", err)
+			before, err := f.lock()
+			if err != nil {
+				t.Fatal(err)
 			}
 
 			lc := newLaggingCache(t, f.c, f.ns)
 			f.r.Client = staleClusters(lc.client(f.c), cached)
 			f.counter.Reset()
 			for range 2 {
-				if _, err := f.r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: f.ns, Name: "c1"}}); err != nil {
+				if _, err := f.r.Reconcile(t.Context(), f.request()); err != nil {
 					t.Fatalf("Reconcile: %v", err)
 				}
 			}
