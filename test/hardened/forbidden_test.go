@@ -36,13 +36,7 @@ func testMissingPermission(t *testing.T, resource, verb string) {
 	rules := without(installRules(t), resource, verb)
 	cfg := restrictedUser(t, ns, rules)
 
-	v := env.CAPIVersion
-	machine := restored(kubeenv.NewMachine(v, ns, "c1", "md-0-abc-0"), controllerOwner("MachineSet", "md-0-abc"))
-	create(t,
-		restored(kubeenv.NewMachineGroup("MachineDeployment", v, ns, "c1", "md-0"), plainOwner("Cluster", "c1")),
-		restored(kubeenv.NewMachineGroup("MachineSet", v, ns, "c1", "md-0-abc"), controllerOwner("MachineDeployment", "md-0")),
-		machine,
-	)
+	create(t, restoredGraph(ns)...)
 	rm, reg := startManager(t, cfg, ns)
 	cluster := restoredCluster(t, ns, "c1")
 

@@ -3,7 +3,6 @@ package hardened_test
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,11 +13,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/relink"
@@ -44,18 +41,12 @@ func installGuardrail(t *testing.T, rules []rbacv1.PolicyRule) *rest.Config {
 		t.Fatal(err)
 	}
 	for _, f := range []string{"policy.yaml", "binding.yaml"} {
-		b, err := os.ReadFile(filepath.Join(root, "config", "guardrail", f))
-		if err != nil {
-			t.Fatal(err)
+		objs, err := kubeenv.ReadObjects(filepath.Join(root, "config", "guardrail", f))
+		if err != nil || len(objs) != 1 {
+			t.Fatalf("config/guardrail/%s: %d objects, %v", f, len(objs), err)
 		}
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(b, &u.Object); err != nil {
-			t.Fatalf("config/guardrail/%s: %v", f, err)
-		}
-		if err := env.Client.Create(ctx, u); err != nil {
-			t.Fatalf("creating %s %s: %v", u.GetKind(), u.GetName(), err)
-		}
-		t.Cleanup(func() { _ = env.Client.Delete(context.WithoutCancel(ctx), u) })
+		create(t, objs[0])
+		t.Cleanup(func() { _ = env.Client.Delete(context.WithoutCancel(ctx), objs[0]) })
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNamespace}}
 	// An earlier run in this process (-count) may still be deleting it.
@@ -64,15 +55,6 @@ func installGuardrail(t *testing.T, rules []rbacv1.PolicyRule) *rest.Config {
 	sa := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: managerNamespace, Name: managerServiceAccount}
 	env.BindClusterRole(t, "initlock-guardrail-test", rules, sa)
 	return env.ServiceAccountConfig(t, managerNamespace, managerServiceAccount)
-}
-
-func newClient(t *testing.T, cfg *rest.Config) client.Client {
-	t.Helper()
-	c, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 func mergePatch(patch string) client.Patch {
@@ -183,14 +165,9 @@ func TestGuardrail(t *testing.T) {
 	// without one request refused.
 	t.Run("the manager at work", func(t *testing.T) {
 		ns := env.Namespace(t)
-		create(t,
-			kubeenv.NewLock(ns, "c1", "c1-cp-0", nil),
-			restoredConfigMap(ns, "c1-settings", "c1", plainOwner("Cluster", "c1")),
-			restored(kubeenv.NewMachineGroup("MachineDeployment", v, ns, "c1", "md-0"), plainOwner("Cluster", "c1")),
-			restored(kubeenv.NewMachineGroup("MachineSet", v, ns, "c1", "md-0-abc"), controllerOwner("MachineDeployment", "md-0")),
-			restored(kubeenv.NewMachine(v, ns, "c1", "md-0-abc-0"), controllerOwner("MachineSet", "md-0-abc")),
-			kubeenv.NewMachine(v, ns, "c1", "c1-cp-0"),
-		)
+		create(t, kubeenv.NewLock(ns, "c1", "c1-cp-0", nil), restoredConfigMap(ns, "c1-settings", "c1", plainOwner("Cluster", "c1")))
+		create(t, restoredGraph(ns)...)
+		create(t, kubeenv.NewMachine(v, ns, "c1", "c1-cp-0"))
 		rm, _ := startManager(t, cfg, ns)
 		cluster := restoredCluster(t, ns, "c1")
 		kubeenv.Eventually(t, 30*time.Second, linkedTo(t, "Machine", ns, "md-0-abc-0", get(t, "MachineSet", ns, "md-0-abc"), controllerOwner("MachineSet", "md-0-abc")))

@@ -48,18 +48,19 @@ func restrictedUser(t *testing.T, ns string, rules []rbacv1.PolicyRule) *rest.Co
 		t.Fatal(err)
 	}
 	// RBAC applies once the authorizer's cache has seen the binding.
-	kubeenv.Eventually(t, 10*time.Second, func() error { return listMachines(t, cfg, ns) })
+	c, l := newClient(t, cfg), &metav1.PartialObjectMetadataList{}
+	l.SetGroupVersionKind(capiGVK("MachineList"))
+	kubeenv.Eventually(t, 10*time.Second, func() error { return c.List(t.Context(), l, client.InNamespace(ns)) })
 	return cfg
 }
 
-func listMachines(t *testing.T, cfg *rest.Config, ns string) error {
+func newClient(t *testing.T, cfg *rest.Config) client.Client {
+	t.Helper()
 	c, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
 	if err != nil {
-		return err
+		t.Fatal(err)
 	}
-	l := &metav1.PartialObjectMetadataList{}
-	l.SetGroupVersionKind(capiGVK("MachineList"))
-	return c.List(t.Context(), l, client.InNamespace(ns))
+	return c
 }
 
 // startManager runs the manager with the relinker (default kinds, its own
@@ -88,6 +89,17 @@ const restoreName = "restore-1"
 func restored(u *unstructured.Unstructured, owners ...relink.OwnerRef) *unstructured.Unstructured {
 	u.SetAnnotations(map[string]string{relink.Annotation: relink.Encode(owners)})
 	return withRestore(u)
+}
+
+// restoredGraph is the MachineDeployment md-0 of Cluster c1, its
+// MachineSet md-0-abc and their Machine md-0-abc-0, as restored.
+func restoredGraph(ns string) []client.Object {
+	v := env.CAPIVersion
+	return []client.Object{
+		restored(kubeenv.NewMachineGroup("MachineDeployment", v, ns, "c1", "md-0"), plainOwner("Cluster", "c1")),
+		restored(kubeenv.NewMachineGroup("MachineSet", v, ns, "c1", "md-0-abc"), controllerOwner("MachineDeployment", "md-0")),
+		restored(kubeenv.NewMachine(v, ns, "c1", "md-0-abc-0"), controllerOwner("MachineSet", "md-0-abc")),
+	}
 }
 
 // restoredCluster creates Cluster name as the same restore brings it back,
@@ -121,9 +133,7 @@ func plainOwner(kind, name string) relink.OwnerRef {
 
 func create(t *testing.T, objs ...client.Object) {
 	t.Helper()
-	for _, o := range objs {
-		managertest.Create(t, env.Client, o)
-	}
+	managertest.Create(t, env.Client, objs...)
 }
 
 func get(t *testing.T, kind, ns, name string) *unstructured.Unstructured {

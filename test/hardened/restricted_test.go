@@ -21,14 +21,9 @@ func TestRestrictedRelinkAndAdoption(t *testing.T) {
 	ns := env.Namespace(t)
 	cfg := restrictedUser(t, ns, installRules(t))
 
-	v := env.CAPIVersion
-	create(t,
-		kubeenv.NewLock(ns, "c1", "c1-cp-0", nil),
-		restored(kubeenv.NewMachineGroup("MachineDeployment", v, ns, "c1", "md-0"), plainOwner("Cluster", "c1")),
-		restored(kubeenv.NewMachineGroup("MachineSet", v, ns, "c1", "md-0-abc"), controllerOwner("MachineDeployment", "md-0")),
-		restored(kubeenv.NewMachine(v, ns, "c1", "md-0-abc-0"), controllerOwner("MachineSet", "md-0-abc")),
-		kubeenv.NewMachine(v, ns, "c1", "c1-cp-0"),
-	)
+	create(t, kubeenv.NewLock(ns, "c1", "c1-cp-0", nil))
+	create(t, restoredGraph(ns)...)
+	create(t, kubeenv.NewMachine(env.CAPIVersion, ns, "c1", "c1-cp-0"))
 	rm, _ := startManager(t, cfg, ns)
 	t.Cleanup(func() {
 		if t.Failed() {
