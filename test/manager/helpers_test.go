@@ -8,30 +8,24 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
-	"github.com/initlock/initlock/internal/manager"
 	"github.com/initlock/initlock/test/managertest"
 )
 
 // Shorthands for the kubeenv and managertest helpers with this package's Env.
 
 var (
-	testOptions = managertest.Options
-	lockFor     = kubeenv.NewLock
-	paused      = kubeenv.Paused
-	writeVerbs  = kubeenv.WriteVerbs
-	metricValue = managertest.MetricValue
-	wantWrites  = managertest.WantWrites
-	noWrites    = managertest.NoWrites
+	testOptions  = managertest.Options
+	startManager = managertest.Start
+	lockFor      = kubeenv.NewLock
+	paused       = kubeenv.Paused
+	metricValue  = managertest.MetricValue
+	wantWrites   = managertest.WantWrites
+	noWrites     = managertest.NoWrites
 )
-
-func startManager(t testing.TB, cfg *rest.Config, opts manager.Options) *kubeenv.Running {
-	return managertest.Start(t, cfg, opts)
-}
 
 func createCluster(t testing.TB, version, ns, name string, mutate ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
 	t.Helper()

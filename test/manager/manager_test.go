@@ -9,13 +9,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/capi"
+	"github.com/initlock/initlock/test/managertest"
 )
 
 var env *kubeenv.Env
@@ -56,14 +56,10 @@ func TestSeedScenario(t *testing.T) {
 
 	// Restore in Velero's order: ConfigMaps, Machines, Clusters.
 	rm.Counter.Reset()
-	velerosim.Restore(t, env.Config, velerosim.Options{}, backup...)
-	restored := &unstructured.Unstructured{}
-	restored.SetGroupVersionKind(capi.ClusterGVK(v))
-	if err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "c1"}, restored); err != nil {
-		t.Fatal(err)
-	}
-	if restored.GetUID() == cluster.GetUID() {
-		t.Fatalf("restore kept the Cluster UID")
+	objs := velerosim.Restore(t, env.Config, velerosim.Options{}, backup...)
+	restored := objs[len(objs)-1] // the Cluster, restored last
+	if restored.GetKind() != "Cluster" || restored.GetUID() == cluster.GetUID() {
+		t.Fatalf("restored last: %s %s, want the Cluster under a new UID (was %s)", restored.GetKind(), restored.GetUID(), cluster.GetUID())
 	}
 	kubeenv.Eventually(t, 20*time.Second, lockIs(t, ns, "c1", ownedBy(restored)))
 	eventOn(t, ns, "LockAdopted", "Cluster", "c1")
@@ -153,39 +149,8 @@ func TestPaused(t *testing.T) {
 
 // TestOrphanCollection: a lock whose Cluster is absent is marked, kept while
 // its holder Machine exists, and collected once the Machine is gone and the
-// grace period has passed.
-func TestOrphanCollection(t *testing.T) {
-	ns := env.Namespace(t)
-	machine := createMachine(t, v, ns, "gone", "gone-cp-0")
-	create(t, lockFor(ns, "gone", "gone-cp-0", nil))
-	opts := testOptions(ns)
-	opts.OrphanGrace, opts.OrphanSettle = 2*time.Second, 0
-	rm := startManager(t, env.Config, opts)
-	collectedBefore := metricValue(t, "initlock_orphan_locks_collected_total")
-	markedBefore := metricValue(t, "initlock_lock_absence_marks_total")
-
-	// The absence is recorded on the lock.
-	kubeenv.Eventually(t, 20*time.Second, lockIs(t, ns, "gone", func(cm *corev1.ConfigMap) error {
-		if _, ok := cm.Annotations[wire.ClusterAbsentAnnotation]; !ok {
-			return fmt.Errorf("lock not marked yet")
-		}
-		return nil
-	}))
-	// Not collected while the holder exists, well past the grace period.
-	kubeenv.Consistently(t, 3*opts.OrphanGrace, lockIs(t, ns, "gone", present))
-	wantWrites(t, rm, "configmaps", ns, 1, "(the mark)")
-	if d := metricValue(t, "initlock_lock_absence_marks_total") - markedBefore; d != 1 {
-		t.Fatalf("absence marks metric grew by %v, want 1", d)
-	}
-
-	deleteAndWait(t, machine)
-	kubeenv.Eventually(t, 20*time.Second, lockGone(t, ns, "gone"))
-	eventOn(t, ns, "OrphanLockCollected", "ConfigMap", "gone-lock")
-	wantWrites(t, rm, "configmaps", ns, 3, "(the absence, the release mark, the delete)")
-	if d := metricValue(t, "initlock_orphan_locks_collected_total") - collectedBefore; d != 1 {
-		t.Fatalf("collected metric grew by %v, want 1", d)
-	}
-}
+// grace period has passed (managertest.OrphanCollection).
+func TestOrphanCollection(t *testing.T) { managertest.OrphanCollection(t, env, v) }
 
 // TestNotALock: a ConfigMap with the lock's name that is not a lock, and a
 // corrupt lock, are never written; each gets one Warning event on the

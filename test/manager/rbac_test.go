@@ -12,7 +12,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,7 +32,7 @@ const managerUser = "initlock-manager"
 func TestRestrictedRBAC(t *testing.T) {
 	system := env.Namespace(t) // the manager's own namespace
 	ns := env.Namespace(t)
-	cfg := bindRoles(t, loadGeneratedRBAC(t), system)
+	cfg, uc := bindRoles(t, system)
 
 	opts := testOptions("")
 	opts.LeaderElection = true
@@ -93,10 +92,6 @@ func TestRestrictedRBAC(t *testing.T) {
 	}
 
 	// Nothing more than needed.
-	uc, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, tc := range []struct {
 		what string
 		do   func(context.Context) error
@@ -133,57 +128,31 @@ func TestRestrictedRBAC(t *testing.T) {
 	}
 }
 
-// loadGeneratedRBAC reads the ClusterRole and Role controller-gen wrote.
-func loadGeneratedRBAC(t testing.TB) []*unstructured.Unstructured {
+// bindRoles binds the ClusterRole and the Role controller-gen wrote
+// (config/rbac/role.yaml), the Role in the manager's namespace system, to
+// the manager's user only, and returns the user's rest.Config and client
+// once RBAC lets it list ConfigMaps.
+func bindRoles(t testing.TB, system string) (*rest.Config, client.Client) {
 	t.Helper()
 	root, err := kubeenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := kubeenv.ReadObjects(filepath.Join(root, "config", "rbac", "role.yaml"))
+	roles, err := kubeenv.ReadObjects(filepath.Join(root, "config", "rbac", "role.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(out) != 2 || out[0].GetKind() != "ClusterRole" || out[1].GetKind() != "Role" {
-		t.Fatalf("role.yaml holds %d objects, want a ClusterRole and a Role", len(out))
+	if len(roles) != 2 || roles[0].GetKind() != "ClusterRole" || roles[1].GetKind() != "Role" {
+		t.Fatalf("role.yaml holds %d objects, want a ClusterRole and a Role", len(roles))
 	}
-	return out
-}
-
-// bindRoles creates the roles, the Role in the manager's namespace, binds
-// both to the manager's user only, and returns the user's rest.Config.
-func bindRoles(t testing.TB, roles []*unstructured.Unstructured, system string) *rest.Config {
-	t.Helper()
-	clusterRoleName := "initlock-test-" + system
-	subjects := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: managerUser}}
-	for _, u := range roles {
-		u = u.DeepCopy()
-		if u.GetKind() == "ClusterRole" {
-			u.SetName(clusterRoleName)
-			crb := &rbacv1.ClusterRoleBinding{
-				ObjectMeta: metav1.ObjectMeta{Name: clusterRoleName},
-				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRoleName},
-				Subjects:   subjects,
-			}
-			create(t, u)
-			create(t, crb)
-			t.Cleanup(func() {
-				ctx := context.WithoutCancel(t.Context())
-				_ = env.Client.Delete(ctx, crb)
-				_ = env.Client.Delete(ctx, u)
-			})
-			continue
-		}
-		u.SetNamespace(system)
-		create(t, u)
-		create(t, &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: system, Name: u.GetName()},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: u.GetName()},
-			Subjects:   subjects,
-		})
-	}
-	// RBAC is enforced as soon as the objects exist, but the authorizer's
-	// cache may lag a moment: wait until the user may list ConfigMaps.
+	subject := kubeenv.UserSubject(managerUser)
+	env.BindClusterRole(t, "initlock-test-"+system, kubeenv.GeneratedClusterRoleRules(t, "rbac"), subject)
+	roles[1].SetNamespace(system)
+	create(t, roles[1], &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: system, Name: roles[1].GetName()},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: roles[1].GetName()},
+		Subjects:   []rbacv1.Subject{subject},
+	})
 	cfg, err := env.AddUser(managerUser, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -192,8 +161,10 @@ func bindRoles(t testing.TB, roles []*unstructured.Unstructured, system string) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	// RBAC is enforced as soon as the objects exist, but the authorizer's
+	// cache may lag a moment.
 	kubeenv.Eventually(t, 10*time.Second, func() error {
 		return uc.List(t.Context(), &corev1.ConfigMapList{}, client.Limit(1))
 	})
-	return cfg
+	return cfg, uc
 }

@@ -14,6 +14,7 @@ package managertest
 import (
 	"cmp"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
@@ -31,6 +33,7 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
+	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/internal/manager"
 )
 
@@ -248,4 +251,53 @@ func GetOK(t testing.TB, timeout time.Duration, url, token string) string {
 		return err
 	})
 	return body
+}
+
+// OrphanCollection runs a manager, with a grace period of 2 s and no settle
+// time, over a lock whose Cluster (of Cluster API version) is absent, in a
+// namespace of env's own. The absence is marked on the lock with one write;
+// the lock is kept while its holder Machine exists, three grace periods
+// long; once the Machine is gone it is collected, with an
+// OrphanLockCollected event and three writes in all (the absence, the
+// release mark, the delete). The metrics count the mark and the collection,
+// and the collection was confirmed by a live read of the Cluster.
+func OrphanCollection(t *testing.T, env *kubeenv.Env, version string) {
+	ns := env.Namespace(t)
+	machine := CreateMachine(t, env.Client, version, ns, "gone", "gone-cp-0")
+	Create(t, env.Client, kubeenv.NewLock(ns, "gone", "gone-cp-0", nil))
+	opts := Options(ns)
+	opts.OrphanGrace, opts.OrphanSettle = 2*time.Second, 0
+	rm := Start(t, env.Config, opts)
+	collected0, marked0 := MetricValue(t, "initlock_orphan_locks_collected_total"), MetricValue(t, "initlock_lock_absence_marks_total")
+	lock := func(check func(*corev1.ConfigMap) error) func() error {
+		return func() error {
+			cm, err := kubeenv.GetLock(t.Context(), env.Client, ns, "gone")
+			if err != nil || cm == nil {
+				return cmp.Or(err, errors.New("no lock"))
+			}
+			return check(cm)
+		}
+	}
+	kubeenv.Eventually(t, 20*time.Second, lock(func(cm *corev1.ConfigMap) error {
+		if _, ok := cm.Annotations[wire.ClusterAbsentAnnotation]; !ok {
+			return errors.New("lock not marked yet")
+		}
+		return nil
+	}))
+	kubeenv.Consistently(t, 3*opts.OrphanGrace, lock(func(*corev1.ConfigMap) error { return nil }))
+	WantWrites(t, rm, "configmaps", ns, 1, "(the mark)")
+	if d := MetricValue(t, "initlock_lock_absence_marks_total") - marked0; d != 1 {
+		t.Fatalf("absence marks metric grew by %v, want 1", d)
+	}
+
+	kubeenv.DeleteAndWait(t, env.Client, machine)
+	kubeenv.Eventually(t, 20*time.Second, kubeenv.LockGone(t.Context(), env.Client, ns, "gone"))
+	EventOn(t, env.Client, ns, "OrphanLockCollected", "ConfigMap", "gone-lock")
+	WantWrites(t, rm, "configmaps", ns, 3, "(the absence, the release mark, the delete)")
+	if d := MetricValue(t, "initlock_orphan_locks_collected_total") - collected0; d != 1 {
+		t.Fatalf("collected metric grew by %v, want 1", d)
+	}
+	if n := rm.Counter.Of("clusters", ns).Count("get"); n == 0 {
+		t.Fatalf("no live read of the Cluster: the collection was not confirmed:\n%s", rm.Counter)
+	}
 }

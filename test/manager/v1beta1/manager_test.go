@@ -1,7 +1,6 @@
 package v1beta1
 
 import (
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
-	"github.com/initlock/initlock/internal/kubeenv/wire"
 	"github.com/initlock/initlock/pkg/initlock/capi"
 	"github.com/initlock/initlock/test/managertest"
 )
@@ -72,32 +70,7 @@ func TestV1Beta1Only(t *testing.T) {
 
 // TestV1Beta1OrphanCollected: on a management cluster that serves only
 // v1beta1, an orphan lock (its Cluster absent) is marked and, once its
-// holder is gone too, collected: the live confirmations read the Cluster
-// and the holder in v1beta1, the version the server serves, never in a
-// default version it does not serve.
-func TestV1Beta1OrphanCollected(t *testing.T) {
-	ns := env.Namespace(t)
-	c := env.Client
-	machine := managertest.CreateMachine(t, c, v, ns, "gone", "gone-cp-0")
-	managertest.Create(t, c, kubeenv.NewLock(ns, "gone", "gone-cp-0", nil))
-	opts := managertest.Options(ns)
-	opts.OrphanGrace, opts.OrphanSettle = 2*time.Second, 0
-	rm := managertest.Start(t, env.Config, opts)
-
-	kubeenv.Eventually(t, 20*time.Second, func() error {
-		cm, err := kubeenv.GetLock(t.Context(), c, ns, "gone")
-		if err == nil && (cm == nil || cm.Annotations[wire.ClusterAbsentAnnotation] == "") {
-			err = errors.New("no lock marked yet")
-		}
-		return err
-	})
-	kubeenv.DeleteAndWait(t, c, machine)
-	kubeenv.Eventually(t, 20*time.Second, kubeenv.LockGone(t.Context(), c, ns, "gone"))
-	managertest.EventOn(t, c, ns, "OrphanLockCollected", "ConfigMap", "gone-lock")
-	managertest.WantWrites(t, rm, "configmaps", ns, 3, "(the absence, the release mark, the delete)")
-	// Every read of Cluster API objects was in v1beta1: none was refused
-	// as a kind the server does not serve.
-	if n := rm.Counter.Of("clusters", ns).Count("get"); n == 0 {
-		t.Fatalf("no live read of the Cluster: the collection was not confirmed:\n%s", rm.Counter)
-	}
-}
+// holder is gone too, collected (managertest.OrphanCollection): the live
+// confirmations read the Cluster and the holder in v1beta1, the version the
+// server serves, never in a default version it does not serve.
+func TestV1Beta1OrphanCollected(t *testing.T) { managertest.OrphanCollection(t, env, v) }
