@@ -61,38 +61,28 @@ func TestClusterChanged(t *testing.T) {
 		mutate func(*unstructured.Unstructured)
 		want   bool
 	}{
-		{"resync", func(*unstructured.Unstructured) {}, true},
+		{"resync", func(u *unstructured.Unstructured) { u.SetResourceVersion("1") }, true},
 		{"status churn, with a grant recorded", func(u *unstructured.Unstructured) {
-			u.SetResourceVersion("2")
 			u.Object["status"] = map[string]any{"phase": "Provisioning"}
 		}, false},
 		{"grant register written", func(u *unstructured.Unstructured) {
-			u.SetResourceVersion("2")
 			u.SetAnnotations(map[string]string{wire.GrantAnnotation: `{"machineName":"m1","machineUID":"m1-uid","clusterUID":"uid","token":"t2"}`})
 		}, true},
-		{"grant register emptied", func(u *unstructured.Unstructured) {
-			u.SetResourceVersion("2")
-			u.SetAnnotations(nil)
-		}, true},
+		{"grant register emptied", func(u *unstructured.Unstructured) { u.SetAnnotations(nil) }, true},
 		{"another annotation written", func(u *unstructured.Unstructured) {
-			u.SetResourceVersion("2")
 			u.SetAnnotations(map[string]string{wire.GrantAnnotation: grant, "example.com/note": "x"})
 		}, true},
 		{"paused", func(u *unstructured.Unstructured) {
-			u.SetResourceVersion("2")
 			u.SetAnnotations(map[string]string{wire.GrantAnnotation: grant, capi.PausedAnnotation: "true"})
 		}, true},
 		{"initialised", func(u *unstructured.Unstructured) {
-			u.SetResourceVersion("2")
 			u.Object["status"] = map[string]any{"initialization": map[string]any{"controlPlaneInitialized": true}}
 		}, true},
-		{"deleting", func(u *unstructured.Unstructured) {
-			u.SetResourceVersion("2")
-			u.SetDeletionTimestamp(&metav1.Time{Time: time.Now()})
-		}, true},
+		{"deleting", func(u *unstructured.Unstructured) { u.SetDeletionTimestamp(&metav1.Time{Time: time.Now()}) }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			updated := base()
+			updated.SetResourceVersion("2") // a change but for a resync
 			tc.mutate(updated)
 			if got := p.Update(event.UpdateEvent{ObjectOld: base(), ObjectNew: updated}); got != tc.want {
 				t.Errorf("Update = %t, want %t", got, tc.want)
