@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -81,21 +82,19 @@ func BenchmarkRestoreStorm(b *testing.B) {
 	}
 	rawUse := startUsage(b)
 	patchAll(b, raw, rawNS, n)
-	rawTime, rawReqs, rawCPU := rawUse.stop(b)
+	rawTime, rawReqs, rawCPU := rawUse(b)
 	verifyOwned(b, rawNS, n)
 
 	// Manager.
 	mgrNS := env.Namespace(b)
 	restoreUnowned(b, mgrNS, n)
-	opts := managertest.Options(mgrNS)
-	opts.KubeAPIQPS, opts.KubeAPIBurst = 0, 0 // those of cfg
 	adopted0 := managertest.MetricValue(b, "initlock_lock_adoptions_total")
 	mgrUse := startUsage(b)
-	rm := managertest.StartNoWait(b, cfg, opts)
+	rm := managertest.StartNoWait(b, cfg, managertest.Options(mgrNS))
 	waitFor(b, 30*time.Minute, func() bool {
 		return managertest.MetricValue(b, "initlock_lock_adoptions_total")-adopted0 >= float64(n)
 	})
-	mgrTime, mgrReqs, mgrCPU := mgrUse.stop(b)
+	mgrTime, mgrReqs, mgrCPU := mgrUse(b)
 	time.Sleep(2 * time.Second) // let any stray write show
 	verifyOwned(b, mgrNS, n)
 	writes := rm.Counter.Of("configmaps", mgrNS).Writes()
@@ -130,9 +129,7 @@ func BenchmarkRestoreWhileRunning(b *testing.B) {
 	defer loadavg.Record(b)()
 	n := *stormClusters
 	ns := env.Namespace(b)
-	opts := managertest.Options(ns)
-	opts.KubeAPIQPS, opts.KubeAPIBurst = 0, 0 // those of stormConfig
-	rm := managertest.Start(b, stormConfig(), opts)
+	rm := managertest.Start(b, stormConfig(), managertest.Options(ns))
 	adopted0 := managertest.MetricValue(b, "initlock_lock_adoptions_total")
 	marked0 := managertest.MetricValue(b, "initlock_lock_absence_marks_total")
 	restore(b, lockedMachines(ns, n)...)
@@ -161,7 +158,7 @@ func BenchmarkSteadyState(b *testing.B) {
 	defer loadavg.Record(b)()
 	n := *steadyN
 	ns := env.Namespace(b)
-	createHealthy(b, ns, n)
+	createHealthy(b, ns, n, 1)
 	opts := managertest.Options(ns)
 	opts.SyncPeriod = *steadySync
 	reconciled0 := reconciled(b)
@@ -199,7 +196,7 @@ func BenchmarkSteadyState(b *testing.B) {
 func BenchmarkMemoryUnrelatedConfigMaps(b *testing.B) {
 	defer loadavg.Record(b)()
 	ns := env.Namespace(b)
-	createHealthy(b, ns, *memClusters)
+	createHealthy(b, ns, *memClusters, 1)
 	opts := managertest.Options(ns)
 
 	measure := func() uint64 {
@@ -277,15 +274,17 @@ func restore(b *testing.B, objs ...client.Object) {
 	velerosim.Restore(b, env.Config, velerosim.Options{Workers: 32}, objs...)
 }
 
-// createHealthy creates n Clusters with a Machine and a lock it holds,
-// owned by the Cluster, as the manager keeps it.
-func createHealthy(b *testing.B, ns string, n int) {
+// createHealthy creates n Clusters with m Machines each and a lock the
+// first one holds, owned by the Cluster, as the manager keeps it.
+func createHealthy(b *testing.B, ns string, n, m int) {
 	clusters := make([]*unstructured.Unstructured, n)
 	createAll(b, n, func(i int) client.Object {
 		clusters[i] = kubeenv.NewCluster(v, ns, name(i))
 		return clusters[i]
 	})
-	createAll(b, n, func(i int) client.Object { return kubeenv.NewMachine(v, ns, name(i), name(i)+"-cp-0") })
+	createAll(b, n*m, func(i int) client.Object {
+		return kubeenv.NewMachine(v, ns, name(i/m), name(i/m)+"-cp-"+strconv.Itoa(i%m))
+	})
 	createAll(b, n, func(i int) client.Object { return kubeenv.NewLock(ns, name(i), name(i)+"-cp-0", clusters[i]) })
 }
 

@@ -62,16 +62,8 @@ func BenchmarkStartupAtScale(b *testing.B) {
 	n := *scaleClusters
 	ns := env.Namespace(b)
 	created := time.Now()
-	clusters := make([]*unstructured.Unstructured, n)
-	createAll(b, n, func(i int) client.Object {
-		clusters[i] = kubeenv.NewCluster(v, ns, name(i))
-		return clusters[i]
-	})
 	m := *scaleMachines
-	createAll(b, n*m, func(i int) client.Object {
-		return kubeenv.NewMachine(v, ns, name(i/m), name(i/m)+"-cp-"+strconv.Itoa(i%m))
-	})
-	createAll(b, n, func(i int) client.Object { return kubeenv.NewLock(ns, name(i), name(i)+"-cp-0", clusters[i]) })
+	createHealthy(b, ns, n, m)
 	b.Logf("start-up at scale: created %d Clusters, %d Machines and %d locks in %s", n, n*m, n, time.Since(created).Round(time.Second))
 
 	runBare(b, ns, n) // warm-up

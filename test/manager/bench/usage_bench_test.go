@@ -30,14 +30,6 @@ func limits(cfg *rest.Config) string {
 	return fmt.Sprintf("client QPS %.0f, burst %d", cfg.QPS, cfg.Burst)
 }
 
-// usage measures a stretch of a benchmark: its wall time, the requests the
-// API server served meanwhile, and the CPU time of this process.
-type usage struct {
-	start    time.Time
-	requests served
-	cpu      time.Duration
-}
-
 // served counts requests by the API server's own apiserver_request_total.
 type served struct {
 	// all is every request; writes those that change an object (POST,
@@ -50,17 +42,17 @@ func (s served) minus(o served) served {
 	return served{s.all - o.all, s.writes - o.writes, s.configMapWrites - o.configMapWrites}
 }
 
-func startUsage(b *testing.B) *usage {
+// startUsage starts measuring a stretch of a benchmark; the function it
+// returns ends the stretch and returns its wall time, the requests the API
+// server served meanwhile, and the CPU time of this process.
+func startUsage(b *testing.B) func(*testing.B) (time.Duration, served, time.Duration) {
 	b.Helper()
-	u := &usage{requests: apiserverRequests(b), cpu: processCPU(b)}
-	u.start = time.Now()
-	return u
-}
-
-func (u *usage) stop(b *testing.B) (time.Duration, served, time.Duration) {
-	b.Helper()
-	elapsed := time.Since(u.start)
-	return elapsed, apiserverRequests(b).minus(u.requests), processCPU(b) - u.cpu
+	requests, cpu, start := apiserverRequests(b), processCPU(b), time.Now()
+	return func(b *testing.B) (time.Duration, served, time.Duration) {
+		b.Helper()
+		elapsed := time.Since(start)
+		return elapsed, apiserverRequests(b).minus(requests), processCPU(b) - cpu
+	}
 }
 
 // processCPU is the user and system CPU time this process has used.
