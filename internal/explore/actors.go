@@ -131,14 +131,7 @@ func (s *System) manager(ctx context.Context) {
 	const actor = "manager"
 	defer s.actorDone(actor)
 	live := s.client(actor)
-	r := &lock.Reconciler{
-		Client:      viewClient{Client: live, sys: s},
-		APIReader:   live,
-		CAPIVersion: "v1beta2",
-		Policy:      keeper.DefaultPolicy(),
-		Clock:       clocktesting.NewFakePassiveClock(start),
-	}
-	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: namespace, Name: clusterName}}
+	r := reconciler(viewClient{Client: live, sys: s}, live)
 	for range s.sc.Reconciles {
 		if s.isAborted() {
 			return
@@ -146,9 +139,19 @@ func (s *System) manager(ctx context.Context) {
 		s.wait(actor, "reconcile")
 		s.checker.reconcileStarted(s)
 		s.touch(hookReconcile)
-		_, _ = r.Reconcile(ctx, req)
+		_, _ = r.Reconcile(ctx, clusterRequest)
 		s.checker.reconcileEnded(s)
 	}
+}
+
+// clusterRequest is the manager's reconcile of the Cluster.
+var clusterRequest = ctrl.Request{NamespacedName: types.NamespacedName{Namespace: namespace, Name: clusterName}}
+
+// reconciler is initlock-manager's lock reconciler, reading through cache
+// and confirming through live.
+func reconciler(cache, live client.Client) *lock.Reconciler {
+	return &lock.Reconciler{Client: cache, APIReader: live, CAPIVersion: "v1beta2", Policy: keeper.DefaultPolicy(),
+		Clock: clocktesting.NewFakePassiveClock(start)}
 }
 
 // operator is kubectl initlock release, without --force unless the

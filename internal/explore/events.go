@@ -59,10 +59,23 @@ func (s *System) eventsOf(k EventKind) []*event {
 	ev := func(name string, run func(*System)) *event {
 		return &event{name: name, kind: k, cost: costOf(k), run: run}
 	}
+	if r, ok := restores[k]; ok {
+		if s.backup == nil || s.restored {
+			return nil
+		}
+		return []*event{ev(r.name, func(s *System) {
+			s.restored = true
+			r.run(s, s.backup)
+		})}
+	}
 	switch k {
 	case DeleteLock:
 		if sn.lock != nil && !sn.lock.Deleting {
-			return []*event{ev("the lock is deleted", func(s *System) { s.deleteLock("the adversary's delete") })}
+			return []*event{ev("the lock is deleted", func(s *System) {
+				// With no precondition: the lock guard, if installed,
+				// refuses it unless the lock is marked for release.
+				s.removeLock("the adversary's delete", func() error { return s.store.Delete(lockKey, nil, nil) })
+			})}
 		}
 	case HoldDeletion:
 		if sn.lock != nil && !sn.lock.Deleting {
@@ -160,20 +173,6 @@ func (s *System) eventsOf(k EventKind) []*event {
 		if s.backup == nil {
 			return []*event{ev("the namespace is backed up", func(s *System) { s.backup = s.takeBackup() })}
 		}
-	case Restore:
-		if s.backup != nil && !s.restored {
-			return []*event{ev("the namespace is deleted and restored from the backup", func(s *System) {
-				s.restored = true
-				s.restoreBackup(s.backup)
-			})}
-		}
-	case RestoreRewritten:
-		if s.backup != nil && !s.restored {
-			return []*event{ev("the namespace is deleted and restored from the backup, the lock's record written with its key escaped", func(s *System) {
-				s.restored = true
-				s.restoreBackup(s.backup.withEscapedRecord())
-			})}
-		}
 	case RestoreMachine:
 		if s.backup == nil || s.restored {
 			return nil
@@ -188,27 +187,6 @@ func (s *System) eventsOf(k EventKind) []*event {
 			}
 		}
 		return out
-	case RestoreClusterFirst:
-		if s.backup != nil && !s.restored {
-			return []*event{ev("the namespace is deleted and restored from the backup, the Machines left for later", func(s *System) {
-				s.restored = true
-				s.restoreClusterFirst(s.backup)
-			})}
-		}
-	case RestoreOverLock:
-		if s.backup != nil && !s.restored {
-			return []*event{ev("the cluster and its machines are deleted and restored from the backup over the lock, the Machines left for later", func(s *System) {
-				s.restored = true
-				s.restoreOverLock(s.backup)
-			})}
-		}
-	case RestoreUpdate:
-		if s.backup != nil && !s.restored {
-			return []*event{ev("the backup is restored over the live objects with the update policy", func(s *System) {
-				s.restored = true
-				s.restoreUpdate(s.backup)
-			})}
-		}
 	case MachinesRestored:
 		if len(s.pending) > 0 {
 			return []*event{ev("the Machines are restored", func(s *System) { s.restoreMachines() })}
@@ -216,11 +194,7 @@ func (s *System) eventsOf(k EventKind) []*event {
 	case CollectLock:
 		if sn.lock != nil && !sn.lock.Deleting {
 			return []*event{ev("the garbage collector deletes the lock", func(s *System) {
-				before := s.store.Peek(lockKey)
-				if err := collectorDelete(s.store); err == nil && s.store.Peek(lockKey) == nil {
-					s.checker.lockRemoved(s, before, "the garbage collector")
-					s.checker.lockDeleted()
-				}
+				s.removeLock("the garbage collector", func() error { return collectorDelete(s.store) })
 			})}
 		}
 	case ReshapeLock:
@@ -252,12 +226,10 @@ func (s *System) eventsOf(k EventKind) []*event {
 	case DeleteLockAtVersion:
 		if sn.lock != nil && !sn.lock.Deleting {
 			return []*event{ev("a script deletes the lock at the version it read", func(s *System) {
-				before := s.store.Peek(lockKey)
-				rv := rvOf(before)
-				if err := s.store.DeleteWith(lockKey, apimodel.DeleteRequest{ResourceVersion: &rv, User: "a-script"}); err == nil && s.store.Peek(lockKey) == nil {
-					s.checker.lockRemoved(s, before, "a script's delete at the version it read")
-					s.checker.lockDeleted()
-				}
+				rv := rvOf(s.store.Peek(lockKey))
+				s.removeLock("a script's delete at the version it read", func() error {
+					return s.store.DeleteWith(lockKey, apimodel.DeleteRequest{ResourceVersion: &rv, User: "a-script"})
+				})
 			})}
 		}
 	case LeaveMoveMark:
@@ -305,16 +277,30 @@ func collectorDelete(st *apimodel.Store) error {
 // clusterFinalizer is Cluster API's finalizer on a Cluster.
 const clusterFinalizer = "cluster.cluster.x-k8s.io"
 
-// deleteLock deletes the lock as a person or the garbage collector does,
-// with no precondition: the lock guard, if installed, refuses it unless
-// the lock is marked for release.
-func (s *System) deleteLock(by string) {
+// removeLock deletes the lock with del and, once it is gone, has the
+// checker judge its removal by `by`; a delete refused, or one a finalizer
+// holds, loses nothing.
+func (s *System) removeLock(by string, del func() error) {
 	before := s.store.Peek(lockKey)
-	_ = s.store.Delete(lockKey, nil, nil)
-	if s.store.Peek(lockKey) == nil {
+	if del() == nil && s.store.Peek(lockKey) == nil {
 		s.checker.lockRemoved(s, before, by)
 		s.checker.lockDeleted()
-	} // else refused, or a finalizer holds it: nothing is lost
+	}
+}
+
+// restores are the restores of the backup, at most one an execution, by
+// kind of event.
+var restores = map[EventKind]struct {
+	name string
+	run  func(*System, *backup)
+}{
+	Restore: {"the namespace is deleted and restored from the backup", (*System).restoreBackup},
+	RestoreRewritten: {"the namespace is deleted and restored from the backup, the lock's record written with its key escaped",
+		func(s *System, b *backup) { s.restoreBackup(b.withEscapedRecord()) }},
+	RestoreClusterFirst: {"the namespace is deleted and restored from the backup, the Machines left for later", (*System).restoreClusterFirst},
+	RestoreOverLock: {"the cluster and its machines are deleted and restored from the backup over the lock, the Machines left for later",
+		(*System).restoreOverLock},
+	RestoreUpdate: {"the backup is restored over the live objects with the update policy", (*System).restoreUpdate},
 }
 
 // revertEvents are the register's earlier values it may go back to.

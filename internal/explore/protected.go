@@ -1,15 +1,6 @@
 package explore
 
-import (
-	"context"
-
-	"k8s.io/apimachinery/pkg/types"
-	clocktesting "k8s.io/utils/clock/testing"
-	ctrl "sigs.k8s.io/controller-runtime"
-
-	"github.com/initlock/initlock/internal/controllers/lock"
-	"github.com/initlock/initlock/pkg/initlock/keeper"
-)
+import "context"
 
 // InvProtected is checked with the lock guard installed and the manager
 // running: once the actors are done and the manager has reconciled with
@@ -32,12 +23,10 @@ func (s *System) protection(ctx context.Context) {
 	s.auto = true
 	s.mu.Unlock()
 	live := s.client("manager")
-	r := &lock.Reconciler{Client: live, APIReader: live, CAPIVersion: "v1beta2", Policy: keeper.DefaultPolicy(),
-		Clock: clocktesting.NewFakePassiveClock(start)}
-	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: namespace, Name: clusterName}}
+	r := reconciler(live, live)
 	for range 2 {
 		s.checker.reconcileStarted(s)
-		_, _ = r.Reconcile(ctx, req)
+		_, _ = r.Reconcile(ctx, clusterRequest)
 		s.checker.reconcileEnded(s)
 	}
 	if s.checker.violation != nil || !s.heldForAMachine() {

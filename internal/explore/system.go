@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -177,15 +176,7 @@ func (s *System) setUp() {
 		s.store.Mutate(clusterKey, func(o map[string]any) { setAnnotation(o, wire.GrantAnnotation, &grant) })
 	}
 	if s.sc.UpstreamHolder != "" {
-		lock := kubeenv.NewLock(namespace, clusterName, s.sc.UpstreamHolder, nil)
-		u, err := toUnstructured(lock)
-		if err != nil {
-			panic(err)
-		}
-		live, _ := s.store.Get(clusterKey)
-		meta := live["metadata"].(map[string]any)
-		u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "cluster.x-k8s.io/v1beta2", Kind: "Cluster", Name: clusterName, UID: typesUID(meta["uid"])}})
-		s.mustCreate(lockKey, u.Object)
+		s.createLock(kubeenv.NewLock(namespace, clusterName, s.sc.UpstreamHolder, s.liveCluster()))
 		s.checker.upstream(s, s.sc.UpstreamHolder)
 	}
 	if m := s.sc.LibraryHolder; m != "" {
@@ -215,14 +206,9 @@ func (s *System) setUpLibraryHolder(m string) {
 	}
 	val := string(rec)
 	s.store.Mutate(clusterKey, func(o map[string]any) { setAnnotation(o, wire.GrantAnnotation, &val) })
-	lock := kubeenv.NewLock(namespace, clusterName, m, nil)
+	lock := kubeenv.NewLock(namespace, clusterName, m, s.liveCluster())
 	lock.Data[wire.DataKey] = val
-	u, err := toUnstructured(lock)
-	if err != nil {
-		panic(err)
-	}
-	u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "cluster.x-k8s.io/v1beta2", Kind: "Cluster", Name: clusterName, UID: sn.cluster.UID}})
-	s.mustCreate(lockKey, u.Object)
+	s.createLock(lock)
 	s.checker.grants = append(s.checker.grants, grant{machine: m, uid: ref.MachineUID, register: true, lock: true})
 }
 
@@ -239,6 +225,21 @@ func (s *System) mustCreate(k apimodel.Key, obj map[string]any) {
 	if _, err := s.store.Create(k, obj); err != nil {
 		panic(err)
 	}
+}
+
+// createLock creates the lock lock.
+func (s *System) createLock(lock *corev1.ConfigMap) {
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(lock)
+	if err != nil {
+		panic(err)
+	}
+	s.mustCreate(lockKey, obj)
+}
+
+// liveCluster is the live Cluster, to own the locks the scenario starts
+// with.
+func (s *System) liveCluster() *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: s.store.Peek(clusterKey)}
 }
 
 // client returns a gated client of the model for actor.
@@ -420,14 +421,6 @@ func gr(kind string) schema.GroupResource {
 		return schema.GroupResource{Resource: "configmaps"}
 	}
 	return schema.GroupResource{Group: "cluster.x-k8s.io", Resource: strings.ToLower(kind) + "s"}
-}
-
-func toUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return nil, err
-	}
-	return &unstructured.Unstructured{Object: m}, nil
 }
 
 func typesUID(v any) types.UID {

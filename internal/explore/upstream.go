@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/initlock/initlock/internal/kubeenv"
@@ -45,12 +46,11 @@ func (s *System) upstreamLock(ctx context.Context, actor, machine string) bool {
 		}
 		return false
 	}
-	live := s.client(actor)
-	lock := kubeenv.NewLock(namespace, clusterName, machine, nil)
+	var owner *unstructured.Unstructured
 	if cl := s.view(actor, clusterKey); cl != nil {
-		lock.OwnerReferences = []metav1.OwnerReference{{APIVersion: apimodel.ClusterGVK.GroupVersion().String(), Kind: "Cluster", Name: clusterName, UID: typesUID(cl["metadata"].(map[string]any)["uid"])}}
+		owner = &unstructured.Unstructured{Object: cl}
 	}
-	return live.Create(ctx, lock) == nil
+	return s.client(actor).Create(ctx, kubeenv.NewLock(namespace, clusterName, machine, owner)) == nil
 }
 
 // upstreamUnlock is CABPK v1.14's ControlPlaneInitMutex.Unlock: it reads the
