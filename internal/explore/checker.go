@@ -145,8 +145,6 @@ type call struct {
 	upstream bool
 }
 
-func newChecker() *checker { return &checker{} }
-
 func (c *checker) violate(inv, format string, args ...any) {
 	if c.violation == nil {
 		c.violation = &Violation{Invariant: inv, Detail: fmt.Sprintf(format, args...)}
@@ -304,13 +302,8 @@ func (c *checker) staleLeftover(s *System, actor, machine string, uid types.UID,
 }
 
 func (s *System) initialisedLocked() bool {
-	obj, err := s.store.Get(clusterKey)
-	if err != nil {
-		return false
-	}
-	st, _ := obj["status"].(map[string]any)
-	in, _ := st["initialization"].(map[string]any)
-	return in["controlPlaneInitialized"] == true
+	cl := s.snapshot().cluster
+	return cl != nil && cl.Initialized
 }
 
 // unlocking ends a grant: the Machine no longer runs init.

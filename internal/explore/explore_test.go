@@ -67,13 +67,7 @@ func TestExploreDeep(t *testing.T) {
 	if os.Getenv("INITLOCK_EXPLORE_DEEP") == "" {
 		t.Skip("set INITLOCK_EXPLORE_DEEP=1 (make explore) to run the deep scenarios")
 	}
-	budget := 15 * time.Minute
-	if v := os.Getenv("INITLOCK_EXPLORE_BUDGET"); v != "" {
-		var err error
-		if budget, err = time.ParseDuration(v); err != nil {
-			t.Fatalf("INITLOCK_EXPLORE_BUDGET=%q: %v", v, err)
-		}
-	}
+	budget := envBudget(t, 15*time.Minute)
 	for _, sc := range explore.DeepScenarios() {
 		t.Run(sc.Name, func(t *testing.T) {
 			budget := cmp.Or(sc.Budget, budget)
@@ -91,6 +85,19 @@ func TestExploreDeep(t *testing.T) {
 			logEnd(t, whole, explore1(t, whole), budget)
 		})
 	}
+}
+
+// envBudget is $INITLOCK_EXPLORE_BUDGET, def when it is not set.
+func envBudget(t *testing.T, def time.Duration) time.Duration {
+	v := os.Getenv("INITLOCK_EXPLORE_BUDGET")
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("INITLOCK_EXPLORE_BUDGET=%q: %v", v, err)
+	}
+	return d
 }
 
 // logEnd says how far an exploration of TestExploreDeep went.

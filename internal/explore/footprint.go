@@ -167,23 +167,23 @@ func (s *System) applyFootprint(r *apimodel.Request) footprint {
 // mark the calls in flight). A kind missing here touches everything: a new
 // kind of event is dependent with every step until it declares less.
 var eventFootprints = map[EventKind]func(s *System) footprint{
-	DeleteLock: func(s *System) footprint {
+	DeleteLock: func(*System) footprint {
 		// With the lock guard the checker judges the delete against the
 		// Cluster, the Machines and the releases under way.
-		return footprint{read: everyKey() | bit(resGrants), write: bit(resLock) | bit(resGrants) | s.allActors()}
+		return footprint{read: everyKey() | bit(resGrants), write: bit(resLock) | bit(resGrants) | allActorBits}
 	},
 	HoldDeletion: func(*System) footprint { return footprint{read: bit(resLock), write: bit(resLock)} },
-	FinalizerGone: func(s *System) footprint {
-		return footprint{read: everyKey() | bit(resGrants), write: bit(resLock) | bit(resGrants) | s.allActors()}
+	FinalizerGone: func(*System) footprint {
+		return footprint{read: everyKey() | bit(resGrants), write: bit(resLock) | bit(resGrants) | allActorBits}
 	},
-	RemoveRegister: func(s *System) footprint {
-		return footprint{read: bit(resCluster), write: bit(resCluster) | bit(resGrants) | s.allActors()}
+	RemoveRegister: func(*System) footprint {
+		return footprint{read: bit(resCluster), write: bit(resCluster) | bit(resGrants) | allActorBits}
 	},
-	RevertRegister: func(s *System) footprint {
-		return footprint{read: bit(resCluster), write: bit(resCluster) | bit(resGrants) | s.allActors()}
+	RevertRegister: func(*System) footprint {
+		return footprint{read: bit(resCluster), write: bit(resCluster) | bit(resGrants) | allActorBits}
 	},
-	RecreateMachine: func(s *System) footprint {
-		return footprint{read: machineBits, write: machineBits | bit(resGrants) | s.allActors()}
+	RecreateMachine: func(*System) footprint {
+		return footprint{read: machineBits, write: machineBits | bit(resGrants) | allActorBits}
 	},
 	Pause:   func(*System) footprint { return footprint{read: bit(resCluster), write: bit(resCluster)} },
 	Unpause: func(*System) footprint { return footprint{read: bit(resCluster), write: bit(resCluster)} },
@@ -201,8 +201,6 @@ func (s *System) eventFootprint(e *event) footprint {
 	f.writes(resEvents)
 	return f
 }
-
-func (s *System) allActors() uint64 { return allActorBits }
 
 // touch adds f to the footprint of the step under way: the checker's
 // hooks and the end of an actor call it as the actor runs on.

@@ -229,38 +229,36 @@ func (s *System) allOptions() []choice {
 // optionsOf lists the choices of one pending item.
 func (s *System) optionsOf(p *pending) []choice {
 	var out []choice
-	{
-		switch {
-		case p.branch != nil:
-			for i, w := range p.branch.ways {
-				out = append(out, choice{p: p, way: i, text: fmt.Sprintf("%s: %s: %s", p.branch.actor, p.branch.what, w), class: wayClasses[w]})
+	switch {
+	case p.branch != nil:
+		for i, w := range p.branch.ways {
+			out = append(out, choice{p: p, way: i, text: fmt.Sprintf("%s: %s: %s", p.branch.actor, p.branch.what, w), class: wayClasses[w]})
+		}
+	case p.view != nil:
+		vs := s.viewVersions(p.view)
+		for i := range vs {
+			c := choice{p: p, ver: i, text: fmt.Sprintf("%s: cache read %s sees %s", p.view.actor, p.view.key, describeVersion(vs[i], i == len(vs)-1))}
+			if i < len(vs)-1 {
+				c.class = staleReadClass(p.view.actor)
 			}
-		case p.view != nil:
-			vs := s.viewVersions(p.view)
-			for i := range vs {
-				c := choice{p: p, ver: i, text: fmt.Sprintf("%s: cache read %s sees %s", p.view.actor, p.view.key, describeVersion(vs[i], i == len(vs)-1))}
-				if i < len(vs)-1 {
-					c.class = staleReadClass(p.view.actor)
-				}
-				out = append(out, c)
-			}
-		default:
-			// A write held back subsumes one that fails (it is never
-			// applied) and one whose answer is lost (it is applied at the
-			// next step): with late writes allowed, they are not
-			// explored apart. Reads are not faulted.
-			outs := []outcome{served}
-			if p.req.Write() && s.budget.faults > 0 && s.sc.faultable(p.req.Actor, p.req.Verb, p.req.Key.Kind) {
-				for _, o := range s.sc.faultKinds() {
-					if o != late || s.budget.late > 0 {
-						outs = append(outs, o)
-					}
+			out = append(out, c)
+		}
+	default:
+		// A write held back subsumes one that fails (it is never
+		// applied) and one whose answer is lost (it is applied at the
+		// next step): with late writes allowed, they are not
+		// explored apart. Reads are not faulted.
+		outs := []outcome{served}
+		if p.req.Write() && s.budget.faults > 0 && s.sc.faultable(p.req.Actor, p.req.Verb, p.req.Key.Kind) {
+			for _, o := range s.sc.faultKinds() {
+				if o != late || s.budget.late > 0 {
+					outs = append(outs, o)
 				}
 			}
-			for _, o := range outs {
-				out = append(out, choice{p: p, out: o, text: fmt.Sprintf("%s: %s: %s", p.req.Actor, describeRequest(p.req), outcomeNames[o]),
-					class: outcomeClasses[o]})
-			}
+		}
+		for _, o := range outs {
+			out = append(out, choice{p: p, out: o, text: fmt.Sprintf("%s: %s: %s", p.req.Actor, describeRequest(p.req), outcomeNames[o]),
+				class: outcomeClasses[o]})
 		}
 	}
 	return out

@@ -3,6 +3,7 @@ package explore
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -115,11 +116,7 @@ func (c *checker) relinkIssued(r *apimodel.Request) {
 		if c.relinkPatches == nil {
 			c.relinkPatches = map[*apimodel.Request]map[string]relinkRead{}
 		}
-		reads := map[string]relinkRead{}
-		for name, rd := range c.relinkReads {
-			reads[name] = rd
-		}
-		c.relinkPatches[r] = reads
+		c.relinkPatches[r] = maps.Clone(c.relinkReads)
 	}
 	for name, rd := range c.relinkReads {
 		rd.since++

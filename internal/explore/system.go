@@ -136,7 +136,7 @@ func newSystem(sc *Scenario, initial *System) *System {
 		tokens:      map[string]int{},
 	}
 	s.gate = &gate{sys: s}
-	s.checker = newChecker()
+	s.checker = &checker{}
 	if sc.Guard {
 		s.store.SetGuard(lockGuard())
 	}

@@ -3,6 +3,7 @@ package explore_test
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,13 +25,7 @@ func TestTable(t *testing.T) {
 	if which == "" {
 		t.Skip("set INITLOCK_EXPLORE_TABLE=all, test, deep or scenario names to measure the explorer")
 	}
-	budget := 3 * time.Minute
-	if v := os.Getenv("INITLOCK_EXPLORE_BUDGET"); v != "" {
-		var err error
-		if budget, err = time.ParseDuration(v); err != nil {
-			t.Fatal(err)
-		}
-	}
+	budget := envBudget(t, 3*time.Minute)
 	var scs []explore.Scenario
 	switch which {
 	case "test":
@@ -39,7 +34,7 @@ func TestTable(t *testing.T) {
 		scs = explore.DeepScenarios()
 	default:
 		for _, sc := range append(explore.Scenarios(), explore.DeepScenarios()...) {
-			if which == "all" || contains(strings.Split(which, ","), sc.Name) {
+			if which == "all" || slices.Contains(strings.Split(which, ","), sc.Name) {
 				scs = append(scs, sc)
 			}
 		}
@@ -83,15 +78,6 @@ func TestTable(t *testing.T) {
 		rows = append(rows, row)
 	}
 	t.Log("\n| scenario | states | executions | deepest | wall | CPU | end |\n|---|---|---|---|---|---|---|\n" + strings.Join(rows, "\n"))
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // cpuTime is the CPU time the process has used.
