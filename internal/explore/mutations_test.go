@@ -2,8 +2,6 @@ package explore_test
 
 import (
 	"bytes"
-	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -309,33 +307,22 @@ func TestMutations(t *testing.T) {
 func TestMutationTextsFound(t *testing.T) {
 	root := moduleRoot(t)
 	for _, m := range mutations {
-		if _, err := mutate(root, m.edits); err != nil {
-			t.Errorf("%s: %v", m.name, err)
-		}
-	}
-}
-
-// mutate makes edits on the files of the module in dir, in memory, and
-// returns the files edited; an edit whose text does not occur exactly once
-// (in the file as the edits before it left it) is an error.
-func mutate(dir string, edits []edit) (map[string][]byte, error) {
-	edited := map[string][]byte{}
-	var errs []error
-	for _, e := range edits {
-		data, ok := edited[e.file]
-		if !ok {
-			var err error
-			if data, err = os.ReadFile(filepath.Join(dir, e.file)); err != nil {
-				return nil, err
+		edited := map[string][]byte{}
+		for _, e := range m.edits {
+			data, ok := edited[e.file]
+			if !ok {
+				var err error
+				if data, err = os.ReadFile(filepath.Join(root, e.file)); err != nil {
+					t.Fatalf("%s: %v", m.name, err)
+				}
 			}
+			if n := bytes.Count(data, []byte(e.old)); n != 1 {
+				t.Errorf("%s: %s: the text to mutate occurs %d times; update the mutation:\n%s", m.name, e.file, n, e.old)
+				continue
+			}
+			edited[e.file] = bytes.Replace(data, []byte(e.old), []byte(e.new), 1)
 		}
-		if n := bytes.Count(data, []byte(e.old)); n != 1 {
-			errs = append(errs, fmt.Errorf("%s: the text to mutate occurs %d times; update the mutation:\n%s", e.file, n, e.old))
-			continue
-		}
-		edited[e.file] = bytes.Replace(data, []byte(e.old), []byte(e.new), 1)
 	}
-	return edited, errors.Join(errs...)
 }
 
 func moduleRoot(t *testing.T) string {
@@ -374,29 +361,31 @@ func copyModule(t *testing.T, root, dst string) {
 	}
 }
 
-// apply makes the edits in the copy of the module in dir and returns a
-// function that undoes them. Nothing is written unless every edit can be
-// made, so that the next mutation starts from the unmutated copy.
+// apply makes the edits and returns a function that undoes them. An edit
+// that cannot be made undoes the ones made before it, so that the next
+// mutation starts from the unmutated copy.
 func apply(t *testing.T, dir string, edits []edit) func() {
-	edited, err := mutate(dir, edits)
-	if err != nil {
-		t.Fatal(err)
-	}
 	saved := map[string][]byte{}
 	restore := func() {
 		for p, data := range saved {
 			_ = os.WriteFile(p, data, 0o644)
 		}
 	}
-	for f, data := range edited {
-		p := filepath.Join(dir, f)
-		orig, err := os.ReadFile(p)
+	for _, e := range edits {
+		p := filepath.Join(dir, e.file)
+		data, err := os.ReadFile(p)
 		if err != nil {
 			restore()
 			t.Fatal(err)
 		}
-		saved[p] = orig
-		if err := os.WriteFile(p, data, 0o644); err != nil {
+		if _, ok := saved[p]; !ok {
+			saved[p] = data
+		}
+		if n := bytes.Count(data, []byte(e.old)); n != 1 {
+			restore()
+			t.Fatalf("%s: the text to mutate occurs %d times; update the mutation:\n%s", e.file, n, e.old)
+		}
+		if err := os.WriteFile(p, bytes.Replace(data, []byte(e.old), []byte(e.new), 1), 0o644); err != nil {
 			restore()
 			t.Fatal(err)
 		}
