@@ -227,7 +227,7 @@ func (s *System) mustCreate(k apimodel.Key, obj map[string]any) {
 	}
 }
 
-// createLock creates the lock lock.
+// createLock creates lock, the lock ConfigMap, in the store.
 func (s *System) createLock(lock *corev1.ConfigMap) {
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(lock)
 	if err != nil {
