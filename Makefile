@@ -11,6 +11,10 @@ MODULES := . pkg/initlock hack/contention hack/capi hack/s3 hack/release test/al
 # module's go.mod and go.sum, as a consumer of the library and a release build
 # do; go.work serves editors and go commands typed by hand, and make quick.
 export GOWORK := off
+# -trimpath: the build cache keys the project's packages by module path, not
+# by folder, so a fresh clone reuses what any other clone compiled (the
+# control plane and the peers are built so as well).
+export GOFLAGS += -trimpath
 # Packages under test in the root module. test/e2e has its own target.
 PKGS ?= ./...
 TEST_FLAGS ?= -count=1 -timeout=30m

@@ -235,13 +235,14 @@ func writeGoMod(t *testing.T, dir string, tg target, lib string) {
 	}
 }
 
-// goCmd runs the go command in dir with -mod=mod and returns its output.
+// goCmd runs the go command in dir with -mod=mod and -trimpath (its builds
+// are cached whatever the temporary folder) and returns its output.
 // It skips the test when the module proxy cannot be reached.
 func goCmd(t *testing.T, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), "go", args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off", "GOTOOLCHAIN=local")
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod -trimpath", "GOWORK=off", "GOTOOLCHAIN=local")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
