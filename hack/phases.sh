@@ -56,14 +56,21 @@ phase() {
 # failed. A background phase never awaited (an earlier phase failed) is
 # killed at the end, and its output printed.
 declare -A phases_bg=()
+#
+# The phase writes its status to a file, which await reads: bash forgets the
+# status of a child that has ended once a later child of the shell gets its
+# PID, and with pid_max at 32768 a run forks enough processes for that
+# (wait then fails with 127, "not a child of this shell").
 background() {
   local name=$1
-  ( phases_log=/dev/null; phase "$@" ) >"$phases_dir/bg-$name.log" 2>&1 &
+  ( phases_log=/dev/null; rc=0; phase "$@" || rc=$?; echo "$rc" >"$phases_dir/rc-$name"; exit "$rc" ) \
+    >"$phases_dir/bg-$name.log" 2>&1 &
   phases_bg[$name]=$!
 }
 await() {
   local name=$1 rc=0
-  wait "${phases_bg[$name]}" || rc=$?
+  wait "${phases_bg[$name]}" 2>/dev/null || rc=$?
+  [ -s "$phases_dir/rc-$name" ] && rc=$(cat "$phases_dir/rc-$name")
   unset "phases_bg[$name]"
   phases_show "$name"
   return "$rc"
