@@ -170,15 +170,13 @@ func diffPaths(prefix string, a, b any) []string {
 // in the order the API server answered.
 func createOrder(t *testing.T, m *stack.Mgmt, user, ns string) []string {
 	t.Helper()
-	ws, err := m.Writes()
-	must(t, err)
 	kinds := map[string]string{"configmaps": "ConfigMap", "secrets": "Secret", "clusters": "Cluster", "machines": "Machine",
 		"kubeadmconfigs": "KubeadmConfig", "localclusters": "LocalCluster", "localmachines": "LocalMachine"}
 	var out []string
-	for _, w := range ws {
-		if w.User == user && w.Namespace == ns && w.Verb == "create" && w.Code < 300 && kinds[w.Resource] != "" {
-			out = append(out, kinds[w.Resource]+"/"+w.Name)
-		}
+	for _, w := range auditWrites(t, m, func(w stack.Write) bool {
+		return w.User == user && w.Namespace == ns && w.Verb == "create" && w.Code < 300 && kinds[w.Resource] != ""
+	}) {
+		out = append(out, kinds[w.Resource]+"/"+w.Name)
 	}
 	return out
 }

@@ -145,18 +145,18 @@ func restoreBackup(t *testing.T, v *stack.Velero, backup string, args ...string)
 	return name, time.Now()
 }
 
-// writesBy returns the writes of user in namespace ns, from the audit log.
-func writesBy(t *testing.T, m *stack.Mgmt, user, ns string, since time.Time) []stack.Write {
+// auditWrites returns the writes of m's audit log that keep accepts.
+func auditWrites(t *testing.T, m *stack.Mgmt, keep func(stack.Write) bool) []stack.Write {
 	t.Helper()
 	all, err := m.Writes()
 	must(t, err)
-	var out []stack.Write
-	for _, w := range all {
-		if w.User == user && w.Namespace == ns && !w.At.Before(since) {
-			out = append(out, w)
-		}
-	}
-	return out
+	return slices.DeleteFunc(all, func(w stack.Write) bool { return !keep(w) })
+}
+
+// writesBy returns the writes of user in namespace ns, from the audit log.
+func writesBy(t *testing.T, m *stack.Mgmt, user, ns string, since time.Time) []stack.Write {
+	t.Helper()
+	return auditWrites(t, m, func(w stack.Write) bool { return w.User == user && w.Namespace == ns && !w.At.Before(since) })
 }
 
 func describeWrites(ws []stack.Write) string {
@@ -223,15 +223,9 @@ func baseline() (stack.ManagerOptions, bool) {
 // audit log.
 func guardRefusals(t *testing.T, m *stack.Mgmt, user, ns, name string) int {
 	t.Helper()
-	all, err := m.Writes()
-	must(t, err)
-	n := 0
-	for _, w := range all {
-		if (user == "" || w.User == user) && w.Namespace == ns && w.Verb == "delete" && w.Resource == "configmaps" && w.Name == name && w.Code == 403 {
-			n++
-		}
-	}
-	return n
+	return len(auditWrites(t, m, func(w stack.Write) bool {
+		return (user == "" || w.User == user) && w.Namespace == ns && w.Verb == "delete" && w.Resource == "configmaps" && w.Name == name && w.Code == 403
+	}))
 }
 
 // lockOwned tells, with an error saying why not, whether cluster's lock in

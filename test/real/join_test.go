@@ -130,14 +130,7 @@ func TestJoinAfterRestore(t *testing.T) {
 		}
 		return nil
 	})
-	all, err := target.Writes()
-	must(t, err)
-	var run []stack.Write
-	for _, w := range all {
-		if !w.At.Before(start) {
-			run = append(run, w)
-		}
-	}
+	run := auditWrites(t, target, func(w stack.Write) bool { return !w.At.Before(start) })
 	clashes, lockWrites := conflicts(run, mapped, cluster)
 	if len(clashes) != 0 {
 		t.Errorf("%d conflicting writes between CABPK and initlock-manager: %v; writes to the lock: %v", len(clashes), clashes, lockWrites)

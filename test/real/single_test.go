@@ -30,16 +30,11 @@ func waitInitialized(t *testing.T, m *stack.Mgmt, ns, cluster string) time.Durat
 // log, as "user verb".
 func writesTo(t *testing.T, m *stack.Mgmt, ns, name string) []stack.Write {
 	t.Helper()
-	all, err := m.Writes()
-	must(t, err)
-	var out []stack.Write
-	for _, w := range all {
-		if w.Namespace == ns && w.Resource == "configmaps" && w.Name == name {
-			w.Resource = w.User
-			out = append(out, w)
-		}
+	ws := auditWrites(t, m, func(w stack.Write) bool { return w.Namespace == ns && w.Resource == "configmaps" && w.Name == name })
+	for i := range ws {
+		ws[i].Resource = ws[i].User
 	}
-	return out
+	return ws
 }
 
 // cleanupNode deletes a Machine's Node when t ends.
