@@ -101,6 +101,33 @@ func cleanupNamespace(t *testing.T, m *stack.Mgmt, ns string) {
 	})
 }
 
+// cabpkBinary returns the CABPK built with patch that $env names (make
+// test-real builds it, hack/cabpk-initlock.sh); unset, it fails t.
+func cabpkBinary(t *testing.T, env, patch string) string {
+	t.Helper()
+	bin := os.Getenv(env)
+	if bin == "" {
+		t.Fatalf("$%s is not set: run the suite with 'make test-real', which builds CABPK with %s (hack/cabpk-initlock.sh)", env, patch)
+	}
+	return bin
+}
+
+// startMgmt starts a management cluster of the test's own with opts, and
+// stops it when the test ends.
+func startMgmt(t *testing.T, opts stack.Options) *stack.Mgmt {
+	t.Helper()
+	bins, err := stack.FindBinaries()
+	must(t, err)
+	m, err := stack.StartMgmt(t.Context(), bins, opts)
+	must(t, err)
+	t.Cleanup(func() {
+		if err := m.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return m
+}
+
 // startVelero starts m's Velero server for the test, with initlock's plugin
 // if initlockPlugin. The server is stopped when the test ends, failed or
 // not: only one Velero server can run on the machine (it always binds

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -66,21 +65,9 @@ const (
 // naming the holder. While a Machine of the holder's name exists, whatever
 // its UID, nobody else gets the lock and only --force releases it.
 func TestHolderRestoredAlone(t *testing.T) {
-	bin := os.Getenv("INITLOCK_CABPK_INITLOCK")
-	if bin == "" {
-		t.Fatal("$INITLOCK_CABPK_INITLOCK is not set: run the suite with 'make test-real', which builds CABPK with docs/cabpk.patch (hack/cabpk-initlock.sh)")
-	}
-	bins, err := stack.FindBinaries()
-	must(t, err)
 	ctx := t.Context()
-	m, err := stack.StartMgmt(ctx, bins, stack.Options{Name: "restored-alone", S3: s3, CABPK: bin,
+	m := startMgmt(t, stack.Options{Name: "restored-alone", S3: s3, CABPK: cabpkBinary(t, "INITLOCK_CABPK_INITLOCK", "docs/cabpk.patch"),
 		CABPKArgs: []string{"--feature-gates=KubeadmBootstrapRestoreSafeInitLock=true"}})
-	must(t, err)
-	t.Cleanup(func() {
-		if err := m.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
 	grace := "--orphan-grace=" + aloneGrace.String()
 	startManager(t, m, grace)
 	const cluster, cp0, cp1 = "alone", "alone-cp-0", "alone-cp-1"

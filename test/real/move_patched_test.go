@@ -75,29 +75,13 @@ const (
 // the lock goes with the moved Cluster.
 func TestMovePatchedCABPK(t *testing.T) {
 	const patch = "docs/cabpk-minimal.patch"
-	bin := os.Getenv("INITLOCK_CABPK_MINIMAL")
-	if bin == "" {
-		t.Fatalf("$INITLOCK_CABPK_MINIMAL is not set: run the suite with 'make test-real', which builds CABPK with %s (hack/cabpk-initlock.sh)", patch)
-	}
+	bin := cabpkBinary(t, "INITLOCK_CABPK_MINIMAL", patch)
 	move := moveProgram(t)
-	bins, err := stack.FindBinaries()
-	must(t, err)
 	ctx := t.Context()
-	var from, to *stack.Mgmt
-	for _, p := range []struct {
-		name string
-		m    **stack.Mgmt
-	}{{"move-source", &from}, {"move-target", &to}} {
-		m, err := stack.StartMgmt(ctx, bins, stack.Options{Name: p.name, S3: s3, CABPK: bin})
-		must(t, err)
-		t.Cleanup(func() {
-			if err := m.Stop(); err != nil {
-				t.Error(err)
-			}
-		})
-		prepareForClusterctl(t, m)
-		*p.m = m
-	}
+	from := startMgmt(t, stack.Options{Name: "move-source", S3: s3, CABPK: bin})
+	prepareForClusterctl(t, from)
+	to := startMgmt(t, stack.Options{Name: "move-target", S3: s3, CABPK: bin})
+	prepareForClusterctl(t, to)
 
 	const cluster, machine = "moved", "moved-cp-0"
 	lockName := cluster + wire.LockSuffix

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -47,20 +46,8 @@ func TestSeedWithPatchedCABPK(t *testing.T) {
 }
 
 func seedWithPatchedCABPK(t *testing.T, p patchedCABPK) {
-	bin := os.Getenv(p.env)
-	if bin == "" {
-		t.Fatalf("$%s is not set: run the suite with 'make test-real', which builds CABPK with %s (hack/cabpk-initlock.sh)", p.env, p.patch)
-	}
-	bins, err := stack.FindBinaries()
-	must(t, err)
 	ctx := t.Context()
-	m, err := stack.StartMgmt(ctx, bins, stack.Options{Name: "patched-" + p.name, S3: s3, CABPK: bin, CABPKArgs: p.args})
-	must(t, err)
-	t.Cleanup(func() {
-		if err := m.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	m := startMgmt(t, stack.Options{Name: "patched-" + p.name, S3: s3, CABPK: cabpkBinary(t, p.env, p.patch), CABPKArgs: p.args})
 	ns := m.Env.Namespace(t)
 	must(t, m.CreateCluster(ctx, ns, seedCluster, stack.ClusterOptions{}))
 	must(t, m.CreateMachine(ctx, ns, seedCluster, seedMachine, true))
