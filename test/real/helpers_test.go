@@ -64,6 +64,23 @@ func waitLockHeld(t *testing.T, m *stack.Mgmt, ns, cluster, machine string) *cor
 	return cm
 }
 
+// createHeld creates, in namespace ns of m, a Cluster and its control-plane
+// Machine machine, waits until CABPK has given machine the lock, then for
+// ready unless it is nil, and returns the lock as first seen held.
+func createHeld(ctx context.Context, m *stack.Mgmt, ns, cluster, machine string, ready func(context.Context) error) (*corev1.ConfigMap, error) {
+	if err := m.CreateCluster(ctx, ns, cluster, stack.ClusterOptions{}); err != nil {
+		return nil, err
+	}
+	if err := m.CreateMachine(ctx, ns, cluster, machine, true); err != nil {
+		return nil, err
+	}
+	cm, err := m.WaitLockHeld(ctx, ns, cluster, machine)
+	if err != nil || ready == nil {
+		return cm, err
+	}
+	return cm, stack.Poll(ctx, time.Minute, ready)
+}
+
 // waitPaused waits until core reports the Cluster paused, so that nothing
 // of its graph changes any more.
 func waitPaused(t *testing.T, m *stack.Mgmt, ns, cluster string) {

@@ -72,10 +72,8 @@ func TestHolderRestoredAlone(t *testing.T) {
 	startManager(t, m, grace)
 	const cluster, cp0, cp1 = "alone", "alone-cp-0", "alone-cp-1"
 	ns := m.Env.Namespace(t)
-	must(t, m.CreateCluster(ctx, ns, cluster, stack.ClusterOptions{}))
-	must(t, m.CreateMachine(ctx, ns, cluster, cp0, true))
-	waitLockHeld(t, m, ns, cluster, cp0)
-	waitInitData(t, m, ns, cp0)
+	_, err := createHeld(ctx, m, ns, cluster, cp0, hasInitData(m, ns, cp0))
+	must(t, err)
 	eventually(t, time.Minute, machineHasData(m, ns, cp0))
 	holder, err := m.Get(ctx, stack.MachineGVK, ns, cp0)
 	must(t, err)

@@ -184,16 +184,7 @@ func runNaive(t *testing.T, v naiveVariant) []naiveRun {
 // taken the lock for cp-0 and core has given cp-0 its bootstrap data, and
 // backs ns up.
 func naiveSetup(ctx context.Context, ns string) ([]*unstructured.Unstructured, error) {
-	if err := source.CreateCluster(ctx, ns, naiveCluster, stack.ClusterOptions{}); err != nil {
-		return nil, err
-	}
-	if err := source.CreateMachine(ctx, ns, naiveCluster, naiveCP0, true); err != nil {
-		return nil, err
-	}
-	if _, err := source.WaitLockHeld(ctx, ns, naiveCluster, naiveCP0); err != nil {
-		return nil, err
-	}
-	if err := stack.Poll(ctx, time.Minute, machineHasData(source, ns, naiveCP0)); err != nil {
+	if _, err := createHeld(ctx, source, ns, naiveCluster, naiveCP0, machineHasData(source, ns, naiveCP0)); err != nil {
 		return nil, err
 	}
 	return source.Graph(ctx, ns)
@@ -353,10 +344,4 @@ func machineHasData(m *stack.Mgmt, ns, machine string) func(context.Context) err
 		}
 		return nil
 	}
-}
-
-// waitInitData waits until CABPK has written a Machine's bootstrap data.
-func waitInitData(t *testing.T, m *stack.Mgmt, ns, machine string) {
-	t.Helper()
-	eventually(t, 60*time.Second, hasInitData(m, ns, machine))
 }

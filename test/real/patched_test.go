@@ -49,9 +49,8 @@ func seedWithPatchedCABPK(t *testing.T, p patchedCABPK) {
 	ctx := t.Context()
 	m := startMgmt(t, stack.Options{Name: "patched-" + p.name, S3: s3, CABPK: cabpkBinary(t, p.env, p.patch), CABPKArgs: p.args})
 	ns := m.Env.Namespace(t)
-	must(t, m.CreateCluster(ctx, ns, seedCluster, stack.ClusterOptions{}))
-	must(t, m.CreateMachine(ctx, ns, seedCluster, seedMachine, true))
-	cm := waitLockHeld(t, m, ns, seedCluster, seedMachine)
+	cm, err := createHeld(ctx, m, ns, seedCluster, seedMachine, nil)
+	must(t, err)
 	rec, err := wire.DecodeRecord(cm.Data[wire.DataKey])
 	must(t, err)
 	if through := rec.MachineUID != "" && rec.Token != ""; through != p.initlock {

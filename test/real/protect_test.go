@@ -111,10 +111,8 @@ func holdLock(t *testing.T, m *stack.Mgmt, ns, cluster string) {
 	t.Helper()
 	ctx := t.Context()
 	cp0 := cluster + "-cp-0"
-	must(t, m.CreateCluster(ctx, ns, cluster, stack.ClusterOptions{}))
-	must(t, m.CreateMachine(ctx, ns, cluster, cp0, true))
-	waitLockHeld(t, m, ns, cluster, cp0)
-	waitInitData(t, m, ns, cp0)
+	_, err := createHeld(ctx, m, ns, cluster, cp0, hasInitData(m, ns, cp0))
+	must(t, err)
 	eventually(t, time.Minute, machineHasData(m, ns, cp0))
 	// Core writes the Cluster's kubeconfig Secret on its own schedule; the
 	// scenarios back it up with the rest, so it must be there first.

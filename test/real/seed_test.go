@@ -61,9 +61,8 @@ func (o seedOutcome) String() string {
 func runSeed(t *testing.T, withInitlock bool) []seedOutcome {
 	ctx := t.Context()
 	ns := source.Env.Namespace(t)
-	must(t, source.CreateCluster(ctx, ns, seedCluster, stack.ClusterOptions{}))
-	must(t, source.CreateMachine(ctx, ns, seedCluster, seedMachine, true))
-	waitLockHeld(t, source, ns, seedCluster, seedMachine)
+	_, err := createHeld(ctx, source, ns, seedCluster, seedMachine, nil)
+	must(t, err)
 	must(t, source.SetPaused(ctx, ns, seedCluster, true))
 	waitPaused(t, source, ns, seedCluster)
 	backed := snapshot(t, source, ns)

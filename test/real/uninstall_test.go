@@ -35,18 +35,7 @@ func TestUninstall(t *testing.T) {
 	errs := make([]error, 3)
 	for i, ns := range []*string{&nsDel, &clDel, &cpDel} {
 		*ns = source.Env.Namespace(t)
-		wg.Go(func() {
-			if errs[i] = source.CreateCluster(ctx, *ns, cluster, stack.ClusterOptions{}); errs[i] != nil {
-				return
-			}
-			if errs[i] = source.CreateMachine(ctx, *ns, cluster, cp0, true); errs[i] != nil {
-				return
-			}
-			if _, errs[i] = source.WaitLockHeld(ctx, *ns, cluster, cp0); errs[i] != nil {
-				return
-			}
-			errs[i] = stack.Poll(ctx, time.Minute, hasInitData(source, *ns, cp0))
-		})
+		wg.Go(func() { _, errs[i] = createHeld(ctx, source, *ns, cluster, cp0, hasInitData(source, *ns, cp0)) })
 	}
 	wg.Wait()
 	must(t, errors.Join(errs...))
