@@ -47,8 +47,7 @@ func fidelityGraph(t *testing.T, ns string) {
 	c := source.Client
 	const name = "fid"
 	must(t, source.CreateCluster(ctx, ns, name, stack.ClusterOptions{}))
-	must(t, source.SetPaused(ctx, ns, name, true))
-	waitPaused(t, source, ns, name)
+	setPaused(t, source, ns, name, true)
 	cluster, err := source.Get(ctx, stack.ClusterGVK, ns, name)
 	must(t, err)
 	owner := metav1.OwnerReference{APIVersion: cluster.GetAPIVersion(), Kind: "Cluster", Name: name, UID: cluster.GetUID()}
@@ -110,7 +109,7 @@ func removeFinalizers(ctx context.Context, m *stack.Mgmt, ns, name string) {
 func keys(objs []*unstructured.Unstructured) []string {
 	out := make([]string, 0, len(objs))
 	for _, u := range objs {
-		out = append(out, key(u))
+		out = append(out, stack.Key(u))
 	}
 	slices.Sort(out)
 	return out
@@ -233,14 +232,14 @@ func compareRestores(t *testing.T, backed []*unstructured.Unstructured, realNS, 
 		sim, err := source.Get(t.Context(), b.GroupVersionKind(), simNS, b.GetName())
 		must(t, err)
 		if got == nil || sim == nil {
-			diffs = append(diffs, fmt.Sprintf("%s: restored by velero %t, by the simulator %t", key(b), got != nil, sim != nil))
+			diffs = append(diffs, fmt.Sprintf("%s: restored by velero %t, by the simulator %t", stack.Key(b), got != nil, sim != nil))
 			continue
 		}
 		if _, ok := got.Object["status"]; ok && strings.HasPrefix(got.GetAPIVersion(), stack.InfraGroup) {
 			statuses++
 		}
 		for _, d := range diffPaths("", comparable(got), comparable(sim)) {
-			diffs = append(diffs, key(b)+d)
+			diffs = append(diffs, stack.Key(b)+d)
 		}
 	}
 	return diffs, statuses

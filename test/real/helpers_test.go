@@ -81,34 +81,12 @@ func createHeld(ctx context.Context, m *stack.Mgmt, ns, cluster, machine string,
 	return cm, stack.Poll(ctx, time.Minute, ready)
 }
 
-// waitPaused waits until core reports the Cluster paused, so that nothing
-// of its graph changes any more.
-func waitPaused(t *testing.T, m *stack.Mgmt, ns, cluster string) {
-	t.Helper()
-	must(t, m.WaitCondition(t.Context(), ns, cluster, "Paused"))
-}
-
 // snapshot reads the Cluster graph of namespace ns.
 func snapshot(t *testing.T, m *stack.Mgmt, ns string) []*unstructured.Unstructured {
 	t.Helper()
 	objs, err := m.Graph(t.Context(), ns)
 	must(t, err)
 	return objs
-}
-
-var key = stack.Key
-
-// deleteCluster deletes a Cluster and waits until core has deleted its
-// Machines and let it go.
-func deleteCluster(t *testing.T, m *stack.Mgmt, ns, name string) {
-	t.Helper()
-	must(t, m.DeleteCluster(t.Context(), ns, name))
-}
-
-// deleteNamespace deletes a namespace and waits until it is gone.
-func deleteNamespace(t *testing.T, m *stack.Mgmt, ns string) {
-	t.Helper()
-	must(t, m.DeleteNamespace(t.Context(), ns))
 }
 
 // cleanupNamespace deletes ns when t ends, without waiting.

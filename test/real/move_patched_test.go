@@ -216,7 +216,7 @@ func TestMovePatchedCABPK(t *testing.T) {
 		t.Errorf("the Machine's bootstrap data in the target is %s (same content: %t), want %s as moved", n, d == data, dataName)
 	}
 
-	deleteCluster(t, to, ns, cluster)
+	must(t, to.DeleteCluster(ctx, ns, cluster))
 	eventually(t, 60*time.Second, func(ctx context.Context) error {
 		cm, err := kubeenv.GetLock(ctx, to.Client, ns, cluster)
 		if err != nil {

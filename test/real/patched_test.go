@@ -84,14 +84,13 @@ func seedWithPatchedCABPK(t *testing.T, p patchedCABPK) {
 		}
 		return nil
 	})
-	must(t, m.SetPaused(ctx, ns, seedCluster, true))
-	waitPaused(t, m, ns, seedCluster)
+	setPaused(t, m, ns, seedCluster, true)
 	v := startVelero(t, m, false)
 	backup := backupNamespace(t, v, ns)
 	m.StopVelero()
 
 	must(t, m.SetPaused(ctx, ns, seedCluster, false))
-	deleteNamespace(t, m, ns)
+	must(t, m.DeleteNamespace(ctx, ns))
 	v = startVelero(t, m, false)
 	_, done := restoreBackup(t, v, backup)
 	m.StopVelero()
@@ -120,7 +119,7 @@ func seedWithPatchedCABPK(t *testing.T, p patchedCABPK) {
 		t.Errorf("initlock-manager wrote in the namespace: %s", describeWrites(ws))
 	}
 
-	deleteCluster(t, m, ns, seedCluster)
+	must(t, m.DeleteCluster(ctx, ns, seedCluster))
 	eventually(t, 60*time.Second, func(ctx context.Context) error {
 		cm, err := kubeenv.GetLock(ctx, m.Client, ns, seedCluster)
 		if err != nil {

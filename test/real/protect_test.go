@@ -177,7 +177,7 @@ func managerDown(t *testing.T, ns, cluster string) {
 	ctx := t.Context()
 	source.StopManager()
 	start := time.Now()
-	deleteCluster(t, source, ns, cluster)
+	must(t, source.DeleteCluster(ctx, ns, cluster))
 	deleted := time.Since(start)
 	time.Sleep(2 * time.Second)
 	cm, err := kubeenv.GetLock(ctx, source.Client, ns, cluster)

@@ -46,13 +46,14 @@ func heldNamespace(t *testing.T, clusters ...string) string {
 
 // setPaused pauses or resumes a Cluster as
 // kubectl patch cluster NAME --type merge -p '{"spec":{"paused":true}}'
-// does; a pause is waited for until core reports the Cluster paused.
+// does; a pause is waited for until core reports the Cluster paused, so
+// that nothing of its graph changes any more.
 func setPaused(t *testing.T, m *stack.Mgmt, ns, cluster string, paused bool) {
 	t.Helper()
 	t.Logf(`$ kubectl patch cluster %s -n %s --type merge -p '{"spec":{"paused":%t}}'`, cluster, ns, paused)
 	must(t, m.SetPaused(t.Context(), ns, cluster, paused))
 	if paused {
-		waitPaused(t, m, ns, cluster)
+		must(t, m.WaitCondition(t.Context(), ns, cluster, "Paused"))
 	}
 }
 

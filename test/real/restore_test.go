@@ -209,7 +209,7 @@ func restoreOneCluster(t *testing.T) {
 	}
 
 	t.Logf("$ kubectl delete cluster %s -n %s", lost, ns)
-	deleteCluster(t, source, ns, lost)
+	must(t, source.DeleteCluster(ctx, ns, lost))
 	eventually(t, time.Minute, gone(source, ns, lost))
 
 	partial, _ := restoreBackup(t, v, backup, "--selector", wire.ClusterNameLabel+"="+lost, withStatus)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -63,8 +64,7 @@ func runSeed(t *testing.T, withInitlock bool) []seedOutcome {
 	ns := source.Env.Namespace(t)
 	_, err := createHeld(ctx, source, ns, seedCluster, seedMachine, nil)
 	must(t, err)
-	must(t, source.SetPaused(ctx, ns, seedCluster, true))
-	waitPaused(t, source, ns, seedCluster)
+	setPaused(t, source, ns, seedCluster, true)
 	backed := snapshot(t, source, ns)
 
 	v := startVelero(t, source, withInitlock)
@@ -85,7 +85,7 @@ func runSeed(t *testing.T, withInitlock bool) []seedOutcome {
 	// first, as it would be after the backup, so that core deletes its
 	// Machines with the namespace.
 	must(t, source.SetPaused(ctx, ns, seedCluster, false))
-	deleteNamespace(t, source, ns)
+	must(t, source.DeleteNamespace(ctx, ns))
 	out = append(out, restoreSeed(t, source, "same cluster", backed, withInitlock, func(v *stack.Velero) time.Time {
 		_, done := restoreBackup(t, v, backup)
 		return done
@@ -150,7 +150,7 @@ func restoreSeed(t *testing.T, m *stack.Mgmt, variant string, backed []*unstruct
 	}
 	o.lockOwners = len(cm.OwnerReferences)
 
-	deleteCluster(t, m, ns, seedCluster)
+	must(t, m.DeleteCluster(ctx, ns, seedCluster))
 	if withInitlock {
 		eventually(t, 60*time.Second, func(ctx context.Context) error {
 			left, err := m.Leftovers(ctx, ns)
@@ -182,7 +182,7 @@ func TestSeedUpstream(t *testing.T) {
 		if o.lockOwners != 0 {
 			t.Errorf("%s: the restored lock has %d ownerReferences; upstream fixed the seed", o.variant, o.lockOwners)
 		}
-		if !containsLock(o.leaked) {
+		if !slices.Contains(o.leaked, "ConfigMap/"+seedCluster+"-lock") {
 			t.Errorf("%s: the lock did not outlive its Cluster (left: %v); upstream fixed the seed", o.variant, o.leaked)
 		}
 		lines = append(lines, o.String())
@@ -204,13 +204,4 @@ func TestSeedWithInitlock(t *testing.T) {
 		lines = append(lines, o.String())
 	}
 	result(t, "scenario 2, seed with initlock: %s", strings.Join(lines, "; "))
-}
-
-func containsLock(objs []string) bool {
-	for _, o := range objs {
-		if o == "ConfigMap/"+seedCluster+"-lock" {
-			return true
-		}
-	}
-	return false
 }

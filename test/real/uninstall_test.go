@@ -43,10 +43,10 @@ func TestUninstall(t *testing.T) {
 	// The manager is down: its Deployment deleted or scaled to zero.
 	source.StopManager()
 	start := time.Now()
-	deleteNamespace(t, source, nsDel)
+	must(t, source.DeleteNamespace(ctx, nsDel))
 	nsGone := time.Since(start)
 	start = time.Now()
-	deleteCluster(t, source, clDel, cluster)
+	must(t, source.DeleteCluster(ctx, clDel, cluster))
 	clusterGone := time.Since(start)
 	m, err := source.Get(ctx, stack.MachineGVK, cpDel, cp0)
 	must(t, err)
