@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -223,26 +224,47 @@ func downloadBackup(t *testing.T, v *stack.Velero, backup, ns string) []*unstruc
 
 // compareRestores compares each object of backed as restored into realNS
 // by Velero and into simNS by the simulator, and counts the infrastructure
-// objects whose status Velero restored.
+// objects whose status Velero restored. CAPI core reports the restored
+// objects paused a moment after their creation: it compares again until
+// both restores have settled, for 15 s at most.
 func compareRestores(t *testing.T, backed []*unstructured.Unstructured, realNS, simNS string) (diffs []string, statuses int) {
 	t.Helper()
-	for _, b := range backed {
-		got, err := source.Get(t.Context(), b.GroupVersionKind(), realNS, b.GetName())
-		must(t, err)
-		sim, err := source.Get(t.Context(), b.GroupVersionKind(), simNS, b.GetName())
-		must(t, err)
-		if got == nil || sim == nil {
-			diffs = append(diffs, fmt.Sprintf("%s: restored by velero %t, by the simulator %t", stack.Key(b), got != nil, sim != nil))
-			continue
+	_ = stack.Poll(t.Context(), 15*time.Second, func(context.Context) error {
+		diffs, statuses = nil, 0
+		for _, b := range backed {
+			got, err := source.Get(t.Context(), b.GroupVersionKind(), realNS, b.GetName())
+			must(t, err)
+			sim, err := source.Get(t.Context(), b.GroupVersionKind(), simNS, b.GetName())
+			must(t, err)
+			if got == nil || sim == nil {
+				diffs = append(diffs, fmt.Sprintf("%s: restored by velero %t, by the simulator %t", stack.Key(b), got != nil, sim != nil))
+				continue
+			}
+			if _, ok := got.Object["status"]; ok && strings.HasPrefix(got.GetAPIVersion(), stack.InfraGroup) {
+				statuses++
+			}
+			for _, d := range diffPaths("", comparable(got), comparable(sim)) {
+				diffs = append(diffs, stack.Key(b)+d)
+			}
 		}
-		if _, ok := got.Object["status"]; ok && strings.HasPrefix(got.GetAPIVersion(), stack.InfraGroup) {
-			statuses++
+		if len(diffs) > 0 {
+			return fmt.Errorf("%d differences", len(diffs))
 		}
-		for _, d := range diffPaths("", comparable(got), comparable(sim)) {
-			diffs = append(diffs, stack.Key(b)+d)
-		}
-	}
+		return nil
+	})
 	return diffs, statuses
+}
+
+// simRestore restores backed with velerosim as simCfg's user, with opts and
+// initlock's two restore item actions.
+func simRestore(t *testing.T, simCfg *rest.Config, opts velerosim.Options, backed []*unstructured.Unstructured) {
+	t.Helper()
+	cfg := velero.DefaultConfig()
+	opts.Actions = []riav2.RestoreItemAction{velero.NewAction(cfg, false, nil), velero.NewAction(cfg, true, nil)}
+	r, err := velerosim.New(simCfg, opts)
+	must(t, err)
+	_, err = r.Restore(t.Context(), backed)
+	must(t, err)
 }
 
 // TestSimulatorFidelity backs up and restores the same objects with the real
@@ -288,27 +310,9 @@ func TestSimulatorFidelity(t *testing.T) {
 		restore, _ := restoreBackup(t, v, backup, args...)
 
 		must(t, source.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: simNS}}))
-		cfg := velero.DefaultConfig()
-		r, err := velerosim.New(simCfg, velerosim.Options{
-			NamespaceMapping: map[string]string{ns: simNS},
-			BackupName:       backup, RestoreName: restore, StatusResources: status,
-			Actions: []riav2.RestoreItemAction{velero.NewAction(cfg, false, nil), velero.NewAction(cfg, true, nil)},
-		})
-		must(t, err)
-		_, err = r.Restore(ctx, backed)
-		must(t, err)
-
-		// CAPI core reports the restored objects paused a moment after
-		// their creation: compare once both restores have settled.
-		var diffs []string
-		statuses := 0
-		_ = stack.Poll(ctx, 15*time.Second, func(ctx context.Context) error {
-			diffs, statuses = compareRestores(t, backed, realNS, simNS)
-			if len(diffs) > 0 {
-				return fmt.Errorf("%d differences", len(diffs))
-			}
-			return nil
-		})
+		simRestore(t, simCfg, velerosim.Options{NamespaceMapping: map[string]string{ns: simNS},
+			BackupName: backup, RestoreName: restore, StatusResources: status}, backed)
+		diffs, statuses := compareRestores(t, backed, realNS, simNS)
 		if status != nil && statuses != 3 {
 			t.Errorf("velero restored the status of %d infrastructure objects, want 3", statuses)
 		}

@@ -3,14 +3,11 @@
 package real_test
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	velerov1 "github.com/vmware-tanzu/velero/pkg/apis/velero/v1"
-	riav2 "github.com/vmware-tanzu/velero/pkg/plugin/velero/restoreitemaction/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -21,7 +18,6 @@ import (
 	"github.com/initlock/initlock/internal/kubeenv/stack"
 	"github.com/initlock/initlock/internal/kubeenv/velerosim"
 	"github.com/initlock/initlock/internal/kubeenv/wire"
-	"github.com/initlock/initlock/internal/velero"
 )
 
 // compareUpdates changes the objects a first restore created in realNS and
@@ -47,23 +43,9 @@ func compareUpdates(t *testing.T, v *stack.Velero, backup string, backed []*unst
 		must(t, source.Client.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "fid" + wire.LockSuffix}}))
 	}
 	restore, _ := restoreBackup(t, v, backup, "--namespace-mappings", backedNS(backed)+":"+realNS, "--existing-resource-policy", "update")
-	cfg := velero.DefaultConfig()
-	r, err := velerosim.New(simCfg, velerosim.Options{
-		NamespaceMapping: map[string]string{backedNS(backed): simNS}, BackupName: backup, RestoreName: restore,
-		ExistingResourcePolicy: velerov1.PolicyTypeUpdate,
-		Actions:                []riav2.RestoreItemAction{velero.NewAction(cfg, false, nil), velero.NewAction(cfg, true, nil)},
-	})
-	must(t, err)
-	_, err = r.Restore(ctx, backed)
-	must(t, err)
-	var diffs []string
-	_ = stack.Poll(ctx, 15*time.Second, func(ctx context.Context) error {
-		diffs, _ = compareRestores(t, backed, realNS, simNS)
-		if len(diffs) > 0 {
-			return fmt.Errorf("%d differences", len(diffs))
-		}
-		return nil
-	})
+	simRestore(t, simCfg, velerosim.Options{NamespaceMapping: map[string]string{backedNS(backed): simNS}, BackupName: backup, RestoreName: restore,
+		ExistingResourcePolicy: velerov1.PolicyTypeUpdate}, backed)
+	diffs, _ := compareRestores(t, backed, realNS, simNS)
 	slices.Sort(diffs)
 	for _, d := range diffs {
 		t.Errorf("difference (--existing-resource-policy=update): %s", d)
