@@ -84,11 +84,7 @@ func runHeldBackup(t *testing.T, withInitlock bool) heldBackOutcome {
 	must(t, source.MarkProvisioned(ctx, stack.LocalClusterGVK, restored, cluster))
 	must(t, source.MarkProvisioned(ctx, stack.LocalMachineGVK, restored, cp0))
 	o.secondInit, _ = addSecondMachine(t, source, restored, cluster, cp1)
-	if o.secondInit {
-		m, err := source.Get(ctx, stack.MachineGVK, restored, cp0)
-		must(t, err)
-		o.whileFirst = m != nil
-	}
+	o.whileFirst = o.secondInit && machineExists(t, source, restored, cp0)
 	if cm, err := kubeenv.GetLock(ctx, source.Client, restored, cluster); err == nil && cm != nil {
 		rec, _ := wire.DecodeRecord(cm.Data[wire.DataKey])
 		o.lockHolder = rec.MachineName

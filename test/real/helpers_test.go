@@ -81,6 +81,14 @@ func createHeld(ctx context.Context, m *stack.Mgmt, ns, cluster, machine string,
 	return cm, stack.Poll(ctx, time.Minute, ready)
 }
 
+// machineExists tells whether the Machine name exists in namespace ns of m.
+func machineExists(t *testing.T, m *stack.Mgmt, ns, name string) bool {
+	t.Helper()
+	u, err := m.Get(t.Context(), stack.MachineGVK, ns, name)
+	must(t, err)
+	return u != nil
+}
+
 // snapshot reads the Cluster graph of namespace ns.
 func snapshot(t *testing.T, m *stack.Mgmt, ns string) []*unstructured.Unstructured {
 	t.Helper()

@@ -172,9 +172,7 @@ func runNaive(t *testing.T, v naiveVariant) []naiveRun {
 		}
 		if err := hasInitData(source, ns, naiveCP1)(ctx); err == nil {
 			runs[i].secondInit = true
-			m, err := source.Get(ctx, stack.MachineGVK, ns, naiveCP0)
-			must(t, err)
-			runs[i].firstExisted = m != nil
+			runs[i].firstExisted = machineExists(t, source, ns, naiveCP0)
 		}
 	}
 	return runs
@@ -232,11 +230,7 @@ func naiveCopy(t *testing.T, from, to string, backed []*unstructured.Unstructure
 		time.Sleep(10 * time.Millisecond)
 	}
 	out.secondInit, _ = addSecondMachine(t, source, to, naiveCluster, naiveCP1)
-	if out.secondInit {
-		m, err := source.Get(ctx, stack.MachineGVK, to, naiveCP0)
-		must(t, err)
-		out.firstExisted = m != nil
-	}
+	out.firstExisted = out.secondInit && machineExists(t, source, to, naiveCP0)
 	cm, err := kubeenv.GetLock(ctx, source.Client, to, naiveCluster)
 	must(t, err)
 	if cm != nil {

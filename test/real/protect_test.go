@@ -150,11 +150,7 @@ func runHeldDelete(t *testing.T, withInitlock bool, del deleteHow) heldOutcome {
 	o.afterDelete = lockState(t, ns, cluster)
 
 	o.secondInit, o.initAfter = addSecondMachine(t, source, ns, cluster, cp1)
-	if o.secondInit {
-		m, err := source.Get(ctx, stack.MachineGVK, ns, cp0)
-		must(t, err)
-		o.firstExisted = m != nil
-	}
+	o.firstExisted = o.secondInit && machineExists(t, source, ns, cp0)
 	cm, err := kubeenv.GetLock(ctx, source.Client, ns, cluster)
 	must(t, err)
 	if cm != nil {
