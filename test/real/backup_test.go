@@ -80,9 +80,7 @@ func runHeldBackup(t *testing.T, withInitlock bool) heldBackOutcome {
 	cleanupNamespace(t, source, restored)
 	restoreBackup(t, v, backup, "--namespace-mappings", ns+":"+restored)
 	source.StopVelero()
-	// Velero drops status: the provider reports its objects again.
-	must(t, source.MarkProvisioned(ctx, stack.LocalClusterGVK, restored, cluster))
-	must(t, source.MarkProvisioned(ctx, stack.LocalMachineGVK, restored, cp0))
+	markProvisioned(t, source, restored, cluster, cp0)
 	o.secondInit, _ = addSecondMachine(t, source, restored, cluster, cp1)
 	o.whileFirst = o.secondInit && machineExists(t, source, restored, cp0)
 	if cm, err := kubeenv.GetLock(ctx, source.Client, restored, cluster); err == nil && cm != nil {

@@ -89,6 +89,15 @@ func machineExists(t *testing.T, m *stack.Mgmt, ns, name string) bool {
 	return u != nil
 }
 
+// markProvisioned reports the LocalCluster cluster and the LocalMachine
+// machine of namespace ns of m provisioned, as the infrastructure provider
+// does again after a restore, a copy or a move, which do not carry status.
+func markProvisioned(t *testing.T, m *stack.Mgmt, ns, cluster, machine string) {
+	t.Helper()
+	must(t, m.MarkProvisioned(t.Context(), stack.LocalClusterGVK, ns, cluster))
+	must(t, m.MarkProvisioned(t.Context(), stack.LocalMachineGVK, ns, machine))
+}
+
 // snapshot reads the Cluster graph of namespace ns.
 func snapshot(t *testing.T, m *stack.Mgmt, ns string) []*unstructured.Unstructured {
 	t.Helper()

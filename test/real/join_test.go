@@ -89,10 +89,7 @@ func TestJoinAfterRestore(t *testing.T) {
 	must(t, v.WaitBackupSynced(ctx, backup))
 	_, restored := restoreBackup(t, v, backup, "--namespace-mappings", ns+":"+mapped)
 	target.StopVelero()
-	// The provider reports its objects again; their status was not
-	// restored.
-	must(t, target.MarkProvisioned(ctx, stack.LocalClusterGVK, mapped, cluster))
-	must(t, target.MarkProvisioned(ctx, stack.LocalMachineGVK, mapped, cp))
+	markProvisioned(t, target, mapped, cluster, cp)
 	must(t, target.SetPaused(ctx, mapped, cluster, false))
 	waitInitialized(t, target, mapped, cluster)
 	eventually(t, 60*time.Second, func(ctx context.Context) error {

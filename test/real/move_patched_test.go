@@ -147,8 +147,7 @@ func TestMovePatchedCABPK(t *testing.T) {
 			t.Errorf("%s %s/%s arrived in the target with %s = %v: clusterctl carries status now", o.gvk.Kind, ns, o.name, strings.Join(o.field, "."), v)
 		}
 	}
-	must(t, to.MarkProvisioned(ctx, stack.LocalClusterGVK, ns, cluster))
-	must(t, to.MarkProvisioned(ctx, stack.LocalMachineGVK, ns, machine))
+	markProvisioned(t, to, ns, cluster, machine)
 	reinitialised := waitInitialized(t, to, ns, cluster)
 	// CABPK has restored the KubeadmConfig's status: it went through the
 	// branch where the patch re-adopts the lock.

@@ -216,10 +216,7 @@ func naiveCopy(t *testing.T, from, to string, backed []*unstructured.Unstructure
 		t.Fatalf("the restore into %s created no lock", to)
 	}
 	lockUID := restored[i].GetUID()
-	// The infrastructure provider reports its copied objects again: the
-	// copy has no status.
-	must(t, source.MarkProvisioned(ctx, stack.LocalClusterGVK, to, naiveCluster))
-	must(t, source.MarkProvisioned(ctx, stack.LocalMachineGVK, to, naiveCP0))
+	markProvisioned(t, source, to, naiveCluster, naiveCP0)
 	// The garbage collector acts within a second.
 	for time.Since(copied) < time.Second && out.lockGone == 0 {
 		cm, err := kubeenv.GetLock(ctx, source.Client, to, naiveCluster)

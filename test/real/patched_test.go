@@ -100,10 +100,7 @@ func seedWithPatchedCABPK(t *testing.T, p patchedCABPK) {
 		t.Fatalf("the restored lock is %v; the restore should have brought it back without an owner", cm)
 	}
 	must(t, m.SetPaused(ctx, ns, seedCluster, false))
-	// Velero drops status: the infrastructure provider marks its restored
-	// objects provisioned again, as it does after any restore.
-	must(t, m.MarkProvisioned(ctx, stack.LocalClusterGVK, ns, seedCluster))
-	must(t, m.MarkProvisioned(ctx, stack.LocalMachineGVK, ns, seedMachine))
+	markProvisioned(t, m, ns, seedCluster, seedMachine)
 	eventually(t, 60*time.Second, func(ctx context.Context) error { return lockOwned(ctx, m, ns, seedCluster) })
 	healed := time.Since(done)
 	var lockWrites []stack.Write

@@ -85,10 +85,7 @@ func restoreElsewhere(t *testing.T) {
 		}
 	}
 
-	// Velero restores no status: the infrastructure provider reports its
-	// objects provisioned again.
-	must(t, target.MarkProvisioned(ctx, stack.LocalClusterGVK, ns, cluster))
-	must(t, target.MarkProvisioned(ctx, stack.LocalMachineGVK, ns, cp0))
+	markProvisioned(t, target, ns, cluster, cp0)
 	setPaused(t, target, ns, cluster, false)
 	waitLinked(t, target, ns, cluster)
 	final := look(t, target, ns, "the unpause")
@@ -234,8 +231,7 @@ func restoreOneCluster(t *testing.T) {
 		"machine.cluster.x-k8s.io/charlie-cp-0 cluster.cluster.x-k8s.io/charlie unproven",
 		"secret/charlie-kubeconfig cluster.cluster.x-k8s.io/charlie unproven")
 
-	must(t, source.MarkProvisioned(ctx, stack.LocalClusterGVK, ns, lost))
-	must(t, source.MarkProvisioned(ctx, stack.LocalMachineGVK, ns, cp0))
+	markProvisioned(t, source, ns, lost, cp0)
 	setPaused(t, source, ns, lost, false)
 	// The manager adopts the lock and core the Machine; nothing adopts the
 	// kubeconfig Secret, which core only creates when it is missing.
