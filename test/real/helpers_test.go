@@ -267,6 +267,11 @@ func guardRefusals(t *testing.T, m *stack.Mgmt, user, ns, name string) int {
 	}))
 }
 
+// lockGone returns a check that cluster's lock in namespace ns of m is gone.
+func lockGone(m *stack.Mgmt, ns, cluster string) func(context.Context) error {
+	return func(ctx context.Context) error { return kubeenv.LockGone(ctx, m.Client, ns, cluster)() }
+}
+
 // lockOwned tells, with an error saying why not, whether cluster's lock in
 // namespace ns exists and is owned by the live Cluster only.
 func lockOwned(ctx context.Context, m *stack.Mgmt, ns, cluster string) error {

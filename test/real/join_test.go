@@ -92,9 +92,7 @@ func TestJoinAfterRestore(t *testing.T) {
 	markProvisioned(t, target, mapped, cluster, cp)
 	must(t, target.SetPaused(ctx, mapped, cluster, false))
 	waitInitialized(t, target, mapped, cluster)
-	eventually(t, 60*time.Second, func(ctx context.Context) error {
-		return kubeenv.LockGone(ctx, target.Client, mapped, cluster)()
-	})
+	eventually(t, 60*time.Second, lockGone(target, mapped, cluster))
 	releasedAfterInit := time.Since(restored)
 
 	// A worker joins.

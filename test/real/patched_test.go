@@ -117,16 +117,7 @@ func seedWithPatchedCABPK(t *testing.T, p patchedCABPK) {
 	}
 
 	must(t, m.DeleteCluster(ctx, ns, seedCluster))
-	eventually(t, 60*time.Second, func(ctx context.Context) error {
-		cm, err := kubeenv.GetLock(ctx, m.Client, ns, seedCluster)
-		if err != nil {
-			return err
-		}
-		if cm != nil {
-			return fmt.Errorf("the lock outlived its Cluster")
-		}
-		return nil
-	})
+	eventually(t, 60*time.Second, lockGone(m, ns, seedCluster))
 	result(t, "CABPK with %s: after the restore the lock came back unowned and CABPK re-adopted it %s after the restore (%s), no manager; the garbage collector deleted it with the Cluster",
 		p.patch, healed.Round(time.Millisecond), describeWrites(lockWrites))
 }

@@ -182,9 +182,7 @@ func managerDown(t *testing.T, ns, cluster string) {
 		t.Fatalf("with the manager down, the lock of the deleted Cluster %s/%s: want it there, not terminating; got %v", ns, cluster, cm)
 	}
 	initlockCLI(t, source, "release", cluster, "-n", ns, "--force", "--yes")
-	eventually(t, 10*time.Second, func(ctx context.Context) error {
-		return kubeenv.LockGone(ctx, source.Client, ns, cluster)()
-	})
+	eventually(t, 10*time.Second, lockGone(source, ns, cluster))
 	result(t, "manager down, guard installed: the Cluster was deleted in %s; its lock stayed, not terminating, the garbage collector's deletes refused (%d); "+
 		"'kubectl initlock release %s -n <ns> --force' released it", deleted.Round(time.Millisecond), guardRefusals(t, source, userGC, ns, cluster+wire.LockSuffix), cluster)
 }

@@ -4,7 +4,6 @@ package real_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -79,16 +78,7 @@ func TestSingleControlPlane(t *testing.T) {
 
 	started := time.Now()
 	installManager(t, source, stack.ManagerOptions{})
-	eventually(t, 60*time.Second, func(ctx context.Context) error {
-		cm, err := kubeenv.GetLock(ctx, source.Client, ns, cluster)
-		if err != nil {
-			return err
-		}
-		if cm != nil {
-			return errors.New("the lock is still held")
-		}
-		return nil
-	})
+	eventually(t, 60*time.Second, lockGone(source, ns, cluster))
 	released := time.Since(started)
 	writes := writesBy(t, source, userManager, ns, started)
 	result(t, "scenario 3, single control plane: CABPK took the lock %s after the Machine was created, core reported the control plane initialised %s later; "+
