@@ -4,12 +4,9 @@ package real_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
-
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/initlock/initlock/internal/kubeenv"
 	"github.com/initlock/initlock/internal/kubeenv/stack"
@@ -74,16 +71,7 @@ func seedWithPatchedCABPK(t *testing.T, p patchedCABPK) {
 	// The Machine names its bootstrap data before the backup: after the
 	// restore CABPK takes the branch that restores its status, where the
 	// patch re-takes the lock.
-	eventually(t, 60*time.Second, func(ctx context.Context) error {
-		machine, err := m.Get(ctx, stack.MachineGVK, ns, seedMachine)
-		if err != nil {
-			return err
-		}
-		if s, _, _ := unstructured.NestedString(machine.Object, "spec", "bootstrap", "dataSecretName"); s == "" {
-			return errors.New("the Machine does not name its bootstrap data yet")
-		}
-		return nil
-	})
+	eventually(t, 60*time.Second, machineHasData(m, ns, seedMachine))
 	setPaused(t, m, ns, seedCluster, true)
 	v := startVelero(t, m, false)
 	backup := backupNamespace(t, v, ns)
