@@ -64,9 +64,7 @@ func runHeldBackup(t *testing.T, withInitlock bool) heldBackOutcome {
 	lock.Namespace, lock.Name = ns, cluster+wire.LockSuffix
 	if !withInitlock {
 		must(t, source.Client.Patch(ctx, lock, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":["`+heldBackFinalizer+`"]}}`))))
-		t.Cleanup(func() {
-			_ = source.Client.Patch(context.WithoutCancel(t.Context()), lock, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
-		})
+		t.Cleanup(func() { removeFinalizers(context.WithoutCancel(t.Context()), source, ns, lock.Name) })
 	}
 	o.answer = answer(t, operatorDelete(t, ns, cluster))
 	o.lockState = lockState(t, ns, cluster)
