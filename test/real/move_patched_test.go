@@ -194,11 +194,8 @@ func TestMovePatchedCABPK(t *testing.T) {
 	if len(dstLockWrites) == 0 || dstLockWriters[0] != userClusterctl+" create" {
 		t.Errorf("writes to the lock in the target: %v; want clusterctl's create first", dstLockWriters)
 	}
-	for _, w := range dstLockWrites {
-		if w.Resource != userClusterctl {
-			t.Errorf("writes to the lock in the target: %v; want clusterctl's only", dstLockWriters)
-			break
-		}
+	if slices.ContainsFunc(dstLockWrites, func(w stack.Write) bool { return w.Resource != userClusterctl }) {
+		t.Errorf("writes to the lock in the target: %v; want clusterctl's only", dstLockWriters)
 	}
 	cabpkWrites := writesBy(t, to, userCABPK, ns, time.Time{})
 	for _, w := range cabpkWrites {
@@ -226,13 +223,9 @@ func TestMovePatchedCABPK(t *testing.T) {
 		}
 		return nil
 	})
-	var gcDeletes int
-	for _, w := range writesTo(t, to, ns, lockName) {
-		if w.Resource == userGC && w.Verb == "delete" && w.Code < 300 {
-			gcDeletes++
-		}
-	}
-	if gcDeletes == 0 {
+	if !slices.ContainsFunc(writesTo(t, to, ns, lockName), func(w stack.Write) bool {
+		return w.Resource == userGC && w.Verb == "delete" && w.Code < 300
+	}) {
 		t.Errorf("the garbage collector did not delete the lock in the target: %v", writesTo(t, to, ns, lockName))
 	}
 	result(t, "CABPK with %s in both management clusters, clusterctl move %s: the lock moved with its Cluster, written in the target by clusterctl only (%s) owned by the moved Cluster's UID, and deleted by it in the source (nothing left there); "+
