@@ -98,12 +98,7 @@ func TestHolderRestoredAlone(t *testing.T) {
 	before := keys(snapshot(t, m, ns))
 	t.Logf("$ kubectl delete machine %s -n %s", cp0, ns)
 	must(t, m.Client.Delete(ctx, holder))
-	eventually(t, time.Minute, func(ctx context.Context) error {
-		if u, err := m.Get(ctx, stack.MachineGVK, ns, cp0); err != nil || u != nil {
-			return errors.Join(fmt.Errorf("machine %s is still there", cp0), err)
-		}
-		return nil
-	})
+	eventually(t, time.Minute, machineGone(m, ns, cp0))
 	setPaused(t, m, ns, cluster, true)
 	data, _, _ := unstructured.NestedString(holder.Object, "spec", "bootstrap", "dataSecretName")
 	eventually(t, time.Minute, func(ctx context.Context) error {

@@ -320,6 +320,16 @@ func waitsForInit(m *stack.Mgmt, ns, machine string) func(context.Context) error
 	}
 }
 
+// machineGone returns a check that the Machine name is gone from ns of m.
+func machineGone(m *stack.Mgmt, ns, name string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if u, err := m.Get(ctx, stack.MachineGVK, ns, name); err != nil || u != nil {
+			return fmt.Errorf("machine %s not gone yet (%w)", name, err)
+		}
+		return nil
+	}
+}
+
 // machineHasData returns a check that core has copied a Machine's
 // bootstrap data Secret's name into its spec: a copy of it then keeps its
 // data, and CABPK restores the KubeadmConfig's status without asking for

@@ -5,7 +5,6 @@ package real_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -51,12 +50,7 @@ func TestUninstall(t *testing.T) {
 	m, err := source.Get(ctx, stack.MachineGVK, cpDel, cp0)
 	must(t, err)
 	must(t, source.Client.Delete(ctx, m))
-	eventually(t, time.Minute, func(ctx context.Context) error {
-		if m, err := source.Get(ctx, stack.MachineGVK, cpDel, cp0); err != nil || m != nil {
-			return fmt.Errorf("machine %s not gone yet (%w)", cp0, err)
-		}
-		return nil
-	})
+	eventually(t, time.Minute, machineGone(source, cpDel, cp0))
 	if granted, _ := addSecondMachine(t, source, cpDel, cluster, cp1); granted {
 		t.Fatalf("%s got init data while the lock named %s", cp1, cp0)
 	}
