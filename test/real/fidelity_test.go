@@ -74,8 +74,10 @@ func fidelityGraph(t *testing.T, ns string) {
 		ctx := context.WithoutCancel(t.Context())
 		removeFinalizers(ctx, source, ns, deletingName)
 		removeFinalizers(ctx, source, ns, "a-plain")
-		removeFinalizers(ctx, source, ns+"-real", "a-plain")
-		removeFinalizers(ctx, source, ns+"-sim", "a-plain")
+		// The restored copies of the fidelity scenario (ns-real-0, ns-sim-0, ...).
+		for _, copyNS := range []string{ns + "-real-0", ns + "-sim-0", ns + "-real-1", ns + "-sim-1"} {
+			removeFinalizers(ctx, source, copyNS, "a-plain")
+		}
 	})
 	for _, m := range []string{"fid-cp-0", "fid-cp-1"} {
 		must(t, source.CreateMachine(ctx, ns, name, m, true))
