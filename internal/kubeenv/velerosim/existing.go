@@ -48,8 +48,8 @@ func (r *Restorer) restoreExisting(ctx context.Context, desired *unstructured.Un
 	return r.mergePatch(ctx, live, blank, withLabels)
 }
 
-// setRestoreLabels sets the restore and backup labels of obj, to "" as
-// Velero's removeRestoreLabels does, and returns obj.
+// setRestoreLabels sets the restore and backup labels of obj (to "" as
+// Velero's removeRestoreLabels does) and returns obj.
 func setRestoreLabels(obj *unstructured.Unstructured, restore, backup string) *unstructured.Unstructured {
 	labels := obj.GetLabels()
 	if labels == nil {

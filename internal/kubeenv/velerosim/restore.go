@@ -83,28 +83,17 @@ func New(cfg *rest.Config, opts Options) (*Restorer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("restore client: %w", err)
 	}
-	if opts.BackupName == "" {
-		opts.BackupName = "backup-1"
-	}
-	if opts.RestoreName == "" {
-		opts.RestoreName = "restore-1"
-	}
-	quiet := logrus.New()
-	quiet.SetOutput(io.Discard)
-	r := &Restorer{c: c, opts: opts, log: quiet, restore: &velerov1.Restore{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: opts.RestoreName},
-		Spec:       velerov1.RestoreSpec{BackupName: opts.BackupName, NamespaceMapping: opts.NamespaceMapping},
-	}}
+	r := NewForClient(c, opts)
 	if len(opts.Actions) > 0 && !opts.Naive {
 		dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("discovery client: %w", err)
 		}
-		helper, err := velerodiscovery.NewHelper(dc, quiet)
+		helper, err := velerodiscovery.NewHelper(dc, r.log)
 		if err != nil {
 			return nil, fmt.Errorf("discovering resources: %w", err)
 		}
-		if r.actions, err = framework.NewRestoreItemActionResolverV2(opts.Actions).ResolveActions(helper, quiet); err != nil {
+		if r.actions, err = framework.NewRestoreItemActionResolverV2(opts.Actions).ResolveActions(helper, r.log); err != nil {
 			return nil, fmt.Errorf("resolving restore item actions: %w", err)
 		}
 	}
@@ -294,14 +283,7 @@ func (r *Restorer) Item(backed *unstructured.Unstructured) (*unstructured.Unstru
 		}
 	}
 	r.mapNamespace(obj)
-	labels := obj.GetLabels()
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[velerov1.BackupNameLabel] = label.GetValidName(r.opts.BackupName)
-	labels[velerov1.RestoreNameLabel] = label.GetValidName(r.opts.RestoreName)
-	obj.SetLabels(labels)
-	return obj, nil
+	return setRestoreLabels(obj, label.GetValidName(r.opts.RestoreName), label.GetValidName(r.opts.BackupName)), nil
 }
 
 // Unstructured converts objects, typed or not, to the unstructured form the
