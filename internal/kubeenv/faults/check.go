@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -38,18 +39,6 @@ func Check(s Side, m Map) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// ClassOf returns the class m maps name to.
-func (m Map) ClassOf(name string) (Class, bool) {
-	for c, names := range m {
-		for _, n := range names {
-			if n == name {
-				return c, true
-			}
-		}
-	}
-	return "", false
 }
 
 // Tally counts faults by class.
@@ -118,7 +107,7 @@ func validate(entries []Entry) error {
 		if strings.TrimSpace(e.Meaning) == "" || strings.Contains(e.Meaning, "\n") {
 			errs = append(errs, fmt.Errorf("fault class %s: its meaning is one line", e.Class))
 		}
-		g := indexOf(groups, e.Group)
+		g := slices.Index(groups, e.Group)
 		switch {
 		case g < 0:
 			errs = append(errs, fmt.Errorf("fault class %s: unknown group %q", e.Class, e.Group))
@@ -135,7 +124,7 @@ func validate(entries []Entry) error {
 			errs = append(errs, fmt.Errorf("fault class %s: no side models it", e.Class))
 		}
 		for s, why := range e.Unmodelled {
-			if indexOf(Sides, s) < 0 {
+			if slices.Index(Sides, s) < 0 {
 				errs = append(errs, fmt.Errorf("fault class %s: unknown side %q", e.Class, s))
 			}
 			if strings.TrimSpace(why) == "" {
@@ -144,13 +133,4 @@ func validate(entries []Entry) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func indexOf[T comparable](xs []T, x T) int {
-	for i, y := range xs {
-		if y == x {
-			return i
-		}
-	}
-	return -1
 }

@@ -57,9 +57,6 @@ func TestCheck(t *testing.T) {
 			t.Errorf("Check: %v\nwant a line with %q", err, want)
 		}
 	}
-	if c, ok := full.ClassOf("inject pause"); !ok || c != Pause {
-		t.Errorf("ClassOf(inject pause) = %s, %v", c, ok)
-	}
 }
 
 func TestTally(t *testing.T) {
