@@ -15,9 +15,6 @@ import (
 // WriteVerbs are the verbs that change objects.
 var WriteVerbs = []string{"create", "update", "patch", "delete"}
 
-// readVerbs are the verbs Reads counts.
-var readVerbs = []string{"get", "list"}
-
 // Counter counts the requests made through a rest.Config it wrapped, by
 // what they asked (Request: verb, API group and version, resource,
 // namespace and name) and by the status code of the answer, and keeps the
@@ -117,7 +114,7 @@ func (c *Counter) Count(verbs ...string) int { return c.Of("", "").Count(verbs..
 func (c *Counter) Writes() int { return c.Count(WriteVerbs...) }
 
 // Reads returns the number of get and list requests.
-func (c *Counter) Reads() int { return c.Count(readVerbs...) }
+func (c *Counter) Reads() int { return c.Count("get", "list") }
 
 // Of returns the counts of the requests for resource ("" for any, with its
 // subresource as in Request) in namespace ("" for any).
@@ -181,6 +178,3 @@ func (s Counts) Count(verbs ...string) int {
 
 // Writes returns the number of create, update, patch and delete requests.
 func (s Counts) Writes() int { return s.Count(WriteVerbs...) }
-
-// Reads returns the number of get and list requests.
-func (s Counts) Reads() int { return s.Count(readVerbs...) }

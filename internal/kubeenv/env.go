@@ -23,10 +23,6 @@ type Options struct {
 	// NoControllerManager leaves kube-controller-manager out: no garbage
 	// collection, and deleted namespaces stay Terminating.
 	NoControllerManager bool
-	// QPS and Burst of the admin rest.Config; defaults 1000 and 2000, so
-	// client-side rate limiting never shapes a test.
-	QPS   float32
-	Burst int
 	// AuditWrites has kube-apiserver log every write request (create,
 	// update, patch, delete) at the Metadata level into AuditLogPath:
 	// who wrote what, and the response code.
@@ -104,13 +100,8 @@ func Start(opts Options) (_ *Env, retErr error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting etcd and kube-apiserver from %s: %w", assets, err)
 	}
+	// Client-side rate limiting never shapes a test.
 	cfg.QPS, cfg.Burst = 1000, 2000
-	if opts.QPS > 0 {
-		cfg.QPS = opts.QPS
-	}
-	if opts.Burst > 0 {
-		cfg.Burst = opts.Burst
-	}
 	e.Config = cfg
 	if e.Client, err = client.New(cfg, client.Options{Scheme: Scheme()}); err != nil {
 		return nil, err
