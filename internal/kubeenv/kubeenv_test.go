@@ -2,13 +2,13 @@ package kubeenv_test
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
@@ -64,16 +64,7 @@ func TestNamespaceDeletionCompletes(t *testing.T) {
 	if err := env.Client.Delete(ctx, ns); err != nil {
 		t.Fatalf("deleting namespace: %v", err)
 	}
-	kubeenv.Eventually(t, 30*time.Second, func() error {
-		err := env.Client.Get(ctx, client.ObjectKeyFromObject(ns), &corev1.Namespace{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return fmt.Errorf("namespace %s still exists", ns.Name)
-	})
+	kubeenv.WaitGone(t, env.Client, ns)
 }
 
 func TestClusterAPIVersionsServed(t *testing.T) {
@@ -93,7 +84,7 @@ func TestNamespaceName(t *testing.T) {
 		if len(got) > 63 {
 			t.Errorf("NamespaceName(%q) = %q: longer than 63", in, got)
 		}
-		if errs := validateDNSLabel(got); len(errs) > 0 {
+		if errs := validation.IsDNS1123Label(got); len(errs) > 0 {
 			t.Errorf("NamespaceName(%q) = %q: %v", in, got, errs)
 		}
 	}
