@@ -90,23 +90,31 @@ func (e *Env) BindClusterRole(t testing.TB, name string, rules []rbacv1.PolicyRu
 // file), e.g. dir "rbac" for the manager's.
 func GeneratedClusterRoleRules(t testing.TB, dir string) []rbacv1.PolicyRule {
 	t.Helper()
+	path, role := readClusterRole(t, yaml.Unmarshal, dir, "role.yaml")
+	if role.Kind != "ClusterRole" || len(role.Rules) == 0 {
+		t.Fatalf("%s: first object is a %s with %d rules, want a ClusterRole with rules", path, role.Kind, len(role.Rules))
+	}
+	return role.Rules
+}
+
+// readClusterRole reads config/<dir>/<file> of the repository as a
+// ClusterRole with unmarshal, and returns its path and the role.
+func readClusterRole(t testing.TB, unmarshal func([]byte, any, ...yaml.JSONOpt) error, dir, file string) (string, *rbacv1.ClusterRole) {
+	t.Helper()
 	root, err := RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(root, "config", dir, "role.yaml")
+	path := filepath.Join(root, "config", dir, file)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	role := &rbacv1.ClusterRole{}
-	if err := yaml.Unmarshal(b, role); err != nil {
+	if err := unmarshal(b, role); err != nil {
 		t.Fatalf("reading %s: %v", path, err)
 	}
-	if role.Kind != "ClusterRole" || len(role.Rules) == 0 {
-		t.Fatalf("%s: first object is a %s with %d rules, want a ClusterRole with rules", path, role.Kind, len(role.Rules))
-	}
-	return role.Rules
+	return path, role
 }
 
 // ServiceAccountToken creates the ServiceAccount ns/name unless it exists,
@@ -146,17 +154,6 @@ func (e *Env) ServiceAccountConfig(t testing.TB, ns, name string) *rest.Config {
 // ns/sa, as an operator binds a Prometheus to it.
 func (e *Env) BindMetricsReader(t testing.TB, ns, sa string) {
 	t.Helper()
-	root, err := RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(root, "config", "rbac", "metrics_reader_role.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	role := &rbacv1.ClusterRole{}
-	if err := yaml.UnmarshalStrict(b, role); err != nil {
-		t.Fatalf("reading metrics_reader_role.yaml: %v", err)
-	}
+	_, role := readClusterRole(t, yaml.UnmarshalStrict, "rbac", "metrics_reader_role.yaml")
 	e.BindClusterRole(t, "initlock-metrics-reader-"+ns, role.Rules, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa})
 }
