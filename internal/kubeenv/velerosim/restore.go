@@ -290,14 +290,11 @@ func (r *Restorer) Item(backed *unstructured.Unstructured) (*unstructured.Unstru
 // Restorer takes; typed objects get their kind from kubeenv's scheme.
 func Unstructured(objs ...client.Object) ([]*unstructured.Unstructured, error) {
 	out := make([]*unstructured.Unstructured, 0, len(objs))
-	var scheme *runtime.Scheme
+	scheme := kubeenv.Scheme()
 	for _, o := range objs {
 		if u, ok := o.(*unstructured.Unstructured); ok {
 			out = append(out, u.DeepCopy())
 			continue
-		}
-		if scheme == nil {
-			scheme = kubeenv.Scheme()
 		}
 		gvk, err := apiutil.GVKForObject(o, scheme)
 		if err != nil {
