@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -126,11 +127,7 @@ func (c *Counter) Of(resource, namespace string) Counts {
 func (c *Counter) Calls() map[Call]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make(map[Call]int, len(c.counts))
-	for k, v := range c.counts {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(c.counts)
 }
 
 // Denied returns the requests the API server refused with 403 Forbidden

@@ -60,10 +60,9 @@ func (r *Recorder) TypedReasons() []string {
 }
 
 func (r *Recorder) strings(f func(Event) string) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]string, len(r.events))
-	for i, e := range r.events {
+	events := r.Events()
+	out := make([]string, len(events))
+	for i, e := range events {
 		out[i] = f(e)
 	}
 	return out
