@@ -288,11 +288,11 @@ func (r *Restorer) Item(backed *unstructured.Unstructured) (*unstructured.Unstru
 
 // Unstructured converts objects, typed or not, to the unstructured form the
 // Restorer takes; typed objects get their kind from kubeenv's scheme.
-func Unstructured(objs ...client.Object) ([]*unstructured.Unstructured, error) {
+func Unstructured[O client.Object](objs ...O) ([]*unstructured.Unstructured, error) {
 	out := make([]*unstructured.Unstructured, 0, len(objs))
 	scheme := kubeenv.Scheme()
 	for _, o := range objs {
-		if u, ok := o.(*unstructured.Unstructured); ok {
+		if u, ok := any(o).(*unstructured.Unstructured); ok {
 			out = append(out, u.DeepCopy())
 			continue
 		}

@@ -13,11 +13,7 @@ import (
 // them, in the order they were created. It fails t on any error.
 func Restore[O client.Object](t testing.TB, cfg *rest.Config, opts Options, objs ...O) []*unstructured.Unstructured {
 	t.Helper()
-	cobjs := make([]client.Object, len(objs))
-	for i, o := range objs {
-		cobjs[i] = o
-	}
-	items, err := Unstructured(cobjs...)
+	items, err := Unstructured(objs...)
 	if err != nil {
 		t.Fatal(err)
 	}
