@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -59,31 +58,23 @@ func (t Tally) Add(o Tally) Tally {
 // Missing returns the classes side s models that t has not counted, in
 // report order.
 func (t Tally) Missing(s Side) []Class {
-	var out []Class
-	for _, c := range Modelled(s) {
-		if t[c] == 0 {
-			out = append(out, c)
-		}
-	}
-	return out
+	return slices.DeleteFunc(Modelled(s), func(c Class) bool { return t[c] != 0 })
 }
 
 // Format lists the count of every class side s models, in report order,
 // as "class=n", then any other class counted.
 func (t Tally) Format(s Side) string {
-	var parts []string
-	seen := map[Class]bool{}
-	for _, c := range Modelled(s) {
+	modelled := Modelled(s)
+	var parts, rest []string
+	for _, c := range modelled {
 		parts = append(parts, fmt.Sprintf("%s=%d", c, t[c]))
-		seen[c] = true
 	}
-	var rest []string
 	for c, n := range t {
-		if !seen[c] {
+		if !slices.Contains(modelled, c) {
 			rest = append(rest, fmt.Sprintf("%s=%d", c, n))
 		}
 	}
-	sort.Strings(rest)
+	slices.Sort(rest)
 	return strings.Join(append(parts, rest...), " ")
 }
 
