@@ -29,7 +29,7 @@ shipped=""
 support=""
 while IFS= read -r f; do
 	dir="$PWD/$(dirname "$f")"
-	if printf '%s\n' "$shipped_pkgs" | grep -qxF "$dir"; then
+	if grep -xF "$dir" <<<"$shipped_pkgs" >/dev/null; then
 		shipped+="$f"$'\n'
 	else
 		support+="$f"$'\n'
