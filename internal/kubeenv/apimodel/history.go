@@ -38,34 +38,29 @@ func (s *Store) Revision() int64 {
 func (s *Store) Keys() []Key {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	keys := make([]Key, 0, len(s.objects))
-	for k := range s.objects {
+	return sortedKeys(s.objects)
+}
+
+func sortedKeys[V any](m map[Key]V) []Key {
+	keys := make([]Key, 0, len(m))
+	for k := range m {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
 	return keys
 }
 
-// Fingerprint digests every object's versions, with revisions named by
-// their ranks: two stores with the same fingerprint answer every read
-// alike, up to the names of revisions. Only the last depth versions of each
-// object are digested (all of them when depth is 0).
-func (s *Store) Fingerprint(depth int) string {
-	return strings.Join(s.FingerprintLines(depth, false), "\n") + "\n"
-}
-
-// FingerprintLines is the fingerprint as one line per object, sorted by
-// key: its key, its number of versions and the digests of the last depth
-// ones, or with texts their JSON (without their resourceVersion), which a
-// caller may rewrite (rename what they name) before digesting it.
+// FingerprintLines digests every object's versions, with revisions named
+// by their ranks, as one line per object sorted by key: its key, its
+// number of versions and the digests of the last depth ones (all of them
+// when depth is 0), or with texts their JSON (without their
+// resourceVersion), which a caller may rewrite (rename what they name)
+// before digesting it. Two stores with the same lines answer every read
+// alike, up to the names of revisions.
 func (s *Store) FingerprintLines(depth int, texts bool) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	keys := make([]Key, 0, len(s.history))
-	for k := range s.history {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	keys := sortedKeys(s.history)
 	lines := make([]string, 0, len(keys))
 	var b strings.Builder
 	for _, k := range keys {
