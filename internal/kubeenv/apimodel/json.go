@@ -92,13 +92,3 @@ func deepCopy(obj map[string]any) map[string]any {
 	}
 	return runtime.DeepCopyJSON(obj)
 }
-
-func lower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
-}

@@ -3,9 +3,11 @@ package apimodel
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,12 +52,11 @@ type Version struct {
 // subresource) is not changed by patches of the object. A write that
 // changes nothing does not bump the revision.
 type Store struct {
-	mu       sync.Mutex
-	rev      int64
-	created  map[Key]int
-	objects  map[Key]map[string]any
-	history  map[Key][]Version
-	resource map[string]schema.GroupResource
+	mu      sync.Mutex
+	rev     int64
+	created map[Key]int
+	objects map[Key]map[string]any
+	history map[Key][]Version
 	// now stamps creationTimestamps.
 	now time.Time
 	// guard, when set, is the admission policy enforced on deletes and
@@ -86,15 +87,7 @@ func NewStore() *Store {
 		objects: map[Key]map[string]any{},
 		created: map[Key]int{},
 		history: map[Key][]Version{},
-		resource: map[string]schema.GroupResource{
-			"ConfigMap":                        {Resource: "configmaps"},
-			"Deployment":                       {Group: "apps", Resource: "deployments"},
-			"Cluster":                          {Group: "cluster.x-k8s.io", Resource: "clusters"},
-			"Machine":                          {Group: "cluster.x-k8s.io", Resource: "machines"},
-			"ValidatingAdmissionPolicy":        {Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies"},
-			"ValidatingAdmissionPolicyBinding": {Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicybindings"},
-		},
-		now: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC),
+		now:     time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC),
 	}
 }
 
@@ -104,12 +97,8 @@ func (s *Store) Clone() *Store {
 	defer s.mu.Unlock()
 	c := NewStore()
 	c.rev, c.now, c.guard = s.rev, s.now, s.guard
-	for k, n := range s.created {
-		c.created[k] = n
-	}
-	for k, o := range s.objects {
-		c.objects[k] = o // stored objects are never changed in place
-	}
+	maps.Copy(c.created, s.created)
+	maps.Copy(c.objects, s.objects) // stored objects are never changed in place
 	for k, h := range s.history {
 		c.history[k] = append([]Version(nil), h...)
 	}
@@ -120,7 +109,7 @@ func (s *Store) Clone() *Store {
 // the object.
 var statusSubresource = map[string]bool{"Cluster": true, "Machine": true}
 
-func (s *Store) gr(kind string) schema.GroupResource { return s.resource[kind] }
+func gr(kind string) schema.GroupResource { return served[kind].GroupResource() }
 
 // Get returns a copy of the object, or NotFound.
 func (s *Store) Get(k Key) (map[string]any, error) {
@@ -128,7 +117,7 @@ func (s *Store) Get(k Key) (map[string]any, error) {
 	defer s.mu.Unlock()
 	obj, ok := s.objects[k]
 	if !ok {
-		return nil, apierrors.NewNotFound(s.gr(k.Kind), k.Name)
+		return nil, apierrors.NewNotFound(gr(k.Kind), k.Name)
 	}
 	return deepCopy(obj), nil
 }
@@ -147,13 +136,13 @@ func (s *Store) Create(k Key, obj map[string]any) (map[string]any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.objects[k]; ok {
-		return nil, apierrors.NewAlreadyExists(s.gr(k.Kind), k.Name)
+		return nil, apierrors.NewAlreadyExists(gr(k.Kind), k.Name)
 	}
 	obj = normalize(obj)
 	meta := metadata(obj)
 	meta["namespace"], meta["name"] = k.Namespace, k.Name
 	s.created[k]++
-	meta["uid"] = fmt.Sprintf("%s-%s-%d", lower(k.Kind), k.Name, s.created[k])
+	meta["uid"] = fmt.Sprintf("%s-%s-%d", strings.ToLower(k.Kind), k.Name, s.created[k])
 	meta["creationTimestamp"] = s.now.Format(time.RFC3339)
 	delete(meta, "resourceVersion")
 	if statusSubresource[k.Kind] {
@@ -171,10 +160,10 @@ func (s *Store) Patch(k Key, pt types.PatchType, patch []byte) (map[string]any, 
 	defer s.mu.Unlock()
 	cur, ok := s.objects[k]
 	if !ok {
-		return nil, apierrors.NewNotFound(s.gr(k.Kind), k.Name)
+		return nil, apierrors.NewNotFound(gr(k.Kind), k.Name)
 	}
 	if pt != types.JSONPatchType && pt != types.MergePatchType {
-		return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", s.gr(k.Kind), k.Name, "unsupported patch type "+string(pt), 0, false)
+		return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", gr(k.Kind), k.Name, "unsupported patch type "+string(pt), 0, false)
 	}
 	next, ok := applyPatch(cur, pt, patch)
 	if !ok {
@@ -224,10 +213,10 @@ func (s *Store) Update(k Key, obj map[string]any) (map[string]any, error) {
 	defer s.mu.Unlock()
 	cur, ok := s.objects[k]
 	if !ok {
-		return nil, apierrors.NewNotFound(s.gr(k.Kind), k.Name)
+		return nil, apierrors.NewNotFound(gr(k.Kind), k.Name)
 	}
 	if _, ok := metadata(obj)["resourceVersion"]; !ok {
-		return nil, apierrors.NewInvalid(schema.GroupKind{Group: s.gr(k.Kind).Group, Kind: k.Kind}, k.Name, nil)
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: gr(k.Kind).Group, Kind: k.Kind}, k.Name, nil)
 	}
 	return s.update(k, cur, normalize(obj))
 }
@@ -237,11 +226,11 @@ func (s *Store) Update(k Key, obj map[string]any) (map[string]any, error) {
 func (s *Store) update(k Key, cur, next map[string]any) (map[string]any, error) {
 	curMeta, meta := metadata(cur), metadata(next)
 	if rv, ok := meta["resourceVersion"]; ok && rv != curMeta["resourceVersion"] {
-		return nil, apierrors.NewConflict(s.gr(k.Kind), k.Name,
+		return nil, apierrors.NewConflict(gr(k.Kind), k.Name,
 			fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
 	}
 	if uid, ok := meta["uid"]; ok && uid != curMeta["uid"] {
-		return nil, apierrors.NewConflict(s.gr(k.Kind), k.Name,
+		return nil, apierrors.NewConflict(gr(k.Kind), k.Name,
 			fmt.Errorf("precondition failed: UID in precondition: %v, UID in object meta: %v", uid, curMeta["uid"]))
 	}
 	for _, f := range []string{"uid", "creationTimestamp", "namespace", "name", "generation", "resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"} {
@@ -260,7 +249,7 @@ func (s *Store) update(k Key, cur, next map[string]any) (map[string]any, error) 
 		}
 		for _, f := range finalizersOf(meta) {
 			if !had[f] {
-				return nil, apierrors.NewInvalid(schema.GroupKind{Group: s.gr(k.Kind).Group, Kind: k.Kind}, k.Name, field.ErrorList{
+				return nil, apierrors.NewInvalid(schema.GroupKind{Group: gr(k.Kind).Group, Kind: k.Kind}, k.Name, field.ErrorList{
 					field.Forbidden(field.NewPath("metadata", "finalizers"), "no new finalizers can be added if the object is being deleted")})
 			}
 		}
@@ -322,15 +311,15 @@ func (s *Store) DeleteWith(k Key, r DeleteRequest) error {
 	defer s.mu.Unlock()
 	cur, ok := s.objects[k]
 	if !ok {
-		return apierrors.NewNotFound(s.gr(k.Kind), k.Name)
+		return apierrors.NewNotFound(gr(k.Kind), k.Name)
 	}
 	meta := metadata(cur)
 	if uid != nil && string(*uid) != meta["uid"] {
-		return apierrors.NewConflict(s.gr(k.Kind), k.Name,
+		return apierrors.NewConflict(gr(k.Kind), k.Name,
 			fmt.Errorf("precondition failed: UID in precondition: %v, UID in object meta: %v", *uid, meta["uid"]))
 	}
 	if rv != nil && *rv != meta["resourceVersion"] {
-		return apierrors.NewConflict(s.gr(k.Kind), k.Name,
+		return apierrors.NewConflict(gr(k.Kind), k.Name,
 			fmt.Errorf("precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *rv, meta["resourceVersion"]))
 	}
 	if s.guard != nil && k.Kind == "ConfigMap" {
