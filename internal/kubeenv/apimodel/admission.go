@@ -113,20 +113,16 @@ func (g *Guard) admitDelete(old map[string]any, r DeleteRequest) error {
 		opts.Preconditions = &metav1.Preconditions{UID: r.UID, ResourceVersion: r.ResourceVersion}
 	}
 	opts.SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind("DeleteOptions"))
-	return g.admitAs(admission.Delete, old, nil, opts, r.User)
+	return g.admit(admission.Delete, old, nil, opts, r.User)
 }
 
 // admitUpdate judges the update of stored ConfigMap old into next, as
 // admitDelete judges a delete.
 func (g *Guard) admitUpdate(old, next map[string]any) error {
-	return g.admit(admission.Update, old, next)
+	return g.admit(admission.Update, old, next, &metav1.UpdateOptions{}, "")
 }
 
-func (g *Guard) admit(op admission.Operation, oldMap, nextMap map[string]any) error {
-	return g.admitAs(op, oldMap, nextMap, &metav1.UpdateOptions{}, "")
-}
-
-func (g *Guard) admitAs(op admission.Operation, oldMap, nextMap map[string]any, opts runtime.Object, username string) error {
+func (g *Guard) admit(op admission.Operation, oldMap, nextMap map[string]any, opts runtime.Object, username string) error {
 	if username == "" {
 		username = "admin"
 	}
