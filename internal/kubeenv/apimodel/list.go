@@ -3,7 +3,6 @@ package apimodel
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -14,33 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
-
-// List returns the objects of kind k.Kind in namespace k.Namespace (every
-// namespace when it is empty) whose labels sel matches (every object when
-// sel is nil), sorted by namespace and name as etcd's keys sort, and the
-// revision they were read at: the store's last revision, as a consistent
-// list of the API server answers with etcd's current revision.
-func (s *Store) List(k Key, sel labels.Selector) (items []map[string]any, rv string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for key, obj := range s.objects {
-		if key.Kind != k.Kind || (k.Namespace != "" && key.Namespace != k.Namespace) {
-			continue
-		}
-		if sel != nil && !sel.Matches(labels.Set(labelsOf(obj))) {
-			continue
-		}
-		items = append(items, deepCopy(obj))
-	}
-	sort.Slice(items, func(i, j int) bool {
-		a, b := metadata(items[i]), metadata(items[j])
-		if a["namespace"] != b["namespace"] {
-			return a["namespace"].(string) < b["namespace"].(string)
-		}
-		return a["name"].(string) < b["name"].(string)
-	})
-	return items, strconv.FormatInt(s.rev, 10)
-}
 
 func labelsOf(obj map[string]any) map[string]string {
 	out := map[string]string{}
@@ -83,10 +55,6 @@ func (c *Client) List(ctx context.Context, list client.ObjectList, opts ...clien
 		body = append(body, "limit="+strconv.FormatInt(lo.Limit, 10))
 	}
 	res, err := c.do(ctx, "list", k, strings.Join(body, "&"), func() (map[string]any, error) {
-		if lo.Limit <= 0 && from == nil {
-			items, rv := c.Store.List(k, sel)
-			return listResult(items, rv, ""), nil
-		}
 		items, rv, next := c.Store.listPage(k, sel, from, lo.Limit)
 		return listResult(items, rv, next), nil
 	})

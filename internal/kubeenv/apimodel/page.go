@@ -33,11 +33,15 @@ func parseContinue(token string) (*page, error) {
 	return nil, apierrors.NewBadRequest(fmt.Sprintf("apimodel: invalid continue token %q", token))
 }
 
-// listPage is List by pages of at most limit objects (every object left
-// when limit is 0): the first page when from is nil, else the page after
-// from, read at from's revision as the API server reads every page of a
-// list at its first page's revision. It returns the page, its revision and
-// the continue token of the next page, "" after the last.
+// listPage returns the objects of kind k.Kind in namespace k.Namespace
+// (every namespace when it is empty) whose labels sel matches (every object
+// when sel is nil), sorted by namespace and name as etcd's keys sort, by
+// pages of at most limit objects (every object left when limit is 0). The
+// first page (from nil) is read at the store's last revision, as a
+// consistent list of the API server is read at etcd's current revision; the
+// page after from at from's revision, as the API server reads every page of
+// a list at its first page's revision. It returns the page, its revision
+// and the continue token of the next page, "" after the last.
 func (s *Store) listPage(k Key, sel labels.Selector, from *page, limit int64) (items []map[string]any, rv, next string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -52,7 +56,10 @@ func (s *Store) listPage(k Key, sel labels.Selector, from *page, limit int64) (i
 		if from != nil && (key.Namespace < from.namespace || (key.Namespace == from.namespace && key.Name <= from.name)) {
 			continue
 		}
-		obj := versionAt(versions, at.rev)
+		obj := s.objects[key] // as it is at the store's last revision
+		if from != nil {
+			obj = versionAt(versions, at.rev)
+		}
 		if obj == nil || (sel != nil && !sel.Matches(labels.Set(labelsOf(obj)))) {
 			continue
 		}
