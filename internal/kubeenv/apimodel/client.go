@@ -45,10 +45,6 @@ type Request struct {
 // Write tells whether the request changes the store when it is applied.
 func (r *Request) Write() bool { return r.Verb != "get" && r.Verb != "list" }
 
-// Exec applies the request to the store, as the API server would now, and
-// returns what it answers.
-func (r *Request) Exec() (map[string]any, error) { return r.exec() }
-
 // Serve applies the request now and answers with what the store answered.
 func (r *Request) Serve() { r.Result, r.Err = r.exec() }
 
