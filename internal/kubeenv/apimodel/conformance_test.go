@@ -71,22 +71,22 @@ var scripts = map[string][]step{
 		{"create the cluster", func(ctx context.Context, b *backend) error {
 			return b.create(ctx, kubeenv.NewCluster(capi.V1Beta2, b.ns, "c1"))
 		}},
-		{"claim with no annotations map", b(jsonPatch(`[{"op":"test","path":"/metadata/uid","value":"$uid"},{"op":"test","path":"/spec/paused","value":null},{"op":"test","path":"/metadata/annotations","value":null},{"op":"add","path":"/metadata/annotations","value":{"initlock.dev/init-lock-grant":"g1"}}]`))},
-		{"the same claim again fails its test", b(jsonPatch(`[{"op":"test","path":"/metadata/annotations","value":null},{"op":"add","path":"/metadata/annotations","value":{"initlock.dev/init-lock-grant":"g1"}}]`))},
-		{"compare-and-swap from the value read", b(jsonPatch(`[{"op":"test","path":"/metadata/uid","value":"$uid"},{"op":"test","path":"/spec/paused","value":null},{"op":"test","path":"/metadata/annotations/cluster.x-k8s.io~1paused","value":null},{"op":"test","path":"` + register + `","value":"g1"},{"op":"replace","path":"` + register + `","value":"g2"}]`))},
-		{"compare-and-swap from a stale value fails", b(jsonPatch(`[{"op":"test","path":"` + register + `","value":"g1"},{"op":"replace","path":"` + register + `","value":"g3"}]`))},
-		{"a test of another uid fails", b(jsonPatch(`[{"op":"test","path":"/metadata/uid","value":"not-the-uid"},{"op":"replace","path":"` + register + `","value":"g3"}]`))},
-		{"remove the register", b(jsonPatch(`[{"op":"test","path":"` + register + `","value":"g2"},{"op":"remove","path":"` + register + `"}]`))},
-		{"another tool's annotation", b(mergePatch(`{"metadata":{"annotations":{"example.com/x":"y"}}}`))},
-		{"add when the key is absent", b(jsonPatch(`[{"op":"test","path":"` + register + `","value":null},{"op":"add","path":"` + register + `","value":"g4"}]`))},
-		{"pause", b(mergePatch(`{"spec":{"paused":true}}`))},
-		{"a claim testing spec.paused absent fails", b(jsonPatch(`[{"op":"test","path":"/spec/paused","value":null},{"op":"replace","path":"` + register + `","value":"g5"}]`))},
-		{"a claim testing spec.paused false fails", b(jsonPatch(`[{"op":"test","path":"/spec/paused","value":false},{"op":"replace","path":"` + register + `","value":"g5"}]`))},
-		{"unpause", b(mergePatch(`{"spec":{"paused":false}}`))},
-		{"a claim testing spec.paused false applies", b(jsonPatch(`[{"op":"test","path":"/spec/paused","value":false},{"op":"replace","path":"` + register + `","value":"g5"}]`))},
-		{"pause by annotation", b(mergePatch(`{"metadata":{"annotations":{"cluster.x-k8s.io/paused":""}}}`))},
-		{"a claim testing the paused annotation absent fails", b(jsonPatch(`[{"op":"test","path":"/metadata/annotations/cluster.x-k8s.io~1paused","value":null},{"op":"replace","path":"` + register + `","value":"g6"}]`))},
-		{"a status patched through the object is ignored", b(mergePatch(`{"status":{"initialization":{"controlPlaneInitialized":true}}}`))},
+		{"claim with no annotations map", jsonPatch(`[{"op":"test","path":"/metadata/uid","value":"$uid"},{"op":"test","path":"/spec/paused","value":null},{"op":"test","path":"/metadata/annotations","value":null},{"op":"add","path":"/metadata/annotations","value":{"initlock.dev/init-lock-grant":"g1"}}]`)},
+		{"the same claim again fails its test", jsonPatch(`[{"op":"test","path":"/metadata/annotations","value":null},{"op":"add","path":"/metadata/annotations","value":{"initlock.dev/init-lock-grant":"g1"}}]`)},
+		{"compare-and-swap from the value read", jsonPatch(`[{"op":"test","path":"/metadata/uid","value":"$uid"},{"op":"test","path":"/spec/paused","value":null},{"op":"test","path":"/metadata/annotations/cluster.x-k8s.io~1paused","value":null},{"op":"test","path":"` + register + `","value":"g1"},{"op":"replace","path":"` + register + `","value":"g2"}]`)},
+		{"compare-and-swap from a stale value fails", jsonPatch(`[{"op":"test","path":"` + register + `","value":"g1"},{"op":"replace","path":"` + register + `","value":"g3"}]`)},
+		{"a test of another uid fails", jsonPatch(`[{"op":"test","path":"/metadata/uid","value":"not-the-uid"},{"op":"replace","path":"` + register + `","value":"g3"}]`)},
+		{"remove the register", jsonPatch(`[{"op":"test","path":"` + register + `","value":"g2"},{"op":"remove","path":"` + register + `"}]`)},
+		{"another tool's annotation", mergePatch(`{"metadata":{"annotations":{"example.com/x":"y"}}}`)},
+		{"add when the key is absent", jsonPatch(`[{"op":"test","path":"` + register + `","value":null},{"op":"add","path":"` + register + `","value":"g4"}]`)},
+		{"pause", mergePatch(`{"spec":{"paused":true}}`)},
+		{"a claim testing spec.paused absent fails", jsonPatch(`[{"op":"test","path":"/spec/paused","value":null},{"op":"replace","path":"` + register + `","value":"g5"}]`)},
+		{"a claim testing spec.paused false fails", jsonPatch(`[{"op":"test","path":"/spec/paused","value":false},{"op":"replace","path":"` + register + `","value":"g5"}]`)},
+		{"unpause", mergePatch(`{"spec":{"paused":false}}`)},
+		{"a claim testing spec.paused false applies", jsonPatch(`[{"op":"test","path":"/spec/paused","value":false},{"op":"replace","path":"` + register + `","value":"g5"}]`)},
+		{"pause by annotation", mergePatch(`{"metadata":{"annotations":{"cluster.x-k8s.io/paused":""}}}`)},
+		{"a claim testing the paused annotation absent fails", jsonPatch(`[{"op":"test","path":"/metadata/annotations/cluster.x-k8s.io~1paused","value":null},{"op":"replace","path":"` + register + `","value":"g6"}]`)},
+		{"a status patched through the object is ignored", mergePatch(`{"status":{"initialization":{"controlPlaneInitialized":true}}}`)},
 	},
 	"lock": {
 		{"read a missing lock", func(ctx context.Context, b *backend) error {
@@ -106,32 +106,26 @@ var scripts = map[string][]step{
 			uid, rv := b.uid["c1-lock"], "1"
 			return b.deleteLock(ctx, &uid, &rv)
 		}},
-		{"delete with the UID and resourceVersion read", func(ctx context.Context, b *backend) error {
-			uid, rv := b.uid["c1-lock"], b.rv["c1-lock"]
-			return b.deleteLock(ctx, &uid, &rv)
-		}},
+		{"delete with the UID and resourceVersion read", deleteLockAsRead},
 		{"delete a missing lock", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
 	},
 	"guarded lock": {
 		{"create the lock", func(ctx context.Context, b *backend) error { return b.createLock(ctx) }},
 		{"delete it unmarked: refused by the guard", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
-		{"mark it with another UID", b(lockJSONPatch(`[{"op":"add","path":"/metadata/annotations","value":{"initlock.dev/releasable":"not-the-uid"}}]`))},
+		{"mark it with another UID", lockJSONPatch(`[{"op":"add","path":"/metadata/annotations","value":{"initlock.dev/releasable":"not-the-uid"}}]`)},
 		{"delete it with a mark of another UID: refused", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
-		{"take its label away: refused", b(lockJSONPatch(`[{"op":"remove","path":"/metadata/labels/cluster.x-k8s.io~1cluster-name"}]`))},
-		{"label it for another cluster: refused", b(lockJSONPatch(`[{"op":"replace","path":"/metadata/labels/cluster.x-k8s.io~1cluster-name","value":"c2"}]`))},
-		{"take its data key away: refused", b(lockJSONPatch(`[{"op":"remove","path":"/data/lock-information"}]`))},
-		{"rewrite its record: let through", b(lockJSONPatch(`[{"op":"replace","path":"/data/lock-information","value":"{\"machineName\":\"m2\"}"}]`))},
-		{"mark it with its own UID", b(lockJSONPatch(`[{"op":"test","path":"/metadata/resourceVersion","value":"$rv"},{"op":"replace","path":"/metadata/annotations/initlock.dev~1releasable","value":"$lockuid"}]`))},
+		{"take its label away: refused", lockJSONPatch(`[{"op":"remove","path":"/metadata/labels/cluster.x-k8s.io~1cluster-name"}]`)},
+		{"label it for another cluster: refused", lockJSONPatch(`[{"op":"replace","path":"/metadata/labels/cluster.x-k8s.io~1cluster-name","value":"c2"}]`)},
+		{"take its data key away: refused", lockJSONPatch(`[{"op":"remove","path":"/data/lock-information"}]`)},
+		{"rewrite its record: let through", lockJSONPatch(`[{"op":"replace","path":"/data/lock-information","value":"{\"machineName\":\"m2\"}"}]`)},
+		{"mark it with its own UID", lockJSONPatch(`[{"op":"test","path":"/metadata/resourceVersion","value":"$rv"},{"op":"replace","path":"/metadata/annotations/initlock.dev~1releasable","value":"$lockuid"}]`)},
 		{"delete it marked, with a stale resourceVersion: the precondition answers first", func(ctx context.Context, b *backend) error {
 			uid, rv := b.uid["c1-lock"], "1"
 			return b.deleteLock(ctx, &uid, &rv)
 		}},
-		{"delete it marked, with the UID and resourceVersion read", func(ctx context.Context, b *backend) error {
-			uid, rv := b.uid["c1-lock"], b.rv["c1-lock"]
-			return b.deleteLock(ctx, &uid, &rv)
-		}},
+		{"delete it marked, with the UID and resourceVersion read", deleteLockAsRead},
 		{"create it again", func(ctx context.Context, b *backend) error { return b.createLock(ctx) }},
-		{"clusterctl move marks it for deletion in the source", b(lockJSONPatch(`[{"op":"add","path":"/metadata/annotations","value":{"clusterctl.cluster.x-k8s.io/delete-for-move":""}}]`))},
+		{"clusterctl move marks it for deletion in the source", lockJSONPatch(`[{"op":"add","path":"/metadata/annotations","value":{"clusterctl.cluster.x-k8s.io/delete-for-move":""}}]`)},
 		{"the garbage collector's delete of it: refused (it names a propagation policy)", func(ctx context.Context, b *backend) error { return b.collect(ctx, b) }},
 		{"kubectl delete of it: refused (it names a propagation policy)", func(ctx context.Context, b *backend) error { return b.kubectlDelete(ctx) }},
 		{"clusterctl move deletes it", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
@@ -159,15 +153,15 @@ var scripts = map[string][]step{
 			return b.create(ctx, cm)
 		}},
 		{"delete it unmarked: refused", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
-		{"rewrite its record for another provider: refused (the shape goes)", b(lockJSONPatch(`[{"op":"replace","path":"/data/lock-information","value":"{\"kkInstanceName\":\"kk-0\"}"}]`))},
-		{"rewrite its record with its key's letters escaped, as a resource modifier may: let through (the same record)", b(lockJSONPatch(`[{"op":"replace","path":"/data/lock-information","value":"{\"machine\\u004eame\":\"m1\"}"}]`))},
+		{"rewrite its record for another provider: refused (the shape goes)", lockJSONPatch(`[{"op":"replace","path":"/data/lock-information","value":"{\"kkInstanceName\":\"kk-0\"}"}]`)},
+		{"rewrite its record with its key's letters escaped, as a resource modifier may: let through (the same record)", lockJSONPatch(`[{"op":"replace","path":"/data/lock-information","value":"{\"machine\\u004eame\":\"m1\"}"}]`)},
 		{"delete it unmarked: refused", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
 	},
 	"replayed mark": {
 		{"create the lock", func(ctx context.Context, b *backend) error { return b.createLock(ctx) }},
-		{"a release marks it with its own UID", b(lockJSONPatch(`[{"op":"test","path":"/metadata/resourceVersion","value":"$rv"},{"op":"add","path":"/metadata/annotations","value":{"initlock.dev/releasable":"$lockuid","initlock.dev/release-started":"2026-12-06T10:00:00Z"}}]`))},
-		{"the mark is taken off", b(lockJSONPatch(`[{"op":"remove","path":"/metadata/annotations/initlock.dev~1releasable"},{"op":"remove","path":"/metadata/annotations/initlock.dev~1release-started"}]`))},
-		{"a restore with the update policy writes the mark back", b(lockMergePatch(`{"metadata":{"annotations":{"initlock.dev/releasable":"$lockuid","initlock.dev/release-started":"2026-12-06T10:00:00Z"},"labels":{"velero.io/restore-name":"r1"}}}`))},
+		{"a release marks it with its own UID", lockJSONPatch(`[{"op":"test","path":"/metadata/resourceVersion","value":"$rv"},{"op":"add","path":"/metadata/annotations","value":{"initlock.dev/releasable":"$lockuid","initlock.dev/release-started":"2026-12-06T10:00:00Z"}}]`)},
+		{"the mark is taken off", lockJSONPatch(`[{"op":"remove","path":"/metadata/annotations/initlock.dev~1releasable"},{"op":"remove","path":"/metadata/annotations/initlock.dev~1release-started"}]`)},
+		{"a restore with the update policy writes the mark back", lockMergePatch(`{"metadata":{"annotations":{"initlock.dev/releasable":"$lockuid","initlock.dev/release-started":"2026-12-06T10:00:00Z"},"labels":{"velero.io/restore-name":"r1"}}}`)},
 		{"a plain delete: refused (no resourceVersion named)", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
 		{"a delete with the UID alone: refused", func(ctx context.Context, b *backend) error {
 			uid := b.uid["c1-lock"]
@@ -188,43 +182,36 @@ var scripts = map[string][]step{
 				Raw: &metav1.DeleteOptions{OrphanDependents: &orphan}}) //nolint:staticcheck // the deprecated field, as an old client sends it
 
 		}},
-		{"a delete on the current resourceVersion, as a release sends it: let through", func(ctx context.Context, b *backend) error {
-			uid, rv := b.uid["c1-lock"], b.rv["c1-lock"]
-			return b.deleteLock(ctx, &uid, &rv)
-		}},
+		{"a delete on the current resourceVersion, as a release sends it: let through", deleteLockAsRead},
 	},
 	"reshaped lock": {
 		{"create the lock", func(ctx context.Context, b *backend) error { return b.createLock(ctx) }},
-		{"mark it with its own UID", b(lockJSONPatch(`[{"op":"add","path":"/metadata/annotations","value":{"initlock.dev/releasable":"$lockuid"}}]`))},
-		{"take its label away once marked: refused, marked or not", b(lockJSONPatch(`[{"op":"remove","path":"/metadata/labels/cluster.x-k8s.io~1cluster-name"}]`))},
+		{"mark it with its own UID", lockJSONPatch(`[{"op":"add","path":"/metadata/annotations","value":{"initlock.dev/releasable":"$lockuid"}}]`)},
+		{"take its label away once marked: refused, marked or not", lockJSONPatch(`[{"op":"remove","path":"/metadata/labels/cluster.x-k8s.io~1cluster-name"}]`)},
 		{"a plain delete of the marked lock: refused", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
 	},
 	"lock held by another finalizer": {
 		{"create the lock", func(ctx context.Context, b *backend) error { return b.createLock(ctx) }},
-		{"another controller's finalizer", b(lockJSONPatch(`[{"op":"test","path":"/metadata/resourceVersion","value":"$rv"},{"op":"add","path":"/metadata/finalizers","value":["example.com/keep"]}]`))},
+		{"another controller's finalizer", lockJSONPatch(`[{"op":"test","path":"/metadata/resourceVersion","value":"$rv"},{"op":"add","path":"/metadata/finalizers","value":["example.com/keep"]}]`)},
 		{"delete it unmarked: refused, not marked for deletion", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
-		{"mark it for release", b(lockJSONPatch(`[{"op":"add","path":"/metadata/annotations","value":{"initlock.dev/releasable":"$lockuid"}}]`))},
-		{"delete it: marked for deletion, kept", func(ctx context.Context, b *backend) error {
-			uid, rv := b.uid["c1-lock"], b.rv["c1-lock"]
-			return b.deleteLock(ctx, &uid, &rv)
-		}},
+		{"mark it for release", lockJSONPatch(`[{"op":"add","path":"/metadata/annotations","value":{"initlock.dev/releasable":"$lockuid"}}]`)},
+		{"delete it: marked for deletion, kept", deleteLockAsRead},
 		{"delete it again", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
 		{"create it again: the name is taken", func(ctx context.Context, b *backend) error { return b.createLock(ctx) }},
 		{"rewrite its record while it is being deleted", func(ctx context.Context, b *backend) error { return b.patchLock(ctx, "while-deleting", "") }},
-		{"a new finalizer is refused while it is being deleted", b(lockJSONPatch(`[{"op":"add","path":"/metadata/finalizers/-","value":"example.com/other"}]`))},
-		{"remove the finalizer: gone", b(lockJSONPatch(`[{"op":"test","path":"/metadata/finalizers","value":["example.com/keep"]},{"op":"remove","path":"/metadata/finalizers"}]`))},
+		{"a new finalizer is refused while it is being deleted", lockJSONPatch(`[{"op":"add","path":"/metadata/finalizers/-","value":"example.com/other"}]`)},
+		{"remove the finalizer: gone", lockJSONPatch(`[{"op":"test","path":"/metadata/finalizers","value":["example.com/keep"]},{"op":"remove","path":"/metadata/finalizers"}]`)},
 		{"create it again", func(ctx context.Context, b *backend) error { return b.createLock(ctx) }},
 	},
 }
 
-// lockJSONPatch patches the lock with a JSON patch; $rv is the
-// resourceVersion last read.
-func lockJSONPatch(body string) func(context.Context, *backend) error {
+// lockPatch patches the lock; $rv is the resourceVersion last read,
+// $lockuid its UID.
+func lockPatch(pt types.PatchType, body string) func(context.Context, *backend) error {
 	return func(ctx context.Context, b *backend) error {
-		cm := &corev1.ConfigMap{}
-		cm.Namespace, cm.Name = b.ns, "c1-lock"
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "c1-lock"}}
 		body := strings.NewReplacer("$rv", b.rv["c1-lock"], "$lockuid", string(b.uid["c1-lock"])).Replace(body)
-		if err := b.c.Patch(ctx, cm, client.RawPatch(types.JSONPatchType, []byte(body))); err != nil {
+		if err := b.c.Patch(ctx, cm, client.RawPatch(pt, []byte(body))); err != nil {
 			return err
 		}
 		b.rv["c1-lock"] = cm.ResourceVersion
@@ -232,18 +219,12 @@ func lockJSONPatch(body string) func(context.Context, *backend) error {
 	}
 }
 
-// lockMergePatch patches the lock with a JSON merge patch; $lockuid is its
-// UID.
+func lockJSONPatch(body string) func(context.Context, *backend) error {
+	return lockPatch(types.JSONPatchType, body)
+}
+
 func lockMergePatch(body string) func(context.Context, *backend) error {
-	return func(ctx context.Context, b *backend) error {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "c1-lock"}}
-		body := strings.ReplaceAll(body, "$lockuid", string(b.uid["c1-lock"]))
-		if err := b.c.Patch(ctx, cm, client.RawPatch(types.MergePatchType, []byte(body))); err != nil {
-			return err
-		}
-		b.rv["c1-lock"] = cm.ResourceVersion
-		return nil
-	}
+	return lockPatch(types.MergePatchType, body)
 }
 
 // collector is the user the garbage collector deletes as: one the lock
@@ -332,31 +313,24 @@ func describe(err error) string {
 	return "error " + err.Error()
 }
 
-func b(f func(context.Context, *backend) error) func(context.Context, *backend) error { return f }
+// clusterPatch patches the Cluster; $uid is its UID.
+func clusterPatch(pt types.PatchType, body string) func(context.Context, *backend) error {
+	return func(ctx context.Context, b *backend) error {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(capi.ClusterGVK(capi.V1Beta2))
+		u.SetNamespace(b.ns)
+		u.SetName("c1")
+		body := strings.ReplaceAll(body, "$uid", string(b.uid["c1"]))
+		return b.c.Patch(ctx, u, client.RawPatch(pt, []byte(body)))
+	}
+}
 
 func jsonPatch(body string) func(context.Context, *backend) error {
-	return func(ctx context.Context, b *backend) error {
-		return b.patchCluster(ctx, types.JSONPatchType, replaceUID(body, b.uid["c1"]))
-	}
+	return clusterPatch(types.JSONPatchType, body)
 }
 
 func mergePatch(body string) func(context.Context, *backend) error {
-	return func(ctx context.Context, b *backend) error {
-		return b.patchCluster(ctx, types.MergePatchType, body)
-	}
-}
-
-func replaceUID(s string, uid types.UID) string {
-	out := []byte{}
-	for i := 0; i < len(s); i++ {
-		if i+4 <= len(s) && s[i:i+4] == "$uid" {
-			out = append(out, uid...)
-			i += 3
-			continue
-		}
-		out = append(out, s[i])
-	}
-	return string(out)
+	return clusterPatch(types.MergePatchType, body)
 }
 
 func (b *backend) create(ctx context.Context, u client.Object) error {
@@ -365,14 +339,6 @@ func (b *backend) create(ctx context.Context, u client.Object) error {
 	}
 	b.uid[u.GetName()], b.rv[u.GetName()] = u.GetUID(), u.GetResourceVersion()
 	return nil
-}
-
-func (b *backend) patchCluster(ctx context.Context, pt types.PatchType, body string) error {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(capi.ClusterGVK(capi.V1Beta2))
-	u.SetNamespace(b.ns)
-	u.SetName("c1")
-	return b.c.Patch(ctx, u, client.RawPatch(pt, []byte(body)))
 }
 
 func (b *backend) createLock(ctx context.Context) error {
@@ -402,9 +368,15 @@ func (b *backend) patchLock(ctx context.Context, note, rv string) error {
 }
 
 func (b *backend) deleteLock(ctx context.Context, uid *types.UID, rv *string) error {
-	cm := &corev1.ConfigMap{}
-	cm.Namespace, cm.Name = b.ns, "c1-lock"
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "c1-lock"}}
 	return b.c.Delete(ctx, cm, client.Preconditions{UID: uid, ResourceVersion: rv})
+}
+
+// deleteLockAsRead deletes the lock with the UID and resourceVersion read
+// as preconditions, as a release does.
+func deleteLockAsRead(ctx context.Context, b *backend) error {
+	uid, rv := b.uid["c1-lock"], b.rv["c1-lock"]
+	return b.deleteLock(ctx, &uid, &rv)
 }
 
 // kubectlDelete deletes the lock as kubectl delete does: no precondition,

@@ -8,9 +8,11 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -62,12 +64,7 @@ var listScript = []step{
 	{"list the Machines of the namespace", listUnstructured(capi.MachineGVK(capi.V1Beta2))},
 	{"list the metadata of one cluster's Machines", listMetadata(client.MatchingLabels{capi.ClusterNameLabel: "c2"})},
 	{"list every namespace by label", func(ctx context.Context, b *backend) error {
-		l := &corev1.ConfigMapList{}
-		if err := b.c.List(ctx, l, client.MatchingLabels{scriptLabel: b.ns}); err != nil {
-			return err
-		}
-		b.listed = describeList(b, l, l.Items)
-		return nil
+		return b.list(ctx, &corev1.ConfigMapList{}, client.MatchingLabels{scriptLabel: b.ns})
 	}},
 	{"delete the unlabelled ConfigMap", func(ctx context.Context, b *backend) error {
 		return b.c.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "c1-other"}})
@@ -103,12 +100,7 @@ func setBased() client.ListOption {
 
 func listConfigMaps(sel client.ListOption) func(context.Context, *backend) error {
 	return func(ctx context.Context, b *backend) error {
-		l := &corev1.ConfigMapList{}
-		if err := b.c.List(ctx, l, client.InNamespace(b.ns), sel); err != nil {
-			return err
-		}
-		b.listed = describeList(b, l, l.Items)
-		return nil
+		return b.list(ctx, &corev1.ConfigMapList{}, client.InNamespace(b.ns), sel)
 	}
 }
 
@@ -116,11 +108,7 @@ func listUnstructured(gvk schema.GroupVersionKind) func(context.Context, *backen
 	return func(ctx context.Context, b *backend) error {
 		l := &unstructured.UnstructuredList{}
 		l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := b.c.List(ctx, l, client.InNamespace(b.ns)); err != nil {
-			return err
-		}
-		b.listed = describeList(b, l, l.Items)
-		return nil
+		return b.list(ctx, l, client.InNamespace(b.ns))
 	}
 }
 
@@ -128,12 +116,21 @@ func listMetadata(sel client.ListOption) func(context.Context, *backend) error {
 	return func(ctx context.Context, b *backend) error {
 		l := &metav1.PartialObjectMetadataList{}
 		l.SetGroupVersionKind(capi.MachineGVK(capi.V1Beta2).GroupVersion().WithKind("Machine" + "List"))
-		if err := b.c.List(ctx, l, client.InNamespace(b.ns), sel); err != nil {
-			return err
-		}
-		b.listed = describeList(b, l, l.Items)
-		return nil
+		return b.list(ctx, l, client.InNamespace(b.ns), sel)
 	}
+}
+
+// list lists into l with opts and keeps what it answered (describeList).
+func (b *backend) list(ctx context.Context, l client.ObjectList, opts ...client.ListOption) error {
+	if err := b.c.List(ctx, l, opts...); err != nil {
+		return err
+	}
+	items, err := meta.ExtractList(l)
+	if err != nil {
+		return err
+	}
+	b.listed = describeList(b, l, items)
+	return nil
 }
 
 // describeList is what a list answered, the same on both backends: each
@@ -142,13 +139,13 @@ func listMetadata(sel client.ListOption) func(context.Context, *backend) error {
 // least that of each item and of the last list (above it when a write was
 // made since), as a consistent read's must be. The values differ: the API
 // server's revision counts every write to etcd.
-func describeList[T any](b *backend, l client.ObjectList, items []T) []string {
+func describeList(b *backend, l client.ObjectList, items []runtime.Object) []string {
 	listRV, err := strconv.ParseInt(l.GetResourceVersion(), 10, 64)
 	out := []string{fmt.Sprintf("list resourceVersion parses: %t", err == nil)}
 	atLeast := listRV >= b.listRV && (!b.wrote || listRV > b.listRV)
 	b.listRV, b.wrote = listRV, false
-	for i := range items {
-		obj := any(&items[i]).(client.Object)
+	for _, it := range items {
+		obj := it.(client.Object)
 		rv, _ := strconv.ParseInt(obj.GetResourceVersion(), 10, 64)
 		atLeast = atLeast && listRV >= rv
 		ns := obj.GetNamespace()
