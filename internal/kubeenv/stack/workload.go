@@ -26,14 +26,13 @@ var (
 	KubeadmConfigGVK = schema.GroupVersionKind{Group: "bootstrap.cluster.x-k8s.io", Version: "v1beta2", Kind: "KubeadmConfig"}
 	LocalClusterGVK  = schema.GroupVersionKind{Group: InfraGroup, Version: InfraVersion, Kind: "LocalCluster"}
 	LocalMachineGVK  = schema.GroupVersionKind{Group: InfraGroup, Version: InfraVersion, Kind: "LocalMachine"}
-	ConfigMapGVK     = corev1.SchemeGroupVersion.WithKind("ConfigMap")
-	SecretGVK        = corev1.SchemeGroupVersion.WithKind("Secret")
 )
 
 // GraphKinds are the kinds of a Cluster's object graph, as a backup of its
 // namespace holds them.
 var GraphKinds = []schema.GroupVersionKind{
-	ConfigMapGVK, SecretGVK, ClusterGVK, MachineGVK, KubeadmConfigGVK, LocalClusterGVK, LocalMachineGVK,
+	corev1.SchemeGroupVersion.WithKind("ConfigMap"), corev1.SchemeGroupVersion.WithKind("Secret"),
+	ClusterGVK, MachineGVK, KubeadmConfigGVK, LocalClusterGVK, LocalMachineGVK,
 }
 
 // KubernetesVersion is the version the stack's Machines ask for.
