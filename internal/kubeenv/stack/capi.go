@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -47,7 +46,7 @@ func (m *Mgmt) startCAPIManager(ctx context.Context, name, bin, certDir string, 
 	if err != nil {
 		return nil, err
 	}
-	p, err := startProc(m.Dir, name, bin, append([]string{
+	p, err := m.startReady(ctx, name, bin, addrs[1], append([]string{
 		"--kubeconfig=" + kubeconfig,
 		"--leader-elect=false",
 		"--webhook-cert-dir=" + certDir,
@@ -55,12 +54,8 @@ func (m *Mgmt) startCAPIManager(ctx context.Context, name, bin, certDir string, 
 		"--health-addr=" + addrs[1],
 		"--diagnostics-address=" + addrs[2],
 		"--insecure-diagnostics",
-	}, extraArgs...), nil)
+	}, extraArgs...))
 	if err != nil {
-		return nil, err
-	}
-	if err := p.waitHTTP(ctx, 2*time.Minute, "http://"+addrs[1]+"/readyz"); err != nil {
-		p.Stop()
 		return nil, err
 	}
 	return &capiManager{Proc: p, webhookPort: webhookPort, diagnostics: addrs[2]}, nil

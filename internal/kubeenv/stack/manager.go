@@ -4,11 +4,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
-	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -76,8 +73,6 @@ func (m *Mgmt) GrantRelinkSecrets(ctx context.Context) error {
 // Manager is a running initlock-manager process.
 type Manager struct {
 	*Proc
-	// MetricsURL serves its Prometheus metrics.
-	MetricsURL string
 }
 
 // ManagerOptions shape an initlock-manager process.
@@ -99,7 +94,7 @@ type ManagerOptions struct {
 // process with its own kubeconfig and the RBAC that config/rbac grants it,
 // with leader election off and its metrics and probes on free local ports.
 // As config/default installs the manager with its lock guard, it installs
-// the guard first (InstallLockGuard), unless opts.NoLockGuard. It returns
+// the guard first (kubeenv's Env.InstallLockGuard), unless opts.NoLockGuard. It returns
 // once the manager is ready. StopManager leaves the guard installed, as a
 // manager that is down leaves its policy in the API server.
 func (m *Mgmt) StartManager(ctx context.Context, opts ManagerOptions) (*Manager, error) {
@@ -109,9 +104,9 @@ func (m *Mgmt) StartManager(ctx context.Context, opts ManagerOptions) (*Manager,
 	if err := m.grantManagerRole(ctx, opts.RoleFile); err != nil {
 		return nil, err
 	}
-	guard := m.InstallLockGuard
+	guard := m.Env.InstallLockGuard
 	if opts.NoLockGuard {
-		guard = m.RemoveLockGuard
+		guard = m.Env.UninstallLockGuard
 	}
 	if err := guard(ctx); err != nil {
 		return nil, err
@@ -124,27 +119,28 @@ func (m *Mgmt) StartManager(ctx context.Context, opts ManagerOptions) (*Manager,
 	if err != nil {
 		return nil, err
 	}
-	bin := cmp.Or(opts.Binary, m.bins.Manager)
-	p, err := startProc(m.Dir, fmt.Sprintf("initlock-manager-%d", m.managerStarts), bin, append([]string{
+	name := fmt.Sprintf("initlock-manager-%d", m.managerStarts)
+	m.managerStarts++
+	p, err := m.startReady(ctx, name, cmp.Or(opts.Binary, m.bins.Manager), addrs[1], append([]string{
 		"--kubeconfig=" + kubeconfig,
 		"--leader-elect=false",
 		"--metrics-bind-address=" + addrs[0],
-		// Plain HTTP for the tests that read it; the secure endpoint is
-		// tested with the released image (test/release).
+		// Plain HTTP; the secure endpoint is tested with the released
+		// image (test/release).
 		"--metrics-secure=false",
 		"--health-probe-bind-address=" + addrs[1],
-	}, opts.Args...), nil)
+	}, opts.Args...))
 	if err != nil {
 		return nil, err
 	}
-	m.managerStarts++
-	if err := p.waitHTTP(ctx, 2*time.Minute, "http://"+addrs[1]+"/readyz"); err != nil {
-		p.Stop()
-		return nil, err
-	}
-	m.manager = &Manager{Proc: p, MetricsURL: "http://" + addrs[0] + "/metrics"}
+	m.manager = &Manager{Proc: p}
 	return m.manager, nil
 }
+
+// RemoveLockGuard deletes the lock guard's binding, then its policy, and
+// returns once the API server no longer enforces it. A guard that is not
+// installed is no error.
+func (m *Mgmt) RemoveLockGuard(ctx context.Context) error { return m.Env.UninstallLockGuard(ctx) }
 
 // ManagerRuns tells whether initlock-manager was started and not stopped.
 func (m *Mgmt) ManagerRuns() bool { return m.manager != nil && !m.manager.Exited() }
@@ -155,24 +151,6 @@ func (m *Mgmt) StopManager() {
 		m.manager.Stop()
 		m.manager = nil
 	}
-}
-
-// httpGet returns the body of a GET of url.
-func httpGet(ctx context.Context, url string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return string(b), err
 }
 
 // grantManagerRole installs the ClusterRole of file, config/rbac/role.yaml

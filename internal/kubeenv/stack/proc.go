@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -65,20 +66,41 @@ func (p *Proc) waitFor(ctx context.Context, timeout time.Duration, what string, 
 // waitHTTP waits until url answers 200 OK.
 func (p *Proc) waitHTTP(ctx context.Context, timeout time.Duration, url string) error {
 	return p.waitFor(ctx, timeout, "serving "+url, func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s answered %s", url, resp.Status)
-		}
-		return nil
+		_, err := httpGet(ctx, url)
+		return err
 	})
+}
+
+// startReady starts bin with args in m's folder as startProc does and
+// waits until it answers 200 OK on http://readyAddr/readyz.
+func (m *Mgmt) startReady(ctx context.Context, name, bin, readyAddr string, args []string) (*Proc, error) {
+	p, err := startProc(m.Dir, name, bin, args, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.waitHTTP(ctx, 2*time.Minute, "http://"+readyAddr+"/readyz"); err != nil {
+		p.Stop()
+		return nil, err
+	}
+	return p, nil
+}
+
+// httpGet returns the body of a GET of url.
+func httpGet(ctx context.Context, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return string(b), err
 }
 
 // waitLogLine waits for a line of the log that starts with prefix and

@@ -7,8 +7,6 @@ import (
 	"os"
 
 	velerov1 "github.com/vmware-tanzu/velero/pkg/apis/velero/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/initlock/initlock/internal/kubeenv"
@@ -21,8 +19,6 @@ type Options struct {
 	// S3 is the S3 server its Velero server stores backups in; several
 	// management clusters may share one, as they share a bucket.
 	S3 *S3
-	// NoCAPI leaves the Cluster API managers out.
-	NoCAPI bool
 	// Webhooks registers the Cluster API webhooks at start.
 	Webhooks bool
 	// OwnerReferencesPermissionEnforcement runs kube-apiserver with that
@@ -60,14 +56,6 @@ type Mgmt struct {
 	veleroStarts  int
 	manager       *Manager
 	managerStarts int
-	guarded       bool
-}
-
-// Scheme returns kubeenv's scheme with Velero's types.
-func Scheme() *runtime.Scheme {
-	s := kubeenv.Scheme()
-	utilruntime.Must(velerov1.AddToScheme(s))
-	return s
 }
 
 // StartMgmt starts a management cluster and returns once its control plane
@@ -93,17 +81,19 @@ func StartMgmt(ctx context.Context, bins Binaries, opts Options) (_ *Mgmt, retEr
 	if m.Env, err = kubeenv.Start(kubeenv.Options{CAPI: kubeenv.CAPIV1Beta2Core, CRDDirs: crds, AuditWrites: true, OwnerReferencesPermissionEnforcement: opts.OwnerReferencesPermissionEnforcement}); err != nil {
 		return nil, fmt.Errorf("starting the control plane of %s: %w", opts.Name, err)
 	}
-	if m.Client, err = client.New(m.Env.Config, client.Options{Scheme: Scheme()}); err != nil {
+	scheme := kubeenv.Scheme()
+	if err := velerov1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
-	if !opts.NoCAPI {
-		if err := m.startCAPI(ctx); err != nil {
+	if m.Client, err = client.New(m.Env.Config, client.Options{Scheme: scheme}); err != nil {
+		return nil, err
+	}
+	if err := m.startCAPI(ctx); err != nil {
+		return nil, err
+	}
+	if opts.Webhooks {
+		if err := m.RegisterWebhooks(ctx); err != nil {
 			return nil, err
-		}
-		if opts.Webhooks {
-			if err := m.RegisterWebhooks(ctx); err != nil {
-				return nil, err
-			}
 		}
 	}
 	return m, nil
