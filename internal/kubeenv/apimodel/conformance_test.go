@@ -92,8 +92,8 @@ var scripts = map[string][]step{
 		{"read a missing lock", func(ctx context.Context, b *backend) error {
 			return b.c.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: "c1-lock"}, &corev1.ConfigMap{})
 		}},
-		{"create the lock", func(ctx context.Context, b *backend) error { return b.createLock(ctx) }},
-		{"create it again", func(ctx context.Context, b *backend) error { return b.createLock(ctx) }},
+		{"create the lock", createLock},
+		{"create it again", createLock},
 		{"patch with the resourceVersion read", func(ctx context.Context, b *backend) error { return b.patchLock(ctx, "a", b.rv["c1-lock"]) }},
 		{"patch with a stale resourceVersion", func(ctx context.Context, b *backend) error { return b.patchLock(ctx, "b", "1") }},
 		{"a patch that changes nothing", func(ctx context.Context, b *backend) error { return b.patchLock(ctx, "a", b.rv["c1-lock"]) }},
@@ -102,72 +102,66 @@ var scripts = map[string][]step{
 			rv := b.rv["c1-lock"]
 			return b.deleteLock(ctx, &uid, &rv)
 		}},
-		{"delete with a stale resourceVersion", func(ctx context.Context, b *backend) error {
-			uid, rv := b.uid["c1-lock"], "1"
-			return b.deleteLock(ctx, &uid, &rv)
-		}},
+		{"delete with a stale resourceVersion", deleteLockStale},
 		{"delete with the UID and resourceVersion read", deleteLockAsRead},
-		{"delete a missing lock", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
+		{"delete a missing lock", deleteLockPlain},
 	},
 	"guarded lock": {
-		{"create the lock", func(ctx context.Context, b *backend) error { return b.createLock(ctx) }},
-		{"delete it unmarked: refused by the guard", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
+		{"create the lock", createLock},
+		{"delete it unmarked: refused by the guard", deleteLockPlain},
 		{"mark it with another UID", lockJSONPatch(`[{"op":"add","path":"/metadata/annotations","value":{"initlock.dev/releasable":"not-the-uid"}}]`)},
-		{"delete it with a mark of another UID: refused", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
+		{"delete it with a mark of another UID: refused", deleteLockPlain},
 		{"take its label away: refused", lockJSONPatch(`[{"op":"remove","path":"/metadata/labels/cluster.x-k8s.io~1cluster-name"}]`)},
 		{"label it for another cluster: refused", lockJSONPatch(`[{"op":"replace","path":"/metadata/labels/cluster.x-k8s.io~1cluster-name","value":"c2"}]`)},
 		{"take its data key away: refused", lockJSONPatch(`[{"op":"remove","path":"/data/lock-information"}]`)},
 		{"rewrite its record: let through", lockJSONPatch(`[{"op":"replace","path":"/data/lock-information","value":"{\"machineName\":\"m2\"}"}]`)},
 		{"mark it with its own UID", lockJSONPatch(`[{"op":"test","path":"/metadata/resourceVersion","value":"$rv"},{"op":"replace","path":"/metadata/annotations/initlock.dev~1releasable","value":"$lockuid"}]`)},
-		{"delete it marked, with a stale resourceVersion: the precondition answers first", func(ctx context.Context, b *backend) error {
-			uid, rv := b.uid["c1-lock"], "1"
-			return b.deleteLock(ctx, &uid, &rv)
-		}},
+		{"delete it marked, with a stale resourceVersion: the precondition answers first", deleteLockStale},
 		{"delete it marked, with the UID and resourceVersion read", deleteLockAsRead},
-		{"create it again", func(ctx context.Context, b *backend) error { return b.createLock(ctx) }},
+		{"create it again", createLock},
 		{"clusterctl move marks it for deletion in the source", lockJSONPatch(`[{"op":"add","path":"/metadata/annotations","value":{"clusterctl.cluster.x-k8s.io/delete-for-move":""}}]`)},
 		{"the garbage collector's delete of it: refused (it names a propagation policy)", func(ctx context.Context, b *backend) error { return b.collect(ctx, b) }},
-		{"kubectl delete of it: refused (it names a propagation policy)", func(ctx context.Context, b *backend) error { return b.kubectlDelete(ctx) }},
-		{"clusterctl move deletes it", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
+		{"kubectl delete of it: refused (it names a propagation policy)", kubectlDelete},
+		{"clusterctl move deletes it", deleteLockPlain},
 		{"a ConfigMap of the lock's name for another cluster", func(ctx context.Context, b *backend) error {
 			cm := kubeenv.NewLock(b.ns, "c1", "m1", nil)
 			cm.Labels[wire.ClusterNameLabel] = "c2"
 			return b.c.Create(ctx, cm)
 		}},
-		{"is not a lock: deleted", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
+		{"is not a lock: deleted", deleteLockPlain},
 		{"a ConfigMap of the lock's name without its data key", func(ctx context.Context, b *backend) error {
 			cm := kubeenv.NewLock(b.ns, "c1", "m1", nil)
 			cm.Data = map[string]string{"other": "x"}
 			return b.c.Create(ctx, cm)
 		}},
-		{"is not a lock either: deleted", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
+		{"is not a lock either: deleted", deleteLockPlain},
 		{"another provider's lock, its record naming no machineName (KubeKey's)", func(ctx context.Context, b *backend) error {
 			cm := kubeenv.NewLock(b.ns, "c1", "m1", nil)
 			cm.Data[wire.DataKey] = `{"kkInstanceName":"kk-0"}`
 			return b.create(ctx, cm)
 		}},
-		{"kubectl delete of it: let through, left to its provider", func(ctx context.Context, b *backend) error { return b.kubectlDelete(ctx) }},
+		{"kubectl delete of it: let through, left to its provider", kubectlDelete},
 		{"a lock whose record spells MachineName otherwise, as Go's decoders read it", func(ctx context.Context, b *backend) error {
 			cm := kubeenv.NewLock(b.ns, "c1", "m1", nil)
 			cm.Data[wire.DataKey] = `{"MachineName" : "m1"}`
 			return b.create(ctx, cm)
 		}},
-		{"delete it unmarked: refused", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
+		{"delete it unmarked: refused", deleteLockPlain},
 		{"rewrite its record for another provider: refused (the shape goes)", lockJSONPatch(`[{"op":"replace","path":"/data/lock-information","value":"{\"kkInstanceName\":\"kk-0\"}"}]`)},
 		{"rewrite its record with its key's letters escaped, as a resource modifier may: let through (the same record)", lockJSONPatch(`[{"op":"replace","path":"/data/lock-information","value":"{\"machine\\u004eame\":\"m1\"}"}]`)},
-		{"delete it unmarked: refused", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
+		{"delete it unmarked: refused", deleteLockPlain},
 	},
 	"replayed mark": {
-		{"create the lock", func(ctx context.Context, b *backend) error { return b.createLock(ctx) }},
+		{"create the lock", createLock},
 		{"a release marks it with its own UID", lockJSONPatch(`[{"op":"test","path":"/metadata/resourceVersion","value":"$rv"},{"op":"add","path":"/metadata/annotations","value":{"initlock.dev/releasable":"$lockuid","initlock.dev/release-started":"2026-12-06T10:00:00Z"}}]`)},
 		{"the mark is taken off", lockJSONPatch(`[{"op":"remove","path":"/metadata/annotations/initlock.dev~1releasable"},{"op":"remove","path":"/metadata/annotations/initlock.dev~1release-started"}]`)},
 		{"a restore with the update policy writes the mark back", lockMergePatch(`{"metadata":{"annotations":{"initlock.dev/releasable":"$lockuid","initlock.dev/release-started":"2026-12-06T10:00:00Z"},"labels":{"velero.io/restore-name":"r1"}}}`)},
-		{"a plain delete: refused (no resourceVersion named)", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
+		{"a plain delete: refused (no resourceVersion named)", deleteLockPlain},
 		{"a delete with the UID alone: refused", func(ctx context.Context, b *backend) error {
 			uid := b.uid["c1-lock"]
 			return b.deleteLock(ctx, &uid, nil)
 		}},
-		{"kubectl delete: refused", func(ctx context.Context, b *backend) error { return b.kubectlDelete(ctx) }},
+		{"kubectl delete: refused", kubectlDelete},
 		{"the garbage collector's delete, on the current resourceVersion: refused", func(ctx context.Context, b *backend) error { return b.collect(ctx, b) }},
 		{"a delete on the current resourceVersion with a propagation policy: refused", func(ctx context.Context, b *backend) error {
 			uid, rv := b.uid["c1-lock"], b.rv["c1-lock"]
@@ -185,23 +179,23 @@ var scripts = map[string][]step{
 		{"a delete on the current resourceVersion, as a release sends it: let through", deleteLockAsRead},
 	},
 	"reshaped lock": {
-		{"create the lock", func(ctx context.Context, b *backend) error { return b.createLock(ctx) }},
+		{"create the lock", createLock},
 		{"mark it with its own UID", lockJSONPatch(`[{"op":"add","path":"/metadata/annotations","value":{"initlock.dev/releasable":"$lockuid"}}]`)},
 		{"take its label away once marked: refused, marked or not", lockJSONPatch(`[{"op":"remove","path":"/metadata/labels/cluster.x-k8s.io~1cluster-name"}]`)},
-		{"a plain delete of the marked lock: refused", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
+		{"a plain delete of the marked lock: refused", deleteLockPlain},
 	},
 	"lock held by another finalizer": {
-		{"create the lock", func(ctx context.Context, b *backend) error { return b.createLock(ctx) }},
+		{"create the lock", createLock},
 		{"another controller's finalizer", lockJSONPatch(`[{"op":"test","path":"/metadata/resourceVersion","value":"$rv"},{"op":"add","path":"/metadata/finalizers","value":["example.com/keep"]}]`)},
-		{"delete it unmarked: refused, not marked for deletion", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
+		{"delete it unmarked: refused, not marked for deletion", deleteLockPlain},
 		{"mark it for release", lockJSONPatch(`[{"op":"add","path":"/metadata/annotations","value":{"initlock.dev/releasable":"$lockuid"}}]`)},
 		{"delete it: marked for deletion, kept", deleteLockAsRead},
-		{"delete it again", func(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }},
-		{"create it again: the name is taken", func(ctx context.Context, b *backend) error { return b.createLock(ctx) }},
+		{"delete it again", deleteLockPlain},
+		{"create it again: the name is taken", createLock},
 		{"rewrite its record while it is being deleted", func(ctx context.Context, b *backend) error { return b.patchLock(ctx, "while-deleting", "") }},
 		{"a new finalizer is refused while it is being deleted", lockJSONPatch(`[{"op":"add","path":"/metadata/finalizers/-","value":"example.com/other"}]`)},
 		{"remove the finalizer: gone", lockJSONPatch(`[{"op":"test","path":"/metadata/finalizers","value":["example.com/keep"]},{"op":"remove","path":"/metadata/finalizers"}]`)},
-		{"create it again", func(ctx context.Context, b *backend) error { return b.createLock(ctx) }},
+		{"create it again", createLock},
 	},
 }
 
@@ -341,7 +335,7 @@ func (b *backend) create(ctx context.Context, u client.Object) error {
 	return nil
 }
 
-func (b *backend) createLock(ctx context.Context) error {
+func createLock(ctx context.Context, b *backend) error {
 	cm := kubeenv.NewLock(b.ns, "c1", "m1", nil)
 	if err := b.c.Create(ctx, cm); err != nil {
 		return err
@@ -372,6 +366,16 @@ func (b *backend) deleteLock(ctx context.Context, uid *types.UID, rv *string) er
 	return b.c.Delete(ctx, cm, client.Preconditions{UID: uid, ResourceVersion: rv})
 }
 
+// deleteLockPlain deletes the lock with no precondition.
+func deleteLockPlain(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }
+
+// deleteLockStale deletes the lock with the UID read and a stale
+// resourceVersion as preconditions.
+func deleteLockStale(ctx context.Context, b *backend) error {
+	uid, rv := b.uid["c1-lock"], "1"
+	return b.deleteLock(ctx, &uid, &rv)
+}
+
 // deleteLockAsRead deletes the lock with the UID and resourceVersion read
 // as preconditions, as a release does.
 func deleteLockAsRead(ctx context.Context, b *backend) error {
@@ -381,7 +385,7 @@ func deleteLockAsRead(ctx context.Context, b *backend) error {
 
 // kubectlDelete deletes the lock as kubectl delete does: no precondition,
 // propagation policy Background (--cascade's default).
-func (b *backend) kubectlDelete(ctx context.Context) error {
+func kubectlDelete(ctx context.Context, b *backend) error {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "c1-lock"}}
 	return b.c.Delete(ctx, cm, client.PropagationPolicy(metav1.DeletePropagationBackground))
 }

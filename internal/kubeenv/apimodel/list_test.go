@@ -32,7 +32,7 @@ const scriptLabel = "initlock.dev/conformance"
 // namespace and by label selector, around writes.
 var listScript = []step{
 	{"list ConfigMaps of a label in an empty namespace", listConfigMaps(client.HasLabels{scriptLabel})},
-	{"create the lock", func(ctx context.Context, b *backend) error { return b.createLock(ctx) }},
+	{"create the lock", createLock},
 	{"create a ConfigMap of another cluster", func(ctx context.Context, b *backend) error {
 		return b.c.Create(ctx, b.labelled(kubeenv.NewLock(b.ns, "c2", "m2", nil)))
 	}},
