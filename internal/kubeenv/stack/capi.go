@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -72,7 +73,7 @@ func (m *Mgmt) startCAPI(ctx context.Context) error {
 	if m.caBundle, err = writeServingCert(certDir); err != nil {
 		return err
 	}
-	if m.cabpk, err = m.startCAPIManager(ctx, "capi-kubeadm-bootstrap-manager", m.cabpkBin, certDir, m.cabpkArgs...); err != nil {
+	if m.cabpk, err = m.startCAPIManager(ctx, "capi-kubeadm-bootstrap-manager", cmp.Or(m.opts.CABPK, m.bins.path(BinCABPK)), certDir, m.opts.CABPKArgs...); err != nil {
 		return err
 	}
 	m.cabpk.manifests = filepath.Join(capiDir, "bootstrap", "kubeadm", "config", "webhook", "manifests.yaml")

@@ -42,7 +42,7 @@ const ProviderRelinkKinds = "Cluster.cluster.x-k8s.io,MachineDeployment.cluster.
 // Machines, KubeadmConfigs).
 func (m *Mgmt) GrantProviderKinds(ctx context.Context) error {
 	verbs := []string{"get", "list", "watch", "patch"}
-	if m.enforceRefs {
+	if m.opts.OwnerReferencesPermissionEnforcement {
 		verbs = append(verbs, "delete")
 	}
 	role := &rbacv1.ClusterRole{
@@ -52,7 +52,7 @@ func (m *Mgmt) GrantProviderKinds(ctx context.Context) error {
 			{APIGroups: []string{InfraGroup}, Resources: []string{"localclusters", "localmachines"}, Verbs: verbs},
 		},
 	}
-	if m.enforceRefs {
+	if m.opts.OwnerReferencesPermissionEnforcement {
 		role.Rules = append(role.Rules,
 			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"delete"}},
 			rbacv1.PolicyRule{APIGroups: []string{MachineGVK.Group}, Resources: []string{"clusters/finalizers", "machines/finalizers"}, Verbs: []string{"update"}},
@@ -169,7 +169,7 @@ func (m *Mgmt) grantManagerRole(ctx context.Context, file string) error {
 	if err := m.bindRoleFile(ctx, file); err != nil {
 		return err
 	}
-	if m.enforceRefs {
+	if m.opts.OwnerReferencesPermissionEnforcement {
 		return m.bindGeneratedRole(ctx, "owner-references-enforcement")
 	}
 	return nil

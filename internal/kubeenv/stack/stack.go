@@ -45,10 +45,7 @@ type Mgmt struct {
 	Dir string
 
 	bins          Binaries
-	cabpkBin      string
-	cabpkArgs     []string
-	enforceRefs   bool
-	s3            *S3
+	opts          Options
 	caBundle      []byte
 	core, cabpk   *capiManager
 	webhooks      bool
@@ -65,10 +62,7 @@ func StartMgmt(ctx context.Context, bins Binaries, opts Options) (_ *Mgmt, retEr
 	if err != nil {
 		return nil, err
 	}
-	m := &Mgmt{Name: opts.Name, Dir: dir, bins: bins, cabpkBin: opts.CABPK, cabpkArgs: opts.CABPKArgs, s3: opts.S3, enforceRefs: opts.OwnerReferencesPermissionEnforcement}
-	if m.cabpkBin == "" {
-		m.cabpkBin = bins.path(BinCABPK)
-	}
+	m := &Mgmt{Name: opts.Name, Dir: dir, bins: bins, opts: opts}
 	defer func() {
 		if retErr != nil {
 			retErr = errors.Join(retErr, m.Stop())

@@ -90,10 +90,10 @@ func (m *Mgmt) StartVelero(ctx context.Context, initlockPlugin bool) (*Velero, e
 	if m.velero != nil {
 		return nil, fmt.Errorf("a Velero server already runs in %s", m.Name)
 	}
-	if m.s3 == nil {
+	if m.opts.S3 == nil {
 		return nil, errors.New("the management cluster has no S3 server to store backups in")
 	}
-	for _, o := range veleroObjects(m.s3) {
+	for _, o := range veleroObjects(m.opts.S3) {
 		if err := m.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("installing Velero: %w", err)
 		}
