@@ -39,8 +39,14 @@ type Guard struct {
 	scheme    *runtime.Scheme
 }
 
-// NewGuard compiles policy, bound by binding with the Deny action.
-func NewGuard(policy *admissionv1.ValidatingAdmissionPolicy, binding *admissionv1.ValidatingAdmissionPolicyBinding) (*Guard, error) {
+// LockGuard is the project's lock guard (kubeenv.LockGuardFile), compiled:
+// its policy, bound by its binding with the Deny action.
+func LockGuard() (*Guard, error) {
+	g, err := kubeenv.ReadLockGuard()
+	if err != nil {
+		return nil, err
+	}
+	policy, binding := g.Policy, g.Binding
 	if policy.Spec.ParamKind != nil {
 		return nil, fmt.Errorf("policy %s: parameters are not modelled", policy.Name)
 	}
@@ -90,15 +96,6 @@ func NewGuard(policy *admissionv1.ValidatingAdmissionPolicy, binding *admissionv
 		}
 	}
 	return &Guard{selector: selector, name: policy.Name, binding: binding.Name, validator: validator, scheme: kubeenv.Scheme()}, nil
-}
-
-// LockGuard is the project's lock guard (kubeenv.LockGuardFile), compiled.
-func LockGuard() (*Guard, error) {
-	g, err := kubeenv.ReadLockGuard()
-	if err != nil {
-		return nil, err
-	}
-	return NewGuard(g.Policy, g.Binding)
 }
 
 var configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
