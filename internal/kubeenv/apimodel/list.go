@@ -116,13 +116,11 @@ func fillList(list client.ObjectList, res map[string]any) error {
 		return nil
 	case *metav1.PartialObjectMetadataList:
 		gvk := l.GroupVersionKind()
-		item := gvk
-		item.Kind = strings.TrimSuffix(gvk.Kind, "List")
 		l.ListMeta = metav1.ListMeta{ResourceVersion: rv, Continue: next}
 		l.Items = make([]metav1.PartialObjectMetadata, len(items))
 		for i, it := range items {
-			l.Items[i].SetGroupVersionKind(item)
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(it.(map[string]any)["metadata"].(map[string]any), &l.Items[i].ObjectMeta); err != nil {
+			l.Items[i].SetGroupVersionKind(gvk.GroupVersion().WithKind(strings.TrimSuffix(gvk.Kind, "List")))
+			if err := fill(&l.Items[i], it.(map[string]any)); err != nil {
 				return err
 			}
 		}
