@@ -361,23 +361,21 @@ func (b *backend) patchLock(ctx context.Context, note, rv string) error {
 	return nil
 }
 
+// deleteLock deletes the lock with preconditions uid and rv (none when
+// nil); deleteLockPlain with none, deleteLockStale with the UID read and a
+// stale resourceVersion, deleteLockAsRead with both read, as a release does.
 func (b *backend) deleteLock(ctx context.Context, uid *types.UID, rv *string) error {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "c1-lock"}}
 	return b.c.Delete(ctx, cm, client.Preconditions{UID: uid, ResourceVersion: rv})
 }
 
-// deleteLockPlain deletes the lock with no precondition.
 func deleteLockPlain(ctx context.Context, b *backend) error { return b.deleteLock(ctx, nil, nil) }
 
-// deleteLockStale deletes the lock with the UID read and a stale
-// resourceVersion as preconditions.
 func deleteLockStale(ctx context.Context, b *backend) error {
 	uid, rv := b.uid["c1-lock"], "1"
 	return b.deleteLock(ctx, &uid, &rv)
 }
 
-// deleteLockAsRead deletes the lock with the UID and resourceVersion read
-// as preconditions, as a release does.
 func deleteLockAsRead(ctx context.Context, b *backend) error {
 	uid, rv := b.uid["c1-lock"], b.rv["c1-lock"]
 	return b.deleteLock(ctx, &uid, &rv)
