@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -243,12 +244,8 @@ func (s *Store) update(k Key, cur, next map[string]any) (map[string]any, error) 
 	if _, deleting := curMeta["deletionTimestamp"]; deleting {
 		// An object being deleted takes no new finalizer; once it has none
 		// left, it is gone.
-		had := map[any]bool{}
-		for _, f := range finalizersOf(curMeta) {
-			had[f] = true
-		}
 		for _, f := range finalizersOf(meta) {
-			if !had[f] {
+			if !slices.Contains(finalizersOf(curMeta), f) {
 				return nil, apierrors.NewInvalid(schema.GroupKind{Group: gr(k.Kind).Group, Kind: k.Kind}, k.Name, field.ErrorList{
 					field.Forbidden(field.NewPath("metadata", "finalizers"), "no new finalizers can be added if the object is being deleted")})
 			}
