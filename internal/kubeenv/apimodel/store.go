@@ -45,13 +45,9 @@ type Version struct {
 // Store is the model's linearizable storage: objects with UIDs and
 // resourceVersions (one global revision counter, as etcd's), and every
 // version each object went through, for cache views. Its write operations
-// answer as kube-apiserver does, with the same API errors: Create fails if
-// the name is taken, Patch applies JSON patches and merge patches as the
-// library the API server uses does (applyPatch) and honours a
-// resourceVersion in the patched object, Delete honours UID and
-// resourceVersion preconditions. The status of a Cluster (a status
-// subresource) is not changed by patches of the object. A write that
-// changes nothing does not bump the revision.
+// answer as kube-apiserver does, with the same API errors (the package
+// documentation lists what is modelled). A write that changes nothing does
+// not bump the revision.
 type Store struct {
 	mu      sync.Mutex
 	rev     int64
