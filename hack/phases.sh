@@ -8,7 +8,10 @@
 #
 # Peak memory is sampled every second: "tree" is the largest sum of the RSS
 # of every process the phase started, "largest" the largest single process
-# (GNU time's maximum resident set size, when /usr/bin/time exists).
+# (GNU time's maximum resident set size, when /usr/bin/time exists). "cpu"
+# is the user and system time of the phase's processes that were waited for
+# (GNU time's, too): on a machine whose cores are all busy, the phases' cpu
+# is what a change must cut to shorten the run.
 
 phases_dir=$(mktemp -d)
 phases_log="$phases_dir/all.log"
@@ -26,7 +29,7 @@ phase() {
   start=$(date +%s)
   printf '\n=== phase %s: %s\n' "$name" "$*"
   local timer=()
-  [ -x /usr/bin/time ] && timer=(/usr/bin/time -f '%M' -o "$timefile")
+  [ -x /usr/bin/time ] && timer=(/usr/bin/time -f '%M %U %S' -o "$timefile")
   : >"$timefile"
   # A session of its own, so that every process the phase starts is counted.
   setsid "${timer[@]}" "$@" > >(tee -a "$phases_log") 2> >(tee -a "$phases_log" >&2) &
@@ -43,9 +46,13 @@ phase() {
   # take CPU from every later phase.
   pkill -KILL -s "$pid" 2>/dev/null || true
   rm -f "$phases_dir/sid-$name"
-  local largest="-"
-  [ -s "$timefile" ] && largest="$(( $(tail -n 1 "$timefile") / 1024 )) MB"
-  printf '%-14s %6ss %9s %12s %s\n' "$name" "$(( $(date +%s) - start ))" "$(( peak / 1024 )) MB" "$largest" \
+  local largest="-" cpu="-" rss user sys
+  if [ -s "$timefile" ]; then
+    read -r rss user sys < <(tail -n 1 "$timefile")
+    largest="$(( rss / 1024 )) MB"
+    cpu="$(printf '%.0f' "$(echo "$user + $sys" | bc)")s"
+  fi
+  printf '%-14s %6ss %7s %9s %12s %s\n' "$name" "$(( $(date +%s) - start ))" "$cpu" "$(( peak / 1024 )) MB" "$largest" \
     "$([ "$rc" -eq 0 ] && echo ok || echo "FAILED ($rc)")" >>"$phases_dir/table"
   return "$rc"
 }
@@ -106,8 +113,8 @@ phases_report() {
     phases_show "$name"
   done
   {
-    printf '\n=== phases (wall time, peak RSS of the phase'"'"'s processes, largest process)\n'
-    printf '%-14s %7s %9s %12s %s\n' phase wall tree largest result
+    printf '\n=== phases (wall time, cpu time, peak RSS of the phase'"'"'s processes, largest process)\n'
+    printf '%-14s %7s %7s %9s %12s %s\n' phase wall cpu tree largest result
     cat "$phases_dir/table"
     printf '%-14s %6ss\n' total "$(( $(date +%s) - phases_start ))"
     printf '\n=== the 20 slowest test packages\n'
