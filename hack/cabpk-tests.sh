@@ -108,7 +108,7 @@ for run in upstream minimal gate-off gate-on; do
   if [ "$run" != gate-on ]; then
     log "$run: compiling the test binaries of $PKGS"
     rm -rf "$work/bin"
-    (cd "$tree" && GOFLAGS=-mod=mod GOWORK=off go test -c -o "$work/bin/" $PKGS)
+    (cd "$tree" && GOFLAGS=-mod=mod GOWORK=off go test -c -ldflags=-w -o "$work/bin/" $PKGS)
   fi
   compiled=$(date +%s)
   log "$run: compiled in $((compiled - start))s; running the tests${gates:+ with CAPI_TEST_FEATURE_GATES=$gates}"
