@@ -227,7 +227,7 @@ test-e2e: kube ## Run the end-to-end tests: two control planes and clusterctl mo
 # --- Real stack: the real Velero server, Cluster API core and CABPK (test/real) ---
 # hack/stack.sh builds Velero v1.18.3, its AWS plugin v1.14.3, the S3 server
 # of hack/s3, CABPK and CAPI core v1.14.2 into the cache, one at a time; the
-# first build takes about 25 minutes on 2 cores. initlock-manager and
+# first build takes about 7 minutes on an idle machine of 2 cores. initlock-manager and
 # velero-plugin-initlock are built from this tree for each run.
 
 .PHONY: stack
