@@ -78,6 +78,11 @@ run_tests() {
     ) >"$parts/$(printf '%03d' "$n")" &
   done < <(cd "$tree" && GOFLAGS=-mod=mod GOWORK=off go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}}{{end}}' $PKGS)
   wait
+  if [ "$n" -eq 0 ]; then
+    echo "FAIL	no package of $PKGS with tests found in $tree" >"$out"
+    rm -rf "$parts"
+    return 1
+  fi
   cat "$parts"/* >"$out"
   rm -rf "$parts"
   ! grep -qE '^FAIL[[:space:]]' "$out"
