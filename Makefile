@@ -12,12 +12,25 @@ MODULES := . pkg/initlock hack/contention hack/capi hack/s3 hack/release test/al
 # do; go.work serves editors and go commands typed by hand, and make quick.
 export GOWORK := off
 # -trimpath: the build cache keys the project's packages by module path, not
-# by folder, so a fresh clone reuses what any other clone compiled (the
-# control plane and the peers are built so as well). -ldflags=-w: test
+# by folder, so a fresh clone reuses what any other clone compiled, and the
+# release's builds (-trimpath too) reuse the tests'. -ldflags=-w: test
 # binaries and the programs tests build are linked without DWARF, which takes
 # a third of a link's CPU (stack traces need none); a go command given
 # -ldflags of its own (the release, the peers) replaces it.
 export GOFLAGS += -trimpath -ldflags=-w
+# Tests build as the release does, static (CGO_ENABLED=0): the release's
+# builds and the tests' then share one compile of each dependency, and none
+# needs cgo. CGO_ENABLED=1 in the environment (for go test -race) wins.
+export CGO_ENABLED ?= 0
+# The go flags of every build and test in hack/capi, Cluster API's module:
+# without -trimpath, as CAPI's own tests of CABPK must build (their envtest
+# finds its CRDs from its source file's path), so that those tests, the
+# peers' builds of CABPK and CAPI core and these share one compile of
+# Cluster API's dependencies.
+CAPI_GOFLAGS := -ldflags=-w
+# The modules that build on the same Kubernetes libraries at the same
+# versions (make lint checks it).
+SHARED_VERSIONS := . hack/contention test/alerts
 # Packages under test in the root module. test/e2e has its own target.
 PKGS ?= ./...
 TEST_FLAGS ?= -count=1 -timeout=30m
@@ -110,6 +123,15 @@ lint: verify-generate ## gofmt, golangci-lint with govet (one pass over every mo
 	@want=$$(printf '%s\n' $(MODULES) | sort); \
 	have=$$($(GO) work edit -json go.work | sed -n 's/^.*"DiskPath": "\(.*\)".*$$/\1/p' | sed 's|^\./||' | sort); \
 	if [ "$$want" != "$$have" ]; then echo "go.work and MODULES name different modules:"; diff <(echo "$$want") <(echo "$$have"); exit 1; fi
+	@# The modules of SHARED_VERSIONS build every dependency they share at the
+	@# versions go.work resolves, so that this pass and their tests compile
+	@# each once (docs/development.md).
+	@f='{{if .Module}}{{if not .Module.Main}}{{.Module.Path}} {{.Module.Version}}{{end}}{{end}}'; \
+	for m in $(SHARED_VERSIONS); do \
+		d=$$(cd $(CURDIR)/$$m && diff <($(GO) list -test -deps -f "$$f" ./... | grep -v '^github.com/initlock/' | sort -u) \
+			<(GOWORK=$(CURDIR)/go.work $(GO) list -test -deps -f "$$f" ./... | grep -v '^github.com/initlock/' | sort -u)) || { \
+			echo "$$m/go.mod requires other versions than go.work resolves; go get these there (>):"; echo "$$d"; exit 1; }; \
+	done
 	@# One pass over every module, resolved together in the workspace: the
 	@# dependencies they share are loaded and analysed once, at one version.
 	@# Each module still compiles at its own versions in its tests and in
@@ -220,7 +242,7 @@ test-e2e: kube ## Run the end-to-end tests: two control planes and clusterctl mo
 	@# The move program is built here, with the hack/capi module, so that its
 	@# cold build does not count against the test timeout.
 	tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
-	(cd hack/capi && $(GO) build -o "$$tmp/move" ./move); \
+	(cd hack/capi && GOFLAGS=$(CAPI_GOFLAGS) $(GO) build -o "$$tmp/move" ./move); \
 	INITLOCK_E2E_MOVE="$$tmp/move" KUBEBUILDER_ASSETS="$$(hack/kube.sh 2>/dev/null)" \
 		$(GO) test -tags e2e -v $(TEST_FLAGS) ./test/e2e/...
 
@@ -255,7 +277,8 @@ test-real: kube stack ## Run the scenarios on the real Velero server, CAPI core 
 	@# -parallel 4: the scenarios that run subtests side by side (the naive
 	@# copies, the failed-init scenarios) mostly wait on CABPK's requeues.
 	$(GO) test -tags real -c -o /dev/null ./test/real
-	$(real-env) INITLOCK_CABPK_INITLOCK="$$(hack/cabpk-initlock.sh 2>/dev/null)" \
+	$(real-env) (cd hack/capi && GOFLAGS=$(CAPI_GOFLAGS) $(GO) build -o "$$tmp/move" ./move); \
+		INITLOCK_MOVE="$$tmp/move" INITLOCK_CABPK_INITLOCK="$$(hack/cabpk-initlock.sh 2>/dev/null)" \
 		INITLOCK_CABPK_MINIMAL="$$(hack/cabpk-initlock.sh docs/cabpk-minimal.patch 2>/dev/null)" \
 		$(GO) test -tags real -v $(TEST_FLAGS) -parallel 4 ./test/real/...
 
@@ -327,7 +350,7 @@ test-release: kube ## Build a release into a temporary folder and test every art
 	export INITLOCK_DIST="$$tmp/dist" INITLOCK_REGISTRY=$(RELEASE_TEST_REGISTRY) INITLOCK_DOWNLOAD_URL=$(RELEASE_TEST_DOWNLOAD_URL); \
 	(cd hack/release && \
 		INITLOCK_PLATFORMS=$(RELEASE_TEST_PLATFORMS) INITLOCK_ARCHIVE_PLATFORMS=$(RELEASE_TEST_PLATFORMS) $(GO) test -count=1 -timeout=20m ./...); \
-	(cd hack/capi && $(GO) test -count=1 -timeout=10m ./release/...); \
+	(cd hack/capi && GOFLAGS=$(CAPI_GOFLAGS) $(GO) test -count=1 -timeout=10m ./release/...); \
 	(cd test/release/publish && $(GO) test -count=1 -timeout=10m ./...); \
 	$(GO) vet -tags release ./test/... ; \
 	KUBEBUILDER_ASSETS="$$(hack/kube.sh 2>/dev/null)" \

@@ -51,7 +51,9 @@ if [ -x /usr/bin/time ]; then
   timer=(/usr/bin/time -f '%M' -o "$tmp/.time")
 fi
 mkdir -p "$tmp/bin"
-if ! flock /tmp/initlock-heavy.lock env CGO_ENABLED=0 GOFLAGS=-mod=mod GOWORK=off "${timer[@]}" go build -trimpath \
+# Built as hack/lib.sh builds (static, without -trimpath), so that its
+# dependencies are compiled once for every build and test of Cluster API.
+if ! flock /tmp/initlock-heavy.lock env CGO_ENABLED=0 GOFLAGS=-mod=mod GOWORK=off "${timer[@]}" go build \
   -ldflags "-s -w -X sigs.k8s.io/cluster-api/version.gitVersion=$CAPI_VERSION-initlock" -o "$tmp/bin/$bin" ./bootstrap/kubeadm; then
   log "build failed"
   exit 1
