@@ -16,10 +16,11 @@ log() { printf '%s: %s\n' "$name" "$*" >&2; }
 # binary. Shows a line of progress every 20 packages and, when
 # GNU time is installed, the peak memory (RSS) of the largest compiler or
 # linker process. $BUILD_FLAGS are added to go build (e.g. -p 1).
-# Static (CGO_ENABLED=0) and without -trimpath, as Cluster API's own tests
-# must build (hack/cabpk-tests.sh: their envtest finds its CRDs from its
-# source file's path), so that the builds of CABPK and CAPI core, of the
-# patched CABPK and of its tests share one compile of their dependencies.
+# Static (CGO_ENABLED=0) and without -trimpath (GOFLAGS is emptied: the
+# Makefile's has it), as Cluster API's own tests must build
+# (hack/cabpk-tests.sh: their envtest finds its CRDs from its source file's
+# path), so that the builds of CABPK and CAPI core, of the patched CABPK and
+# of its tests share one compile of their dependencies.
 build() {
   local mod=$1; shift
   local ldflags=$1; shift
@@ -32,7 +33,7 @@ build() {
     timer=(/usr/bin/time -f '%M' -o "$timefile")
   fi
   # shellcheck disable=SC2086 # BUILD_FLAGS is a list of flags
-  (cd "$here/$mod" && CGO_ENABLED=0 GOWORK=off "${timer[@]}" go build -v ${BUILD_FLAGS:-} -ldflags="$ldflags" -o "$tmp/" "$@" 2>&1) |
+  (cd "$here/$mod" && CGO_ENABLED=0 GOFLAGS= GOWORK=off "${timer[@]}" go build -v ${BUILD_FLAGS:-} -ldflags="$ldflags" -o "$tmp/" "$@" 2>&1) |
     while IFS= read -r line; do
       n=$((${n:-0} + 1))
       case "$line" in
